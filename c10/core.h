@@ -1,0 +1,117 @@
+/* c10/core.h — internal declarations shared by the core's layers: the
+ * tensor and storage structs, the device registry and error helpers.
+ * Nothing outside libweft includes this file; plugins see only the public
+ * headers. */
+#ifndef WF_C10_CORE_H
+#define WF_C10_CORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+#define WF_INLINE_DIMS 5
+
+struct weft_registrar;
+
+/* The owner of a block of memory.  Knows nothing of dtype or shape. */
+typedef struct wf_storage {
+    atomic_int refcount;
+    atomic_uint version; /* bumped by in-place writes through any view */
+    bool read_only;
+    weft_device device;
+    size_t nbytes;
+    weft_data_ptr data;
+    /* The registrar whose allocator made this memory, or NULL for the core's
+     * own: a plugin is not unloaded while its memory is alive. */
+    struct weft_registrar *owner;
+} wf_storage;
+
+struct weft_tensor {
+    atomic_int refcount;
+    int32_t ndim;
+    int8_t dtype;         /* weft_dtype */
+    bool is_contiguous;   /* cached; recomputed whenever metadata changes */
+    weft_device device;
+    weft_keyset keys;     /* cached dispatch keys */
+    int64_t numel;        /* cached */
+    int64_t storage_offset; /* in elements */
+    wf_storage *storage;
+    void *autograd_meta;  /* created lazily by autograd */
+    int64_t *sizes;       /* point at the inline arrays for ndim <= 5 */
+    int64_t *strides;
+    int64_t inline_sizes[WF_INLINE_DIMS];
+    int64_t inline_strides[WF_INLINE_DIMS];
+};
+
+/* ----- errors (c10/error.c) */
+/* weft_set_error is the public form; these keep the hot path short. */
+int wf__errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ----- storage (c10/storage.c) */
+int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device);
+wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device,
+                             struct weft_registrar *owner);
+void wf__storage_retain(wf_storage *s);
+void wf__storage_release(wf_storage *s);
+
+/* ----- tensors (c10/tensor.c) */
+/* A tensor object over storage s (retained), with the given metadata.
+ * strides NULL means contiguous.  Validates nothing: callers check. */
+int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
+                    const int64_t *strides, int ndim, int64_t offset, weft_dtype dtype);
+/* Replaces sizes/strides (ndim may change) and refreshes the caches. */
+int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t *strides,
+                            int ndim);
+void wf__tensor_refresh(weft_tensor *t);
+/* numel of sizes, or WEFT_EOVERFLOW / WEFT_EINVAL with a message naming op. */
+int wf__checked_numel(int64_t *numel, const int64_t *sizes, int ndim, const char *op);
+void wf__contiguous_strides(int64_t *strides, const int64_t *sizes, int ndim);
+/* Wraps a possibly negative dim for a tensor of rank ndim; WEFT_ERANGE with
+ * a message naming op when out of range. */
+int wf__wrap_dim(int *out, int dim, int ndim, const char *op);
+/* Formats sizes as "[2, 3]" into buf. */
+const char *wf__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim);
+
+/* ----- devices (c10/device.c) */
+typedef struct wf_device_type {
+    char name[32];
+    _Atomic(const weft_allocator *) allocator; /* core-owned copy */
+    const weft_device_interface *iface;        /* core-owned copy, or NULL */
+    struct weft_registrar *owner;              /* NULL for built-in */
+    struct weft_registrar *allocator_owner;
+    const weft_allocator *base_allocator;      /* the device's own, before overrides */
+    bool registered;
+} wf_device_type;
+
+extern wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
+weft_keyset wf__dense_keys(weft_device device);
+int wf__check_device(weft_device device, const char *op);
+/* Copies nbytes between any two devices through their interfaces. */
+int wf__copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device src_dev,
+                   size_t nbytes);
+/* Called by the registrar on rollback / release. */
+void wf__device_type_unregister(int type);
+void wf__device_init(void);
+
+/* ----- conversion (c10/convert.c) */
+/* Reads element i (byte address p) of dtype as double / writes a double. */
+double wf__load_double(const void *p, weft_dtype dtype);
+void wf__store_double(void *p, weft_dtype dtype, double v);
+/* Strided copy with dtype conversion between two host tensors of the same
+ * shape (the core's copy_ kernel for CPU). */
+int wf__host_copy(weft_tensor *dst, const weft_tensor *src);
+
+/* half-precision conversions (c10/half.c) */
+float wf__half_to_float(uint16_t h);
+uint16_t wf__float_to_half(float f);
+float wf__bfloat16_to_float(uint16_t h);
+uint16_t wf__float_to_bfloat16(float f);
+
+/* ----- registrar bookkeeping used by storage (dispatch/registrar.c) */
+void wf__registrar_hold(struct weft_registrar *reg);
+void wf__registrar_drop(struct weft_registrar *reg);
+
+#endif

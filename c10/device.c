@@ -1,0 +1,226 @@
+/* c10/device.c — the device-type registry and the host allocator.  CPU is
+ * built in; CUDA and HIP ids are reserved (named, without an interface until
+ * their plugin provides one); other types are registered by plugins through
+ * the registrar (dispatch/registrar.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "c10/core.h"
+
+wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
+
+/* Host memory is 64-byte aligned: a full cache line, enough for AVX-512
+ * loads, and what DLPack consumers such as JAX expect before they copy. */
+static void host_free(void *data, void *ctx)
+{
+    (void)ctx;
+    free(data);
+}
+
+static int host_allocate(void *ctx, size_t nbytes, int device_index, weft_data_ptr *out)
+{
+    (void)ctx;
+    (void)device_index;
+    void *p = NULL;
+    size_t n = nbytes ? (nbytes + 63) & ~(size_t)63 : 64;
+    if (n < nbytes || posix_memalign(&p, 64, n) != 0)
+        return weft_set_error(WEFT_ENOMEM, "out of host memory allocating %zu bytes", nbytes);
+    out->data = p;
+    out->ctx = NULL;
+    out->deleter = host_free;
+    return 0;
+}
+
+static const weft_allocator host_allocator = {
+    sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, host_allocate, NULL, NULL,
+};
+
+static int host_count(void *ctx)
+{
+    (void)ctx;
+    return 1;
+}
+
+static int host_copy(void *ctx, void *dst, const void *src, size_t nbytes, int index)
+{
+    (void)ctx;
+    (void)index;
+    if (nbytes)
+        memmove(dst, src, nbytes);
+    return 0;
+}
+
+static int host_copy_device(void *ctx, void *dst, int di, const void *src, int si, size_t n)
+{
+    (void)di;
+    return host_copy(ctx, dst, src, n, si);
+}
+
+static int host_sync(void *ctx, int index)
+{
+    (void)ctx;
+    (void)index;
+    return 0;
+}
+
+static const weft_device_interface host_interface = {
+    sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, host_count,
+    host_copy, host_copy, host_copy_device, host_sync, 1 /* kDLCPU */,
+};
+
+void wf__device_init(void)
+{
+    wf_device_type *cpu = &wf__device_types[WEFT_DEVICE_TYPE_CPU];
+    strcpy(cpu->name, "cpu");
+    atomic_store(&cpu->allocator, &host_allocator);
+    cpu->base_allocator = &host_allocator;
+    cpu->iface = &host_interface;
+    cpu->registered = true;
+    strcpy(wf__device_types[WEFT_DEVICE_TYPE_CUDA].name, "cuda");
+    wf__device_types[WEFT_DEVICE_TYPE_CUDA].registered = true;
+    strcpy(wf__device_types[WEFT_DEVICE_TYPE_HIP].name, "hip");
+    wf__device_types[WEFT_DEVICE_TYPE_HIP].registered = true;
+}
+
+weft_keyset wf__dense_keys(weft_device device)
+{
+    return WEFT_KEYSET_BIT(WEFT_KEY_DENSE) | WEFT_KEYSET_BIT(device.type);
+}
+
+int wf__check_device(weft_device device, const char *op)
+{
+    if (device.type < 0 || device.type >= WEFT_MAX_DEVICE_TYPES ||
+        !wf__device_types[device.type].registered)
+        return wf__errorf(WEFT_EDEVICE, "%s: unknown device type %d", op, device.type);
+    const wf_device_type *dt = &wf__device_types[device.type];
+    if (!atomic_load_explicit(&dt->allocator, memory_order_acquire))
+        return wf__errorf(WEFT_EDEVICE,
+                          "%s: device type '%s' has no allocator: is its plugin loaded?", op,
+                          dt->name);
+    int count = dt->iface && dt->iface->device_count ? dt->iface->device_count(dt->iface->ctx) : 0;
+    if (device.index < 0 || device.index >= count)
+        return wf__errorf(WEFT_EDEVICE, "%s: device %s:%d does not exist (%d device%s of that type)",
+                          op, dt->name, device.index, count, count == 1 ? "" : "s");
+    return 0;
+}
+
+void wf__device_type_unregister(int type)
+{
+    wf_device_type *dt = &wf__device_types[type];
+    if (type < WEFT_DEVICE_TYPE_FIRST_DYNAMIC) {
+        /* a reserved type keeps its name; only the plugin's part goes */
+        atomic_store(&dt->allocator, NULL);
+        dt->iface = NULL;
+        dt->owner = NULL;
+        return;
+    }
+    atomic_store(&dt->allocator, NULL);
+    dt->iface = NULL;
+    dt->owner = NULL;
+    dt->registered = false;
+    dt->name[0] = '\0';
+}
+
+WEFT_API const char *weft_device_type_name(int type)
+{
+    if (type < 0 || type >= WEFT_MAX_DEVICE_TYPES || !wf__device_types[type].registered)
+        return NULL;
+    return wf__device_types[type].name;
+}
+
+WEFT_API int weft_device_type_from_name(const char *name)
+{
+    if (!name)
+        return wf__errorf(WEFT_EINVAL, "weft_device_type_from_name: name is NULL");
+    for (int i = 0; i < WEFT_MAX_DEVICE_TYPES; i++)
+        if (wf__device_types[i].registered && strcmp(wf__device_types[i].name, name) == 0)
+            return i;
+    return wf__errorf(WEFT_ENOTFOUND, "unknown device type '%s'", name);
+}
+
+WEFT_API int weft_device_count(int type)
+{
+    if (type < 0 || type >= WEFT_MAX_DEVICE_TYPES || !wf__device_types[type].registered)
+        return 0;
+    const weft_device_interface *iface = wf__device_types[type].iface;
+    if (!iface || !iface->device_count)
+        return 0;
+    int n = iface->device_count(iface->ctx);
+    return n < 0 ? 0 : n;
+}
+
+WEFT_API int weft_device_from_string(weft_device *out, const char *text)
+{
+    if (!out || !text)
+        return wf__errorf(WEFT_EINVAL, "weft_device_from_string: NULL argument");
+    const char *colon = strchr(text, ':');
+    size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    char name[32];
+    if (len == 0 || len >= sizeof name)
+        return wf__errorf(WEFT_EINVAL, "malformed device string '%s'", text);
+    memcpy(name, text, len);
+    name[len] = '\0';
+    long index = 0;
+    if (colon) {
+        char *end;
+        index = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end != '\0' || index < 0 || index > INT16_MAX)
+            return wf__errorf(WEFT_EINVAL, "malformed device index in '%s'", text);
+    }
+    int type = -1;
+    for (int i = 0; i < WEFT_MAX_DEVICE_TYPES; i++)
+        if (wf__device_types[i].registered && strcmp(wf__device_types[i].name, name) == 0)
+            type = i;
+    if (type < 0)
+        return wf__errorf(WEFT_EDEVICE, "unknown device type '%s' in '%s'", name, text);
+    out->type = (int16_t)type;
+    out->index = (int16_t)index;
+    return 0;
+}
+
+WEFT_API int weft_device_to_string(weft_device device, char *buf, size_t size)
+{
+    const char *name = weft_device_type_name(device.type);
+    if (!name)
+        return snprintf(buf, size, "unknown%d:%d", device.type, device.index);
+    if (device.type == WEFT_DEVICE_TYPE_CPU)
+        return snprintf(buf, size, "%s", name);
+    return snprintf(buf, size, "%s:%d", name, device.index);
+}
+
+int wf__copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device src_dev,
+                   size_t nbytes)
+{
+    if (nbytes == 0)
+        return 0;
+    const weft_device_interface *di = wf__device_types[dst_dev.type].iface;
+    const weft_device_interface *si = wf__device_types[src_dev.type].iface;
+    if (src_dev.type == WEFT_DEVICE_TYPE_CPU && dst_dev.type == WEFT_DEVICE_TYPE_CPU) {
+        memmove(dst, src, nbytes);
+        return 0;
+    }
+    if (src_dev.type == WEFT_DEVICE_TYPE_CPU) {
+        if (!di || !di->copy_from_host)
+            return wf__errorf(WEFT_ENOTSUP, "device '%s' cannot copy from the host",
+                              wf__device_types[dst_dev.type].name);
+        return di->copy_from_host(di->ctx, dst, src, nbytes, dst_dev.index);
+    }
+    if (dst_dev.type == WEFT_DEVICE_TYPE_CPU) {
+        if (!si || !si->copy_to_host)
+            return wf__errorf(WEFT_ENOTSUP, "device '%s' cannot copy to the host",
+                              wf__device_types[src_dev.type].name);
+        return si->copy_to_host(si->ctx, dst, src, nbytes, src_dev.index);
+    }
+    if (src_dev.type == dst_dev.type && si && si->copy_device)
+        return si->copy_device(si->ctx, dst, dst_dev.index, src, src_dev.index, nbytes);
+    /* between two device types: stage through the host */
+    void *tmp = malloc(nbytes);
+    if (!tmp)
+        return wf__errorf(WEFT_ENOMEM, "out of memory staging a %zu-byte copy", nbytes);
+    int rc = wf__copy_bytes(tmp, WEFT_DEVICE_CPU, src, src_dev, nbytes);
+    if (rc == 0)
+        rc = wf__copy_bytes(dst, dst_dev, tmp, WEFT_DEVICE_CPU, nbytes);
+    free(tmp);
+    return rc;
+}

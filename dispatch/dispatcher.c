@@ -1,0 +1,488 @@
+/* dispatch/dispatcher.c — the operator table and the call path.  A call
+ * computes its key set from its tensor arguments and the thread's
+ * include/exclude sets, picks one slot of the operator's flat table with a
+ * few bit operations, and calls the kernel found there: no hashing, no
+ * locks, no allocation. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch/dispatcher.h"
+
+_Thread_local weft_keyset wf__tls_included;
+_Thread_local weft_keyset wf__tls_excluded;
+
+static weft_op builtin_ops[WF_OP_COUNT];
+/* operators defined by plugins; guarded by the registry lock */
+static weft_op **extra_ops;
+static int n_extra_ops, cap_extra_ops;
+
+static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void wf__registry_lock(void)
+{
+    pthread_mutex_lock(&registry_mutex);
+}
+
+void wf__registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_mutex);
+}
+
+static const char *const functionality_names[] = {
+    [WEFT_KEY_DENSE - WEFT_KEY_DENSE] = "Dense",
+    [WEFT_KEY_QUANTIZED - WEFT_KEY_DENSE] = "Quantized",
+    [WEFT_KEY_SPARSE - WEFT_KEY_DENSE] = "Sparse",
+    [WEFT_KEY_BACKEND_SELECT - WEFT_KEY_DENSE] = "BackendSelect",
+    [WEFT_KEY_ADINPLACE_OR_VIEW - WEFT_KEY_DENSE] = "ADInplaceOrView",
+    [WEFT_KEY_AUTOGRAD - WEFT_KEY_DENSE] = "Autograd",
+    [WEFT_KEY_AUTOCAST - WEFT_KEY_DENSE] = "Autocast",
+    [WEFT_KEY_TRACER - WEFT_KEY_DENSE] = "Tracer",
+    [WEFT_KEY_PROFILER - WEFT_KEY_DENSE] = "Profiler",
+    [WEFT_KEY_PYTHON - WEFT_KEY_DENSE] = "Python",
+    [WEFT_KEY_USER1 - WEFT_KEY_DENSE] = "User1",
+    [WEFT_KEY_USER2 - WEFT_KEY_DENSE] = "User2",
+    [WEFT_KEY_USER3 - WEFT_KEY_DENSE] = "User3",
+    [WEFT_KEY_USER4 - WEFT_KEY_DENSE] = "User4",
+};
+
+WEFT_API const char *weft_dispatch_key_name(int key)
+{
+    if (key >= 0 && key < WEFT_MAX_DEVICE_TYPES) {
+        const char *n = weft_device_type_name(key);
+        return n ? n : "UnknownBackend";
+    }
+    if (key >= WEFT_KEY_DENSE && key < WEFT_KEY_END)
+        return functionality_names[key - WEFT_KEY_DENSE];
+    if (key == WEFT_KEY_COMPOSITE)
+        return "Composite";
+    return "Invalid";
+}
+
+WEFT_API int weft_keyset_to_string(weft_keyset ks, char *buf, size_t size)
+{
+    size_t n = 0;
+    int total = snprintf(buf, size, "{");
+    n = total > 0 ? (size_t)total : 0;
+    bool first = true;
+    for (int k = 63; k >= 0; k--) {
+        if (!(ks & WEFT_KEYSET_BIT(k)))
+            continue;
+        int w = snprintf(n < size ? buf + n : NULL, n < size ? size - n : 0, "%s%s",
+                         first ? "" : ", ", weft_dispatch_key_name(k));
+        n += (size_t)w;
+        first = false;
+    }
+    int w = snprintf(n < size ? buf + n : NULL, n < size ? size - n : 0, "}");
+    return (int)(n + (size_t)w);
+}
+
+WEFT_API void weft_dispatch_tls_get(weft_keyset *included, weft_keyset *excluded)
+{
+    if (included)
+        *included = wf__tls_included;
+    if (excluded)
+        *excluded = wf__tls_excluded;
+}
+
+WEFT_API void weft_dispatch_tls_set(weft_keyset included, weft_keyset excluded)
+{
+    wf__tls_included = included;
+    wf__tls_excluded = excluded;
+}
+
+int wf__slot_for(int key, int device_type)
+{
+    if (key < WEFT_KEY_DENSE || key >= WEFT_KEY_END)
+        return -1;
+    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES)
+        return -1;
+    int func;
+    return wf__slot_of(WEFT_KEYSET_BIT(key) | WEFT_KEYSET_BIT(device_type), &func);
+}
+
+weft_op *wf__op_by_id(int id)
+{
+    return &builtin_ops[id];
+}
+
+static void op_init(weft_op *op, int id, const char *schema_text)
+{
+    op->id = id;
+    op->defined = true;
+    op->schema_text = schema_text;
+    op->tensor_arg_mask = 0;
+    for (int i = 0; i < op->schema.nargs; i++) {
+        int t = op->schema.args[i].type;
+        if (t == WF_ARG_TENSOR || t == WF_ARG_TENSOR_OPT || t == WF_ARG_TENSOR_MUT ||
+            t == WF_ARG_TENSOR_LIST)
+            op->tensor_arg_mask |= 1u << i;
+    }
+}
+
+void wf__dispatch_init(void)
+{
+    for (int i = 0; i < WF_OP_COUNT; i++) {
+        weft_op *op = &builtin_ops[i];
+        if (wf__schema_parse(&op->schema, wf__op_schemas[i]) < 0) {
+            /* the table is generated and checked at build time: this cannot
+             * happen unless the two parsers disagree */
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+            op->defined = false;
+            continue;
+        }
+        op_init(op, i, wf__op_schemas[i]);
+    }
+}
+
+/* ------------------------------------------------------------ lookup */
+
+/* Operators that a rolled-back or unloaded plugin defined stay allocated
+ * (handles live for the process) but are not listed. */
+WEFT_API int weft_op_count(void)
+{
+    wf__registry_lock();
+    int n = WF_OP_COUNT;
+    for (int i = 0; i < n_extra_ops; i++)
+        n += extra_ops[i]->defined;
+    wf__registry_unlock();
+    return n;
+}
+
+WEFT_API const weft_op *weft_op_at(int i)
+{
+    if (i < 0)
+        return NULL;
+    if (i < WF_OP_COUNT)
+        return &builtin_ops[i];
+    const weft_op *op = NULL;
+    wf__registry_lock();
+    int k = i - WF_OP_COUNT;
+    for (int j = 0; j < n_extra_ops && !op; j++)
+        if (extra_ops[j]->defined && k-- == 0)
+            op = extra_ops[j];
+    wf__registry_unlock();
+    return op;
+}
+
+static weft_op *find_locked(const char *name)
+{
+    for (int i = 0; i < WF_OP_COUNT; i++)
+        if (strcmp(builtin_ops[i].schema.name, name) == 0)
+            return &builtin_ops[i];
+    for (int i = 0; i < n_extra_ops; i++)
+        if (extra_ops[i]->defined && strcmp(extra_ops[i]->schema.name, name) == 0)
+            return extra_ops[i];
+    return NULL;
+}
+
+weft_op *wf__op_find_locked(const char *name)
+{
+    return find_locked(name);
+}
+
+WEFT_API int weft_op_find(const weft_op **out, const char *name)
+{
+    if (!out || !name)
+        return wf__errorf(WEFT_EINVAL, "op_find: NULL argument");
+    wf__registry_lock();
+    const weft_op *op = find_locked(name);
+    wf__registry_unlock();
+    *out = op;
+    if (!op)
+        return wf__errorf(WEFT_ENOTFOUND, "no operator named '%s'", name);
+    return 0;
+}
+
+WEFT_API const char *weft_op_name(const weft_op *op)
+{
+    return op ? op->schema.name : NULL;
+}
+
+WEFT_API const char *weft_op_schema(const weft_op *op)
+{
+    return op ? op->schema_text : NULL;
+}
+
+/* Adds an operator defined at run time (registry lock held). */
+int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer)
+{
+    weft_op *op = calloc(1, sizeof *op);
+    char *text = strdup(schema_text);
+    if (!op || !text) {
+        free(op);
+        free(text);
+        return wf__errorf(WEFT_ENOMEM, "out of memory defining an operator");
+    }
+    int rc = wf__schema_parse(&op->schema, text);
+    if (rc < 0) {
+        free(op);
+        free(text);
+        return rc;
+    }
+    if (find_locked(op->schema.name)) {
+        rc = wf__errorf(WEFT_EEXIST, "operator '%s' is already defined", op->schema.name);
+        free(op);
+        free(text);
+        return rc;
+    }
+    if (n_extra_ops == cap_extra_ops) {
+        int cap = cap_extra_ops ? 2 * cap_extra_ops : 16;
+        weft_op **grown = realloc(extra_ops, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            free(op);
+            free(text);
+            return wf__errorf(WEFT_ENOMEM, "out of memory defining an operator");
+        }
+        extra_ops = grown;
+        cap_extra_ops = cap;
+    }
+    op_init(op, WF_OP_COUNT + n_extra_ops, text);
+    op->definer = definer;
+    extra_ops[n_extra_ops++] = op;
+    *out = op;
+    return 0;
+}
+
+/* ---------------------------------------------------------- the call */
+
+static int missing_kernel(const weft_op *op, weft_keyset ks)
+{
+    char keys[256], have[512];
+    weft_keyset_to_string(ks, keys, sizeof keys);
+    size_t n = 0;
+    have[0] = '\0';
+    for (int slot = 0; slot < WF_NUM_SLOTS; slot++) {
+        const wf_kernel *k = atomic_load(&op->table[slot]);
+        if (!k || k->kind == WF_KERNEL_FALLTHROUGH)
+            continue;
+        for (int key = WEFT_KEY_DENSE; key < WEFT_KEY_END; key++)
+            for (int b = 0; b < WEFT_MAX_DEVICE_TYPES; b++)
+                if (wf__slot_for(key, b) == slot && n < sizeof have) {
+                    n += (size_t)snprintf(have + n, sizeof have - n, "%s%s[%s] (%s)",
+                                          n ? ", " : "", weft_dispatch_key_name(key),
+                                          weft_dispatch_key_name(b), k->owner);
+                    key = WEFT_KEY_END;
+                    break;
+                }
+    }
+    extern void wf__loader_summary(char *buf, size_t size);
+    char plugins[512];
+    wf__loader_summary(plugins, sizeof plugins);
+    return wf__errorf(WEFT_ENOKERNEL,
+                      "%s: no kernel for dispatch keys %s; kernels exist for: %s; %s",
+                      op->schema.name, keys, n ? have : "none", plugins);
+}
+
+static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
+{
+    for (;;) {
+        int func = 0;
+        int slot = wf__slot_of(ks, &func);
+        const wf_kernel *k =
+            slot < 0 ? NULL : atomic_load_explicit(&op->table[slot], memory_order_acquire);
+        if (!k) {
+            /* a wrapper layer with nothing registered for this operator has
+             * nothing to do; only the backend data keys must have a kernel */
+            if (func > WEFT_KEY_SPARSE) {
+                ks &= ~WEFT_KEYSET_BIT(func);
+                continue;
+            }
+            return missing_kernel(op, ks);
+        }
+        if (k->kind == WF_KERNEL_FALLTHROUGH) {
+            ks &= ~WEFT_KEYSET_BIT(func);
+            continue;
+        }
+        call->keys = ks;
+        return k->fn(call, k->ctx);
+    }
+}
+
+static const char *const arg_type_names[] = {
+    "Tensor", "Tensor?", "Tensor(a!)", "Tensor[]", "Scalar", "float",
+    "int", "bool", "int[]", "int[]?", "ScalarType?", "Generator?",
+};
+
+/* Whether a boxed value can be an argument of this type. */
+static bool tag_fits(int type, const weft_value *v)
+{
+    switch (type) {
+    case WF_ARG_TENSOR:
+    case WF_ARG_TENSOR_MUT:
+        return v->tag == WEFT_VALUE_TENSOR;
+    case WF_ARG_TENSOR_OPT:
+        return v->tag == WEFT_VALUE_TENSOR || v->tag == WEFT_VALUE_NONE;
+    case WF_ARG_TENSOR_LIST:
+        return v->tag == WEFT_VALUE_TENSOR_LIST;
+    case WF_ARG_SCALAR:
+        return v->tag == WEFT_VALUE_DOUBLE || v->tag == WEFT_VALUE_INT || v->tag == WEFT_VALUE_BOOL;
+    case WF_ARG_FLOAT:
+        return v->tag == WEFT_VALUE_DOUBLE || v->tag == WEFT_VALUE_INT;
+    case WF_ARG_INT:
+        return v->tag == WEFT_VALUE_INT;
+    case WF_ARG_BOOL:
+        return v->tag == WEFT_VALUE_BOOL;
+    case WF_ARG_INT_LIST:
+        return v->tag == WEFT_VALUE_INT_LIST;
+    case WF_ARG_INT_LIST_OPT:
+        return v->tag == WEFT_VALUE_INT_LIST || v->tag == WEFT_VALUE_NONE;
+    case WF_ARG_DTYPE_OPT:
+        return v->tag == WEFT_VALUE_DTYPE || v->tag == WEFT_VALUE_NONE;
+    case WF_ARG_GENERATOR_OPT:
+        return v->tag == WEFT_VALUE_GENERATOR || v->tag == WEFT_VALUE_NONE;
+    }
+    return false;
+}
+
+int wf__dispatch_op(const weft_op *op, const weft_value *args, int nargs, weft_value *rets,
+                    int nrets, weft_keyset mask)
+{
+    const wf_schema *s = &op->schema;
+    if (!op->defined)
+        return wf__errorf(WEFT_ENOTFOUND, "%s: the operator is no longer defined", s->name);
+    if (nargs != s->nargs)
+        return wf__errorf(WEFT_EINVAL, "%s: expected %d arguments, got %d", s->name, s->nargs,
+                          nargs);
+    if (nrets < s->nrets || (s->nrets && !rets))
+        return wf__errorf(WEFT_EINVAL, "%s: room for %d results is needed, got %d", s->name,
+                          s->nrets, nrets);
+    if (nargs && !args)
+        return wf__errorf(WEFT_EINVAL, "%s: args is NULL", s->name);
+    weft_keyset ks = 0;
+    for (int i = 0; i < nargs; i++) {
+        const weft_value *v = &args[i];
+        const wf_arg *a = &s->args[i];
+        if (!tag_fits(a->type, v))
+            return wf__errorf(WEFT_EINVAL, "%s: argument '%s' must be %s (got value tag %d)",
+                              s->name, a->name, arg_type_names[a->type], v->tag);
+        if (!(op->tensor_arg_mask & (1u << i)))
+            continue;
+        if (v->tag == WEFT_VALUE_TENSOR) {
+            if (!v->u.tensor)
+                return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is NULL", s->name, a->name);
+            ks |= v->u.tensor->keys;
+        } else if (v->tag == WEFT_VALUE_TENSOR_LIST) {
+            if (v->len < 0 || (v->len && !v->u.tensors))
+                return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list", s->name, a->name);
+            for (int j = 0; j < v->len; j++) {
+                if (!v->u.tensors[j])
+                    return wf__errorf(WEFT_EINVAL, "%s: argument '%s'[%d] is NULL", s->name,
+                                      a->name, j);
+                ks |= v->u.tensors[j]->keys;
+            }
+        }
+    }
+    if (s->mutating && args[0].u.tensor->storage->read_only)
+        return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is read-only and cannot be written",
+                          s->name, s->args[0].name);
+    ks = ((ks | wf__tls_included) & ~wf__tls_excluded) & mask;
+    for (int i = 0; i < s->nrets; i++) {
+        rets[i].tag = WEFT_VALUE_NONE;
+        rets[i].u.tensor = NULL;
+    }
+    weft_call call = {op, ks, args, nargs, rets, s->nrets};
+    int rc = call_table(op, &call, ks);
+    if (rc == 0 && s->mutating)
+        weft_tensor_bump_version(args[0].u.tensor);
+    if (rc > 0)
+        rc = 0;
+    return rc;
+}
+
+int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
+{
+    return wf__dispatch_op(&builtin_ops[op_id], args, nargs, rets, nrets, ~(weft_keyset)0);
+}
+
+WEFT_API int weft_call_boxed(const weft_op *op, const weft_value *args, int nargs,
+                             weft_value *rets, int nrets)
+{
+    if (!op)
+        return wf__errorf(WEFT_EINVAL, "call_boxed: op is NULL");
+    return wf__dispatch_op(op, args, nargs, rets, nrets, ~(weft_keyset)0);
+}
+
+WEFT_API int weft_redispatch(weft_call *call, weft_keyset done)
+{
+    if (!call || !call->op)
+        return wf__errorf(WEFT_EINVAL, "redispatch: call is NULL");
+    weft_keyset f = done & WF_FUNCTIONALITY_MASK;
+    if (!f)
+        return wf__errorf(WEFT_EINVAL, "redispatch: 'done' names no functionality key");
+    int hi = 63 - __builtin_clzll(f);
+    weft_keyset ks = call->keys & ~(~(weft_keyset)0 << hi);
+    return call_table(call->op, call, ks);
+}
+
+/* ------------------------------------------------------------ the dump */
+
+static const char *const kind_names[] = {"kernel", "composite", "fallback", "fallthrough"};
+
+WEFT_API int weft_op_dump_table(char **out, const weft_op *op)
+{
+    if (!out || !op)
+        return wf__errorf(WEFT_EINVAL, "op_dump_table: NULL argument");
+    *out = NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return wf__errorf(WEFT_ENOMEM, "op_dump_table: out of memory");
+#define APPEND(...)                                                                     \
+    do {                                                                                \
+        int w_ = snprintf(buf + n, cap - n, __VA_ARGS__);                               \
+        if ((size_t)w_ >= cap - n) {                                                    \
+            cap = 2 * cap + (size_t)w_;                                                 \
+            char *g_ = realloc(buf, cap);                                               \
+            if (!g_) {                                                                  \
+                free(buf);                                                              \
+                return wf__errorf(WEFT_ENOMEM, "op_dump_table: out of memory");         \
+            }                                                                           \
+            buf = g_;                                                                   \
+            w_ = snprintf(buf + n, cap - n, __VA_ARGS__);                               \
+        }                                                                               \
+        n += (size_t)w_;                                                                \
+    } while (0)
+    APPEND("%s\n", op->schema_text);
+    int entries = 0;
+    const wf_kernel *composite = NULL;
+    for (int key = WEFT_KEY_DENSE; key < WEFT_KEY_END; key++) {
+        bool per_backend = key <= WEFT_KEY_SPARSE || key == WEFT_KEY_AUTOGRAD;
+        for (int b = 0; b < (per_backend ? WEFT_MAX_DEVICE_TYPES : 1); b++) {
+            const wf_kernel *k = atomic_load(&op->table[wf__slot_for(key, b)]);
+            if (!k || (per_backend && !weft_device_type_name(b)))
+                continue;
+            if (k->kind == WF_KERNEL_COMPOSITE) {
+                /* one line for the composite, not one per backend */
+                composite = k;
+                continue;
+            }
+            char label[64];
+            if (per_backend)
+                snprintf(label, sizeof label, "%s[%s]", weft_dispatch_key_name(key),
+                         weft_dispatch_key_name(b));
+            else
+                snprintf(label, sizeof label, "%s", weft_dispatch_key_name(key));
+            APPEND("  %-24s %-11s from %s\n", label, kind_names[k->kind], k->owner);
+            entries++;
+        }
+    }
+    if (composite)
+        APPEND("  %-24s %-11s from %s\n", "(every other backend)", "composite", composite->owner);
+    else if (!entries)
+        APPEND("  (no kernels: every call fails with WEFT_ENOKERNEL)\n");
+#undef APPEND
+    *out = buf;
+    return 0;
+}
+
+int wf__op_total_locked(void)
+{
+    return WF_OP_COUNT + n_extra_ops;
+}
+
+weft_op *wf__op_at_locked(int i)
+{
+    return i < WF_OP_COUNT ? &builtin_ops[i] : extra_ops[i - WF_OP_COUNT];
+}

@@ -1,0 +1,130 @@
+/* dispatch/dispatcher.h — internal: operators, parsed schemas, the flat
+ * kernel tables and the registration records behind them. */
+#ifndef WF_DISPATCHER_H
+#define WF_DISPATCHER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "c10/core.h"
+#include "dispatch/ops_gen.h"
+
+/* Argument types of a schema. */
+typedef enum wf_arg_type {
+    WF_ARG_TENSOR,
+    WF_ARG_TENSOR_OPT,
+    WF_ARG_TENSOR_MUT, /* Tensor(a!) */
+    WF_ARG_TENSOR_LIST,
+    WF_ARG_SCALAR,
+    WF_ARG_FLOAT,
+    WF_ARG_INT,
+    WF_ARG_BOOL,
+    WF_ARG_INT_LIST,
+    WF_ARG_INT_LIST_OPT,
+    WF_ARG_DTYPE_OPT,
+    WF_ARG_GENERATOR_OPT,
+} wf_arg_type;
+
+#define WF_MAX_ARGS 16
+
+typedef struct wf_arg {
+    char name[24];
+    uint8_t type;     /* wf_arg_type */
+    bool kwonly;
+    bool has_default;
+    char default_text[16];
+} wf_arg;
+
+typedef struct wf_schema {
+    char name[64];
+    int nargs;
+    int nrets;
+    bool mutating; /* writes args[0] */
+    wf_arg args[WF_MAX_ARGS];
+} wf_schema;
+
+/* Parses PyTorch-style schema text (see dispatch/operators.def). */
+int wf__schema_parse(wf_schema *out, const char *text);
+
+/* The flat table: per-backend functionalities get one slot per device type,
+ * the others one slot each. */
+enum {
+    WF_PER_BACKEND_FUNCS = 4, /* Dense, Quantized, Sparse, Autograd */
+    WF_NUM_SLOTS = WF_PER_BACKEND_FUNCS * WEFT_MAX_DEVICE_TYPES + (WEFT_KEY_END - WEFT_KEY_DENSE - WF_PER_BACKEND_FUNCS)
+};
+
+#define WF_BACKEND_MASK ((WEFT_KEYSET_BIT(WEFT_MAX_DEVICE_TYPES)) - 1)
+#define WF_FUNCTIONALITY_MASK (((WEFT_KEYSET_BIT(WEFT_KEY_END)) - 1) & ~WF_BACKEND_MASK)
+
+typedef enum wf_kernel_kind {
+    WF_KERNEL_DIRECT,
+    WF_KERNEL_COMPOSITE,
+    WF_KERNEL_FALLBACK,
+    WF_KERNEL_FALLTHROUGH,
+} wf_kernel_kind;
+
+/* An immutable kernel record.  The hot tables point at these; a record is
+ * never freed while the process may still read it (it is retired instead),
+ * so readers need no lock. */
+typedef struct wf_kernel {
+    weft_kernel_fn fn;
+    void *ctx;
+    uint8_t kind; /* wf_kernel_kind */
+    char owner[48]; /* the registering plugin's name */
+} wf_kernel;
+
+struct weft_op {
+    int id;
+    bool defined; /* false once a plugin that defined it is rolled back */
+    const char *schema_text;
+    wf_schema schema;
+    uint32_t tensor_arg_mask; /* which args carry dispatch keys */
+    _Atomic(const wf_kernel *) table[WF_NUM_SLOTS];
+    struct weft_registrar *definer; /* NULL for the built-in table */
+    struct weft_registration *regs; /* every kernel registration, newest first (cold) */
+};
+
+/* Slot of a key set, or -1 if it has no functionality bit. */
+static inline int wf__slot_of(weft_keyset ks, int *functionality)
+{
+    weft_keyset f = ks & WF_FUNCTIONALITY_MASK;
+    if (!f)
+        return -1;
+    int func = 63 - __builtin_clzll(f);
+    *functionality = func;
+    int rel = func - WEFT_KEY_DENSE;
+    /* Dense, Quantized and Sparse are rel 0..2; Autograd takes block 3 */
+    if (rel <= 2 || func == WEFT_KEY_AUTOGRAD) {
+        weft_keyset b = ks & WF_BACKEND_MASK;
+        int backend = b ? 63 - __builtin_clzll(b) : 0;
+        int index = func == WEFT_KEY_AUTOGRAD ? 3 : rel;
+        return index * WEFT_MAX_DEVICE_TYPES + backend;
+    }
+    /* non-per-backend functionalities after the per-backend block */
+    int after = rel - 3 - (func > WEFT_KEY_AUTOGRAD ? 1 : 0);
+    return WF_PER_BACKEND_FUNCS * WEFT_MAX_DEVICE_TYPES + after;
+}
+
+/* Slot for a registration (key, device type); -1 if invalid. */
+int wf__slot_for(int key, int device_type);
+
+weft_op *wf__op_by_id(int id);
+int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
+int wf__dispatch_op(const weft_op *op, const weft_value *args, int nargs, weft_value *rets,
+                    int nrets, weft_keyset mask);
+/* Recomputes op's hot table from the registrations (registry lock held). */
+void wf__op_recompute(weft_op *op);
+void wf__dispatch_init(void);
+void wf__registry_lock(void);
+void wf__registry_unlock(void);
+
+/* The core registers its own kernels (CPU copy, composites) through this. */
+extern weft_registrar *wf__core_registrar;
+void wf__core_kernels_register(void);
+
+/* Thread-local dispatch state. */
+extern _Thread_local weft_keyset wf__tls_included;
+extern _Thread_local weft_keyset wf__tls_excluded;
+
+#endif

@@ -1,0 +1,555 @@
+/* dispatch/registrar.c — registrations and the tables they compute.  Each
+ * registration is recorded under its registrar (one per plugin), so a failed
+ * or unloaded plugin is rolled back completely.  The hot tables are
+ * recomputed under the registry lock and published with atomic stores;
+ * kernel records are retired, never freed, so a reader racing a release still
+ * calls valid code for as long as its plugin stays mapped. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dispatch/dispatcher.h"
+
+weft_op *wf__op_find_locked(const char *name);
+int wf__op_total_locked(void);
+weft_op *wf__op_at_locked(int i);
+int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer);
+
+typedef enum reg_kind { REG_KERNEL, REG_FALLBACK, REG_OP, REG_DEVICE, REG_ALLOCATOR } reg_kind;
+
+struct weft_registration {
+    reg_kind kind;
+    weft_registrar *registrar;
+    weft_registration *reg_next, *reg_prev; /* in the registrar's list */
+    weft_registration *op_next;             /* in op->regs, newest first */
+    weft_registration *all_next, *all_prev; /* fallbacks and allocators, newest first */
+    weft_op *op;
+    int slot;          /* -1 for composite */
+    wf_kernel *kernel; /* REG_KERNEL / REG_FALLBACK */
+    int device_type;   /* REG_DEVICE / REG_ALLOCATOR */
+    weft_allocator *allocator;
+    weft_device_interface *iface;
+};
+
+struct weft_registrar {
+    char name[48];
+    weft_registration *regs; /* newest first */
+    atomic_long live;        /* storages made by this registrar's allocators */
+};
+
+static weft_registration *global_regs; /* fallbacks and allocators */
+static weft_registrar core_registrar_storage = {.name = "core"};
+weft_registrar *wf__core_registrar = &core_registrar_storage;
+
+void wf__registrar_hold(weft_registrar *reg)
+{
+    atomic_fetch_add_explicit(&reg->live, 1, memory_order_relaxed);
+}
+
+void wf__registrar_drop(weft_registrar *reg)
+{
+    atomic_fetch_sub_explicit(&reg->live, 1, memory_order_release);
+}
+
+long wf__registrar_live(weft_registrar *reg)
+{
+    return atomic_load_explicit(&reg->live, memory_order_acquire);
+}
+
+const char *wf__registrar_name(const weft_registrar *reg)
+{
+    return reg->name;
+}
+
+void wf__registrar_set_name(weft_registrar *reg, const char *name)
+{
+    snprintf(reg->name, sizeof reg->name, "%s", name);
+}
+
+/* ------------------------------------------------------ table compute */
+
+static const wf_kernel *compute_slot(const weft_op *op, int slot)
+{
+    for (weft_registration *r = op->regs; r; r = r->op_next)
+        if (r->slot == slot)
+            return r->kernel;
+    /* a composite serves every backend's Dense slot, and Autograd slots too:
+     * it is written with other operators, whose own autograd kernels record
+     * the graph */
+    int dense0 = wf__slot_for(WEFT_KEY_DENSE, 0), autograd0 = wf__slot_for(WEFT_KEY_AUTOGRAD, 0);
+    bool dense = slot >= dense0 && slot < dense0 + WEFT_MAX_DEVICE_TYPES;
+    bool autograd = slot >= autograd0 && slot < autograd0 + WEFT_MAX_DEVICE_TYPES;
+    if (dense || autograd)
+        for (weft_registration *r = op->regs; r; r = r->op_next)
+            if (r->slot == -1)
+                return r->kernel;
+    for (weft_registration *r = global_regs; r; r = r->all_next)
+        if (r->kind == REG_FALLBACK && r->slot == slot)
+            return r->kernel;
+    return NULL;
+}
+
+void wf__op_recompute(weft_op *op)
+{
+    for (int slot = 0; slot < WF_NUM_SLOTS; slot++)
+        atomic_store_explicit(&op->table[slot], compute_slot(op, slot), memory_order_release);
+}
+
+static void recompute_all_ops(void)
+{
+    for (int i = 0; i < WF_OP_COUNT; i++)
+        wf__op_recompute(wf__op_by_id(i));
+    int n = wf__op_total_locked();
+    for (int i = WF_OP_COUNT; i < n; i++)
+        wf__op_recompute(wf__op_at_locked(i));
+}
+
+/* ------------------------------------------------------ bookkeeping */
+
+static weft_registration *new_registration(weft_registrar *reg, reg_kind kind)
+{
+    weft_registration *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->kind = kind;
+    r->registrar = reg;
+    r->slot = -1;
+    r->reg_next = reg->regs;
+    if (reg->regs)
+        reg->regs->reg_prev = r;
+    reg->regs = r;
+    return r;
+}
+
+static void link_global(weft_registration *r)
+{
+    r->all_next = global_regs;
+    if (global_regs)
+        global_regs->all_prev = r;
+    global_regs = r;
+}
+
+static void unlink_global(weft_registration *r)
+{
+    if (r->all_prev)
+        r->all_prev->all_next = r->all_next;
+    else if (global_regs == r)
+        global_regs = r->all_next;
+    if (r->all_next)
+        r->all_next->all_prev = r->all_prev;
+}
+
+static wf_kernel *new_kernel(weft_registrar *reg, weft_kernel_fn fn, void *ctx, wf_kernel_kind kind)
+{
+    wf_kernel *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->fn = fn;
+    k->ctx = ctx;
+    k->kind = (uint8_t)kind;
+    snprintf(k->owner, sizeof k->owner, "%s", reg->name);
+    return k;
+}
+
+/* Kernel records that were published are kept (see the file comment). */
+static wf_kernel **retired;
+static size_t n_retired, cap_retired;
+
+static void retire(wf_kernel *k)
+{
+    if (n_retired == cap_retired) {
+        size_t cap = cap_retired ? 2 * cap_retired : 64;
+        wf_kernel **g = realloc(retired, cap * sizeof *g);
+        if (!g)
+            return; /* leak the record rather than risk a reader's use */
+        retired = g;
+        cap_retired = cap;
+    }
+    retired[n_retired++] = k;
+}
+
+static void refresh_allocator(int type);
+
+/* Undoes r (registry lock held). */
+static void release_locked(weft_registration *r)
+{
+    weft_registrar *reg = r->registrar;
+    if (r->reg_prev)
+        r->reg_prev->reg_next = r->reg_next;
+    else
+        reg->regs = r->reg_next;
+    if (r->reg_next)
+        r->reg_next->reg_prev = r->reg_prev;
+    switch (r->kind) {
+    case REG_KERNEL: {
+        weft_registration **pp = &r->op->regs;
+        while (*pp && *pp != r)
+            pp = &(*pp)->op_next;
+        if (*pp)
+            *pp = r->op_next;
+        wf__op_recompute(r->op);
+        retire(r->kernel);
+        break;
+    }
+    case REG_FALLBACK:
+        unlink_global(r);
+        recompute_all_ops();
+        retire(r->kernel);
+        break;
+    case REG_OP:
+        /* the handle stays valid (callers may hold it) but the name is gone */
+        r->op->defined = false;
+        for (int s = 0; s < WF_NUM_SLOTS; s++)
+            atomic_store(&r->op->table[s], NULL);
+        break;
+    case REG_DEVICE:
+        wf__device_type_unregister(r->device_type);
+        /* the interface and allocator copies may still be read by a racing
+         * caller: retire them with the process */
+        break;
+    case REG_ALLOCATOR:
+        unlink_global(r);
+        refresh_allocator(r->device_type);
+        break;
+    }
+    free(r);
+}
+
+WEFT_API void weft_registration_release(weft_registration *handle)
+{
+    if (!handle)
+        return;
+    wf__registry_lock();
+    release_locked(handle);
+    wf__registry_unlock();
+}
+
+/* Releases everything reg registered, newest first (used for rollback). */
+void wf__registrar_release_all(weft_registrar *reg)
+{
+    wf__registry_lock();
+    while (reg->regs)
+        release_locked(reg->regs);
+    wf__registry_unlock();
+}
+
+int wf__registrar_new(weft_registrar **out, const char *name)
+{
+    weft_registrar *reg = calloc(1, sizeof *reg);
+    if (!reg)
+        return wf__errorf(WEFT_ENOMEM, "out of memory creating a registrar");
+    snprintf(reg->name, sizeof reg->name, "%s", name ? name : "anonymous");
+    atomic_init(&reg->live, 0);
+    *out = reg;
+    return 0;
+}
+
+WEFT_API int weft_registrar_create(weft_registrar **out, const char *owner_name)
+{
+    if (!out)
+        return wf__errorf(WEFT_EINVAL, "registrar_create: out is NULL");
+    *out = NULL;
+    return wf__registrar_new(out, owner_name);
+}
+
+WEFT_API void weft_registrar_destroy(weft_registrar *reg)
+{
+    if (!reg || reg == wf__core_registrar)
+        return;
+    wf__registrar_release_all(reg);
+    free(reg);
+}
+
+/* ------------------------------------------------------ registration */
+
+static int register_kernel(weft_registrar *reg, const char *op_name, int key, int device_type,
+                           weft_kernel_fn fn, void *ctx, wf_kernel_kind kind,
+                           weft_registration **handle)
+{
+    if (handle)
+        *handle = NULL;
+    if (!reg || !op_name || (kind != WF_KERNEL_FALLTHROUGH && !fn))
+        return wf__errorf(WEFT_EINVAL, "register_kernel: NULL argument");
+    int slot = -1;
+    if (key == WEFT_KEY_COMPOSITE) {
+        if (kind == WF_KERNEL_FALLTHROUGH)
+            return wf__errorf(WEFT_EINVAL, "%s: a composite cannot be a fallthrough", op_name);
+        kind = WF_KERNEL_COMPOSITE;
+    } else {
+        slot = wf__slot_for(key, device_type);
+        if (slot < 0)
+            return wf__errorf(WEFT_EINVAL, "%s: invalid dispatch key %d or device type %d",
+                              op_name, key, device_type);
+    }
+    wf__registry_lock();
+    weft_op *op = wf__op_find_locked(op_name);
+    if (!op) {
+        wf__registry_unlock();
+        return wf__errorf(WEFT_ENOTFOUND, "cannot register a kernel for unknown operator '%s'",
+                          op_name);
+    }
+    wf_kernel *k = new_kernel(reg, fn, ctx, kind);
+    weft_registration *r = k ? new_registration(reg, REG_KERNEL) : NULL;
+    if (!r) {
+        free(k);
+        wf__registry_unlock();
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering '%s'", op_name);
+    }
+    r->op = op;
+    r->slot = slot;
+    r->kernel = k;
+    r->op_next = op->regs;
+    op->regs = r;
+    wf__op_recompute(op);
+    wf__registry_unlock();
+    if (handle)
+        *handle = r;
+    return 0;
+}
+
+WEFT_API int weft_register_kernel(weft_registrar *reg, const char *op_name, int key,
+                                  int device_type, weft_kernel_fn fn, void *ctx,
+                                  weft_registration **handle)
+{
+    return register_kernel(reg, op_name, key, device_type, fn, ctx, WF_KERNEL_DIRECT, handle);
+}
+
+static int fallthrough_marker(weft_call *call, void *ctx)
+{
+    (void)call;
+    (void)ctx;
+    return wf__errorf(WEFT_EINTERNAL, "a fallthrough kernel was called");
+}
+
+WEFT_API int weft_register_fallthrough(weft_registrar *reg, const char *op_name, int key,
+                                       int device_type, weft_registration **handle)
+{
+    return register_kernel(reg, op_name, key, device_type, fallthrough_marker, NULL,
+                           WF_KERNEL_FALLTHROUGH, handle);
+}
+
+WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_type,
+                                    weft_kernel_fn fn, void *ctx, weft_registration **handle)
+{
+    if (handle)
+        *handle = NULL;
+    if (!reg || !fn)
+        return wf__errorf(WEFT_EINVAL, "register_fallback: NULL argument");
+    int slot = wf__slot_for(key, device_type);
+    if (slot < 0)
+        return wf__errorf(WEFT_EINVAL, "register_fallback: invalid key %d or device type %d", key,
+                          device_type);
+    wf__registry_lock();
+    wf_kernel *k = new_kernel(reg, fn, ctx, WF_KERNEL_FALLBACK);
+    weft_registration *r = k ? new_registration(reg, REG_FALLBACK) : NULL;
+    if (!r) {
+        free(k);
+        wf__registry_unlock();
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering a fallback");
+    }
+    r->slot = slot;
+    r->kernel = k;
+    link_global(r);
+    recompute_all_ops();
+    wf__registry_unlock();
+    if (handle)
+        *handle = r;
+    return 0;
+}
+
+WEFT_API int weft_register_op(weft_registrar *reg, const char *schema, const weft_op **out)
+{
+    if (out)
+        *out = NULL;
+    if (!reg || !schema)
+        return wf__errorf(WEFT_EINVAL, "register_op: NULL argument");
+    wf__registry_lock();
+    weft_op *op;
+    int rc = wf__op_add_locked(&op, schema, reg);
+    if (rc == 0) {
+        weft_registration *r = new_registration(reg, REG_OP);
+        if (!r) {
+            op->defined = false;
+            rc = wf__errorf(WEFT_ENOMEM, "out of memory defining an operator");
+        } else {
+            r->op = op;
+        }
+    }
+    wf__registry_unlock();
+    if (rc == 0 && out)
+        *out = op;
+    return rc;
+}
+
+/* ------------------------------------------------------ devices */
+
+/* Copies a plugin's struct into core memory: a shorter (older) struct is
+ * zero-extended, so unknown trailing slots read as "not provided". */
+static void *copy_struct(const void *src, uint32_t src_size, size_t full_size)
+{
+    void *dst = calloc(1, full_size);
+    if (dst)
+        memcpy(dst, src, src_size < full_size ? src_size : full_size);
+    return dst;
+}
+
+static void refresh_allocator(int type)
+{
+    wf_device_type *dt = &wf__device_types[type];
+    const weft_allocator *a = dt->base_allocator;
+    weft_registrar *owner = dt->owner;
+    for (weft_registration *r = global_regs; r; r = r->all_next)
+        if (r->kind == REG_ALLOCATOR && r->device_type == type) {
+            a = r->allocator;
+            owner = r->registrar;
+            break;
+        }
+    dt->allocator_owner = owner;
+    atomic_store_explicit(&dt->allocator, a, memory_order_release);
+}
+
+static int check_allocator(const weft_allocator *alloc, const char *what)
+{
+    if (!alloc || alloc->struct_size < offsetof(weft_allocator, allocate) + sizeof(void *) ||
+        !alloc->allocate)
+        return wf__errorf(WEFT_EINVAL, "%s: the allocator is missing or lacks allocate()", what);
+    return 0;
+}
+
+static int check_interface(const weft_device_interface *iface, const char *what)
+{
+    size_t need = offsetof(weft_device_interface, synchronize) + sizeof(void *);
+    if (!iface || iface->struct_size < need || !iface->device_count || !iface->copy_to_host ||
+        !iface->copy_from_host || !iface->synchronize)
+        return wf__errorf(WEFT_EINVAL,
+                          "%s: the device interface must provide device_count, copy_to_host, "
+                          "copy_from_host and synchronize",
+                          what);
+    return 0;
+}
+
+static int install_device(weft_registrar *reg, int type, const char *name,
+                          const weft_device_interface *iface, const weft_allocator *alloc)
+{
+    weft_device_interface *ic = copy_struct(iface, iface->struct_size, sizeof *ic);
+    weft_allocator *ac = copy_struct(alloc, alloc->struct_size, sizeof *ac);
+    weft_registration *r = ic && ac ? new_registration(reg, REG_DEVICE) : NULL;
+    if (!r) {
+        free(ic);
+        free(ac);
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering device type '%s'", name);
+    }
+    r->device_type = type;
+    r->iface = ic;
+    r->allocator = ac;
+    wf_device_type *dt = &wf__device_types[type];
+    snprintf(dt->name, sizeof dt->name, "%s", name);
+    dt->iface = ic;
+    dt->owner = reg;
+    dt->base_allocator = ac;
+    dt->registered = true;
+    refresh_allocator(type);
+    return 0;
+}
+
+WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
+                                       const weft_device_interface *iface,
+                                       const weft_allocator *alloc, int *type_out)
+{
+    if (type_out)
+        *type_out = -1;
+    if (!reg || !name || !type_out)
+        return wf__errorf(WEFT_EINVAL, "register_device_type: NULL argument");
+    size_t len = strlen(name);
+    if (len == 0 || len >= sizeof wf__device_types[0].name || strchr(name, ':'))
+        return wf__errorf(WEFT_EINVAL, "register_device_type: bad device type name '%s'", name);
+    int rc = check_interface(iface, name);
+    if (rc == 0)
+        rc = check_allocator(alloc, name);
+    if (rc < 0)
+        return rc;
+    wf__registry_lock();
+    int free_id = -1;
+    for (int i = 0; i < WEFT_MAX_DEVICE_TYPES; i++) {
+        wf_device_type *dt = &wf__device_types[i];
+        if (dt->registered && strcmp(dt->name, name) == 0) {
+            const char *holder = dt->owner ? dt->owner->name : "the core";
+            wf__registry_unlock();
+            return wf__errorf(WEFT_EEXIST,
+                              "device type '%s' is already registered (by %s); plugin '%s' cannot "
+                              "register it again",
+                              name, holder, reg->name);
+        }
+        if (free_id < 0 && i >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC && !dt->registered)
+            free_id = i;
+    }
+    if (free_id < 0) {
+        wf__registry_unlock();
+        return wf__errorf(WEFT_ENOMEM, "all %d device type ids are in use",
+                          WEFT_MAX_DEVICE_TYPES - WEFT_DEVICE_TYPE_FIRST_DYNAMIC);
+    }
+    rc = install_device(reg, free_id, name, iface, alloc);
+    wf__registry_unlock();
+    if (rc == 0)
+        *type_out = free_id;
+    return rc;
+}
+
+WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
+                                           const weft_device_interface *iface,
+                                           const weft_allocator *alloc)
+{
+    if (!reg)
+        return wf__errorf(WEFT_EINVAL, "register_reserved_device: NULL registrar");
+    if (type != WEFT_DEVICE_TYPE_CUDA && type != WEFT_DEVICE_TYPE_HIP)
+        return wf__errorf(WEFT_EINVAL, "register_reserved_device: type %d is not a reserved type",
+                          type);
+    int rc = check_interface(iface, weft_device_type_name(type));
+    if (rc == 0)
+        rc = check_allocator(alloc, weft_device_type_name(type));
+    if (rc < 0)
+        return rc;
+    wf__registry_lock();
+    wf_device_type *dt = &wf__device_types[type];
+    if (dt->owner) {
+        rc = wf__errorf(WEFT_EEXIST, "device type '%s' is already provided by %s", dt->name,
+                        dt->owner->name);
+    } else {
+        char name[32];
+        snprintf(name, sizeof name, "%s", dt->name);
+        rc = install_device(reg, type, name, iface, alloc);
+    }
+    wf__registry_unlock();
+    return rc;
+}
+
+WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_allocator *alloc,
+                                     weft_registration **handle)
+{
+    if (handle)
+        *handle = NULL;
+    if (!reg)
+        return wf__errorf(WEFT_EINVAL, "register_allocator: NULL registrar");
+    if (type < 0 || type >= WEFT_MAX_DEVICE_TYPES || !wf__device_types[type].registered)
+        return wf__errorf(WEFT_EDEVICE, "register_allocator: unknown device type %d", type);
+    int rc = check_allocator(alloc, "register_allocator");
+    if (rc < 0)
+        return rc;
+    wf__registry_lock();
+    weft_allocator *ac = copy_struct(alloc, alloc->struct_size, sizeof *ac);
+    weft_registration *r = ac ? new_registration(reg, REG_ALLOCATOR) : NULL;
+    if (!r) {
+        free(ac);
+        wf__registry_unlock();
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering an allocator");
+    }
+    r->device_type = type;
+    r->allocator = ac;
+    link_global(r);
+    refresh_allocator(type);
+    wf__registry_unlock();
+    if (handle)
+        *handle = r;
+    return 0;
+}

@@ -1,0 +1,486 @@
+/* weft.h — the public C API of libweft: tensors, dtypes, devices, errors,
+ * generators, the dispatcher's call interface and the plugin loader.
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *  - Fallible functions return 0 or a negative WEFT_E* code.  On error the
+ *    calling thread's message (weft_last_error) says what went wrong, and
+ *    every out-pointer is left NULL: nothing is leaked, nothing is half-made.
+ *  - "Returns a new reference" means the caller owns one reference and must
+ *    drop it with weft_tensor_release.  Input tensors are borrowed.
+ *  - Every function is thread-safe: distinct threads may use distinct or
+ *    shared tensors at once, except that writing a tensor's elements while
+ *    another thread reads them is a data race, as with any array.
+ *
+ * The operators themselves (weft_add, weft_matmul, ...) are generated from
+ * the operator table and declared in <weft/ops.h>, included at the end.
+ * DLPack lives in <weft/dlpack.h>; plugin authors add <weft/plugin.h>.
+ */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define WEFT_API __attribute__((visibility("default")))
+#else
+#define WEFT_API
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* One table gives the codes, their names and their messages, so the three
+ * cannot drift apart. */
+#define WEFT_ERROR_TABLE(X)                                                   \
+    X(WEFT_OK, 0, "success")                                                  \
+    X(WEFT_EINVAL, -1, "invalid argument")                                    \
+    X(WEFT_ENOMEM, -2, "out of memory")                                       \
+    X(WEFT_ESHAPE, -3, "shape mismatch")                                      \
+    X(WEFT_EDTYPE, -4, "unsupported or mismatched dtype")                     \
+    X(WEFT_EDEVICE, -5, "unknown device or device mismatch")                  \
+    X(WEFT_ERANGE, -6, "index or dimension out of range")                     \
+    X(WEFT_EOVERFLOW, -7, "size overflows int64")                             \
+    X(WEFT_ENOKERNEL, -8, "no kernel registered for this operator and keys")  \
+    X(WEFT_ENOTFOUND, -9, "not found")                                        \
+    X(WEFT_EPLUGIN, -10, "plugin failed to load")                             \
+    X(WEFT_EABI, -11, "plugin ABI version mismatch")                          \
+    X(WEFT_EEXIST, -12, "already exists")                                     \
+    X(WEFT_EBUSY, -13, "resource is still in use")                            \
+    X(WEFT_ENOTSUP, -14, "operation not supported")                           \
+    X(WEFT_EIO, -15, "input/output error")                                    \
+    X(WEFT_EINTERNAL, -16, "internal error")
+
+typedef enum weft_error {
+#define WEFT_X_(name, code, text) name = code,
+    WEFT_ERROR_TABLE(WEFT_X_)
+#undef WEFT_X_
+} weft_error;
+
+/* The calling thread's message for its most recent error: never NULL, valid
+ * until the thread's next weft call.  Thread-safe (thread-local). */
+WEFT_API const char *weft_last_error(void);
+/* The fixed text of an error code ("unknown error" for anything else).
+ * The string is static.  Thread-safe. */
+WEFT_API const char *weft_strerror(int code);
+/* The symbolic name of an error code ("WEFT_EINVAL"), static. */
+WEFT_API const char *weft_error_name(int code);
+/* Clears the calling thread's message. */
+WEFT_API void weft_clear_error(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum weft_dtype {
+    WEFT_BOOL = 0,
+    WEFT_UINT8,
+    WEFT_INT8,
+    WEFT_INT16,
+    WEFT_INT32,
+    WEFT_INT64,
+    WEFT_FLOAT16,
+    WEFT_BFLOAT16,
+    WEFT_FLOAT32,
+    WEFT_FLOAT64,
+    WEFT_COMPLEX64,
+    WEFT_COMPLEX128,
+    WEFT_NUM_DTYPES,
+    /* "no dtype given": optional dtype arguments take this */
+    WEFT_DTYPE_UNSET = -1
+} weft_dtype;
+
+/* Name as PyTorch prints it without the "torch." prefix ("float32"), or
+ * "invalid".  Static string; thread-safe. */
+WEFT_API const char *weft_dtype_name(weft_dtype dtype);
+/* Parses "float32", "float", "int64", "long", ... Returns WEFT_DTYPE_UNSET if
+ * the name is unknown. */
+WEFT_API weft_dtype weft_dtype_from_name(const char *name);
+/* Bytes per element, or 0 for an invalid dtype. */
+WEFT_API size_t weft_dtype_size(weft_dtype dtype);
+WEFT_API bool weft_dtype_is_floating(weft_dtype dtype); /* f16, bf16, f32, f64 */
+WEFT_API bool weft_dtype_is_complex(weft_dtype dtype);
+WEFT_API bool weft_dtype_is_integral(weft_dtype dtype, bool include_bool);
+/* PyTorch's promote_types: the smallest dtype both values fit in
+ * (int64 + float16 -> float16, uint8 + int8 -> int16, bool + x -> x,
+ * float16 + bfloat16 -> float32, ...).  WEFT_DTYPE_UNSET for invalid input. */
+WEFT_API weft_dtype weft_promote_types(weft_dtype a, weft_dtype b);
+/* PyTorch's can_cast: whether an operator may write a result of dtype `from`
+ * into an output of dtype `to` (no float -> integral, complex -> real or
+ * non-bool -> bool). */
+WEFT_API bool weft_can_cast(weft_dtype from, weft_dtype to);
+
+/* --------------------------------------------------------------- devices */
+
+/* Device types: CPU is built in, CUDA and HIP have reserved ids so DLPack and
+ * serialised data stay stable; every other type is registered at run time by
+ * a plugin and gets an id from WEFT_DEVICE_TYPE_FIRST_DYNAMIC up. */
+enum {
+    WEFT_DEVICE_TYPE_CPU = 0,
+    WEFT_DEVICE_TYPE_CUDA = 1,
+    WEFT_DEVICE_TYPE_HIP = 2,
+    WEFT_DEVICE_TYPE_FIRST_DYNAMIC = 3,
+    /* One dispatch-key backend bit per type: see weft_keyset below. */
+    WEFT_MAX_DEVICE_TYPES = 40
+};
+
+typedef struct weft_device {
+    int16_t type;  /* a WEFT_DEVICE_TYPE_* id */
+    int16_t index; /* which device of that type; 0 for the host */
+} weft_device;
+
+#ifdef __cplusplus
+#define WEFT_DEVICE_CPU (weft_device{WEFT_DEVICE_TYPE_CPU, 0})
+#else
+#define WEFT_DEVICE_CPU ((weft_device){WEFT_DEVICE_TYPE_CPU, 0})
+#endif
+
+static inline bool weft_device_equal(weft_device a, weft_device b)
+{
+    return a.type == b.type && a.index == b.index;
+}
+
+/* The name of a registered device type ("cpu", "cuda", "mydev"), or NULL if
+ * the id is not registered.  The string lives as long as the type. */
+WEFT_API const char *weft_device_type_name(int type);
+/* Looks a device type up by name.  Returns its id or WEFT_ENOTFOUND. */
+WEFT_API int weft_device_type_from_name(const char *name);
+/* Number of devices of a type (1 for the CPU; whatever the plugin reports
+ * for others; 0 for a reserved type no plugin provides). */
+WEFT_API int weft_device_count(int type);
+/* Parses "cpu", "cuda", "cuda:1", "mydev:3".  Errors: WEFT_EINVAL for a
+ * malformed string, WEFT_EDEVICE for an unknown type. */
+WEFT_API int weft_device_from_string(weft_device *out, const char *text);
+/* Writes "cpu" or "cuda:1" into buf (always NUL-terminated); returns the
+ * length the full text needs, like snprintf. */
+WEFT_API int weft_device_to_string(weft_device device, char *buf, size_t size);
+
+/* --------------------------------------------------------------- tensors */
+
+/* A strided view of a storage: sizes, strides (in elements), offset, dtype,
+ * device.  Opaque and reference counted with atomics; views share storage. */
+typedef struct weft_tensor weft_tensor;
+
+/* The most dimensions a tensor may have. */
+#define WEFT_MAX_DIMS 64
+
+/* Adds a reference; returns t.  NULL is a no-op returning NULL. */
+WEFT_API weft_tensor *weft_tensor_retain(const weft_tensor *t);
+/* Drops a reference; the last one frees the tensor (and its storage when no
+ * other view holds it).  NULL is a no-op. */
+WEFT_API void weft_tensor_release(weft_tensor *t);
+
+/* Allocates an uninitialised contiguous tensor.  sizes may be NULL when
+ * ndim == 0 (a 0-d tensor holding one element).  Returns a new reference.
+ * Errors: WEFT_EINVAL (NULL out, negative ndim or size, bad dtype),
+ * WEFT_EOVERFLOW (the byte size overflows), WEFT_EDEVICE (unknown device or
+ * no allocator for it), WEFT_ENOMEM. */
+WEFT_API int weft_empty(weft_tensor **out, const int64_t *sizes, int ndim,
+                        weft_dtype dtype, weft_device device);
+/* Like weft_empty, filled with 0 or 1 (through the fill_ operator, so the
+ * device's plugin must be loaded). */
+WEFT_API int weft_zeros(weft_tensor **out, const int64_t *sizes, int ndim,
+                        weft_dtype dtype, weft_device device);
+WEFT_API int weft_ones(weft_tensor **out, const int64_t *sizes, int ndim,
+                       weft_dtype dtype, weft_device device);
+/* Filled with value (converted to dtype). */
+WEFT_API int weft_full(weft_tensor **out, const int64_t *sizes, int ndim,
+                       double value, weft_dtype dtype, weft_device device);
+/* A tensor of the same sizes, dtype and device as t. */
+WEFT_API int weft_empty_like(weft_tensor **out, const weft_tensor *t);
+
+/* Wraps memory the caller owns.  strides (in elements) may be NULL for
+ * contiguous.  deleter(deleter_ctx), if not NULL, is called exactly once when
+ * the last view of the memory dies — also when this call fails, so the caller
+ * never has to clean up after an error.  Returns a new reference. */
+WEFT_API int weft_from_blob(weft_tensor **out, void *data, const int64_t *sizes,
+                            const int64_t *strides, int ndim, weft_dtype dtype,
+                            weft_device device, void (*deleter)(void *ctx),
+                            void *deleter_ctx);
+
+/* Metadata.  The arrays stay valid while t lives and its metadata is not
+ * changed (views never change their source's metadata). */
+WEFT_API int weft_tensor_ndim(const weft_tensor *t);
+WEFT_API const int64_t *weft_tensor_sizes(const weft_tensor *t);
+WEFT_API const int64_t *weft_tensor_strides(const weft_tensor *t);
+WEFT_API int64_t weft_tensor_size(const weft_tensor *t, int dim);   /* dim may be negative; -1 if out of range */
+WEFT_API int64_t weft_tensor_stride(const weft_tensor *t, int dim); /* likewise */
+WEFT_API int64_t weft_tensor_numel(const weft_tensor *t);
+WEFT_API weft_dtype weft_tensor_dtype(const weft_tensor *t);
+WEFT_API weft_device weft_tensor_device(const weft_tensor *t);
+WEFT_API int64_t weft_tensor_storage_offset(const weft_tensor *t);
+/* Address of the first element (storage offset applied). */
+WEFT_API void *weft_tensor_data_ptr(const weft_tensor *t);
+WEFT_API bool weft_tensor_is_contiguous(const weft_tensor *t);
+/* Whether a and b view the same storage. */
+WEFT_API bool weft_tensor_shares_storage(const weft_tensor *a, const weft_tensor *b);
+/* The version of t's storage: bumped by every in-place write through any of
+ * its views. */
+WEFT_API uint32_t weft_tensor_version(const weft_tensor *t);
+WEFT_API bool weft_tensor_is_read_only(const weft_tensor *t);
+
+/* Reads one element of a host tensor as double (real part for complex).
+ * index has ndim entries.  Errors: WEFT_ERANGE, WEFT_EDEVICE (not on host). */
+WEFT_API int weft_tensor_get(const weft_tensor *t, const int64_t *index, double *value);
+/* The single element of a one-element tensor of any shape, as double. */
+WEFT_API int weft_tensor_item(const weft_tensor *t, double *value);
+
+/* ----------------------------------------------------------------- views */
+
+/* Every view returns a new reference that shares t's storage and version.
+ * Dimensions may be negative (counted from the end).  Errors: WEFT_ERANGE for
+ * a dimension or index out of range, WEFT_ESHAPE for sizes that do not fit,
+ * WEFT_EINVAL for NULL arguments. */
+/* view: sizes may hold one -1 that is inferred.  Fails with WEFT_ESHAPE when
+ * t's strides cannot express the new shape without a copy. */
+WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim);
+/* reshape: a view when possible, else a contiguous copy. */
+WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim);
+WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t *dims, int ndim);
+WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, int dim1);
+/* t(): transpose of a tensor with at most 2 dims. */
+WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t);
+WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start, int64_t length);
+/* slice: Python's t[start:end:step] along dim; start and end are clamped as
+ * Python does (negative counts from the end); step must be positive. */
+WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64_t index);
+/* expand: sizes may use -1 to keep a dimension; new leading dims allowed. */
+WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim);
+/* squeeze all size-1 dims (dim == WEFT_ALL_DIMS) or the given one. */
+#define WEFT_ALL_DIMS INT32_MIN
+WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim);
+WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim);
+/* flatten dims start..end (inclusive) into one; a view when possible. */
+WEFT_API int weft_flatten(weft_tensor **out, const weft_tensor *t, int start_dim, int end_dim);
+/* as_strided: any sizes/strides/offset inside t's storage (checked). */
+WEFT_API int weft_as_strided(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
+                             const int64_t *strides, int ndim, int64_t storage_offset);
+/* t itself (a new reference) when contiguous, else a contiguous copy. */
+WEFT_API int weft_contiguous(weft_tensor **out, const weft_tensor *t);
+/* A new contiguous tensor of the given dtype holding t's values (always a
+ * copy, even when the dtype is unchanged). */
+WEFT_API int weft_to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype);
+/* A copy on another device (or a new reference when already there). */
+WEFT_API int weft_to_device(weft_tensor **out, const weft_tensor *t, weft_device device);
+/* A new tensor that shares t's storage and version but is its own object. */
+WEFT_API int weft_alias(weft_tensor **out, const weft_tensor *t);
+
+/* ------------------------------------------------------------ broadcasting */
+
+/* Broadcasts two shapes as NumPy and PyTorch do.  out must hold
+ * max(na, nb) entries; *nout receives the result's rank.  Errors:
+ * WEFT_ESHAPE naming both shapes and the first dimension that disagrees. */
+WEFT_API int weft_broadcast_shapes(int64_t *out, int *nout, const int64_t *a, int na,
+                                   const int64_t *b, int nb);
+
+/* -------------------------------------------------------------- printing */
+
+/* Formats t the way PyTorch prints it ("tensor([1., 2.])", with dtype and
+ * device suffixes where PyTorch shows them, summarised with "..." beyond
+ * 1000 elements).  Returns a malloc'd string the caller frees with free(),
+ * through *out.  Non-host tensors are copied to the host to print. */
+WEFT_API int weft_tensor_to_string(char **out, const weft_tensor *t);
+/* Prints to a FILE* (as void* to keep <stdio.h> out of this header). */
+WEFT_API int weft_tensor_print(const weft_tensor *t, void *file);
+
+/* ------------------------------------------------------------- generators */
+
+/* A counter-based random generator (Philox 4x32-10): its state is a seed and
+ * an offset, so the numbers a kernel draws depend only on the seed and the
+ * element index, never on the thread count.  Thread-safe: drawing advances
+ * the offset atomically. */
+typedef struct weft_generator weft_generator;
+WEFT_API int weft_generator_create(weft_generator **out, uint64_t seed);
+WEFT_API void weft_generator_destroy(weft_generator *g);
+WEFT_API void weft_generator_set_seed(weft_generator *g, uint64_t seed);
+WEFT_API uint64_t weft_generator_seed(const weft_generator *g);
+/* The process-wide default generator (seed 0 until weft_manual_seed). */
+WEFT_API weft_generator *weft_default_generator(void);
+WEFT_API void weft_manual_seed(uint64_t seed);
+/* Reserves `count` 128-bit Philox blocks: returns the seed in *seed and the
+ * first counter in *offset.  g NULL means the default generator.  This is how
+ * kernels draw numbers. */
+WEFT_API void weft_generator_reserve(weft_generator *g, uint64_t count, uint64_t *seed,
+                                     uint64_t *offset);
+/* The Philox 4x32-10 block for (seed, counter): four uniformly random 32-bit
+ * words.  Pure function. */
+WEFT_API void weft_philox(uint64_t seed, uint64_t counter, uint32_t out[4]);
+
+/* Factories drawing from g (NULL: the default generator). */
+WEFT_API int weft_rand(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
+                       weft_device device, weft_generator *g);
+WEFT_API int weft_randn(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
+                        weft_device device, weft_generator *g);
+/* arange(start, end, step) with PyTorch's length rule ceil((end-start)/step). */
+WEFT_API int weft_arange(weft_tensor **out, double start, double end, double step,
+                         weft_dtype dtype, weft_device device);
+WEFT_API int weft_linspace(weft_tensor **out, double start, double end, int64_t steps,
+                           weft_dtype dtype, weft_device device);
+
+/* -------------------------------------------------------------- dispatch */
+
+/* A dispatch key set: one 64-bit word.  Bits 0..WEFT_MAX_DEVICE_TYPES-1 are
+ * backend bits (one per device type id); the bits above are functionality
+ * keys in priority order, highest bit first.  The call's key set is the union
+ * of its tensor arguments' sets, plus the thread's include set, minus its
+ * exclude set. */
+typedef uint64_t weft_keyset;
+
+typedef enum weft_dispatch_key {
+    /* Functionalities, lowest priority first.  Dense, Sparse, Quantized and
+     * Autograd are per-backend: one bit each, but one kernel slot per device
+     * type. */
+    WEFT_KEY_DENSE = WEFT_MAX_DEVICE_TYPES, /* 40 */
+    WEFT_KEY_QUANTIZED,                     /* 41 */
+    WEFT_KEY_SPARSE,                        /* 42 */
+    WEFT_KEY_BACKEND_SELECT,                /* 43: factories choose a backend */
+    WEFT_KEY_ADINPLACE_OR_VIEW,             /* 44 */
+    WEFT_KEY_AUTOGRAD,                      /* 45 */
+    WEFT_KEY_AUTOCAST,                      /* 46 */
+    WEFT_KEY_TRACER,                        /* 47 */
+    WEFT_KEY_PROFILER,                      /* 48 */
+    WEFT_KEY_PYTHON,                        /* 49 */
+    WEFT_KEY_USER1,                         /* 50..53: for wrapper layers of plugins */
+    WEFT_KEY_USER2,
+    WEFT_KEY_USER3,
+    WEFT_KEY_USER4,
+    WEFT_KEY_END,
+    /* Pseudo-keys for registration only: a kernel used for every backend
+     * (an implementation written with other operators). */
+    WEFT_KEY_COMPOSITE = 62,
+    WEFT_KEY_INVALID = 63
+} weft_dispatch_key;
+
+#define WEFT_KEYSET_BIT(k) ((weft_keyset)1 << (k))
+/* The name of a dispatch key ("Dense", "Autograd"). */
+WEFT_API const char *weft_dispatch_key_name(int key);
+/* Formats a key set as "{Dense, CPU}". Returns snprintf's length. */
+WEFT_API int weft_keyset_to_string(weft_keyset ks, char *buf, size_t size);
+
+/* Thread-local include and exclude sets (no-grad mode excludes Autograd).
+ * set returns the previous values so that a caller can restore them. */
+WEFT_API void weft_dispatch_tls_get(weft_keyset *included, weft_keyset *excluded);
+WEFT_API void weft_dispatch_tls_set(weft_keyset included, weft_keyset excluded);
+
+/* Boxed values: the one calling convention every kernel shares. */
+typedef enum weft_value_tag {
+    WEFT_VALUE_NONE = 0,
+    WEFT_VALUE_TENSOR,
+    WEFT_VALUE_INT,
+    WEFT_VALUE_DOUBLE,
+    WEFT_VALUE_BOOL,
+    WEFT_VALUE_INT_LIST,
+    WEFT_VALUE_TENSOR_LIST,
+    WEFT_VALUE_DTYPE,
+    WEFT_VALUE_DEVICE,
+    WEFT_VALUE_GENERATOR,
+    WEFT_VALUE_STRING
+} weft_value_tag;
+
+typedef struct weft_value {
+    int32_t tag; /* weft_value_tag */
+    int32_t len; /* number of entries for the list tags */
+    union {
+        weft_tensor *tensor; /* borrowed in arguments; owned in results */
+        int64_t i;
+        double d;
+        bool b;
+        const int64_t *ints;
+        weft_tensor *const *tensors;
+        weft_dtype dtype;
+        weft_device device;
+        weft_generator *generator;
+        const char *string;
+    } u;
+} weft_value;
+
+/* An operator: a name and a schema, from the operator table or defined by a
+ * plugin.  Handles live for the whole process. */
+typedef struct weft_op weft_op;
+
+/* Looks an operator up by its C name ("add", "add_", "add_out", "sum").
+ * Thread-safe.  Errors: WEFT_ENOTFOUND. */
+WEFT_API int weft_op_find(const weft_op **out, const char *name);
+WEFT_API const char *weft_op_name(const weft_op *op);
+/* The schema text, e.g. "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor". */
+WEFT_API const char *weft_op_schema(const weft_op *op);
+/* Number of operators and the i-th one (in table order). */
+WEFT_API int weft_op_count(void);
+WEFT_API const weft_op *weft_op_at(int i);
+
+/* Calls op with boxed arguments.  args must match the schema (checked:
+ * count, tags, NULL tensors).  rets receives the results: tensors are new
+ * references.  nrets must be at least the schema's number of results
+ * (0 for in-place and out= operators). */
+WEFT_API int weft_call_boxed(const weft_op *op, const weft_value *args, int nargs,
+                             weft_value *rets, int nrets);
+
+/* Writes the computed kernel table of op — for every dispatch key and device
+ * type that has an entry: the kernel's kind (kernel, composite, fallback,
+ * fallthrough) and the plugin that registered it — as text.  Returns a
+ * malloc'd string in *out (free()).  Also lists fallthrough and missing
+ * keys. */
+WEFT_API int weft_op_dump_table(char **out, const weft_op *op);
+
+/* --------------------------------------------------------------- plugins */
+
+/* Adds a directory searched before WEFT_PLUGIN_PATH and the installation's
+ * plugin directory.  Copies the string.  Thread-safe. */
+WEFT_API int weft_plugin_add_search_path(const char *dir);
+/* Finds every plugin file (libweft-*.so) in the search path, chooses the best
+ * variant of each plugin name, and loads them.  WEFT_NO_AUTOLOAD=1 makes it
+ * load nothing; WEFT_DISABLE_PLUGINS=cpu,foo skips those names.  Plugins
+ * already loaded are not loaded twice.  Returns the number of plugins loaded
+ * by this call (failures are in the load report), or a negative code.
+ * Thread-safe. */
+WEFT_API int weft_load_default_plugins(void);
+/* Loads one plugin file by path (never searched for in the current
+ * directory: a path without '/' is looked up in the search path).  Loading a
+ * file that is already loaded returns 0 and does nothing.  Errors:
+ * WEFT_ENOTFOUND, WEFT_EPLUGIN (dlopen failed, no entry symbol, init failed:
+ * everything it registered is rolled back), WEFT_EABI. */
+WEFT_API int weft_load_plugin(const char *path);
+/* Unloads a plugin by name: releases all its registrations and closes it.
+ * Errors: WEFT_ENOTFOUND, WEFT_EBUSY while storage it allocated is alive. */
+WEFT_API int weft_unload_plugin(const char *name);
+
+/* The load report: one row per candidate file considered. */
+typedef enum weft_plugin_status {
+    WEFT_PLUGIN_LOADED = 0,  /* chosen and initialised */
+    WEFT_PLUGIN_SKIPPED,     /* a better variant was chosen, or disabled */
+    WEFT_PLUGIN_UNSUPPORTED, /* its score says this machine cannot run it */
+    WEFT_PLUGIN_FAILED       /* dlopen, entry, ABI or init failed */
+} weft_plugin_status;
+
+typedef struct weft_plugin_report {
+    const char *path;
+    const char *name;      /* plugin name, or NULL if unknown */
+    const char *variant;   /* variant label ("avx2"), or NULL */
+    weft_plugin_status status;
+    const char *error;     /* why it failed or was skipped, or NULL */
+    uint32_t abi_major, abi_minor; /* what the plugin declared (0 if unknown) */
+    int score;
+} weft_plugin_report;
+
+/* Number of rows in the load report, and row i.  The strings stay valid
+ * until the next load call.  Thread-safe. */
+WEFT_API int weft_plugin_report_count(void);
+WEFT_API int weft_plugin_report_get(int i, weft_plugin_report *out);
+/* The report as text, malloc'd (free()). */
+WEFT_API int weft_plugin_report_string(char **out);
+
+/* The core's version and the plugin ABI it implements. */
+WEFT_API const char *weft_version(void);
+WEFT_API void weft_plugin_abi(uint32_t *major, uint32_t *minor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include <weft/ops.h>
+
+#endif /* WEFT_WEFT_H */

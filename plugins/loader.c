@@ -1,0 +1,610 @@
+/* plugins/loader.c — finds, probes, chooses and loads plugins.
+ *
+ * A candidate is opened with RTLD_NOW | RTLD_LOCAL and its entry descriptor
+ * (a data symbol) is read without running plugin code; only the score
+ * function runs before the choice, and plugins must compile it for the
+ * baseline ISA.  Among candidates with one name the best score wins.  The
+ * chosen plugin's init gets a registrar of its own; if init fails, everything
+ * it registered is released, so the core's tables are exactly as before.
+ * The current directory is never searched. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dispatch/dispatcher.h"
+
+int wf__registrar_new(weft_registrar **out, const char *name);
+void wf__registrar_release_all(weft_registrar *reg);
+long wf__registrar_live(weft_registrar *reg);
+
+typedef struct plugin {
+    char *path;
+    char *name;
+    dev_t dev;
+    ino_t ino;
+    void *handle;
+    const weft_plugin_descriptor *desc;
+    weft_registrar *reg;
+    struct plugin *next;
+} plugin;
+
+typedef struct report_row {
+    weft_plugin_report r;
+    struct report_row *next;
+} report_row;
+
+static pthread_mutex_t loader_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static plugin *loaded;
+static report_row *report_head, **report_tail = &report_head;
+static int report_rows;
+static char **api_paths;
+static int n_api_paths;
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void report(const char *path, const char *name, const char *variant,
+                   weft_plugin_status status, const char *error, uint32_t major, uint32_t minor,
+                   int score)
+{
+    report_row *row = calloc(1, sizeof *row);
+    if (!row)
+        return;
+    row->r.path = dup_or_null(path);
+    row->r.name = dup_or_null(name);
+    row->r.variant = dup_or_null(variant);
+    row->r.status = status;
+    row->r.error = dup_or_null(error);
+    row->r.abi_major = major;
+    row->r.abi_minor = minor;
+    row->r.score = score;
+    *report_tail = row;
+    report_tail = &row->next;
+    report_rows++;
+}
+
+WEFT_API const char *weft_version(void)
+{
+    return WEFT_VERSION_STRING;
+}
+
+WEFT_API void weft_plugin_abi(uint32_t *major, uint32_t *minor)
+{
+    if (major)
+        *major = WEFT_PLUGIN_ABI_MAJOR;
+    if (minor)
+        *minor = WEFT_PLUGIN_ABI_MINOR;
+}
+
+WEFT_API int weft_plugin_add_search_path(const char *dir)
+{
+    if (!dir || !*dir)
+        return wf__errorf(WEFT_EINVAL, "plugin_add_search_path: empty directory");
+    pthread_mutex_lock(&loader_mutex);
+    char **grown = realloc(api_paths, (size_t)(n_api_paths + 1) * sizeof *grown);
+    char *copy = strdup(dir);
+    if (!grown || !copy) {
+        if (grown)
+            api_paths = grown;
+        free(copy);
+        pthread_mutex_unlock(&loader_mutex);
+        return wf__errorf(WEFT_ENOMEM, "plugin_add_search_path: out of memory");
+    }
+    api_paths = grown;
+    api_paths[n_api_paths++] = copy;
+    pthread_mutex_unlock(&loader_mutex);
+    return 0;
+}
+
+/* The search path, in order; the caller frees each string and the array. */
+static int search_dirs(char ***out)
+{
+    int cap = n_api_paths + 8, n = 0;
+    char **dirs = calloc((size_t)cap, sizeof *dirs);
+    if (!dirs)
+        return -1;
+    for (int i = 0; i < n_api_paths; i++)
+        dirs[n++] = strdup(api_paths[i]);
+    const char *env = getenv("WEFT_PLUGIN_PATH");
+    if (env && *env) {
+        char *copy = strdup(env), *save = NULL;
+        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+            if (n == cap) {
+                char **g = realloc(dirs, (size_t)(cap *= 2) * sizeof *g);
+                if (!g)
+                    break;
+                dirs = g;
+            }
+            /* a relative entry would depend on the current directory */
+            if (d[0] == '/')
+                dirs[n++] = strdup(d);
+        }
+        free(copy);
+    }
+    if (n + 2 > cap) {
+        char **g = realloc(dirs, (size_t)(cap = n + 2) * sizeof *g);
+        if (!g) {
+            for (int i = 0; i < n; i++)
+                free(dirs[i]);
+            free(dirs);
+            return -1;
+        }
+        dirs = g;
+    }
+    /* beside the libweft that is actually loaded: a relocated or
+     * DESTDIR-staged installation finds its own plugins */
+    Dl_info info;
+    if (dladdr((void *)&weft_load_default_plugins, &info) && info.dli_fname) {
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s", info.dli_fname);
+        char *slash = strrchr(buf, '/');
+        if (slash) {
+            *slash = '\0';
+            size_t len = strlen(buf);
+            snprintf(buf + len, sizeof buf - len, "/weft/plugins");
+            dirs[n++] = strdup(buf);
+        }
+    }
+    dirs[n++] = strdup(WEFT_PLUGINDIR);
+    *out = dirs;
+    return n;
+}
+
+static void free_dirs(char **dirs, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(dirs[i]);
+    free(dirs);
+}
+
+static plugin *find_loaded_file(dev_t dev, ino_t ino)
+{
+    for (plugin *p = loaded; p; p = p->next)
+        if (p->dev == dev && p->ino == ino)
+            return p;
+    return NULL;
+}
+
+static plugin *find_loaded_name(const char *name)
+{
+    for (plugin *p = loaded; p; p = p->next)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
+
+static bool name_disabled(const char *name)
+{
+    const char *list = getenv("WEFT_DISABLE_PLUGINS");
+    if (!list)
+        return false;
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, len) == 0)
+            return true;
+        p += n + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* An opened, checked candidate that has not been initialised. */
+typedef struct candidate {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    void *handle;
+    const weft_plugin_descriptor *desc;
+    int score;
+    bool chosen;
+} candidate;
+
+/* Opens path and checks its descriptor.  On failure the report has the
+ * row and the return is negative. */
+static int probe(candidate *c, const char *path)
+{
+    memset(c, 0, sizeof *c);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        report(path, NULL, NULL, WEFT_PLUGIN_FAILED, "file not found", 0, 0, 0);
+        return wf__errorf(WEFT_ENOTFOUND, "plugin '%s': file not found", path);
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        report(path, NULL, NULL, WEFT_PLUGIN_FAILED, e, 0, 0, 0);
+        return wf__errorf(WEFT_EPLUGIN, "plugin '%s': dlopen failed: %s", path, e);
+    }
+    const weft_plugin_descriptor *d = dlsym(h, WEFT_PLUGIN_ENTRY_SYMBOL);
+    char msg[512];
+    int rc = 0;
+    if (!d) {
+        snprintf(msg, sizeof msg, "no entry symbol '%s': not a weft plugin", WEFT_PLUGIN_ENTRY_SYMBOL);
+        rc = WEFT_EPLUGIN;
+    } else if (d->struct_size < offsetof(weft_plugin_descriptor, init) + sizeof(void *)) {
+        snprintf(msg, sizeof msg, "entry descriptor too small (%u bytes)", d->struct_size);
+        rc = WEFT_EABI;
+    } else if (d->abi_major != WEFT_PLUGIN_ABI_MAJOR || d->abi_minor > WEFT_PLUGIN_ABI_MINOR) {
+        snprintf(msg, sizeof msg,
+                 "built for plugin ABI %u.%u, but this weft (%s) implements ABI %u.%u%s", d->abi_major,
+                 d->abi_minor, WEFT_VERSION_STRING, WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR,
+                 d->abi_major == WEFT_PLUGIN_ABI_MAJOR ? " (the plugin needs a newer weft)" : "");
+        rc = WEFT_EABI;
+    } else if (!d->name || !*d->name || !d->init) {
+        snprintf(msg, sizeof msg, "entry descriptor lacks a name or an init function");
+        rc = WEFT_EPLUGIN;
+    }
+    if (rc < 0) {
+        report(path, d && d->struct_size >= 32 && d->name ? d->name : NULL, NULL,
+               WEFT_PLUGIN_FAILED, msg, d ? d->abi_major : 0, d ? d->abi_minor : 0, 0);
+        dlclose(h);
+        return wf__errorf(rc, "plugin '%s': %s", path, msg);
+    }
+    c->path = strdup(path);
+    c->dev = st.st_dev;
+    c->ino = st.st_ino;
+    c->handle = h;
+    c->desc = d;
+    c->score = d->score ? d->score() : 0;
+    return 0;
+}
+
+static void drop_candidate(candidate *c)
+{
+    if (c->handle)
+        dlclose(c->handle);
+    free(c->path);
+    c->handle = NULL;
+    c->path = NULL;
+}
+
+/* Runs init for a chosen candidate; takes ownership of it either way. */
+static int init_candidate(candidate *c)
+{
+    const weft_plugin_descriptor *d = c->desc;
+    plugin *p = calloc(1, sizeof *p);
+    weft_registrar *reg = NULL;
+    if (!p || wf__registrar_new(&reg, d->name) < 0) {
+        free(p);
+        drop_candidate(c);
+        return wf__errorf(WEFT_ENOMEM, "out of memory loading a plugin");
+    }
+    weft_clear_error();
+    int rc = d->init(reg);
+    if (rc < 0) {
+        char msg[768];
+        const char *why = weft_last_error();
+        snprintf(msg, sizeof msg, "init failed with %s: %s", weft_error_name(rc),
+                 *why ? why : weft_strerror(rc));
+        /* everything the plugin registered goes, newest first */
+        wf__registrar_release_all(reg);
+        free(reg);
+        report(c->path, d->name, d->variant, WEFT_PLUGIN_FAILED, msg, d->abi_major, d->abi_minor,
+               c->score);
+        rc = wf__errorf(WEFT_EPLUGIN, "plugin '%s' (%s): %s", d->name, c->path, msg);
+        free(p);
+        drop_candidate(c);
+        return rc;
+    }
+    p->path = c->path;
+    p->name = strdup(d->name);
+    p->dev = c->dev;
+    p->ino = c->ino;
+    p->handle = c->handle;
+    p->desc = d;
+    p->reg = reg;
+    p->next = loaded;
+    loaded = p;
+    report(c->path, d->name, d->variant, WEFT_PLUGIN_LOADED, NULL, d->abi_major, d->abi_minor,
+           c->score);
+    return 1;
+}
+
+static int strcmp_ptr_(const char *const *a, const char *const *b)
+{
+    return strcmp(*a, *b);
+}
+
+static bool is_plugin_file(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "libweft-", 8) == 0 && n > 11 && strcmp(name + n - 3, ".so") == 0;
+}
+
+WEFT_API int weft_load_default_plugins(void)
+{
+    const char *off = getenv("WEFT_NO_AUTOLOAD");
+    if (off && *off && strcmp(off, "0") != 0)
+        return 0;
+    pthread_mutex_lock(&loader_mutex);
+    char **dirs;
+    int ndirs = search_dirs(&dirs);
+    if (ndirs < 0) {
+        pthread_mutex_unlock(&loader_mutex);
+        return wf__errorf(WEFT_ENOMEM, "out of memory listing plugin directories");
+    }
+    candidate *cands = NULL;
+    int ncands = 0, cap = 0;
+    for (int i = 0; i < ndirs; i++) {
+        DIR *dir = opendir(dirs[i]);
+        if (!dir)
+            continue;
+        struct dirent *e;
+        /* readdir order is arbitrary: sort names so the choice is stable */
+        char **names = NULL;
+        int nn = 0;
+        while ((e = readdir(dir)) != NULL) {
+            if (!is_plugin_file(e->d_name))
+                continue;
+            char **g = realloc(names, (size_t)(nn + 1) * sizeof *g);
+            if (!g)
+                break;
+            names = g;
+            names[nn++] = strdup(e->d_name);
+        }
+        closedir(dir);
+        qsort(names, (size_t)nn, sizeof *names, (int (*)(const void *, const void *))strcmp_ptr_);
+        for (int k = 0; k < nn; k++) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dirs[i], names[k]);
+            free(names[k]);
+            struct stat st;
+            if (stat(path, &st) != 0 || find_loaded_file(st.st_dev, st.st_ino))
+                continue;
+            bool seen = false;
+            for (int j = 0; j < ncands; j++)
+                if (cands[j].dev == st.st_dev && cands[j].ino == st.st_ino)
+                    seen = true;
+            if (seen)
+                continue;
+            if (ncands == cap) {
+                candidate *g = realloc(cands, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *g);
+                if (!g)
+                    break;
+                cands = g;
+            }
+            if (probe(&cands[ncands], path) == 0)
+                ncands++;
+        }
+        free(names);
+    }
+    free_dirs(dirs, ndirs);
+    /* choose: per name, the best score that can run here */
+    int loaded_now = 0;
+    for (int i = 0; i < ncands; i++) {
+        candidate *c = &cands[i];
+        const char *name = c->desc->name;
+        const weft_plugin_descriptor *d = c->desc;
+        if (c->score < 0) {
+            report(c->path, name, d->variant, WEFT_PLUGIN_UNSUPPORTED,
+                   "its score says this machine cannot run it", d->abi_major, d->abi_minor, c->score);
+            continue;
+        }
+        if (name_disabled(name)) {
+            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, "disabled by WEFT_DISABLE_PLUGINS",
+                   d->abi_major, d->abi_minor, c->score);
+            continue;
+        }
+        if (find_loaded_name(name)) {
+            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, "a plugin of this name is already loaded",
+                   d->abi_major, d->abi_minor, c->score);
+            continue;
+        }
+        int best = i;
+        for (int j = 0; j < ncands; j++)
+            if (j != i && cands[j].score >= 0 && strcmp(cands[j].desc->name, name) == 0 &&
+                cands[j].score > cands[best].score)
+                best = j;
+        if (best != i) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "a better variant was chosen: %s", cands[best].path);
+            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, msg, d->abi_major, d->abi_minor,
+                   c->score);
+            continue;
+        }
+        c->chosen = true;
+        if (init_candidate(c) > 0)
+            loaded_now++;
+        c->handle = NULL;
+        c->path = NULL;
+    }
+    for (int i = 0; i < ncands; i++)
+        drop_candidate(&cands[i]);
+    free(cands);
+    pthread_mutex_unlock(&loader_mutex);
+    return loaded_now;
+}
+
+WEFT_API int weft_load_plugin(const char *path)
+{
+    if (!path || !*path)
+        return wf__errorf(WEFT_EINVAL, "load_plugin: path is empty");
+    pthread_mutex_lock(&loader_mutex);
+    char found[PATH_MAX];
+    int rc = 0;
+    if (!strchr(path, '/')) {
+        /* a bare name is looked up in the search path, never in "." */
+        char **dirs;
+        int ndirs = search_dirs(&dirs);
+        found[0] = '\0';
+        for (int i = 0; i < ndirs && !found[0]; i++) {
+            char cand[PATH_MAX];
+            struct stat st;
+            snprintf(cand, sizeof cand, "%s/%s", dirs[i], path);
+            if (stat(cand, &st) == 0)
+                snprintf(found, sizeof found, "%s", cand);
+        }
+        if (ndirs >= 0)
+            free_dirs(dirs, ndirs);
+        if (!found[0]) {
+            report(path, NULL, NULL, WEFT_PLUGIN_FAILED, "not found in the plugin search path", 0, 0, 0);
+            pthread_mutex_unlock(&loader_mutex);
+            return wf__errorf(WEFT_ENOTFOUND, "plugin '%s' was not found in the plugin search path",
+                              path);
+        }
+    } else {
+        snprintf(found, sizeof found, "%s", path);
+    }
+    struct stat st;
+    if (stat(found, &st) == 0 && find_loaded_file(st.st_dev, st.st_ino)) {
+        pthread_mutex_unlock(&loader_mutex);
+        return 0; /* the same file twice is one plugin */
+    }
+    candidate c;
+    rc = probe(&c, found);
+    if (rc == 0) {
+        const weft_plugin_descriptor *d = c.desc;
+        plugin *other = find_loaded_name(d->name);
+        if (other) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "a plugin named '%s' is already loaded from %s", d->name,
+                     other->path);
+            report(c.path, d->name, d->variant, WEFT_PLUGIN_SKIPPED, msg, d->abi_major, d->abi_minor,
+                   c.score);
+            rc = wf__errorf(WEFT_EEXIST, "plugin '%s': %s", found, msg);
+            drop_candidate(&c);
+        } else if (c.score < 0) {
+            report(c.path, d->name, d->variant, WEFT_PLUGIN_UNSUPPORTED,
+                   "its score says this machine cannot run it", d->abi_major, d->abi_minor, c.score);
+            rc = wf__errorf(WEFT_ENOTSUP, "plugin '%s' (%s variant) cannot run on this machine",
+                            d->name, d->variant ? d->variant : "default");
+            drop_candidate(&c);
+        } else {
+            rc = init_candidate(&c);
+            if (rc > 0)
+                rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&loader_mutex);
+    return rc;
+}
+
+WEFT_API int weft_unload_plugin(const char *name)
+{
+    if (!name)
+        return wf__errorf(WEFT_EINVAL, "unload_plugin: name is NULL");
+    pthread_mutex_lock(&loader_mutex);
+    plugin **pp = &loaded;
+    while (*pp && strcmp((*pp)->name, name) != 0)
+        pp = &(*pp)->next;
+    plugin *p = *pp;
+    if (!p) {
+        pthread_mutex_unlock(&loader_mutex);
+        return wf__errorf(WEFT_ENOTFOUND, "no plugin named '%s' is loaded", name);
+    }
+    long live = wf__registrar_live(p->reg);
+    if (live > 0) {
+        pthread_mutex_unlock(&loader_mutex);
+        return wf__errorf(WEFT_EBUSY,
+                          "plugin '%s' cannot be unloaded: %ld storage%s it allocated %s still alive",
+                          name, live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
+    }
+    *pp = p->next;
+    if (p->desc->struct_size >= offsetof(weft_plugin_descriptor, fini) + sizeof(void *) &&
+        p->desc->fini)
+        p->desc->fini();
+    wf__registrar_release_all(p->reg);
+    free(p->reg);
+    dlclose(p->handle);
+    free(p->path);
+    free(p->name);
+    free(p);
+    pthread_mutex_unlock(&loader_mutex);
+    return 0;
+}
+
+WEFT_API int weft_plugin_report_count(void)
+{
+    pthread_mutex_lock(&loader_mutex);
+    int n = report_rows;
+    pthread_mutex_unlock(&loader_mutex);
+    return n;
+}
+
+WEFT_API int weft_plugin_report_get(int i, weft_plugin_report *out)
+{
+    if (!out)
+        return wf__errorf(WEFT_EINVAL, "plugin_report_get: out is NULL");
+    pthread_mutex_lock(&loader_mutex);
+    report_row *row = report_head;
+    for (int k = 0; row && k < i; k++)
+        row = row->next;
+    if (i < 0 || !row) {
+        pthread_mutex_unlock(&loader_mutex);
+        return wf__errorf(WEFT_ERANGE, "plugin_report_get: row %d of %d", i, report_rows);
+    }
+    *out = row->r;
+    pthread_mutex_unlock(&loader_mutex);
+    return 0;
+}
+
+static const char *const status_names[] = {"loaded", "skipped", "unsupported", "failed"};
+
+WEFT_API int weft_plugin_report_string(char **out)
+{
+    if (!out)
+        return wf__errorf(WEFT_EINVAL, "plugin_report_string: out is NULL");
+    *out = NULL;
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return wf__errorf(WEFT_ENOMEM, "plugin_report_string: out of memory");
+    pthread_mutex_lock(&loader_mutex);
+    char **dirs;
+    int ndirs = search_dirs(&dirs);
+    fprintf(f, "plugin search path:\n");
+    for (int i = 0; i < ndirs; i++)
+        fprintf(f, "  %s\n", dirs[i]);
+    if (ndirs >= 0)
+        free_dirs(dirs, ndirs);
+    fprintf(f, "candidates:\n");
+    if (!report_head)
+        fprintf(f, "  (none)\n");
+    for (report_row *row = report_head; row; row = row->next) {
+        const weft_plugin_report *r = &row->r;
+        fprintf(f, "  %-11s %s\n", status_names[r->status], r->path ? r->path : "?");
+        fprintf(f, "              name=%s variant=%s abi=%u.%u score=%d chosen=%s\n",
+                r->name ? r->name : "?", r->variant ? r->variant : "-", r->abi_major, r->abi_minor,
+                r->score, r->status == WEFT_PLUGIN_LOADED ? "yes" : "no");
+        if (r->error)
+            fprintf(f, "              %s\n", r->error);
+    }
+    pthread_mutex_unlock(&loader_mutex);
+    if (fclose(f) != 0 || !buf) {
+        free(buf);
+        return wf__errorf(WEFT_ENOMEM, "plugin_report_string: out of memory");
+    }
+    *out = buf;
+    return 0;
+}
+
+/* One line for error messages: which plugins are loaded and where the
+ * loader looked. */
+void wf__loader_summary(char *buf, size_t size)
+{
+    pthread_mutex_lock(&loader_mutex);
+    size_t n = (size_t)snprintf(buf, size, "loaded plugins: ");
+    if (!loaded && n < size)
+        n += (size_t)snprintf(buf + n, size - n, "none (call weft_load_default_plugins)");
+    for (plugin *p = loaded; p && n < size; p = p->next)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", p == loaded ? "" : ", ", p->name);
+    char **dirs;
+    int ndirs = search_dirs(&dirs);
+    if (n < size)
+        n += (size_t)snprintf(buf + n, size - n, "; searched:");
+    for (int i = 0; i < ndirs && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, " %s", dirs[i]);
+    if (ndirs >= 0)
+        free_dirs(dirs, ndirs);
+    pthread_mutex_unlock(&loader_mutex);
+}

@@ -1,0 +1,200 @@
+/* tests/test_plugins.c — the loader: default loading, the same file twice,
+ * broken plugins (no entry symbol, wrong ABI major, an init that fails after
+ * registering, a duplicate device-type name) rolled back completely, the
+ * search order (never the current directory), variant choice, a device
+ * plugin's kernels and copies, the load report, and unload. */
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+#include "tests/tap.h"
+
+static char plugin_dir[PATH_MAX];
+
+static const char *tp(const char *name)
+{
+    static char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s/%s", plugin_dir, name);
+    return buf;
+}
+
+static int report_has(const char *name, weft_plugin_status status, const char *variant)
+{
+    int n = weft_plugin_report_count();
+    for (int i = 0; i < n; i++) {
+        weft_plugin_report r;
+        weft_plugin_report_get(i, &r);
+        if (r.name && strcmp(r.name, name) == 0 && r.status == status &&
+            (!variant || (r.variant && strcmp(r.variant, variant) == 0)))
+            return 1;
+    }
+    return 0;
+}
+
+static char *table_of(const char *op_name)
+{
+    const weft_op *op;
+    char *dump = NULL;
+    if (weft_op_find(&op, op_name) == 0)
+        weft_op_dump_table(&dump, op);
+    return dump;
+}
+
+static void check_neg_still_works(const char *when)
+{
+    int64_t sz[1] = {2};
+    weft_tensor *t = NULL, *n = NULL;
+    weft_full(&t, sz, 1, 1.5, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    is_int(weft_neg(&n, t), 0, "neg works %s", when);
+    double v = 0;
+    int64_t i0 = 0;
+    if (n)
+        weft_tensor_get(n, &i0, &v);
+    is_double(v, -1.5, 0, "neg gives the CPU plugin's value %s", when);
+    weft_tensor_release(t);
+    weft_tensor_release(n);
+}
+
+int main(void)
+{
+    const char *dir = getenv("WEFT_TEST_PLUGIN_DIR");
+    const char *builddir = getenv("WEFT_BUILDDIR");
+    if (!dir || !builddir)
+        skip_all("WEFT_TEST_PLUGIN_DIR and WEFT_BUILDDIR are set by make check");
+    snprintf(plugin_dir, sizeof plugin_dir, "%s", dir);
+
+    is_int(weft_plugin_report_count(), 0, "nothing loaded before the first call");
+    int n = weft_load_default_plugins();
+    ok(n >= 1, "default plugins loaded (%d)", n);
+    ok(report_has("cpu", WEFT_PLUGIN_LOADED, NULL), "the CPU plugin is in the report as loaded");
+    int rows = weft_plugin_report_count();
+    is_int(weft_load_default_plugins(), 0, "a second call loads nothing new");
+    is_int(weft_plugin_report_count(), rows, "and adds no report rows");
+    int ops_before = weft_op_count();
+
+    /* no entry symbol */
+    is_int(weft_load_plugin(tp("test-noentry.so")), WEFT_EPLUGIN, "a library without the entry symbol");
+    like(weft_last_error(), "no entry symbol 'weft_plugin_entry'", "says what is missing");
+    /* wrong ABI major */
+    is_int(weft_load_plugin(tp("test-abi.so")), WEFT_EABI, "a plugin for ABI 99");
+    like(weft_last_error(), "built for plugin ABI 99.0", "names the plugin's ABI");
+    like(weft_last_error(), "implements ABI 1.0", "and the core's");
+    /* an init that fails halfway */
+    char *neg_before = table_of("neg");
+    is_int(weft_load_plugin(tp("test-halfinit.so")), WEFT_EPLUGIN, "an init that fails after registering");
+    like(weft_last_error(), "simulated failure after three registrations", "carries the plugin's message");
+    const weft_op *op;
+    is_int(weft_op_find(&op, "halfinit_op"), WEFT_ENOTFOUND, "its operator is gone");
+    char *neg_after = table_of("neg");
+    is_str(neg_after, neg_before, "neg's table is exactly as before");
+    free(neg_after);
+    is_int(weft_op_count(), ops_before, "the operator count is as before");
+    check_neg_still_works("after the rollback");
+    ok(report_has("halfinit", WEFT_PLUGIN_FAILED, NULL), "the report says it failed");
+
+    /* a good device plugin */
+    is_int(weft_load_plugin(tp("test-good.so")), 0, "load the good test plugin");
+    is_int(weft_load_plugin(tp("test-good.so")), 0, "loading the same file again is a no-op");
+    rows = weft_plugin_report_count();
+    char linkpath[PATH_MAX];
+    snprintf(linkpath, sizeof linkpath, "%s/tests/good-link.so", builddir);
+    unlink(linkpath);
+    if (symlink(tp("test-good.so"), linkpath) == 0) {
+        is_int(weft_load_plugin(linkpath), 0, "the same file through a symlink is the same plugin");
+        unlink(linkpath);
+    } else {
+        ok(0, "could not make a symlink");
+    }
+    is_int(weft_plugin_report_count(), rows, "no new report rows for the same file");
+    int type = weft_device_type_from_name("testdev");
+    ok(type >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC, "testdev got a dynamic id (%d)", type);
+    is_int(weft_device_count(type), 2, "testdev reports two devices");
+    weft_device dev;
+    is_int(weft_device_from_string(&dev, "testdev:1"), 0, "parse testdev:1");
+    int64_t sz[1] = {3};
+    weft_tensor *td = NULL, *cpu = NULL, *twice = NULL, *back = NULL;
+    is_int(weft_full(&td, sz, 1, 2.0, WEFT_FLOAT32, dev), 0, "full on testdev (its own fill_)");
+    ok(td && weft_tensor_device(td).type == type && weft_tensor_device(td).index == 1, "lives on testdev:1");
+    weft_full(&cpu, sz, 1, 2.0, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    const weft_op *tw;
+    is_int(weft_op_find(&tw, "test_twice"), 0, "the plugin's operator exists");
+    weft_value args[1] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = td}};
+    weft_value rets[1];
+    is_int(weft_call_boxed(tw, args, 1, rets, 1), 0, "call it on testdev");
+    twice = rets[0].u.tensor;
+    is_int(weft_to_device(&back, twice, WEFT_DEVICE_CPU), 0, "copy back to the host through the core's copy_");
+    double v = 0;
+    int64_t i0 = 0;
+    if (back)
+        weft_tensor_get(back, &i0, &v);
+    is_double(v, 6.0, 0, "testdev's kernel ran (factor 3)");
+    weft_tensor_release(back);
+    weft_tensor_release(twice);
+    args[0].u.tensor = cpu;
+    weft_call_boxed(tw, args, 1, rets, 1);
+    weft_tensor_get(rets[0].u.tensor, &i0, &v);
+    is_double(v, 4.0, 0, "the CPU kernel ran for a CPU tensor (factor 2)");
+    weft_tensor_release(rets[0].u.tensor);
+    weft_tensor *sum = NULL;
+    is_int(weft_add(&sum, td, td), WEFT_ENOKERNEL, "an operator testdev lacks");
+    like(weft_last_error(), "add: no kernel for dispatch keys {Dense, testdev}", "names the operator and keys");
+    like(weft_last_error(), "Dense[cpu] (cpu)", "and where kernels do exist");
+
+    /* a duplicate device-type name */
+    char *exp_before = table_of("exp");
+    is_int(weft_load_plugin(tp("test-dupdev.so")), WEFT_EPLUGIN, "a plugin registering 'testdev' again");
+    like(weft_last_error(), "device type 'testdev' is already registered (by testgood)", "names both");
+    char *exp_after = table_of("exp");
+    is_str(exp_after, exp_before, "exp's table is unchanged (the kernel it registered first is gone)");
+    free(exp_before);
+    free(exp_after);
+
+    /* unload */
+    is_int(weft_unload_plugin("testgood"), WEFT_EBUSY, "unload refused while its memory is alive");
+    like(weft_last_error(), "1 storage it allocated is still alive", "says why");
+    weft_tensor_release(td);
+    is_int(weft_unload_plugin("testgood"), 0, "unload once the memory is gone");
+    is_int(weft_device_type_from_name("testdev"), WEFT_ENOTFOUND, "its device type is gone");
+    is_int(weft_op_find(&op, "test_twice"), WEFT_ENOTFOUND, "its operator is gone");
+    is_int(weft_unload_plugin("testgood"), WEFT_ENOTFOUND, "unloading twice");
+    is_int(weft_load_plugin(tp("test-good.so")), 0, "reload works");
+    ok(weft_device_type_from_name("testdev") >= 0, "the device type is back");
+    is_int(weft_unload_plugin("testgood"), 0, "unload again");
+    weft_tensor_release(cpu);
+    free(neg_before);
+
+    /* search order: never the current directory */
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) && chdir(plugin_dir) == 0) {
+        is_int(weft_load_plugin("test-good.so"), WEFT_ENOTFOUND, "a bare name is not looked up in the current directory");
+        if (chdir(cwd) != 0)
+            diag("could not return to %s", cwd);
+    } else {
+        ok(0, "chdir to the plugin directory");
+    }
+    is_int(weft_plugin_add_search_path(plugin_dir), 0, "add a search path");
+    is_int(weft_load_plugin("test-good.so"), 0, "a bare name is found in an API search path");
+    weft_unload_plugin("testgood");
+
+    /* variants: the best score wins, one that cannot run is never initialised */
+    char vdir[PATH_MAX];
+    snprintf(vdir, sizeof vdir, "%s/tests/variants/.libs", builddir);
+    weft_plugin_add_search_path(vdir);
+    ok(weft_load_default_plugins() >= 1, "load the vtest variants");
+    ok(report_has("vtest", WEFT_PLUGIN_LOADED, "high"), "the high-score variant is loaded");
+    ok(report_has("vtest", WEFT_PLUGIN_SKIPPED, "low"), "the low-score variant is skipped");
+    ok(report_has("vtest", WEFT_PLUGIN_UNSUPPORTED, "never"), "the variant that cannot run is unsupported");
+
+    char *text = NULL;
+    is_int(weft_plugin_report_string(&text), 0, "report as text");
+    like(text, "plugin search path:", "lists the search path");
+    like(text, "test-noentry.so", "lists the broken plugin");
+    like(text, "a better variant was chosen", "explains a skipped variant");
+    free(text);
+    is_int(weft_load_plugin("/nonexistent/libweft-x.so"), WEFT_ENOTFOUND, "a missing file");
+    is_int(weft_load_plugin(NULL), WEFT_EINVAL, "NULL path");
+    return done_testing();
+}

@@ -1,0 +1,79 @@
+/* tools/weft-info.c — what this weft installation can do: the plugin load
+ * report, the device types with their device counts, the operators, and with
+ * --op NAME the computed kernel table of one operator. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/weft.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: weft-info [--op NAME] [--plugin PATH]... [--no-default-plugins]\n"
+               "  --op NAME        print the computed kernel table of operator NAME\n"
+               "  --plugin PATH    load this plugin file too\n"
+               "  --no-default-plugins  do not search for plugins\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *op_name = NULL;
+    bool defaults = true;
+    int status = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--op") == 0 && i + 1 < argc) {
+            op_name = argv[++i];
+        } else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc) {
+            if (weft_load_plugin(argv[++i]) < 0) {
+                fprintf(stderr, "weft-info: %s\n", weft_last_error());
+                status = 1;
+            }
+        } else if (strcmp(argv[i], "--no-default-plugins") == 0) {
+            defaults = false;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (defaults && weft_load_default_plugins() < 0) {
+        fprintf(stderr, "weft-info: %s\n", weft_last_error());
+        status = 1;
+    }
+    uint32_t major, minor;
+    weft_plugin_abi(&major, &minor);
+    printf("weft %s (plugin ABI %u.%u)\n\n", weft_version(), major, minor);
+
+    char *report = NULL;
+    if (weft_plugin_report_string(&report) == 0) {
+        fputs(report, stdout);
+        free(report);
+    }
+
+    printf("\ndevice types:\n");
+    for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++) {
+        const char *name = weft_device_type_name(type);
+        if (name)
+            printf("  %-3d %-12s %d device%s\n", type, name, weft_device_count(type),
+                   weft_device_count(type) == 1 ? "" : "s");
+    }
+
+    if (op_name) {
+        const weft_op *op;
+        char *table = NULL;
+        if (weft_op_find(&op, op_name) < 0 || weft_op_dump_table(&table, op) < 0) {
+            fprintf(stderr, "weft-info: %s\n", weft_last_error());
+            return 1;
+        }
+        printf("\nkernel table of %s:\n%s", op_name, table);
+        free(table);
+        return status;
+    }
+    int n = weft_op_count();
+    printf("\noperators (%d):\n", n);
+    for (int i = 0; i < n; i++)
+        printf("  %s\n", weft_op_schema(weft_op_at(i)));
+    return status;
+}
