@@ -253,19 +253,19 @@ static int missing_kernel(const weft_op *op, weft_keyset ks)
     weft_keyset_to_string(ks, keys, sizeof keys);
     size_t n = 0;
     have[0] = '\0';
-    for (int slot = 0; slot < WF_NUM_SLOTS; slot++) {
-        const wf_kernel *k = atomic_load(&op->table[slot]);
-        if (!k || k->kind == WF_KERNEL_FALLTHROUGH)
-            continue;
-        for (int key = WEFT_KEY_DENSE; key < WEFT_KEY_END; key++)
-            for (int b = 0; b < WEFT_MAX_DEVICE_TYPES; b++)
-                if (wf__slot_for(key, b) == slot && n < sizeof have) {
-                    n += (size_t)snprintf(have + n, sizeof have - n, "%s%s[%s] (%s)",
-                                          n ? ", " : "", weft_dispatch_key_name(key),
-                                          weft_dispatch_key_name(b), k->owner);
-                    key = WEFT_KEY_END;
-                    break;
-                }
+    for (int key = WEFT_KEY_DENSE; key < WEFT_KEY_END; key++) {
+        bool per_backend = key <= WEFT_KEY_SPARSE || key == WEFT_KEY_AUTOGRAD;
+        for (int b = 0; b < (per_backend ? WEFT_MAX_DEVICE_TYPES : 1) && n < sizeof have; b++) {
+            const wf_kernel *k = atomic_load(&op->table[wf__slot_for(key, b)]);
+            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || (per_backend && !weft_device_type_name(b)))
+                continue;
+            if (per_backend)
+                n += (size_t)snprintf(have + n, sizeof have - n, "%s%s[%s] (%s)", n ? ", " : "",
+                                      weft_dispatch_key_name(key), weft_dispatch_key_name(b), k->owner);
+            else
+                n += (size_t)snprintf(have + n, sizeof have - n, "%s%s (%s)", n ? ", " : "",
+                                      weft_dispatch_key_name(key), k->owner);
+        }
     }
     extern void wf__loader_summary(char *buf, size_t size);
     char plugins[512];

@@ -111,11 +111,11 @@ int main(void)
     weft_dispatch_tls_set(inc0 | WEFT_KEYSET_BIT(WEFT_KEY_USER1), exc0);
     call_op(op, t, &r);
     weft_tensor_release(r);
-    ok(calls_wrapper == 1 && calls_a == 3, "included: the wrapper runs and redispatches to the backend");
+    ok(calls_wrapper == 1 && calls_a == 4, "included: the wrapper runs and redispatches to the backend");
     weft_dispatch_tls_set(inc0 | WEFT_KEYSET_BIT(WEFT_KEY_USER1), exc0 | WEFT_KEYSET_BIT(WEFT_KEY_USER1));
     call_op(op, t, &r);
     weft_tensor_release(r);
-    ok(calls_wrapper == 1 && calls_a == 4, "excluded beats included");
+    ok(calls_wrapper == 1 && calls_a == 5, "excluded beats included");
 
     /* fallthrough: the layer is skipped */
     weft_dispatch_tls_set(inc0 | WEFT_KEYSET_BIT(WEFT_KEY_USER1), exc0);
@@ -123,7 +123,7 @@ int main(void)
     is_int(weft_register_fallthrough(reg, "dtest", WEFT_KEY_USER1, 0, &hf), 0, "fallthrough over the wrapper");
     call_op(op, t, &r);
     weft_tensor_release(r);
-    ok(calls_wrapper == 1 && calls_a == 5, "fallthrough skips to the backend");
+    ok(calls_wrapper == 1 && calls_a == 6, "fallthrough skips to the backend");
     weft_registration_release(hf);
     call_op(op, t, &r);
     weft_tensor_release(r);
@@ -135,7 +135,7 @@ int main(void)
     is_int(weft_register_fallback(reg, WEFT_KEY_USER2, 0, fallback, NULL, &hfb), 0, "fallback for User2");
     call_op(op, t, &r);
     weft_tensor_release(r);
-    ok(calls_fallback == 1 && calls_a == 7, "the fallback ran and redispatched");
+    ok(calls_fallback == 1 && calls_a == 8, "the fallback ran and redispatched");
     weft_tensor *n = NULL;
     if (weft_neg(&n, t) == 0) {
         ok(calls_fallback == 2, "the fallback also serves a built-in operator");
