@@ -152,15 +152,16 @@ static wf_kernel *new_kernel(weft_registrar *reg, weft_kernel_fn fn, void *ctx, 
     return k;
 }
 
-/* Kernel records that were published are kept (see the file comment). */
-static wf_kernel **retired;
+/* Records that were published (kernels, device interfaces, allocators) are
+ * kept for the life of the process, see the file comment. */
+static void **retired;
 static size_t n_retired, cap_retired;
 
-static void retire(wf_kernel *k)
+static void retire(void *k)
 {
     if (n_retired == cap_retired) {
         size_t cap = cap_retired ? 2 * cap_retired : 64;
-        wf_kernel **g = realloc(retired, cap * sizeof *g);
+        void **g = realloc(retired, cap * sizeof *g);
         if (!g)
             return; /* leak the record rather than risk a reader's use */
         retired = g;
@@ -206,11 +207,14 @@ static void release_locked(weft_registration *r)
     case REG_DEVICE:
         wf__device_type_unregister(r->device_type);
         /* the interface and allocator copies may still be read by a racing
-         * caller: retire them with the process */
+         * caller */
+        retire(r->iface);
+        retire(r->allocator);
         break;
     case REG_ALLOCATOR:
         unlink_global(r);
         refresh_allocator(r->device_type);
+        retire(r->allocator);
         break;
     }
     free(r);

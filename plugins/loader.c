@@ -267,15 +267,19 @@ static void drop_candidate(candidate *c)
     c->path = NULL;
 }
 
-/* Runs init for a chosen candidate; takes ownership of it either way. */
+/* Runs init for a chosen candidate.  Takes its handle either way (closing
+ * it on failure); the candidate keeps its path for the caller to free. */
 static int init_candidate(candidate *c)
 {
     const weft_plugin_descriptor *d = c->desc;
     plugin *p = calloc(1, sizeof *p);
     weft_registrar *reg = NULL;
-    if (!p || wf__registrar_new(&reg, d->name) < 0) {
+    char *path_copy = strdup(c->path);
+    if (!p || !path_copy || wf__registrar_new(&reg, d->name) < 0) {
         free(p);
-        drop_candidate(c);
+        free(path_copy);
+        dlclose(c->handle);
+        c->handle = NULL;
         return wf__errorf(WEFT_ENOMEM, "out of memory loading a plugin");
     }
     weft_clear_error();
@@ -292,14 +296,17 @@ static int init_candidate(candidate *c)
                c->score);
         rc = wf__errorf(WEFT_EPLUGIN, "plugin '%s' (%s): %s", d->name, c->path, msg);
         free(p);
-        drop_candidate(c);
+        free(path_copy);
+        dlclose(c->handle);
+        c->handle = NULL;
         return rc;
     }
-    p->path = c->path;
+    p->path = path_copy;
     p->name = strdup(d->name);
     p->dev = c->dev;
     p->ino = c->ino;
     p->handle = c->handle;
+    c->handle = NULL;
     p->desc = d;
     p->reg = reg;
     p->next = loaded;
@@ -394,11 +401,6 @@ WEFT_API int weft_load_default_plugins(void)
                    d->abi_major, d->abi_minor, c->score);
             continue;
         }
-        if (find_loaded_name(name)) {
-            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, "a plugin of this name is already loaded",
-                   d->abi_major, d->abi_minor, c->score);
-            continue;
-        }
         int best = i;
         for (int j = 0; j < ncands; j++)
             if (j != i && cands[j].score >= 0 && strcmp(cands[j].desc->name, name) == 0 &&
@@ -411,11 +413,14 @@ WEFT_API int weft_load_default_plugins(void)
                    c->score);
             continue;
         }
+        if (find_loaded_name(name)) {
+            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, "a plugin of this name is already loaded",
+                   d->abi_major, d->abi_minor, c->score);
+            continue;
+        }
         c->chosen = true;
         if (init_candidate(c) > 0)
             loaded_now++;
-        c->handle = NULL;
-        c->path = NULL;
     }
     for (int i = 0; i < ncands; i++)
         drop_candidate(&cands[i]);
@@ -482,6 +487,7 @@ WEFT_API int weft_load_plugin(const char *path)
             rc = init_candidate(&c);
             if (rc > 0)
                 rc = 0;
+            drop_candidate(&c);
         }
     }
     pthread_mutex_unlock(&loader_mutex);

@@ -16,7 +16,7 @@ static char plugin_dir[PATH_MAX];
 
 static const char *tp(const char *name)
 {
-    static char buf[PATH_MAX];
+    static char buf[PATH_MAX + 64];
     snprintf(buf, sizeof buf, "%s/%s", plugin_dir, name);
     return buf;
 }
