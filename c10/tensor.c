@@ -95,8 +95,9 @@ int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t 
     }
     /* sizes/strides may alias the old arrays: copy through temporaries */
     int64_t tmp[2 * WEFT_MAX_DIMS];
-    memcpy(tmp, sizes, (size_t)ndim * sizeof(int64_t));
-    if (strides)
+    if (ndim)
+        memcpy(tmp, sizes, (size_t)ndim * sizeof(int64_t));
+    if (strides && ndim)
         memcpy(tmp + ndim, strides, (size_t)ndim * sizeof(int64_t));
     else
         wf__contiguous_strides(tmp + ndim, tmp, ndim);

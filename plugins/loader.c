@@ -359,7 +359,8 @@ WEFT_API int weft_load_default_plugins(void)
             names[nn++] = strdup(e->d_name);
         }
         closedir(dir);
-        qsort(names, (size_t)nn, sizeof *names, (int (*)(const void *, const void *))strcmp_ptr_);
+        if (nn > 1)
+            qsort(names, (size_t)nn, sizeof *names, (int (*)(const void *, const void *))strcmp_ptr_);
         for (int k = 0; k < nn; k++) {
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/%s", dirs[i], names[k]);

@@ -1,0 +1,363 @@
+/* c10/convert.c — element conversion between the twelve dtypes and the
+ * host's strided converting copy (the CPU copy_ kernel calls wf__host_copy).
+ * Knows nothing of the dispatcher or of devices other than the host.
+ *
+ * A conversion is one C expression, STORE_<dst>(p, LOAD_<src>(q)), so C's own
+ * rules apply: complex to real keeps the real part, real to complex has imag
+ * 0, anything to bool is "!= 0", integer narrowing wraps.  The exceptions are
+ * spelled out below: float16/bfloat16 go through float, and floating values
+ * become integers through double_to_int64/32 so that out-of-range values are
+ * defined behaviour.  The loop body (DEFINE_CONVERT) is written once and
+ * instantiated per (src, dst) pair; a copy picks its pair once, through
+ * convert_table. */
+#include <complex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "c10/core.h"
+
+typedef float _Complex complex64_t;
+typedef double _Complex complex128_t;
+
+/* Floating to integer: C truncation where the value fits; NaN and values
+ * that do not fit, which are undefined behaviour in C, give what PyTorch
+ * gives on x86 (its casts compile to cvttsd2si): the "integer indefinite"
+ * INT64_MIN for int64, and for narrower types INT32_MIN from a 32-bit
+ * conversion, then wrapped (300.0 -> uint8 is 44, -1.0 -> 255, 3e9 -> int32
+ * is INT32_MIN, 3e9 -> int16 is 0). */
+static inline int64_t double_to_int64(double v)
+{
+    return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
+
+static inline int32_t double_to_int32(double v)
+{
+    return v > -0x1p31 - 1 && v < 0x1p31 ? (int32_t)v : INT32_MIN;
+}
+
+/* The integer conversions, chosen by the C type of the loaded value:
+ * integers convert directly (wrapping), floating values through the
+ * functions above, complex values by their real part. */
+#define FLOATING_TO(convert, v)                                                \
+    _Generic((v),                                                              \
+        float: convert((double)(v)),                                           \
+        double: convert((double)(v)),                                          \
+        complex64_t: convert((double)(v)),                                     \
+        complex128_t: convert((double)(v)),                                    \
+        default: (int64_t)(v))
+#define to_int64(v) FLOATING_TO(double_to_int64, v)
+#define to_int32(v) FLOATING_TO(double_to_int32, v)
+
+/* LOAD_x(p): the element at p as its natural C type (the half types as
+ * float; bool, spelled "boolean" because <stdbool.h> makes "bool" a macro,
+ * as an int 0 or 1 whatever nonzero byte it holds). */
+#define LOAD_boolean(p) (*(const uint8_t *)(p) != 0)
+#define LOAD_uint8(p) (*(const uint8_t *)(p))
+#define LOAD_int8(p) (*(const int8_t *)(p))
+#define LOAD_int16(p) (*(const int16_t *)(p))
+#define LOAD_int32(p) (*(const int32_t *)(p))
+#define LOAD_int64(p) (*(const int64_t *)(p))
+#define LOAD_float16(p) wf__half_to_float(*(const uint16_t *)(p))
+#define LOAD_bfloat16(p) wf__bfloat16_to_float(*(const uint16_t *)(p))
+#define LOAD_float32(p) (*(const float *)(p))
+#define LOAD_float64(p) (*(const double *)(p))
+#define LOAD_complex64(p) (*(const complex64_t *)(p))
+#define LOAD_complex128(p) (*(const complex128_t *)(p))
+
+/* STORE_x(p, v): writes a value of any loaded type as dtype x. */
+#define STORE_boolean(p, v) (*(uint8_t *)(p) = (uint8_t)(bool)(v))
+#define STORE_uint8(p, v) (*(uint8_t *)(p) = (uint8_t)to_int32(v))
+#define STORE_int8(p, v) (*(int8_t *)(p) = (int8_t)to_int32(v))
+#define STORE_int16(p, v) (*(int16_t *)(p) = (int16_t)to_int32(v))
+#define STORE_int32(p, v) (*(int32_t *)(p) = (int32_t)to_int32(v))
+#define STORE_int64(p, v) (*(int64_t *)(p) = to_int64(v))
+#define STORE_float16(p, v) (*(uint16_t *)(p) = wf__float_to_half((float)(v)))
+#define STORE_bfloat16(p, v) (*(uint16_t *)(p) = wf__float_to_bfloat16((float)(v)))
+#define STORE_float32(p, v) (*(float *)(p) = (float)(v))
+#define STORE_float64(p, v) (*(double *)(p) = (double)(v))
+#define STORE_complex64(p, v) (*(complex64_t *)(p) = (complex64_t)(v))
+#define STORE_complex128(p, v) (*(complex128_t *)(p) = (complex128_t)(v))
+
+/* Element sizes as constants, so the unit-stride loops index with them. */
+#define SIZE_boolean 1
+#define SIZE_uint8 1
+#define SIZE_int8 1
+#define SIZE_int16 2
+#define SIZE_int32 4
+#define SIZE_int64 8
+#define SIZE_float16 2
+#define SIZE_bfloat16 2
+#define SIZE_float32 4
+#define SIZE_float64 8
+#define SIZE_complex64 8
+#define SIZE_complex128 16
+
+/* The dtypes in weft_dtype order, applied as X(arg, name).  The second copy
+ * exists only because a macro cannot expand itself: the pair table is a
+ * loop over this list inside a loop over the same list. */
+#define FOR_EACH_DTYPE(X, arg)                                                 \
+    X(arg, boolean) X(arg, uint8) X(arg, int8) X(arg, int16) X(arg, int32)        \
+    X(arg, int64) X(arg, float16) X(arg, bfloat16) X(arg, float32)             \
+    X(arg, float64) X(arg, complex64) X(arg, complex128)
+#define FOR_EACH_DTYPE_OUTER(X)                                                \
+    X(boolean) X(uint8) X(int8) X(int16) X(int32) X(int64) X(float16) X(bfloat16) \
+    X(float32) X(float64) X(complex64) X(complex128)
+
+/* ------------------------------------------------------ single elements */
+
+#define DEFINE_LOAD_STORE(unused, name)                                        \
+    static double load_double_##name(const void *p)                           \
+    {                                                                          \
+        return (double)LOAD_##name(p);                                         \
+    }                                                                          \
+    static void store_double_##name(void *p, double v)                        \
+    {                                                                          \
+        STORE_##name(p, v);                                                    \
+    }
+FOR_EACH_DTYPE(DEFINE_LOAD_STORE, _)
+
+#define LOAD_ENTRY(unused, name) load_double_##name,
+#define STORE_ENTRY(unused, name) store_double_##name,
+static double (*const load_double_table[WEFT_NUM_DTYPES])(const void *) = {
+    FOR_EACH_DTYPE(LOAD_ENTRY, _)};
+static void (*const store_double_table[WEFT_NUM_DTYPES])(void *, double) = {
+    FOR_EACH_DTYPE(STORE_ENTRY, _)};
+
+double wf__load_double(const void *p, weft_dtype dtype)
+{
+    if ((int)dtype < 0 || dtype >= WEFT_NUM_DTYPES)
+        return 0.0;
+    return load_double_table[dtype](p);
+}
+
+void wf__store_double(void *p, weft_dtype dtype, double v)
+{
+    if ((int)dtype >= 0 && dtype < WEFT_NUM_DTYPES)
+        store_double_table[dtype](p, v);
+}
+
+/* ------------------------------------------------------ runs of elements */
+
+/* Converts n elements along one dimension; strides are in bytes.  The unit
+ * stride loop is separate so that the compiler can vectorise it. */
+typedef void (*convert_fn)(char *dst, int64_t dst_stride, const char *src, int64_t src_stride,
+                           int64_t n);
+
+#define DEFINE_CONVERT(src, dst)                                                          \
+    static void convert_##src##_##dst(char *restrict d, int64_t ds, const char *restrict s, \
+                                      int64_t ss, int64_t n)                              \
+    {                                                                                     \
+        if (ds == SIZE_##dst && ss == SIZE_##src) {                                       \
+            for (int64_t i = 0; i < n; i++)                                               \
+                STORE_##dst(d + i * SIZE_##dst, LOAD_##src(s + i * SIZE_##src));          \
+        } else {                                                                          \
+            for (int64_t i = 0; i < n; i++)                                               \
+                STORE_##dst(d + i * ds, LOAD_##src(s + i * ss));                          \
+        }                                                                                 \
+    }
+#define DEFINE_CONVERT_ROW(src) FOR_EACH_DTYPE(DEFINE_CONVERT, src)
+FOR_EACH_DTYPE_OUTER(DEFINE_CONVERT_ROW)
+
+#define CONVERT_ENTRY(src, dst) convert_##src##_##dst,
+#define CONVERT_ROW_ENTRY(src) {FOR_EACH_DTYPE(CONVERT_ENTRY, src)},
+static const convert_fn convert_table[WEFT_NUM_DTYPES][WEFT_NUM_DTYPES] = {
+    FOR_EACH_DTYPE_OUTER(CONVERT_ROW_ENTRY)};
+
+/* Same-dtype copies move bits, so that NaN payloads and non-canonical bools
+ * survive and nothing is rounded twice. */
+typedef struct bytes16 {
+    uint64_t lo, hi;
+} bytes16;
+
+#define DEFINE_RAW_COPY(type)                                                              \
+    static void raw_copy_##type(char *d, int64_t ds, const char *s, int64_t ss, int64_t n) \
+    {                                                                                      \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            memcpy(d + i * ds, s + i * ss, sizeof(type));                                  \
+    }
+DEFINE_RAW_COPY(uint8_t)
+DEFINE_RAW_COPY(uint16_t)
+DEFINE_RAW_COPY(uint32_t)
+DEFINE_RAW_COPY(uint64_t)
+DEFINE_RAW_COPY(bytes16)
+
+static convert_fn raw_copy_for(size_t size)
+{
+    switch (size) {
+    case 1: return raw_copy_uint8_t;
+    case 2: return raw_copy_uint16_t;
+    case 4: return raw_copy_uint32_t;
+    case 8: return raw_copy_uint64_t;
+    default: return raw_copy_bytes16;
+    }
+}
+
+/* ------------------------------------------------------ the strided copy */
+
+/* The byte range [*lo, *hi) that t's elements occupy in its storage. */
+static void byte_span(const weft_tensor *t, int64_t *lo, int64_t *hi)
+{
+    int64_t item = (int64_t)weft_dtype_size(t->dtype);
+    int64_t first = t->storage_offset, last = t->storage_offset;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t reach = (t->sizes[i] - 1) * t->strides[i];
+        if (reach < 0)
+            first += reach;
+        else
+            last += reach;
+    }
+    *lo = first * item;
+    *hi = (last + 1) * item;
+}
+
+static bool may_overlap(const weft_tensor *a, const weft_tensor *b)
+{
+    if (a->storage != b->storage)
+        return false;
+    int64_t alo, ahi, blo, bhi;
+    byte_span(a, &alo, &ahi);
+    byte_span(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+/* The copy's geometry after broadcasting: dst's sizes with both byte
+ * strides, size-1 dims dropped and adjacent dims merged where both tensors
+ * step through them as one, so a contiguous copy is a single run. */
+typedef struct copy_geometry {
+    int ndim;
+    int64_t sizes[WEFT_MAX_DIMS];
+    int64_t dst_strides[WEFT_MAX_DIMS];
+    int64_t src_strides[WEFT_MAX_DIMS];
+} copy_geometry;
+
+static int plan_copy(copy_geometry *g, const weft_tensor *dst, const weft_tensor *src)
+{
+    int lead = dst->ndim - src->ndim;
+    int64_t dsize = (int64_t)weft_dtype_size(dst->dtype);
+    int64_t ssize = (int64_t)weft_dtype_size(src->dtype);
+    bool fits = lead >= 0;
+    g->ndim = 0;
+    for (int i = 0; fits && i < dst->ndim; i++) {
+        int64_t n = dst->sizes[i], src_stride = 0;
+        if (i >= lead) {
+            int64_t m = src->sizes[i - lead];
+            if (m == n)
+                src_stride = src->strides[i - lead];
+            else if (m != 1)
+                fits = false;
+        }
+        if (n == 1)
+            continue;
+        int k = g->ndim;
+        if (k > 0 && g->dst_strides[k - 1] == dst->strides[i] * dsize * n &&
+            g->src_strides[k - 1] == src_stride * ssize * n) {
+            /* dimension i continues dimension k-1: merge them */
+            g->sizes[k - 1] *= n;
+            g->dst_strides[k - 1] = dst->strides[i] * dsize;
+            g->src_strides[k - 1] = src_stride * ssize;
+            continue;
+        }
+        g->sizes[k] = n;
+        g->dst_strides[k] = dst->strides[i] * dsize;
+        g->src_strides[k] = src_stride * ssize;
+        g->ndim++;
+    }
+    if (!fits) {
+        char sbuf[256], dbuf[256];
+        return wf__errorf(WEFT_ESHAPE,
+                          "copy_: the source's shape %s cannot be broadcast to the destination's "
+                          "shape %s",
+                          wf__shape_str(sbuf, sizeof sbuf, src->sizes, src->ndim),
+                          wf__shape_str(dbuf, sizeof dbuf, dst->sizes, dst->ndim));
+    }
+    return 0;
+}
+
+enum { TILE = 16 }; /* elements: a cache line of float32; measured best of 16, 32, 64 */
+
+/* The two innermost dims of a copy: rows x cols, with cols the inner loop. */
+static void copy_plane(convert_fn fn, char *d, const char *s, int64_t rows, int64_t cols,
+                       int64_t d_row, int64_t d_col, int64_t s_row, int64_t s_col)
+{
+    /* When the source runs along rows but the destination along columns (a
+     * transpose), whole-row runs read one element per cache line and evict
+     * it before the next row wants the rest; square tiles keep both sides'
+     * lines in cache. */
+    bool tiled = rows >= TILE && cols >= TILE && llabs(s_row) < llabs(s_col);
+    int64_t tile_rows = tiled ? TILE : rows, tile_cols = tiled ? TILE : cols;
+    for (int64_t r0 = 0; r0 < rows; r0 += tile_rows)
+        for (int64_t c0 = 0; c0 < cols; c0 += tile_cols) {
+            int64_t r1 = r0 + tile_rows < rows ? r0 + tile_rows : rows;
+            int64_t n = c0 + tile_cols < cols ? tile_cols : cols - c0;
+            for (int64_t r = r0; r < r1; r++)
+                fn(d + r * d_row + c0 * d_col, d_col, s + r * s_row + c0 * s_col, s_col, n);
+        }
+}
+
+/* Runs fn over g: a plane at a time, counting through the outer dims. */
+static void run_copy(const copy_geometry *g, convert_fn fn, char *d, const char *s)
+{
+    if (g->ndim == 0) {
+        fn(d, 0, s, 0, 1);
+        return;
+    }
+    int col = g->ndim - 1, row = g->ndim - 2; /* row < 0: a single row */
+    int64_t rows = row >= 0 ? g->sizes[row] : 1;
+    int64_t d_row = row >= 0 ? g->dst_strides[row] : 0, s_row = row >= 0 ? g->src_strides[row] : 0;
+    int64_t planes = 1, index[WEFT_MAX_DIMS] = {0};
+    for (int i = 0; i < row; i++)
+        planes *= g->sizes[i];
+    for (int64_t k = 0; k < planes; k++) {
+        copy_plane(fn, d, s, rows, g->sizes[col], d_row, g->dst_strides[col], s_row,
+                   g->src_strides[col]);
+        for (int i = row - 1; i >= 0; i--) {
+            if (++index[i] < g->sizes[i]) {
+                d += g->dst_strides[i];
+                s += g->src_strides[i];
+                break;
+            }
+            index[i] = 0;
+            d -= g->dst_strides[i] * (g->sizes[i] - 1);
+            s -= g->src_strides[i] * (g->sizes[i] - 1);
+        }
+    }
+}
+
+int wf__host_copy(weft_tensor *dst, const weft_tensor *src)
+{
+    if (!dst || !src)
+        return wf__errorf(WEFT_EINVAL, "copy_: NULL tensor");
+    if (dst->device.type != WEFT_DEVICE_TYPE_CPU || src->device.type != WEFT_DEVICE_TYPE_CPU)
+        return wf__errorf(WEFT_EDEVICE, "copy_: the host copy needs both tensors on the host");
+    if (dst->dtype < 0 || dst->dtype >= WEFT_NUM_DTYPES || src->dtype < 0 ||
+        src->dtype >= WEFT_NUM_DTYPES)
+        return wf__errorf(WEFT_EDTYPE, "copy_: invalid dtype");
+    copy_geometry g;
+    int rc = plan_copy(&g, dst, src);
+    if (rc < 0 || dst->numel == 0)
+        return rc;
+    if (may_overlap(dst, src)) {
+        /* reading what this copy already wrote would smear values: copy the
+         * source aside first */
+        weft_tensor *tmp = NULL;
+        rc = weft_empty(&tmp, src->sizes, src->ndim, (weft_dtype)src->dtype, WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = wf__host_copy(tmp, src);
+        if (rc == 0)
+            rc = wf__host_copy(dst, tmp);
+        weft_tensor_release(tmp);
+        return rc;
+    }
+    char *d = weft_tensor_data_ptr(dst);
+    const char *s = weft_tensor_data_ptr(src);
+    size_t item = weft_dtype_size(dst->dtype);
+    if (dst->dtype == src->dtype && dst->is_contiguous && src->is_contiguous &&
+        dst->numel == src->numel) {
+        memcpy(d, s, (size_t)dst->numel * item);
+        return 0;
+    }
+    convert_fn fn = dst->dtype == src->dtype ? raw_copy_for(item)
+                                             : convert_table[src->dtype][dst->dtype];
+    run_copy(&g, fn, d, s);
+    return 0;
+}

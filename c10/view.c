@@ -1,0 +1,579 @@
+/* c10/view.c — views (new tensor objects over the same storage, so they
+ * share data and version) and the copies that fall back from them:
+ * contiguous, reshape, to_dtype, to_device.  Geometry only: element work is
+ * c10/convert.c's on the host and the copy_ operator's elsewhere. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "c10/core.h"
+
+/* Entry checks shared by every function here: out is cleared first so that
+ * it is NULL on every error path. */
+#define CHECK_ARGS(op, out, t)                                                 \
+    do {                                                                       \
+        if (out)                                                               \
+            *(out) = NULL;                                                     \
+        if (!(out) || !(t))                                                    \
+            return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
+                              !(out) ? "out" : "the tensor");                  \
+    } while (0)
+
+static int make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
+                     const int64_t *strides, int ndim, int64_t offset)
+{
+    return wf__tensor_make(out, t->storage, sizes, strides, ndim, offset, (weft_dtype)t->dtype);
+}
+
+/* dst = src through the host kernel when both are host tensors (no dispatch
+ * needed), else through the copy_ operator so the device's kernel runs. */
+static int copy_into(weft_tensor *dst, const weft_tensor *src)
+{
+    if (dst->device.type == WEFT_DEVICE_TYPE_CPU && src->device.type == WEFT_DEVICE_TYPE_CPU)
+        return wf__host_copy(dst, src);
+    return weft_copy_(dst, src);
+}
+
+/* A new contiguous tensor of dtype on device holding t's values. */
+static int copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype,
+                       weft_device device)
+{
+    int rc = weft_empty(out, t->sizes, t->ndim, dtype, device);
+    if (rc < 0)
+        return rc;
+    rc = copy_into(*out, t);
+    if (rc < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ view/reshape */
+
+/* Resolves a -1 in sizes against numel (PyTorch's infer_size). */
+static int infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t numel,
+                      const char *op)
+{
+    if (ndim < 0 || ndim > WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_EINVAL, "%s: ndim %d is out of range [0, %d]", op, ndim,
+                          WEFT_MAX_DIMS);
+    if (ndim > 0 && !sizes)
+        return wf__errorf(WEFT_EINVAL, "%s: sizes is NULL but ndim is %d", op, ndim);
+    int infer = -1;
+    int64_t product = 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = sizes[i];
+        if (sizes[i] == -1) {
+            if (infer >= 0)
+                return wf__errorf(WEFT_EINVAL, "%s: only one dimension can be inferred", op);
+            infer = i;
+        } else if (sizes[i] < 0) {
+            return wf__errorf(WEFT_EINVAL, "%s: invalid shape dimension %lld", op,
+                              (long long)sizes[i]);
+        } else if (__builtin_mul_overflow(product, sizes[i], &product)) {
+            overflow = true;
+        }
+    }
+    char buf[256];
+    for (int i = 0; i < ndim; i++)
+        if (sizes[i] == 0) /* a zero makes the product 0 even past an overflow */
+            overflow = false, product = 0;
+    if (infer >= 0 && product == 0)
+        return wf__errorf(WEFT_ESHAPE,
+                          "%s: cannot reshape tensor of %lld elements into shape %s because the "
+                          "unspecified dimension size -1 can be any value and is ambiguous",
+                          op, (long long)numel, wf__shape_str(buf, sizeof buf, sizes, ndim));
+    if (infer >= 0 && !overflow && numel % product == 0) {
+        shape[infer] = numel / product;
+        return 0;
+    }
+    if (infer < 0 && !overflow && product == numel)
+        return 0;
+    return wf__errorf(WEFT_ESHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
+                      wf__shape_str(buf, sizeof buf, sizes, ndim), (long long)numel);
+}
+
+/* PyTorch's computeStride: strides that view t's elements with shape, or
+ * false when some new dimension would span two non-mergeable chunks of t. */
+static bool compute_strides(int64_t *strides, const weft_tensor *t, const int64_t *shape, int ndim)
+{
+    const int64_t *old_sizes = t->sizes, *old_strides = t->strides;
+    if (t->ndim == 0) {
+        for (int i = 0; i < ndim; i++)
+            strides[i] = 1;
+        return true;
+    }
+    if (t->numel == 0) {
+        bool same = ndim == t->ndim && memcmp(shape, old_sizes, (size_t)ndim * sizeof *shape) == 0;
+        if (same)
+            memcpy(strides, old_strides, (size_t)ndim * sizeof *strides);
+        else
+            wf__contiguous_strides(strides, shape, ndim);
+        return true;
+    }
+    int view_d = ndim - 1;
+    int64_t chunk_base_stride = old_strides[t->ndim - 1];
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int tensor_d = t->ndim - 1; tensor_d >= 0; tensor_d--) {
+        tensor_numel *= old_sizes[tensor_d];
+        /* a chunk ends where t's next-outer dim does not continue this one */
+        if (tensor_d == 0 || (old_sizes[tensor_d - 1] != 1 &&
+                              old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+                strides[view_d] = view_numel * chunk_base_stride;
+                view_numel *= shape[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel)
+                return false;
+            if (tensor_d > 0) {
+                chunk_base_stride = old_strides[tensor_d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
+{
+    CHECK_ARGS("view", out, t);
+    int64_t shape[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    int rc = infer_size(shape, sizes, ndim, t->numel, "view");
+    if (rc < 0)
+        return rc;
+    if (!compute_strides(strides, t, shape, ndim))
+        return wf__errorf(WEFT_ESHAPE,
+                          "view: view size is not compatible with input tensor's size and stride "
+                          "(at least one dimension spans across two contiguous subspaces). Use "
+                          "reshape instead.");
+    return make_view(out, t, shape, strides, ndim, t->storage_offset);
+}
+
+WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
+{
+    CHECK_ARGS("reshape", out, t);
+    int64_t shape[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    int rc = infer_size(shape, sizes, ndim, t->numel, "reshape");
+    if (rc < 0)
+        return rc;
+    if (compute_strides(strides, t, shape, ndim))
+        return make_view(out, t, shape, strides, ndim, t->storage_offset);
+    weft_tensor *copy;
+    rc = copy_to_new(&copy, t, (weft_dtype)t->dtype, t->device);
+    if (rc < 0)
+        return rc;
+    rc = make_view(out, copy, shape, NULL, ndim, 0);
+    weft_tensor_release(copy);
+    return rc;
+}
+
+/* ------------------------------------------------------- reordering dims */
+
+WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t *dims, int ndim)
+{
+    CHECK_ARGS("permute", out, t);
+    if (ndim != t->ndim)
+        return wf__errorf(WEFT_EINVAL,
+                          "permute: the number of dims (%d) does not match the tensor's rank (%d)",
+                          ndim, t->ndim);
+    if (ndim > 0 && !dims)
+        return wf__errorf(WEFT_EINVAL, "permute: dims is NULL");
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    bool seen[WEFT_MAX_DIMS] = {false};
+    for (int i = 0; i < ndim; i++) {
+        int d;
+        if (dims[i] < INT32_MIN || dims[i] > INT32_MAX)
+            return wf__errorf(WEFT_ERANGE, "permute: dimension %lld out of range",
+                              (long long)dims[i]);
+        int rc = wf__wrap_dim(&d, (int)dims[i], ndim, "permute");
+        if (rc < 0)
+            return rc;
+        if (seen[d])
+            return wf__errorf(WEFT_EINVAL, "permute: repeated dim %d in the permutation", d);
+        seen[d] = true;
+        sizes[i] = t->sizes[d];
+        strides[i] = t->strides[d];
+    }
+    return make_view(out, t, sizes, strides, ndim, t->storage_offset);
+}
+
+WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, int dim1)
+{
+    CHECK_ARGS("transpose", out, t);
+    int d0, d1, rc;
+    if ((rc = wf__wrap_dim(&d0, dim0, t->ndim, "transpose")) < 0 ||
+        (rc = wf__wrap_dim(&d1, dim1, t->ndim, "transpose")) < 0)
+        return rc;
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    memcpy(sizes, t->sizes, (size_t)t->ndim * sizeof *sizes);
+    memcpy(strides, t->strides, (size_t)t->ndim * sizeof *strides);
+    if (t->ndim > 0) { /* a 0-d tensor accepts dims 0 and -1 and stays as it is */
+        sizes[d0] = t->sizes[d1], sizes[d1] = t->sizes[d0];
+        strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
+    }
+    return make_view(out, t, sizes, strides, t->ndim, t->storage_offset);
+}
+
+WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t)
+{
+    CHECK_ARGS("t", out, t);
+    if (t->ndim > 2)
+        return wf__errorf(WEFT_ESHAPE, "t() expects a tensor with <= 2 dimensions, but self is %dD",
+                          t->ndim);
+    return weft_transpose(out, t, 0, t->ndim < 2 ? 0 : 1);
+}
+
+/* ---------------------------------------------------------- sub-ranges */
+
+WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
+                        int64_t end, int64_t step)
+{
+    CHECK_ARGS("slice", out, t);
+    if (t->ndim == 0)
+        return wf__errorf(WEFT_ERANGE, "slice() cannot be applied to a 0-dim tensor.");
+    int d;
+    int rc = wf__wrap_dim(&d, dim, t->ndim, "slice");
+    if (rc < 0)
+        return rc;
+    if (step <= 0)
+        return wf__errorf(WEFT_EINVAL, "slice: step must be positive, got %lld", (long long)step);
+    int64_t size = t->sizes[d];
+    /* Python's clamping: negative bounds count from the end, then both are
+     * clamped into [0, size] and end is at least start */
+    if (start < 0)
+        start += size;
+    if (end < 0)
+        end += size;
+    start = start < 0 ? 0 : start > size ? size : start;
+    end = end < start ? start : end > size ? size : end;
+    int64_t length = end == start ? 0 : (end - start - 1) / step + 1;
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    memcpy(sizes, t->sizes, (size_t)t->ndim * sizeof *sizes);
+    memcpy(strides, t->strides, (size_t)t->ndim * sizeof *strides);
+    sizes[d] = length;
+    /* stride * step as PyTorch has it; a step so large that this overflows
+     * leaves at most one element, whose stride is never used */
+    if (__builtin_mul_overflow(t->strides[d], step, &strides[d]))
+        strides[d] = t->strides[d];
+    return make_view(out, t, sizes, strides, t->ndim, t->storage_offset + start * t->strides[d]);
+}
+
+WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
+                         int64_t length)
+{
+    CHECK_ARGS("narrow", out, t);
+    if (t->ndim == 0)
+        return wf__errorf(WEFT_ERANGE, "narrow() cannot be applied to a 0-dim tensor.");
+    int d;
+    int rc = wf__wrap_dim(&d, dim, t->ndim, "narrow");
+    if (rc < 0)
+        return rc;
+    int64_t size = t->sizes[d];
+    if (start < -size || start > size)
+        return wf__errorf(WEFT_ERANGE,
+                          "narrow: start (%lld) is out of range for dimension %d of size %lld",
+                          (long long)start, d, (long long)size);
+    if (start < 0)
+        start += size;
+    if (length < 0 || start > size - length)
+        return wf__errorf(WEFT_ERANGE,
+                          "narrow: start (%lld) + length (%lld) exceeds dimension size (%lld).",
+                          (long long)start, (long long)length, (long long)size);
+    return weft_slice(out, t, d, start, start + length, 1);
+}
+
+WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64_t index)
+{
+    CHECK_ARGS("select", out, t);
+    if (t->ndim == 0)
+        return wf__errorf(WEFT_ERANGE, "select() cannot be applied to a 0-dim tensor.");
+    int d;
+    int rc = wf__wrap_dim(&d, dim, t->ndim, "select");
+    if (rc < 0)
+        return rc;
+    int64_t size = t->sizes[d];
+    if (index < -size || index >= size) {
+        char buf[256];
+        return wf__errorf(WEFT_ERANGE,
+                          "select(): index %lld out of range for tensor of size %s at dimension %d",
+                          (long long)index, wf__shape_str(buf, sizeof buf, t->sizes, t->ndim), d);
+    }
+    if (index < 0)
+        index += size;
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    for (int i = 0, j = 0; i < t->ndim; i++) {
+        if (i == d)
+            continue;
+        sizes[j] = t->sizes[i];
+        strides[j++] = t->strides[i];
+    }
+    return make_view(out, t, sizes, strides, t->ndim - 1,
+                     t->storage_offset + index * t->strides[d]);
+}
+
+/* ----------------------------------------------------- adding/removing dims */
+
+WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
+{
+    CHECK_ARGS("expand", out, t);
+    if (ndim > 0 && !sizes)
+        return wf__errorf(WEFT_EINVAL, "expand: sizes is NULL");
+    if (ndim > WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_EINVAL, "expand: %d sizes, more than the %d dims a tensor may have",
+                          ndim, WEFT_MAX_DIMS);
+    if (ndim < t->ndim) {
+        char buf[256];
+        return wf__errorf(WEFT_ESHAPE,
+                          "expand: the number of sizes provided (%d) must be greater or equal to "
+                          "the number of dimensions in the tensor (%d) of shape %s",
+                          ndim, t->ndim, wf__shape_str(buf, sizeof buf, t->sizes, t->ndim));
+    }
+    int64_t new_sizes[WEFT_MAX_DIMS], new_strides[WEFT_MAX_DIMS];
+    char want[256], have[256];
+    for (int i = ndim - 1; i >= 0; i--) {
+        int dim = t->ndim - (ndim - i); /* t's matching dim, or < 0 for a new one */
+        int64_t size = dim >= 0 ? t->sizes[dim] : 1;
+        /* a new dim of size 1 gets the stride a contiguous tensor would have
+         * (never stepped along, so an overflow there does not matter); all
+         * dims expanded from a 0-d tensor get 0, as in PyTorch */
+        int64_t stride = t->ndim == 0 ? 0 : 1;
+        if (dim >= 0)
+            stride = t->strides[dim];
+        else if (t->ndim > 0 && i < ndim - 1 &&
+                 __builtin_mul_overflow(new_sizes[i + 1], new_strides[i + 1], &stride))
+            stride = 1;
+        int64_t target = sizes[i];
+        if (target == -1) {
+            if (dim < 0)
+                return wf__errorf(WEFT_ESHAPE,
+                                  "expand: the expanded size of the tensor (-1) isn't allowed in "
+                                  "a leading, non-existing dimension %d",
+                                  i);
+            target = size;
+        } else if (target < 0) {
+            return wf__errorf(WEFT_EINVAL, "expand: invalid size %lld in dimension %d",
+                              (long long)target, i);
+        }
+        if (size != target) {
+            if (size != 1)
+                return wf__errorf(WEFT_ESHAPE,
+                                  "expand: the expanded size of the tensor (%lld) must match the "
+                                  "existing size (%lld) at non-singleton dimension %d.  Target "
+                                  "sizes: %s.  Tensor sizes: %s",
+                                  (long long)target, (long long)size, i,
+                                  wf__shape_str(want, sizeof want, sizes, ndim),
+                                  wf__shape_str(have, sizeof have, t->sizes, t->ndim));
+            stride = 0; /* every index reads the one element */
+        }
+        new_sizes[i] = target;
+        new_strides[i] = stride;
+    }
+    int64_t numel;
+    int rc = wf__checked_numel(&numel, new_sizes, ndim, "expand");
+    if (rc < 0)
+        return rc;
+    return make_view(out, t, new_sizes, new_strides, ndim, t->storage_offset);
+}
+
+WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
+{
+    CHECK_ARGS("squeeze", out, t);
+    int only = -1;
+    if (dim != WEFT_ALL_DIMS) {
+        int rc = wf__wrap_dim(&only, dim, t->ndim, "squeeze");
+        if (rc < 0)
+            return rc;
+    }
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->sizes[i] == 1 && (only < 0 || only == i))
+            continue;
+        sizes[n] = t->sizes[i];
+        strides[n++] = t->strides[i];
+    }
+    return make_view(out, t, sizes, strides, n, t->storage_offset);
+}
+
+WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
+{
+    CHECK_ARGS("unsqueeze", out, t);
+    if (t->ndim >= WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_ESHAPE, "unsqueeze: a tensor cannot have more than %d dimensions",
+                          WEFT_MAX_DIMS);
+    int d;
+    int rc = wf__wrap_dim(&d, dim, t->ndim + 1, "unsqueeze");
+    if (rc < 0)
+        return rc;
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    for (int i = 0, j = 0; i <= t->ndim; i++) {
+        if (i == d) {
+            sizes[i] = 1;
+            /* the stride a contiguous tensor would have there */
+            strides[i] = d < t->ndim ? t->sizes[d] * t->strides[d] : 1;
+        } else {
+            sizes[i] = t->sizes[j];
+            strides[i] = t->strides[j++];
+        }
+    }
+    return make_view(out, t, sizes, strides, t->ndim + 1, t->storage_offset);
+}
+
+WEFT_API int weft_flatten(weft_tensor **out, const weft_tensor *t, int start_dim, int end_dim)
+{
+    CHECK_ARGS("flatten", out, t);
+    int s, e, rc;
+    if ((rc = wf__wrap_dim(&s, start_dim, t->ndim, "flatten")) < 0 ||
+        (rc = wf__wrap_dim(&e, end_dim, t->ndim, "flatten")) < 0)
+        return rc;
+    if (s > e)
+        return wf__errorf(WEFT_EINVAL,
+                          "flatten() has invalid args: start_dim cannot come after end_dim");
+    if (t->ndim == 0) {
+        int64_t one = 1;
+        return weft_reshape(out, t, &one, 1);
+    }
+    if (s == e)
+        return weft_alias(out, t);
+    int64_t sizes[WEFT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < s; i++)
+        sizes[n++] = t->sizes[i];
+    int64_t merged = 1;
+    for (int i = s; i <= e; i++)
+        if (__builtin_mul_overflow(merged, t->sizes[i], &merged)) /* possible only beside a 0 */
+            return wf__errorf(WEFT_EOVERFLOW, "flatten: the merged size overflows int64");
+    sizes[n++] = merged;
+    for (int i = e + 1; i < t->ndim; i++)
+        sizes[n++] = t->sizes[i];
+    return weft_reshape(out, t, sizes, n);
+}
+
+WEFT_API int weft_as_strided(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
+                             const int64_t *strides, int ndim, int64_t storage_offset)
+{
+    CHECK_ARGS("as_strided", out, t);
+    int64_t numel;
+    int rc = wf__checked_numel(&numel, sizes, ndim, "as_strided");
+    if (rc < 0)
+        return rc;
+    if (ndim > 0 && !strides)
+        return wf__errorf(WEFT_EINVAL, "as_strided: strides is NULL");
+    if (storage_offset < 0)
+        return wf__errorf(WEFT_EINVAL, "as_strided: negative storage offset %lld",
+                          (long long)storage_offset);
+    /* the last element's index, which must lie inside the storage */
+    int64_t last = storage_offset;
+    for (int i = 0; i < ndim; i++) {
+        int64_t reach;
+        if (strides[i] < 0)
+            return wf__errorf(WEFT_EINVAL, "as_strided: negative stride %lld in dimension %d",
+                              (long long)strides[i], i);
+        if (numel > 0 && (__builtin_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
+                          __builtin_add_overflow(last, reach, &last)))
+            return wf__errorf(WEFT_EOVERFLOW, "as_strided: sizes and strides overflow int64");
+    }
+    int64_t item = (int64_t)weft_dtype_size(t->dtype), end_bytes;
+    if (numel > 0 && (__builtin_add_overflow(last, 1, &end_bytes) ||
+                      __builtin_mul_overflow(end_bytes, item, &end_bytes) ||
+                      (uint64_t)end_bytes > t->storage->nbytes)) {
+        char buf[256];
+        return wf__errorf(WEFT_ERANGE,
+                          "as_strided: setting a storage of %zu bytes to size %s with offset "
+                          "%lld reaches element %lld, outside the storage",
+                          t->storage->nbytes, wf__shape_str(buf, sizeof buf, sizes, ndim),
+                          (long long)storage_offset, (long long)last);
+    }
+    return make_view(out, t, sizes, strides, ndim, storage_offset);
+}
+
+WEFT_API int weft_alias(weft_tensor **out, const weft_tensor *t)
+{
+    CHECK_ARGS("alias", out, t);
+    return make_view(out, t, t->sizes, t->strides, t->ndim, t->storage_offset);
+}
+
+/* ---------------------------------------------------------------- copies */
+
+WEFT_API int weft_contiguous(weft_tensor **out, const weft_tensor *t)
+{
+    CHECK_ARGS("contiguous", out, t);
+    if (t->is_contiguous) {
+        *out = weft_tensor_retain(t);
+        return 0;
+    }
+    return copy_to_new(out, t, (weft_dtype)t->dtype, t->device);
+}
+
+WEFT_API int weft_to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
+{
+    CHECK_ARGS("to_dtype", out, t);
+    if ((int)dtype < 0 || dtype >= WEFT_NUM_DTYPES)
+        return wf__errorf(WEFT_EINVAL, "to_dtype: invalid dtype %d", (int)dtype);
+    return copy_to_new(out, t, dtype, t->device);
+}
+
+/* A host tensor with the values of t, a strided tensor on another device.
+ * Only a device's byte copies are used (no kernel of its own): the bytes
+ * t's elements span come over as they are, are viewed with t's strides and
+ * made contiguous on the host. */
+static int stage_to_host(weft_tensor **out, const weft_tensor *t)
+{
+    int64_t item = (int64_t)weft_dtype_size(t->dtype);
+    int64_t first = t->storage_offset, last = t->storage_offset;
+    for (int i = 0; i < t->ndim; i++)
+        last += (t->sizes[i] - 1) * t->strides[i]; /* views have no negative strides */
+    int64_t span = last - first + 1;
+    weft_tensor *bytes = NULL, *view = NULL;
+    int rc = weft_empty(&bytes, &span, 1, (weft_dtype)t->dtype, WEFT_DEVICE_CPU);
+    if (rc == 0)
+        rc = wf__copy_bytes(weft_tensor_data_ptr(bytes), WEFT_DEVICE_CPU,
+                            (const char *)t->storage->data.data + first * item, t->device,
+                            (size_t)(span * item));
+    if (rc == 0)
+        rc = weft_as_strided(&view, bytes, t->sizes, t->strides, t->ndim, 0);
+    if (rc == 0)
+        rc = weft_contiguous(out, view);
+    weft_tensor_release(view);
+    weft_tensor_release(bytes);
+    return rc;
+}
+
+WEFT_API int weft_to_device(weft_tensor **out, const weft_tensor *t, weft_device device)
+{
+    CHECK_ARGS("to_device", out, t);
+    if (weft_device_equal(device, t->device)) {
+        *out = weft_tensor_retain(t);
+        return 0;
+    }
+    int rc = wf__check_device(device, "to_device");
+    if (rc < 0)
+        return rc;
+    /* the values move as one block of bytes through the device interfaces:
+     * a strided source is made contiguous first, on the host */
+    weft_tensor *source = NULL;
+    if (t->is_contiguous)
+        source = weft_tensor_retain(t);
+    else if (t->device.type == WEFT_DEVICE_TYPE_CPU)
+        rc = weft_contiguous(&source, t);
+    else
+        rc = stage_to_host(&source, t);
+    if (rc == 0 && weft_device_equal(device, source->device)) {
+        *out = source; /* staging to the host was the whole move */
+        return 0;
+    }
+    if (rc == 0)
+        rc = weft_empty(out, t->sizes, t->ndim, (weft_dtype)t->dtype, device);
+    if (rc == 0)
+        rc = wf__copy_bytes(weft_tensor_data_ptr(*out), device, weft_tensor_data_ptr(source),
+                            source->device, (size_t)t->numel * weft_dtype_size(t->dtype));
+    weft_tensor_release(source);
+    if (rc < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
