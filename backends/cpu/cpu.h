@@ -1,0 +1,264 @@
+/* backends/cpu/cpu.h — what the CPU plugin's files share: the dtype list that
+ * instantiates every kernel, element conversions (float16/bfloat16 included),
+ * the thread pool and the elementwise iterator.  Like any out-of-tree plugin
+ * it sees only the installed SDK headers, never c10/ or dispatch/. */
+#ifndef WEFT_BACKENDS_CPU_H
+#define WEFT_BACKENDS_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+/* ------------------------------------------------------------ dtype lists */
+
+/* Every kernel body is written once and instantiated per dtype by applying a
+ * macro X to one of these lists.  X(NAME, DTYPE, T, C, U):
+ *   NAME   token used to build function names (add_float32); bool is
+ *          spelled "boolean" because <stdbool.h> makes "bool" a macro
+ *   DTYPE  the weft_dtype the instance serves (its index in a kernel table)
+ *   T      how an element is stored
+ *   C      the type arithmetic is done in (float for float16/bfloat16)
+ *   U      the type add/sub/mul are done in: unsigned for the integers, so
+ *          overflow wraps as in PyTorch instead of being undefined in C. */
+#define CPU_DTYPES_BOOL(X) X(boolean, WEFT_BOOL, bool, bool, uint32_t)
+#define CPU_DTYPES_UNSIGNED(X) X(uint8, WEFT_UINT8, uint8_t, uint8_t, uint32_t)
+#define CPU_DTYPES_SIGNED(X)                                \
+    X(int8, WEFT_INT8, int8_t, int8_t, uint32_t)            \
+    X(int16, WEFT_INT16, int16_t, int16_t, uint32_t)        \
+    X(int32, WEFT_INT32, int32_t, int32_t, uint32_t)        \
+    X(int64, WEFT_INT64, int64_t, int64_t, uint64_t)
+#define CPU_DTYPES_INTEGRAL(X) CPU_DTYPES_UNSIGNED(X) CPU_DTYPES_SIGNED(X)
+#define CPU_DTYPES_REDUCED(X)                               \
+    X(float16, WEFT_FLOAT16, uint16_t, float, float)        \
+    X(bfloat16, WEFT_BFLOAT16, uint16_t, float, float)
+#define CPU_DTYPES_FLOAT(X)                                 \
+    X(float32, WEFT_FLOAT32, float, float, float)           \
+    X(float64, WEFT_FLOAT64, double, double, double)
+#define CPU_DTYPES_FLOATING(X) CPU_DTYPES_REDUCED(X) CPU_DTYPES_FLOAT(X)
+#define CPU_DTYPES_COMPLEX(X)                                                       \
+    X(complex64, WEFT_COMPLEX64, float _Complex, float _Complex, float _Complex)    \
+    X(complex128, WEFT_COMPLEX128, double _Complex, double _Complex, double _Complex)
+/* Every dtype but bool. */
+#define CPU_DTYPES_NUMERIC(X) CPU_DTYPES_INTEGRAL(X) CPU_DTYPES_FLOATING(X) CPU_DTYPES_COMPLEX(X)
+#define CPU_DTYPES_ALL(X) CPU_DTYPES_BOOL(X) CPU_DTYPES_NUMERIC(X)
+
+/* ------------------------------------------------- element conversions */
+
+/* IEEE binary16 -> binary32: exact. */
+static inline float cpu_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | (mantissa << 13); /* inf, NaN */
+    } else if (exponent == 0) {
+        /* zero or subnormal: mantissa * 2^-24, exact in float */
+        float f = (float)mantissa * 0x1p-24f;
+        return sign ? -f : f;
+    } else {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* binary32 -> binary16, rounding to nearest even; NaN stays a (quiet) NaN,
+ * overflow gives infinity, tiny values become subnormals or zero. */
+static inline uint16_t cpu_float_to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) /* inf or NaN */
+        return sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u);
+    if (absx >= 0x477ff000u) /* rounds to 65536 or more */
+        return sign | 0x7c00u;
+    uint32_t exponent = absx >> 23;
+    if (exponent < 113) {
+        /* a half subnormal: count units of 2^-24; below 2^-25 rounds to 0 */
+        if (exponent < 102)
+            return sign;
+        uint32_t mantissa = (absx & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - exponent; /* 14..24 */
+        uint32_t h = mantissa >> shift, rest = mantissa & ((1u << shift) - 1);
+        uint32_t halfway = 1u << (shift - 1);
+        if (rest > halfway || (rest == halfway && (h & 1u)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((exponent - 112) << 10) | ((absx >> 13) & 0x3ffu);
+    uint32_t rest = absx & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++; /* a carry into the exponent is the correct rounding */
+    return (uint16_t)(sign | h);
+}
+
+static inline float cpu_bfloat16_to_float(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline uint16_t cpu_float_to_bfloat16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u); /* keep NaN a quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);      /* round to nearest even */
+    return (uint16_t)(x >> 16);
+}
+
+/* double -> int64 without undefined behaviour: NaN gives 0, out-of-range
+ * values saturate.  Narrower integers then wrap, as PyTorch's casts do. */
+static inline int64_t cpu_double_to_int64(double d)
+{
+    if (d != d)
+        return 0;
+    if (d >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (d <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)d;
+}
+
+/* Per dtype NAME: cpu_load_NAME (stored -> compute type), cpu_store_NAME
+ * (compute -> stored), cpu_from_double_NAME (a Scalar argument -> compute
+ * type) and cpu_to_double_NAME (compute type -> double, real part). */
+#define CPU_IDENTITY_CONVERSIONS_(NAME, T)                                    \
+    static inline T cpu_load_##NAME(T v) { return v; }                        \
+    static inline T cpu_store_##NAME(T v) { return v; }
+CPU_IDENTITY_CONVERSIONS_(boolean, bool)
+CPU_IDENTITY_CONVERSIONS_(uint8, uint8_t)
+CPU_IDENTITY_CONVERSIONS_(int8, int8_t)
+CPU_IDENTITY_CONVERSIONS_(int16, int16_t)
+CPU_IDENTITY_CONVERSIONS_(int32, int32_t)
+CPU_IDENTITY_CONVERSIONS_(int64, int64_t)
+CPU_IDENTITY_CONVERSIONS_(float32, float)
+CPU_IDENTITY_CONVERSIONS_(float64, double)
+CPU_IDENTITY_CONVERSIONS_(complex64, float _Complex)
+CPU_IDENTITY_CONVERSIONS_(complex128, double _Complex)
+#undef CPU_IDENTITY_CONVERSIONS_
+static inline float cpu_load_float16(uint16_t v) { return cpu_half_to_float(v); }
+static inline uint16_t cpu_store_float16(float v) { return cpu_float_to_half(v); }
+static inline float cpu_load_bfloat16(uint16_t v) { return cpu_bfloat16_to_float(v); }
+static inline uint16_t cpu_store_bfloat16(float v) { return cpu_float_to_bfloat16(v); }
+
+static inline bool cpu_from_double_boolean(double d) { return d != 0; }
+#define CPU_INT_FROM_DOUBLE_(NAME, DTYPE, T, C, U)                            \
+    static inline T cpu_from_double_##NAME(double d) { return (T)cpu_double_to_int64(d); }
+CPU_DTYPES_INTEGRAL(CPU_INT_FROM_DOUBLE_)
+#undef CPU_INT_FROM_DOUBLE_
+#define CPU_CAST_FROM_DOUBLE_(NAME, DTYPE, T, C, U)                           \
+    static inline C cpu_from_double_##NAME(double d) { return (C)d; }
+CPU_DTYPES_FLOATING(CPU_CAST_FROM_DOUBLE_)
+CPU_DTYPES_COMPLEX(CPU_CAST_FROM_DOUBLE_)
+#undef CPU_CAST_FROM_DOUBLE_
+
+#define CPU_TO_DOUBLE_(NAME, DTYPE, T, C, U)                                  \
+    static inline double cpu_to_double_##NAME(C v) { return (double)v; }
+CPU_DTYPES_BOOL(CPU_TO_DOUBLE_)
+CPU_DTYPES_INTEGRAL(CPU_TO_DOUBLE_)
+CPU_DTYPES_FLOATING(CPU_TO_DOUBLE_)
+#undef CPU_TO_DOUBLE_
+static inline double cpu_to_double_complex64(float _Complex v) { return (double)__real__ v; }
+static inline double cpu_to_double_complex128(double _Complex v) { return __real__ v; }
+
+/* Writes value, converted to dtype, into the element at p (fill.c). */
+void cpu__store_double(void *p, weft_dtype dtype, double value);
+
+/* ------------------------------------------------------------ thread pool */
+
+/* Elementwise work below this many elements stays on the calling thread:
+ * waking workers costs more than it saves. */
+#define CPU_GRAIN 32768
+
+int cpu__parallel_init(void);
+void cpu__parallel_shutdown(void);
+/* Threads the pool uses (WEFT_NUM_THREADS, else the CPUs this process may
+ * run on), the caller included. */
+int cpu__num_threads(void);
+/* Runs fn over [begin, end) split into pieces of at least `grain` indices,
+ * on the pool's workers and the calling thread.  Small ranges, nested calls
+ * and calls made while another thread holds the pool run fn(begin, end) on
+ * the calling thread.  Returns when every piece is done; returns 0. */
+int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain,
+                      void (*fn)(int64_t begin, int64_t end, void *ctx), void *ctx);
+
+/* --------------------------------------------------- the elementwise iterator */
+
+/* An inner loop over n elements: ptrs[0] is the output, ptrs[1..] the
+ * inputs; strides are in bytes, one per operand (0 for a broadcast one). */
+typedef void (*cpu_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, const void *params);
+
+/* How an operator's kernel was called. */
+typedef enum cpu_mode {
+    CPU_FUNCTIONAL, /* returns a new tensor in rets[0] */
+    CPU_INPLACE,    /* writes args[0], which is also the first input */
+    CPU_OUT         /* writes args[0], an out= tensor */
+} cpu_mode;
+
+/* One elementwise computation: `loop` reads inputs of `input_dtype` and
+ * writes elements of `result_dtype`. */
+typedef struct cpu_map {
+    const char *op; /* the operator's name, for messages */
+    weft_dtype input_dtype;
+    weft_dtype result_dtype;
+    cpu_loop_fn loop;
+    const void *params;
+} cpu_map;
+
+/* The whole of an elementwise operator after its dtypes are known: checks
+ * devices, broadcasts the inputs, checks or creates the target (functional,
+ * in-place or out=, resizing an empty out=), converts inputs whose dtype is
+ * not m->input_dtype, runs the loop (in parallel when large) and casts into
+ * a target of another dtype.  Inputs may alias the target. */
+int cpu__map(weft_call *call, cpu_mode mode, const cpu_map *m, weft_tensor *const *inputs,
+             int ninputs);
+/* The loop alone over `out` (already of the broadcast shape and of the
+ * loop's dtype) and inputs of the loop's dtype, broadcast to out. */
+int cpu__elementwise(const char *op, weft_tensor *out, weft_tensor *const *inputs, int ninputs,
+                     cpu_loop_fn loop, const void *params);
+
+/* ------------------------------------------------------------- helpers */
+
+/* "[2, 3]" into buf; returns buf. */
+const char *cpu__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim);
+/* WEFT_EDEVICE unless t lives on the CPU; names op and the argument. */
+int cpu__check_cpu(const char *op, const char *arg, const weft_tensor *t);
+/* A Scalar argument as double (DOUBLE, INT or BOOL tags). */
+double cpu__scalar_arg(const weft_value *v);
+/* WEFT_EDTYPE "op: not supported for dtype X". */
+int cpu__unsupported_dtype(const char *op, weft_dtype dtype);
+/* Prepares an out= or in-place target of `sizes`: when resizable (out=)
+ * a tensor with no elements is resized, anything else must already have
+ * that shape (else WEFT_ESHAPE "output with shape [..] doesn't match the
+ * <what> shape [..]"). */
+int cpu__prepare_target(const char *op, weft_tensor *target, bool resizable,
+                        const int64_t *sizes, int ndim, const char *what);
+
+/* Registration of each file's kernels (plugin.c calls these from init). */
+int cpu__register_elementwise(weft_registrar *reg);
+int cpu__register_unary(weft_registrar *reg);
+int cpu__register_reduce(weft_registrar *reg);
+int cpu__register_fill(weft_registrar *reg);
+int cpu__register_blas(weft_registrar *reg);
+/* Called from init: OpenBLAS gets our thread count. */
+void cpu__blas_init(int nthreads);
+
+/* One row of a file's registration table. */
+typedef struct cpu_kernel_entry {
+    const char *op;
+    weft_kernel_fn fn;
+    const void *ctx;
+} cpu_kernel_entry;
+int cpu__register_table(weft_registrar *reg, const cpu_kernel_entry *entries, size_t count);
+
+#endif

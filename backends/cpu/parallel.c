@@ -1,0 +1,230 @@
+/* backends/cpu/parallel.c — the CPU plugin's thread pool.  Workers start on
+ * the first parallel call and are joined by cpu__parallel_shutdown (from the
+ * plugin's fini), so no thread is left running code that is about to be
+ * unmapped.  One job at a time; a job is a range split into equal pieces. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cpu.h"
+
+typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
+
+/* The pool.  `lock` guards everything but `next`; the job fields are written
+ * under it before `generation` moves, so a worker that saw the new
+ * generation under the lock sees the job. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* workers wait here for a new generation */
+    pthread_cond_t done; /* the submitter waits here for pending == 0 */
+    pthread_t *workers;
+    int nworkers;
+    bool started, stopping;
+    bool shut_down; /* after fini: run everything serially, never restart */
+    uint64_t generation;
+    int pending; /* workers not yet finished with this generation */
+    range_fn fn;
+    void *ctx;
+    int64_t end, chunk;
+    _Atomic int64_t next; /* start of the next unclaimed piece */
+} pool = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+
+/* Held by the thread whose job the pool runs; a second thread that finds it
+ * taken runs its range alone rather than wait. */
+static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
+static int num_threads = 1;
+/* Non-NULL on workers and on a submitter while it runs pieces: nested
+ * parallel calls run serially instead of deadlocking on the pool.  A pthread
+ * key rather than _Thread_local: LeakSanitizer crashes on exit when live
+ * threads hold dynamic TLS of a dlopen'ed library (GCC 12, glibc 2.36). */
+static pthread_key_t region_key;
+static bool region_key_made;
+
+static bool in_parallel_region(void)
+{
+    return pthread_getspecific(region_key) != NULL;
+}
+
+static void set_parallel_region(bool inside)
+{
+    pthread_setspecific(region_key, inside ? &region_key : NULL);
+}
+
+static int env_thread_count(void)
+{
+    const char *s = getenv("WEFT_NUM_THREADS");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        long n = strtol(s, &end, 10);
+        if (errno == 0 && *end == '\0' && n >= 1)
+            return n > 1024 ? 1024 : (int)n;
+    }
+    /* the CPUs this process may use: fewer than online ones in a container
+     * or under taskset */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online >= 1 ? (int)(online > 1024 ? 1024 : online) : 1;
+}
+
+int cpu__parallel_init(void)
+{
+    num_threads = env_thread_count();
+    pool.shut_down = false;
+    if (!region_key_made) {
+        if (pthread_key_create(&region_key, NULL) != 0)
+            return weft_set_error(WEFT_ENOMEM, "cpu: cannot create the thread pool's key");
+        region_key_made = true;
+    }
+    return 0;
+}
+
+int cpu__num_threads(void)
+{
+    return num_threads;
+}
+
+static void run_pieces(void)
+{
+    for (;;) {
+        int64_t begin = atomic_fetch_add_explicit(&pool.next, pool.chunk, memory_order_relaxed);
+        if (begin >= pool.end)
+            return;
+        int64_t end = pool.end - begin > pool.chunk ? begin + pool.chunk : pool.end;
+        pool.fn(begin, end, pool.ctx);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    /* the generation current when this worker was made: it must take part
+     * in every later one, or the submitter would wait for it forever */
+    uint64_t seen = (uint64_t)(uintptr_t)arg;
+    set_parallel_region(true);
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        while (!pool.stopping && pool.generation == seen)
+            pthread_cond_wait(&pool.wake, &pool.lock);
+        if (pool.stopping)
+            break;
+        seen = pool.generation;
+        pthread_mutex_unlock(&pool.lock);
+        run_pieces();
+        pthread_mutex_lock(&pool.lock);
+        if (--pool.pending == 0)
+            pthread_cond_signal(&pool.done);
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return NULL;
+}
+
+/* Called with submit_lock held.  Fewer workers than asked for (a failed
+ * pthread_create) is not an error: the pool just has fewer hands. */
+static void start_workers(void)
+{
+    pool.started = true;
+    int want = num_threads - 1;
+    if (want <= 0)
+        return;
+    pool.workers = calloc((size_t)want, sizeof *pool.workers);
+    if (!pool.workers)
+        return;
+    /* workers must not take the application's signals */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    uintptr_t generation = (uintptr_t)pool.generation;
+    for (int i = 0; i < want; i++) {
+        if (pthread_create(&pool.workers[i], NULL, worker_main, (void *)generation) != 0)
+            break;
+        pool.nworkers++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, void *ctx)
+{
+    if (end <= begin)
+        return 0;
+    int64_t n = end - begin;
+    if (grain < 1)
+        grain = 1;
+    if (n <= grain || num_threads <= 1 || in_parallel_region() ||
+        pthread_mutex_trylock(&submit_lock) != 0) {
+        fn(begin, end, ctx);
+        return 0;
+    }
+    if (pool.shut_down) {
+        /* a kernel still running while the plugin is unloaded: no new
+         * threads may run code that is about to be unmapped */
+        pthread_mutex_unlock(&submit_lock);
+        fn(begin, end, ctx);
+        return 0;
+    }
+    if (!pool.started)
+        start_workers();
+    int64_t pieces = (n + grain - 1) / grain;
+    if (pieces > pool.nworkers + 1)
+        pieces = pool.nworkers + 1;
+    if (pieces <= 1) {
+        pthread_mutex_unlock(&submit_lock);
+        fn(begin, end, ctx);
+        return 0;
+    }
+    pthread_mutex_lock(&pool.lock);
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.end = end;
+    pool.chunk = (n + pieces - 1) / pieces;
+    atomic_store_explicit(&pool.next, begin, memory_order_relaxed);
+    pool.pending = pool.nworkers;
+    pool.generation++;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+
+    set_parallel_region(true);
+    run_pieces();
+    set_parallel_region(false);
+
+    pthread_mutex_lock(&pool.lock);
+    while (pool.pending > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&submit_lock);
+    return 0;
+}
+
+void cpu__parallel_shutdown(void)
+{
+    pthread_mutex_lock(&submit_lock);
+    pool.shut_down = true;
+    if (pool.started) {
+        pthread_mutex_lock(&pool.lock);
+        pool.stopping = true;
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+        for (int i = 0; i < pool.nworkers; i++)
+            pthread_join(pool.workers[i], NULL);
+        free(pool.workers);
+        pool.workers = NULL;
+        pool.nworkers = 0;
+        pool.started = false;
+        pool.stopping = false;
+    }
+    if (region_key_made) {
+        pthread_key_delete(region_key);
+        region_key_made = false;
+    }
+    pthread_mutex_unlock(&submit_lock);
+}
