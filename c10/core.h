@@ -87,6 +87,9 @@ typedef struct wf_device_type {
 } wf_device_type;
 
 extern wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
+/* The core's host allocator: storages it serves share one block with their
+ * header (c10/storage.c). */
+extern const weft_allocator *const wf__host_allocator;
 weft_keyset wf__dense_keys(weft_device device);
 int wf__check_device(weft_device device, const char *op);
 /* Copies nbytes between any two devices through their interfaces. */

@@ -36,6 +36,8 @@ static const weft_allocator host_allocator = {
     sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, host_allocate, NULL, NULL,
 };
 
+const weft_allocator *const wf__host_allocator = &host_allocator;
+
 static int host_count(void *ctx)
 {
     (void)ctx;

@@ -124,6 +124,14 @@ WEFT_API int weft_arange(weft_tensor **out, double start, double end, double ste
         *out = NULL;
     if (step == 0 || step != step)
         return wf__errorf(WEFT_EINVAL, "arange: step must be nonzero");
+    if (weft_dtype_is_integral(dtype, false)) {
+        /* PyTorch computes an integer range from int64 bounds and step */
+        start = (double)(int64_t)start;
+        end = (double)(int64_t)end;
+        step = (double)(int64_t)step;
+        if (step == 0)
+            return wf__errorf(WEFT_EINVAL, "arange: step must be nonzero (after conversion to an integer)");
+    }
     double len = __builtin_ceil((end - start) / step);
     if (len != len || len > 9.0e18)
         return wf__errorf(WEFT_EINVAL, "arange: the range [%g, %g) with step %g is invalid", start,

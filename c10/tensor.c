@@ -127,7 +127,21 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     t->keys = wf__dense_keys(s->device);
     t->storage_offset = offset;
     t->autograd_meta = NULL;
-    if (wf__tensor_set_geometry(t, sizes, strides, ndim) < 0) {
+    if (!strides && ndim <= WF_INLINE_DIMS) {
+        /* the common case, a fresh contiguous tensor: no temporaries */
+        int64_t stride = 1, n = 1;
+        t->sizes = t->inline_sizes;
+        t->strides = t->inline_strides;
+        t->ndim = ndim;
+        for (int i = ndim - 1; i >= 0; i--) {
+            t->sizes[i] = sizes[i];
+            t->strides[i] = stride;
+            stride *= sizes[i] > 1 ? sizes[i] : 1;
+            n *= sizes[i];
+        }
+        t->numel = n;
+        t->is_contiguous = true;
+    } else if (wf__tensor_set_geometry(t, sizes, strides, ndim) < 0) {
         free(t);
         *out = NULL;
         return WEFT_ENOMEM;

@@ -516,10 +516,11 @@ WEFT_API int weft_unload_plugin(const char *name)
                           name, live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
     }
     *pp = p->next;
+    /* first make the plugin unreachable, then let it tear down */
+    wf__registrar_release_all(p->reg);
     if (p->desc->struct_size >= offsetof(weft_plugin_descriptor, fini) + sizeof(void *) &&
         p->desc->fini)
         p->desc->fini();
-    wf__registrar_release_all(p->reg);
     free(p->reg);
     dlclose(p->handle);
     free(p->path);
