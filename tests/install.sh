@@ -1,0 +1,67 @@
+#!/bin/sh
+# tests/install.sh — `make install` into a DESTDIR staging directory, then
+# use that installation as an outside program would: compile against
+# `pkg-config weft`, run it without WEFT_PLUGIN_PATH, and check that the
+# plugins are found beside the staged libweft (a relocated install).  TAP.
+builddir=${WEFT_BUILDDIR:-.}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    n=$((n + 1))
+    desc=$1
+    shift
+    if "$@" >"$tmp/out" 2>&1; then
+        echo "ok $n - $desc"
+    else
+        echo "not ok $n - $desc"
+        sed 's/^/# /' "$tmp/out" | tail -30
+        fail=1
+    fi
+}
+check "make install DESTDIR=..." make -s -C "$builddir" install DESTDIR="$tmp/stage"
+prefix=$(sed -n 's/^prefix=//p' "$builddir/weft.pc")
+libdir=$(cd "$builddir" && make -s --no-print-directory -f Makefile print-libdir 2>/dev/null)
+[ -n "$libdir" ] || libdir="$prefix/lib"
+root="$tmp/stage"
+check "headers, library, plugin and pkg-config files are installed" test -f "$root$prefix/include/weft/weft.h" \
+    -a -f "$root$prefix/include/weft/plugin.h" -a -f "$root$prefix/include/weft/ops.h" \
+    -a -f "$root$libdir/weft/plugins/libweft-cpu.so" -a -f "$root$libdir/pkgconfig/weft.pc" \
+    -a -f "$root$libdir/pkgconfig/weft-plugin.pc"
+cat >"$tmp/app.c" <<'APP'
+#include <stdio.h>
+#include <weft/weft.h>
+int main(void)
+{
+    if (weft_load_default_plugins() < 1) {
+        fprintf(stderr, "no plugin loaded: %s\n", weft_last_error());
+        return 1;
+    }
+    int64_t n = 3;
+    weft_tensor *a, *b;
+    double v = 0;
+    if (weft_full(&a, &n, 1, 2.0, WEFT_FLOAT32, WEFT_DEVICE_CPU) < 0 || weft_add(&b, a, a) < 0 ||
+        weft_tensor_item(b, &v) == 0) {
+        /* item() must fail on 3 elements; reaching here with success is wrong */
+        fprintf(stderr, "unexpected: %s\n", weft_last_error());
+        return 1;
+    }
+    int64_t i = 2;
+    weft_tensor_get(b, &i, &v);
+    printf("%g\n", v);
+    weft_tensor_release(a);
+    weft_tensor_release(b);
+    return v == 4.0 ? 0 : 1;
+}
+APP
+export PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_PATH="$root$libdir/pkgconfig"
+check "a program compiles against pkg-config weft" \
+    sh -c "${CC:-cc} -o '$tmp/app' '$tmp/app.c' \$(pkg-config --cflags --libs weft)"
+unset WEFT_PLUGIN_PATH
+check "it runs and finds the staged plugins beside the staged libweft" \
+    env LD_LIBRARY_PATH="$root$libdir" "$tmp/app"
+check "weft-info from the staging directory lists the staged CPU plugin as loaded" \
+    sh -c "LD_LIBRARY_PATH='$root$libdir' '$root$prefix/bin/weft-info' | grep -q 'loaded *$root$libdir/weft/plugins/libweft-cpu.so'"
+echo "1..$n"
+exit $fail
