@@ -39,6 +39,7 @@ struct weft_tensor {
     int64_t numel;        /* cached */
     int64_t storage_offset; /* in elements */
     wf_storage *storage;
+    char *data;           /* cached: storage data + offset, for kernels' hot path */
     void *autograd_meta;  /* created lazily by autograd */
     int64_t *sizes;       /* point at the inline arrays for ndim <= 5 */
     int64_t *strides;

@@ -148,6 +148,7 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     }
     wf__storage_retain(s);
     t->storage = s;
+    t->data = s->data.data ? (char *)s->data.data + offset * (int64_t)weft_dtype_size(dtype) : NULL;
     *out = t;
     return 0;
 }
@@ -378,9 +379,7 @@ WEFT_API int64_t weft_tensor_storage_offset(const weft_tensor *t)
 
 WEFT_API void *weft_tensor_data_ptr(const weft_tensor *t)
 {
-    if (!t || !t->storage->data.data)
-        return NULL;
-    return (char *)t->storage->data.data + t->storage_offset * (int64_t)weft_dtype_size(t->dtype);
+    return t ? t->data : NULL;
 }
 
 WEFT_API bool weft_tensor_is_contiguous(const weft_tensor *t)
@@ -442,6 +441,7 @@ WEFT_API int weft_tensor_resize(weft_tensor *t, const int64_t *sizes, int ndim)
         wf__storage_release(t->storage);
         t->storage = s;
         t->storage_offset = 0;
+        t->data = s->data.data;
         return 0;
     }
     return wf__tensor_set_geometry(t, sizes, NULL, ndim);

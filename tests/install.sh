@@ -20,6 +20,8 @@ check() { # check DESCRIPTION COMMAND...
         fail=1
     fi
 }
+# a make of our own, not a part of the make that runs the tests
+unset MAKEFLAGS MFLAGS MAKELEVEL
 check "make install DESTDIR=..." make -s -C "$builddir" install DESTDIR="$tmp/stage"
 prefix=$(sed -n 's/^prefix=//p' "$builddir/weft.pc")
 libdir=$(cd "$builddir" && make -s --no-print-directory -f Makefile print-libdir 2>/dev/null)

@@ -472,6 +472,265 @@ static void test_inplace_and_out(void)
     drop_all();
 }
 
+/* ------------------------------------------ the flat fast path's boundary */
+
+/* The same dtype, shape and elements, bit for bit (NaN matches NaN, and the
+ * sign of zero counts). */
+static bool same_result(const weft_tensor *x, const weft_tensor *y)
+{
+    if (!x || !y) {
+        diag("     got a NULL tensor (%s)", weft_last_error());
+        return false;
+    }
+    if (weft_tensor_dtype(x) != weft_tensor_dtype(y) || weft_tensor_ndim(x) != weft_tensor_ndim(y)) {
+        diag("     dtypes %s and %s, %d and %d dims", weft_dtype_name(weft_tensor_dtype(x)),
+             weft_dtype_name(weft_tensor_dtype(y)), weft_tensor_ndim(x), weft_tensor_ndim(y));
+        return false;
+    }
+    for (int d = 0; d < weft_tensor_ndim(x); d++)
+        if (weft_tensor_size(x, d) != weft_tensor_size(y, d))
+            return false;
+    for (int64_t i = 0; i < weft_tensor_numel(x); i++) {
+        double g = val(x, i), w = val(y, i);
+        if (!((isnan(g) && isnan(w)) || (g == w && signbit(g) == signbit(w)))) {
+            diag("     element %lld: %.17g and %.17g", (long long)i, g, w);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A non-contiguous view with t's values: the transpose of a contiguous copy
+ * of t's transpose (t 2-D). */
+static weft_tensor *strided_copy(const weft_tensor *t)
+{
+    weft_tensor *tt = NULL, *c = NULL, *v = NULL;
+    weft_t(&tt, t);
+    weft_contiguous(&c, tt);
+    weft_t(&v, c);
+    weft_tensor_release(tt);
+    weft_tensor_release(c);
+    return keep(v);
+}
+
+typedef int (*binary_fn)(weft_tensor **, const weft_tensor *, const weft_tensor *);
+typedef int (*binary_scalar_fn)(weft_tensor **, const weft_tensor *, double);
+
+/* Small contiguous operands of one shape and dtype take the CPU plugin's
+ * flat fast path; transposed, broadcast, mixed-dtype and large operands the
+ * general iterator.  Both must give the same results and the same errors. */
+static void test_flat_fast_path(void)
+{
+    static const weft_dtype dtypes[] = {WEFT_BOOL,    WEFT_UINT8,   WEFT_INT32,   WEFT_INT64,
+                                        WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_FLOAT32, WEFT_FLOAT64,
+                                        WEFT_COMPLEX64};
+    static const struct {
+        const char *name;
+        binary_fn fn;
+        binary_scalar_fn scalar_fn;
+    } ops[] = {{"add", weft_add, weft_add_scalar},
+               {"sub", weft_sub, weft_sub_scalar},
+               {"mul", weft_mul, weft_mul_scalar},
+               {"div", weft_div, weft_div_scalar}};
+    for (size_t k = 0; k < sizeof dtypes / sizeof *dtypes; k++) {
+        weft_dtype dt = dtypes[k];
+        const char *dn = weft_dtype_name(dt);
+        weft_tensor *a = random_tensor(dt, (const int64_t[]){3, 4}, 2, 10);
+        weft_tensor *b = random_tensor(dt, (const int64_t[]){3, 4}, 2, 10);
+        weft_tensor *as = strided_copy(a), *bs = strided_copy(b);
+        weft_tensor *row = NULL, *rowx = NULL, *rowc = NULL;
+        weft_slice(&row, b, 0, 1, 2, 1); /* [1, 4] */
+        keep(row);
+        weft_expand(&rowx, row, (const int64_t[]){3, 4}, 2);
+        keep(rowx);
+        weft_contiguous(&rowc, rowx); /* the broadcast row, materialised */
+        keep(rowc);
+        weft_tensor *three = SCALAR(dt, 3);
+        for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+            if (dt == WEFT_BOOL && (o == 1 || o == 3))
+                continue; /* sub refuses bool; div of bool is int division */
+            weft_tensor *fast = NULL, *slow = NULL;
+            int rf = ops[o].fn(&fast, a, b), rs = ops[o].fn(&slow, as, bs);
+            keep(fast);
+            keep(slow);
+            ok(rf == 0 && rs == 0 && same_result(fast, slow),
+               "%s %s: contiguous and transposed operands agree", dn, ops[o].name);
+            rf = ops[o].fn(&fast, a, rowc);
+            rs = ops[o].fn(&slow, a, row);
+            keep(fast);
+            keep(slow);
+            ok(rf == 0 && rs == 0 && same_result(fast, slow),
+               "%s %s: a materialised and a broadcast row agree", dn, ops[o].name);
+            if (dt == WEFT_BOOL)
+                continue; /* bool + Scalar 3 is int64, bool + bool tensor bool */
+            rf = ops[o].scalar_fn(&fast, a, 3);
+            rs = ops[o].fn(&slow, a, three);
+            keep(fast);
+            keep(slow);
+            ok(rf == 0 && rs == 0 && same_result(fast, slow),
+               "%s %s: a Scalar and a 0-d tensor agree", dn, ops[o].name);
+        }
+    }
+
+    /* mixed dtypes: the general path converts; converting first is the
+     * fast path */
+    static const weft_dtype pairs[][2] = {{WEFT_FLOAT32, WEFT_FLOAT64}, {WEFT_INT32, WEFT_FLOAT32},
+                                          {WEFT_INT64, WEFT_INT32}, {WEFT_UINT8, WEFT_INT8},
+                                          {WEFT_FLOAT16, WEFT_BFLOAT16}};
+    for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+        weft_tensor *x = random_tensor(pairs[k][0], (const int64_t[]){2, 5}, 2, 10);
+        weft_tensor *y = random_tensor(pairs[k][1], (const int64_t[]){2, 5}, 2, 10);
+        weft_dtype ct = weft_promote_types(pairs[k][0], pairs[k][1]);
+        weft_tensor *xc = NULL, *yc = NULL, *fast = NULL, *slow = NULL;
+        weft_to_dtype(&xc, x, ct);
+        weft_to_dtype(&yc, y, ct);
+        keep(xc);
+        keep(yc);
+        int rs = weft_mul(&slow, x, y), rf = weft_mul(&fast, xc, yc);
+        keep(slow);
+        keep(fast);
+        ok(rs == 0 && rf == 0 && same_result(fast, slow), "mul %s * %s agrees with converted operands",
+           weft_dtype_name(pairs[k][0]), weft_dtype_name(pairs[k][1]));
+    }
+
+    /* one shape, not just one element count: [1,3] + [3] broadcasts */
+    weft_tensor *r = NULL, *r13 = MAT(WEFT_FLOAT32, 1, 3, 1, 2, 3), *v3 = VEC(WEFT_FLOAT32, 10, 20, 30);
+    is_int(weft_add(&r, r13, v3), 0, "[1,3] + [3]");
+    is_shape(keep(r), "[1,3] + [3] is [1,3]", 1, 3);
+    is_values(r, 0, "[1,3] + [3] values", 11, 22, 33);
+    is_int(weft_add(&r, v3, r13), 0, "[3] + [1,3]");
+    is_shape(keep(r), "[3] + [1,3] is [1,3]", 1, 3);
+    weft_tensor *s0 = SCALAR(WEFT_FLOAT64, 1.5), *s1 = SCALAR(WEFT_FLOAT64, 2);
+    is_int(weft_mul(&r, s0, s1), 0, "0-d * 0-d");
+    ok(keep(r) && weft_tensor_ndim(r) == 0, "0-d * 0-d is 0-d");
+    is_values(r, 0, "0-d * 0-d value", 3);
+    is_int(weft_add_(s0, s1), 0, "0-d add_ 0-d");
+    is_values(s0, 0, "0-d add_ 0-d value", 3.5);
+    weft_tensor *e = NULL;
+    weft_empty(&e, (const int64_t[]){0}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    keep(e);
+    is_int(weft_add(&r, e, e), 0, "[0] + [0]");
+    is_shape(keep(r), "[0] + [0] is [0]", 0);
+
+    /* either side of the parallel grain (32768 elements) */
+    for (int64_t n = 32767; n <= 32769; n++) {
+        weft_tensor *x = random_tensor(WEFT_FLOAT32, &n, 1, 100);
+        weft_tensor *y = random_tensor(WEFT_FLOAT32, &n, 1, 100);
+        is_int(weft_sub_ex(&r, x, y, 0.5), 0, "sub of %lld elements", (long long)n);
+        keep(r);
+        bool good = weft_tensor_numel(r) == n;
+        for (int64_t i = 0; i < n && good; i++)
+            good = val(r, i) == (double)(float)((float)val(x, i) - 0.5f * (float)val(y, i));
+        ok(good, "sub of %lld elements: every value", (long long)n);
+        weft_tensor *before = NULL;
+        weft_to_dtype(&before, x, WEFT_FLOAT64);
+        keep(before);
+        is_int(weft_mul_scalar_(x, 2), 0, "mul_scalar_ of %lld elements", (long long)n);
+        good = true;
+        for (int64_t i = 0; i < n && good; i++)
+            good = val(x, i) == 2 * val(before, i); /* exact: no overflow */
+        ok(good, "mul_scalar_ of %lld elements: every value", (long long)n);
+    }
+
+    /* the same elements in and out are fine; any other overlap reads the
+     * inputs before they are written */
+    weft_tensor *x = VEC(WEFT_FLOAT32, 1, 2, 3);
+    is_int(weft_add_(x, x), 0, "add_(x, x)");
+    is_values(x, 0, "add_(x, x) doubles", 2, 4, 6);
+    is_int(weft_mul_(x, x), 0, "mul_(x, x)");
+    is_values(x, 0, "mul_(x, x) squares", 4, 16, 36);
+    is_int(weft_sub_(x, x), 0, "sub_(x, x)");
+    is_values(x, 0, "sub_(x, x) is zero", 0, 0, 0);
+    weft_tensor *y = VEC(WEFT_FLOAT32, 1, 2, 3), *z = VEC(WEFT_FLOAT32, 5, 5, 5);
+    is_int(weft_add_out(y, z, y), 0, "add_out(y, z, y): out is other");
+    is_values(y, 0, "add_out(y, z, y) values", 6, 7, 8);
+    is_int(weft_mul_out(z, z, z), 0, "mul_out(z, z, z)");
+    is_values(z, 0, "mul_out(z, z, z) values", 25, 25, 25);
+    is_int(weft_neg_out(z, z), 0, "neg_out(z, z)");
+    is_values(z, 0, "neg_out(z, z) values", -25, -25, -25);
+    weft_tensor *w = VEC(WEFT_FLOAT64, 1, 10, 100, 1000, 10000), *hi = NULL, *lo = NULL;
+    weft_slice(&hi, w, 0, 1, 5, 1);
+    weft_slice(&lo, w, 0, 0, 4, 1);
+    keep(hi);
+    keep(lo);
+    ok(weft_tensor_is_contiguous(hi) && weft_tensor_is_contiguous(lo),
+       "overlapping contiguous views of one shape");
+    is_int(weft_add_(hi, lo), 0, "add_(w[1:], w[:-1])");
+    is_values(w, 0, "add_(w[1:], w[:-1]) reads the old values", 1, 11, 110, 1100, 11000);
+    weft_tensor *ones4 = VEC(WEFT_FLOAT64, 1, 1, 1, 1);
+    is_int(weft_add_out(hi, ones4, lo), 0, "add_out(w[1:], ones, w[:-1])");
+    is_values(w, 0, "an out= overlapping other reads the old values", 1, 2, 12, 111, 1101);
+    is_int(weft_add_out(hi, lo, lo), 0, "add_out(w[1:], w[:-1], w[:-1])");
+    is_values(w, 0, "an out= overlapping both inputs reads the old values", 1, 2, 4, 24, 222);
+    is_int(weft_neg_out(hi, lo), 0, "neg_out(w[1:], w[:-1])");
+    is_values(w, 0, "a unary out= overlapping its input reads the old values", 1, -1, -2, -4, -24);
+    is_int(weft_neg_(lo), 0, "neg_ of a view");
+    is_values(w, 0, "neg_ of a view", -1, 1, 2, 4, -24);
+    weft_fill_(w, 0);
+    is_int(weft_add_scalar_(w, 1), 0, "add_scalar_ of a 5-vector");
+    is_int(weft_mul_scalar_(hi, 10), 0, "mul_scalar_ of a view");
+    is_values(w, 0, "mul_scalar_ of a view changes only the view", 1, 10, 10, 10, 10);
+
+    /* out= of another dtype or of another shape goes the general way */
+    weft_tensor *o64 = NULL, *oempty = NULL, *o2 = NULL;
+    weft_empty(&o64, (const int64_t[]){3}, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    keep(o64);
+    is_int(weft_add_out(o64, VEC(WEFT_FLOAT32, 0.1, 1, 2), VEC(WEFT_FLOAT32, 0.2, 1, 2)), 0,
+           "float32 add_out into float64");
+    is_values(o64, 0, "the float32 sum, cast", (double)(0.1f + 0.2f), 2, 4);
+    weft_empty(&oempty, (const int64_t[]){0}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    keep(oempty);
+    is_int(weft_mul_out(oempty, VEC(WEFT_FLOAT32, 1, 2), VEC(WEFT_FLOAT32, 3, 4)), 0,
+           "mul_out into an empty out");
+    is_values(oempty, 0, "an empty out= is resized", 3, 8);
+    weft_empty(&o2, (const int64_t[]){2}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    keep(o2);
+    is_error(weft_add_out(o2, VEC(WEFT_FLOAT32, 1, 2, 3), VEC(WEFT_FLOAT32, 1, 2, 3)),
+             WEFT_ESHAPE, "doesn't match the broadcast shape [3]", "add_out into a [2] out");
+    weft_tensor *i32 = VEC(WEFT_INT32, 1, 2, 3), *o32 = NULL;
+    weft_empty(&o32, (const int64_t[]){3}, 1, WEFT_INT32, WEFT_DEVICE_CPU);
+    keep(o32);
+    is_error(weft_div_out(o32, i32, i32), WEFT_EDTYPE, "can't be cast", "int32 div_out into int32");
+
+    /* the errors of operands the fast path would take */
+    weft_tensor *bools = VEC(WEFT_BOOL, 1, 0, 1);
+    r = NULL;
+    is_error(weft_sub(&r, bools, bools), WEFT_EDTYPE, "subtraction", "bool - bool");
+    like(weft_last_error(), "sub", "the message names the operator");
+    is_error(weft_sub_(bools, bools), WEFT_EDTYPE, "subtraction", "bool.sub_(bool)");
+    is_error(weft_add_ex(&r, i32, i32, 0.5), WEFT_EINVAL, "alpha must not be a floating point",
+             "int32 add with alpha 0.5");
+    like(weft_last_error(), "add", "the message names the operator");
+    is_error(weft_add_scalar_(i32, 0.5), WEFT_EDTYPE, "can't be cast", "int32.add_scalar_(0.5)");
+    is_values(i32, 0, "a failed add_scalar_ leaves self alone", 1, 2, 3);
+    ok(r == NULL, "no result after the errors");
+    is_int(weft_div(&r, i32, VEC(WEFT_INT32, 2, 2, 2)), 0, "int32 / int32");
+    is_int(weft_tensor_dtype(keep(r)), WEFT_FLOAT32, "int32 / int32 is true division in float32");
+    is_values(r, 0, "int32 / int32 values", 0.5, 1, 1.5);
+    is_int(weft_add_scalar(&r, i32, 0.5), 0, "int32 + 0.5");
+    is_int(weft_tensor_dtype(keep(r)), WEFT_FLOAT32, "int32 + 0.5 is float32");
+    is_values(r, 0, "int32 + 0.5 values", 1.5, 2.5, 3.5);
+    is_int(weft_add_scalar(&r, i32, 2), 0, "int32 + 2");
+    is_int(weft_tensor_dtype(keep(r)), WEFT_INT32, "int32 + 2 stays int32");
+    is_int(weft_mul_scalar(&r, bools, 3), 0, "bool * 3");
+    is_int(weft_tensor_dtype(keep(r)), WEFT_INT64, "bool * 3 is int64");
+    is_values(r, 0, "bool * 3 values", 3, 0, 3);
+    weft_tensor *h = VEC(WEFT_FLOAT16, 1, 2);
+    is_int(weft_add_scalar(&r, h, 0.25), 0, "float16 + 0.25");
+    is_int(weft_tensor_dtype(keep(r)), WEFT_FLOAT16, "float16 + 0.25 stays float16");
+    is_values(r, 0, "float16 + 0.25 values", 1.25, 2.25);
+    is_int(weft_exp(&r, i32), 0, "exp of int32");
+    is_int(weft_tensor_dtype(keep(r)), WEFT_FLOAT32, "exp of int32 is float32");
+    is_error(weft_neg(&r, bools), WEFT_EDTYPE, "negation", "neg of bool");
+    weft_tensor *nm = MAT(WEFT_FLOAT32, 2, 2, 1, -2, 3, -4), *nms = strided_copy(nm), *n1 = NULL;
+    is_int(weft_neg(&n1, nm), 0, "neg of a contiguous matrix");
+    is_int(weft_neg(&r, nms), 0, "neg of a transposed one");
+    ok(same_result(keep(n1), keep(r)), "neg: contiguous and transposed agree");
+    is_int(weft_abs_(nm), 0, "abs_ in place");
+    is_values(nm, 0, "abs_ values", 1, 2, 3, 4);
+    drop_all();
+}
+
 /* add, mul and sum over every dtype. */
 static void test_dtype_coverage(void)
 {
@@ -1322,6 +1581,7 @@ int main(void)
     test_promotion();
     test_strided();
     test_inplace_and_out();
+    test_flat_fast_path();
     test_dtype_coverage();
     test_half_precision();
     test_complex();

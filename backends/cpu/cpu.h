@@ -208,7 +208,7 @@ typedef enum cpu_mode {
 /* One elementwise computation: `loop` reads inputs of `input_dtype` and
  * writes elements of `result_dtype`. */
 typedef struct cpu_map {
-    const char *op; /* the operator's name, for messages */
+    const char *op; /* the operator's name, for messages; NULL: call->op's */
     weft_dtype input_dtype;
     weft_dtype result_dtype;
     cpu_loop_fn loop;
@@ -219,7 +219,9 @@ typedef struct cpu_map {
  * devices, broadcasts the inputs, checks or creates the target (functional,
  * in-place or out=, resizing an empty out=), converts inputs whose dtype is
  * not m->input_dtype, runs the loop (in parallel when large) and casts into
- * a target of another dtype.  Inputs may alias the target. */
+ * a target of another dtype.  Inputs may alias the target.  Small contiguous
+ * operands of one shape and of the loop's dtypes take a fast path that runs
+ * the loop once over the flat buffers. */
 int cpu__map(weft_call *call, cpu_mode mode, const cpu_map *m, weft_tensor *const *inputs,
              int ninputs);
 /* The loop alone over `out` (already of the broadcast shape and of the

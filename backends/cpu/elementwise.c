@@ -375,8 +375,104 @@ static int check_map(cpu_mode mode, const cpu_map *m, weft_tensor *target,
     return rc;
 }
 
-int cpu__map(weft_call *call, cpu_mode mode, const cpu_map *m, weft_tensor *const *inputs,
-             int ninputs)
+/* ------------------------------------------------------- the flat fast path */
+
+/* Bytes per element, without a call into the core. */
+#define SIZE_ENTRY(NAME, DTYPE, T, C, U) [DTYPE] = (int64_t)sizeof(T),
+static const int64_t element_size[WEFT_NUM_DTYPES] = {CPU_DTYPES_ALL(SIZE_ENTRY)};
+#undef SIZE_ENTRY
+
+/* Whether t is a contiguous CPU tensor of shape `sizes`. */
+static inline bool flat_like(const weft_tensor *t, const int64_t *sizes, int ndim)
+{
+    if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU || !weft_tensor_is_contiguous(t) ||
+        weft_tensor_ndim(t) != ndim)
+        return false;
+    const int64_t *s = weft_tensor_sizes(t);
+    for (int d = 0; d < ndim; d++)
+        if (s[d] != sizes[d])
+            return false;
+    return true;
+}
+
+/* The common case of cpu__map without its machinery: every input a
+ * contiguous CPU tensor of dtype in_dt (the caller has checked the dtypes)
+ * and of one shape, a target (in-place or out=) of that shape and of dtype
+ * res_dt sharing memory with an input only element for element, and fewer
+ * elements than the parallel grain.  Then nothing can fail but the output's
+ * allocation, nothing broadcasts, converts or overlaps, and the loop runs
+ * once over the flat buffers on this thread: what cpu__map would do, without
+ * its checks, iterator and thread pool.  `scalar`, when not NULL, is one more
+ * input: a single element of dtype in_dt that every element reads (stride 0).
+ * Returns 1 when done (rets[0] set in functional mode), 0 when the case is
+ * not the simple one (nothing done, no error set), or an error code. */
+static inline __attribute__((always_inline)) int
+map_flat(weft_call *call, cpu_mode mode, weft_dtype in_dt, weft_dtype res_dt, cpu_loop_fn loop,
+         const void *params, weft_tensor *const *inputs, int ninputs, const void *scalar)
+{
+    if ((unsigned)in_dt >= WEFT_NUM_DTYPES || (unsigned)res_dt >= WEFT_NUM_DTYPES ||
+        ninputs + (scalar != NULL) + 1 > MAX_OPERANDS)
+        return 0;
+    const weft_tensor *first = inputs[0];
+    if (weft_tensor_device(first).type != WEFT_DEVICE_TYPE_CPU ||
+        !weft_tensor_is_contiguous(first))
+        return 0;
+    int ndim = weft_tensor_ndim(first);
+    const int64_t *sizes = weft_tensor_sizes(first);
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++)
+        numel *= sizes[d];
+    if (numel == 0 || numel > CPU_GRAIN)
+        return 0;
+    for (int i = 1; i < ninputs; i++)
+        if (inputs[i] != first && !flat_like(inputs[i], sizes, ndim))
+            return 0;
+    weft_tensor *target = NULL;
+    if (mode != CPU_FUNCTIONAL) {
+        target = call->args[0].u.tensor;
+        if (target == first) {
+            if (in_dt != res_dt) /* target's dtype is res_dt, first's in_dt */
+                return 0;
+        } else if (weft_tensor_dtype(target) != res_dt || !flat_like(target, sizes, ndim)) {
+            return 0;
+        }
+        /* same dtype, shape and contiguity: sharing memory is harmless only
+         * when the input is the very same elements */
+        for (int i = 0; i < ninputs; i++) {
+            if (inputs[i] != target && weft_tensor_shares_storage(target, inputs[i]) &&
+                (in_dt != res_dt || weft_tensor_data_ptr(target) != weft_tensor_data_ptr(inputs[i])))
+                return 0;
+        }
+    } else {
+        int rc = weft_empty(&target, sizes, ndim, res_dt, WEFT_DEVICE_CPU);
+        if (rc < 0)
+            return rc;
+    }
+    char *ptrs[MAX_OPERANDS];
+    int64_t strides[MAX_OPERANDS];
+    ptrs[0] = weft_tensor_data_ptr(target);
+    strides[0] = element_size[res_dt];
+    for (int i = 0; i < ninputs; i++) {
+        ptrs[i + 1] = inputs[i] == target ? ptrs[0]
+                      : i > 0 && inputs[i] == first ? ptrs[1]
+                                                    : weft_tensor_data_ptr(inputs[i]);
+        strides[i + 1] = element_size[in_dt];
+    }
+    if (scalar) {
+        ptrs[ninputs + 1] = (char *)scalar;
+        strides[ninputs + 1] = 0;
+    }
+    loop(ptrs, strides, numel, params);
+    if (mode == CPU_FUNCTIONAL) {
+        call->rets[0].tag = WEFT_VALUE_TENSOR;
+        call->rets[0].u.tensor = target;
+    }
+    return 1;
+}
+
+/* cpu__map past the fast path. */
+static int map_general(weft_call *call, cpu_mode mode, const cpu_map *m,
+                       weft_tensor *const *inputs, int ninputs)
 {
     weft_tensor *target = mode == CPU_FUNCTIONAL ? NULL : call->args[0].u.tensor;
     int64_t shape[WEFT_MAX_DIMS];
@@ -415,6 +511,28 @@ int cpu__map(weft_call *call, cpu_mode mode, const cpu_map *m, weft_tensor *cons
     return rc;
 }
 
+int cpu__map(weft_call *call, cpu_mode mode, const cpu_map *m, weft_tensor *const *inputs,
+             int ninputs)
+{
+    bool flat = ninputs >= 1;
+    for (int i = 0; i < ninputs && flat; i++)
+        flat = weft_tensor_dtype(inputs[i]) == m->input_dtype;
+    if (flat) {
+        /* the unary operators' one input gets a copy of its own */
+        int rc = ninputs == 1 ? map_flat(call, mode, m->input_dtype, m->result_dtype, m->loop,
+                                         m->params, inputs, 1, NULL)
+                              : map_flat(call, mode, m->input_dtype, m->result_dtype, m->loop,
+                                         m->params, inputs, ninputs, NULL);
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+    }
+    if (m->op)
+        return map_general(call, mode, m, inputs, ninputs);
+    cpu_map named = *m;
+    named.op = weft_op_name(call->op);
+    return map_general(call, mode, &named, inputs, ninputs);
+}
+
 /* ------------------------------------------------------ the binary loops */
 
 typedef struct binary_params {
@@ -434,7 +552,10 @@ typedef struct binary_params {
         T *o = (T *)ptrs[0];                                                        \
         const T *x = (const T *)ptrs[1], *y = (const T *)ptrs[2];                   \
         const int64_t es = (int64_t)sizeof(T);                                      \
-        if (st[0] == es && st[1] == es && st[2] == es) {                            \
+        if (n == 1) { /* one element: no strides, no vector loop set-up */          \
+            const C a = cpu_load_##NAME(*x), b = cpu_load_##NAME(*y);              \
+            *o = cpu_store_##NAME(EXPR);                                            \
+        } else if (st[0] == es && st[1] == es && st[2] == es) {                     \
             _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                  \
                 const C a = cpu_load_##NAME(x[i]), b = cpu_load_##NAME(y[i]);       \
                 o[i] = cpu_store_##NAME(EXPR);                                      \
@@ -496,26 +617,40 @@ typedef struct binary_form {
     bool scalar; /* the *_scalar forms: `other` is a Scalar */
 } binary_form;
 
+/* cpu__scalar_arg without the call. */
+static inline double scalar_arg(const weft_value *v)
+{
+    return v->tag == WEFT_VALUE_DOUBLE ? v->u.d : cpu__scalar_arg(v);
+}
+
 static bool is_whole(double v)
 {
     return isfinite(v) && v == trunc(v);
 }
 
+/* weft_dtype_is_integral(t, true), weft_dtype_is_floating(t) ||
+ * weft_dtype_is_complex(t), without calls into the core: the dtype enum's
+ * order is part of the SDK. */
+static inline bool integral_or_bool(weft_dtype t)
+{
+    return t >= WEFT_BOOL && t <= WEFT_INT64;
+}
+
+static inline bool floating_or_complex(weft_dtype t)
+{
+    return t >= WEFT_FLOAT16 && t <= WEFT_COMPLEX128;
+}
+
 /* A Scalar operand's dtype category does not promote the tensor within it:
  * int32 + 2 stays int32, float16 + 2.5 stays float16, int + 2.5 gives the
  * default float32, and bool + 2 gives int64. */
-static weft_dtype scalar_result_type(weft_dtype t, const weft_value *scalar)
+static inline weft_dtype scalar_result_type(weft_dtype t, const weft_value *scalar, double value)
 {
-    if (scalar->tag == WEFT_VALUE_BOOL)
+    if (scalar->tag == WEFT_VALUE_BOOL || !integral_or_bool(t))
         return t;
-    bool whole = scalar->tag == WEFT_VALUE_INT || is_whole(cpu__scalar_arg(scalar));
-    if (weft_dtype_is_integral(t, true)) {
-        if (!whole)
-            return WEFT_FLOAT32;
-        if (t == WEFT_BOOL)
-            return WEFT_INT64;
-    }
-    return t;
+    if (scalar->tag != WEFT_VALUE_INT && !is_whole(value))
+        return WEFT_FLOAT32;
+    return t == WEFT_BOOL ? WEFT_INT64 : t;
 }
 
 /* The scalar of a *_scalar form as a 0-d tensor, broadcast by the loops. */
@@ -528,43 +663,150 @@ static int scalar_tensor(weft_tensor **out, double value, weft_dtype dtype)
 }
 
 /* PyTorch refuses sub with any bool operand, and a fractional alpha for an
- * integral result. */
-static int check_alpha(const char *op, binary_kind kind, bool bool_operand, weft_dtype ct,
+ * integral result.  The operator is named only in a message. */
+static int check_alpha(const weft_op *op, binary_kind kind, bool bool_operand, weft_dtype ct,
                        double alpha)
 {
     if (kind == BINARY_SUB && bool_operand)
         return weft_set_error(WEFT_EDTYPE,
                               "%s: subtraction, the `-` operator, with a bool tensor is not "
                               "supported; to invert a mask use logical_not() instead",
-                              op);
-    if (weft_dtype_is_integral(ct, true) && !is_whole(alpha))
+                              weft_op_name(op));
+    if (integral_or_bool(ct) && !is_whole(alpha))
         return weft_set_error(WEFT_EINVAL,
                               "%s: for integral input tensors, argument alpha must not be a "
                               "floating point number (got %g)",
-                              op, alpha);
+                              weft_op_name(op), alpha);
     return 0;
 }
 
-static int binary_kernel(weft_call *call, void *ctx)
+/* binary_kernel's fast path, map_flat's case specialised for two operands:
+ * self and other tensors of one dtype (or other a Scalar that leaves self's
+ * dtype alone), contiguous CPU tensors of one shape with fewer elements than
+ * the parallel grain, and for in-place and out= a target of that dtype and
+ * shape that shares memory with an input only element for element.  Then
+ * the loop runs once over the flat buffers (a Scalar is read from a stack
+ * element with stride 0) and nothing can fail but the output's allocation.
+ * Everything else, every error included, is left to binary_general: returns
+ * 1 when done, 0 when not taken (nothing done), or an allocation error. */
+static inline __attribute__((always_inline)) int
+binary_flat(weft_call *call, const binary_form *form, const cpu_mode mode, const bool scalar)
 {
-    const binary_form *form = ctx;
-    const char *op = weft_op_name(call->op);
+    const weft_value *args = call->args;
+    const int first = mode == CPU_OUT ? 1 : 0;
+    weft_tensor *self = args[first].u.tensor, *other = NULL;
+    const weft_value *ov = &args[first + 1];
+    const weft_dtype dt = weft_tensor_dtype(self);
+    if ((unsigned)dt >= WEFT_NUM_DTYPES)
+        return 0;
+    double value = 0;
+    if (scalar) {
+        value = scalar_arg(ov);
+        if (scalar_result_type(dt, ov, value) != dt)
+            return 0;
+    } else {
+        other = ov->u.tensor;
+        if (other != self && weft_tensor_dtype(other) != dt)
+            return 0;
+    }
+    const cpu_loop_fn *table = add_loops;
+    double alpha = 1;
+    if (form->kind == BINARY_ADD || form->kind == BINARY_SUB) {
+        if (call->nargs > first + 2)
+            alpha = scalar_arg(&args[first + 2]);
+        if (form->kind == BINARY_SUB &&
+            (dt == WEFT_BOOL || (scalar && ov->tag == WEFT_VALUE_BOOL)))
+            return 0;
+        if (integral_or_bool(dt) && !is_whole(alpha))
+            return 0;
+    } else {
+        table = form->kind == BINARY_MUL ? mul_loops : div_loops;
+    }
+    const cpu_loop_fn loop = table[dt]; /* none: integer true division */
+    if (!loop)
+        return 0;
+
+    if (weft_tensor_device(self).type != WEFT_DEVICE_TYPE_CPU ||
+        !weft_tensor_is_contiguous(self))
+        return 0;
+    const int ndim = weft_tensor_ndim(self);
+    const int64_t *sizes = weft_tensor_sizes(self);
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++)
+        numel *= sizes[d];
+    if ((uint64_t)numel - 1 >= CPU_GRAIN) /* none, or enough for the pool */
+        return 0;
+    if (other && other != self && !flat_like(other, sizes, ndim))
+        return 0;
+    weft_tensor *target = NULL;
+    if (mode != CPU_FUNCTIONAL) {
+        target = args[0].u.tensor;
+        if (target != self &&
+            (weft_tensor_dtype(target) != dt || !flat_like(target, sizes, ndim) ||
+             (weft_tensor_shares_storage(target, self) &&
+              weft_tensor_data_ptr(target) != weft_tensor_data_ptr(self))))
+            return 0;
+        if (other && other != target && weft_tensor_shares_storage(target, other) &&
+            weft_tensor_data_ptr(target) != weft_tensor_data_ptr(other))
+            return 0;
+    } else {
+        int rc = weft_empty(&target, sizes, ndim, dt, WEFT_DEVICE_CPU);
+        if (rc < 0)
+            return rc;
+    }
+
+    _Alignas(16) unsigned char element[16];
+    const int64_t es = element_size[dt];
+    char *ptrs[3];
+    int64_t strides[3] = {es, es, es};
+    /* a fresh output is neither input */
+    const bool may_alias = mode != CPU_FUNCTIONAL;
+    ptrs[0] = weft_tensor_data_ptr(target);
+    ptrs[1] = may_alias && self == target ? ptrs[0] : weft_tensor_data_ptr(self);
+    if (scalar) {
+        cpu__store_double(element, dt, value);
+        ptrs[2] = (char *)element;
+        strides[2] = 0;
+    } else {
+        ptrs[2] = other == self                  ? ptrs[1]
+                  : may_alias && other == target ? ptrs[0]
+                                                 : weft_tensor_data_ptr(other);
+    }
+    binary_params params = {form->kind == BINARY_SUB ? -alpha : alpha};
+    loop(ptrs, strides, numel, &params);
+    if (mode == CPU_FUNCTIONAL) {
+        call->rets[0].tag = WEFT_VALUE_TENSOR;
+        call->rets[0].u.tensor = target;
+    }
+    return 1;
+}
+
+/* Type promotion, the checks and the general iterator. */
+static __attribute__((noinline)) int binary_general(weft_call *call, const binary_form *form)
+{
     int first = form->mode == CPU_OUT ? 1 : 0;
     weft_tensor *self = call->args[first].u.tensor;
     const weft_value *other = &call->args[first + 1];
     bool has_alpha = form->kind == BINARY_ADD || form->kind == BINARY_SUB;
-    double alpha = has_alpha && call->nargs > first + 2 ? cpu__scalar_arg(&call->args[first + 2]) : 1;
+    double alpha = has_alpha && call->nargs > first + 2 ? scalar_arg(&call->args[first + 2]) : 1;
 
-    weft_dtype st = weft_tensor_dtype(self), ct;
-    if (form->scalar)
-        ct = scalar_result_type(st, other);
-    else
-        ct = weft_promote_types(st, weft_tensor_dtype(other->u.tensor));
-    if (form->kind == BINARY_DIV && !weft_dtype_is_floating(ct) && !weft_dtype_is_complex(ct))
+    /* every dtype and value is read once */
+    weft_dtype st = weft_tensor_dtype(self), ot, ct;
+    double value = 0;
+    if (form->scalar) {
+        value = scalar_arg(other);
+        ot = st;
+        ct = scalar_result_type(st, other, value);
+    } else {
+        ot = weft_tensor_dtype(other->u.tensor);
+        /* promotion leaves a pair of one valid dtype alone */
+        ct = st == ot && st >= 0 && st < WEFT_NUM_DTYPES ? st : weft_promote_types(st, ot);
+    }
+    if (form->kind == BINARY_DIV && !floating_or_complex(ct))
         ct = WEFT_FLOAT32; /* true division */
     bool bool_operand = st == WEFT_BOOL || (form->scalar ? other->tag == WEFT_VALUE_BOOL
-                                                         : weft_tensor_dtype(other->u.tensor) == WEFT_BOOL);
-    int rc = has_alpha ? check_alpha(op, form->kind, bool_operand, ct, alpha) : 0;
+                                                         : ot == WEFT_BOOL);
+    int rc = has_alpha ? check_alpha(call->op, form->kind, bool_operand, ct, alpha) : 0;
     if (rc < 0)
         return rc;
 
@@ -572,18 +814,34 @@ static int binary_kernel(weft_call *call, void *ctx)
                                : form->kind == BINARY_DIV ? div_loops
                                                           : add_loops;
     if (ct < 0 || ct >= WEFT_NUM_DTYPES || !table[ct])
-        return cpu__unsupported_dtype(op, ct);
+        return cpu__unsupported_dtype(weft_op_name(call->op), ct);
     binary_params params = {form->kind == BINARY_SUB ? -alpha : alpha};
-    cpu_map m = {op, ct, ct, table[ct], &params};
-
+    cpu_map m = {weft_op_name(call->op), ct, ct, table[ct], &params};
     weft_tensor *scalar = NULL;
-    if (form->scalar && (rc = scalar_tensor(&scalar, cpu__scalar_arg(other), ct)) < 0)
+    if (form->scalar && (rc = scalar_tensor(&scalar, value, ct)) < 0)
         return rc;
     weft_tensor *inputs[2] = {self, form->scalar ? scalar : other->u.tensor};
-    rc = cpu__map(call, form->mode, &m, inputs, 2);
+    rc = map_general(call, form->mode, &m, inputs, 2);
     weft_tensor_release(scalar);
     return rc;
 }
+
+/* One kernel per form, so that each has its own copy of the fast path with
+ * the form's mode and operand kind built in. */
+#define BINARY_KERNEL(FN, MODE, SCALAR)                                  \
+    static int FN(weft_call *call, void *ctx)                           \
+    {                                                                   \
+        const binary_form *form = ctx;                                  \
+        int rc = binary_flat(call, form, MODE, SCALAR);                 \
+        if (rc != 0)                                                    \
+            return rc < 0 ? rc : 0;                                     \
+        return binary_general(call, form);                              \
+    }
+BINARY_KERNEL(binary_kernel, CPU_FUNCTIONAL, false)
+BINARY_KERNEL(binary_inplace_kernel, CPU_INPLACE, false)
+BINARY_KERNEL(binary_out_kernel, CPU_OUT, false)
+BINARY_KERNEL(binary_scalar_kernel, CPU_FUNCTIONAL, true)
+BINARY_KERNEL(binary_scalar_inplace_kernel, CPU_INPLACE, true)
 
 #define BINARY_FORMS(KIND, NAME)                                                   \
     static const binary_form NAME##_functional = {KIND, CPU_FUNCTIONAL, false};     \
@@ -596,12 +854,12 @@ BINARY_FORMS(BINARY_SUB, sub)
 BINARY_FORMS(BINARY_MUL, mul)
 BINARY_FORMS(BINARY_DIV, div)
 
-#define BINARY_ENTRIES(NAME)                                        \
-    {#NAME, binary_kernel, &NAME##_functional},                     \
-    {#NAME "_", binary_kernel, &NAME##_inplace},                    \
-    {#NAME "_out", binary_kernel, &NAME##_out},                     \
-    {#NAME "_scalar", binary_kernel, &NAME##_scalar},               \
-    {#NAME "_scalar_", binary_kernel, &NAME##_scalar_inplace}
+#define BINARY_ENTRIES(NAME)                                                \
+    {#NAME, binary_kernel, &NAME##_functional},                             \
+    {#NAME "_", binary_inplace_kernel, &NAME##_inplace},                    \
+    {#NAME "_out", binary_out_kernel, &NAME##_out},                         \
+    {#NAME "_scalar", binary_scalar_kernel, &NAME##_scalar},                \
+    {#NAME "_scalar_", binary_scalar_inplace_kernel, &NAME##_scalar_inplace}
 static const cpu_kernel_entry binary_kernels[] = {
     BINARY_ENTRIES(add), BINARY_ENTRIES(sub), BINARY_ENTRIES(mul), BINARY_ENTRIES(div),
 };

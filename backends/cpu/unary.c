@@ -15,7 +15,10 @@
         (void)params;                                                             \
         TO *o = (TO *)ptrs[0];                                                    \
         const TI *x = (const TI *)ptrs[1];                                        \
-        if (st[0] == (int64_t)sizeof(TO) && st[1] == (int64_t)sizeof(TI)) {       \
+        if (n == 1) { /* one element: no strides, no vector loop set-up */        \
+            const CI a = cpu_load_##IN(*x);                                       \
+            *o = cpu_store_##OUT(EXPR);                                           \
+        } else if (st[0] == (int64_t)sizeof(TO) && st[1] == (int64_t)sizeof(TI)) { \
             _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) {                \
                 const CI a = cpu_load_##IN(x[i]);                                 \
                 o[i] = cpu_store_##OUT(EXPR);                                     \
@@ -106,27 +109,28 @@ static int unary_kernel(weft_call *call, void *ctx)
 {
     const unary_form *form = ctx;
     const unary_op *u = form->op;
-    const char *op = weft_op_name(call->op);
     weft_tensor *self = call->args[form->mode == CPU_OUT ? 1 : 0].u.tensor;
-    weft_dtype in = weft_tensor_dtype(self), result;
+    const weft_dtype self_dtype = weft_tensor_dtype(self);
+    weft_dtype in = self_dtype, result;
 
     if (u->is_neg && in == WEFT_BOOL)
         return weft_set_error(WEFT_EDTYPE,
                               "%s: negation, the `-` operator, on a bool tensor is not supported; "
                               "to invert a mask use logical_not() instead",
-                              op);
-    if (u->float_result && weft_dtype_is_integral(in, true))
+                              weft_op_name(call->op));
+    /* integral (bool included) and complex by the SDK's dtype order */
+    if (u->float_result && in >= WEFT_BOOL && in <= WEFT_INT64)
         in = WEFT_FLOAT32;
     result = in;
-    if (u->is_abs && weft_dtype_is_complex(in)) {
+    if (u->is_abs && (in == WEFT_COMPLEX64 || in == WEFT_COMPLEX128)) {
         if (form->mode == CPU_INPLACE)
             return weft_set_error(WEFT_EDTYPE, "%s: in-place abs is not supported for complex "
-                                  "tensors (the result is real)", op);
+                                  "tensors (the result is real)", weft_op_name(call->op));
         result = in == WEFT_COMPLEX64 ? WEFT_FLOAT32 : WEFT_FLOAT64;
     }
     if (in < 0 || in >= WEFT_NUM_DTYPES || !u->loops[in])
-        return cpu__unsupported_dtype(op, weft_tensor_dtype(self));
-    cpu_map m = {op, in, result, u->loops[in], NULL};
+        return cpu__unsupported_dtype(weft_op_name(call->op), self_dtype);
+    cpu_map m = {NULL, in, result, u->loops[in], NULL}; /* cpu__map names the op if need be */
     return cpu__map(call, form->mode, &m, &self, 1);
 }
 
