@@ -34,6 +34,7 @@ struct weft_tensor {
     int32_t ndim;
     int8_t dtype;         /* weft_dtype */
     bool is_contiguous;   /* cached; recomputed whenever metadata changes */
+    bool is_view;         /* made by a view function from another tensor */
     weft_device device;
     weft_keyset keys;     /* cached dispatch keys */
     int64_t numel;        /* cached */

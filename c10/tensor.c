@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "c10/core.h"
+#include "autograd/autograd.h"
 #include "dispatch/dispatcher.h"
 
 const char *wf__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim)
@@ -127,6 +128,7 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     t->keys = wf__dense_keys(s->device);
     t->storage_offset = offset;
     t->autograd_meta = NULL;
+    t->is_view = false;
     if (!strides && ndim <= WF_INLINE_DIMS) {
         /* the common case, a fresh contiguous tensor: no temporaries */
         int64_t stride = 1, n = 1;
@@ -165,6 +167,8 @@ WEFT_API void weft_tensor_release(weft_tensor *t)
 {
     if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
         return;
+    if (t->autograd_meta)
+        wf__autograd_meta_free(t);
     wf__storage_release(t->storage);
     if (t->sizes != t->inline_sizes)
         free(t->sizes);

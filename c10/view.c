@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd.h"
 #include "c10/core.h"
 
 /* Entry checks shared by every function here: out is cleared first so that
@@ -18,11 +19,26 @@
                               !(out) ? "out" : "the tensor");                  \
     } while (0)
 
-static int make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
-                     const int64_t *strides, int ndim, int64_t offset)
+/* Every view is made here.  kind (and perm, for permutations) tell autograd
+ * how the gradient flows back when t takes part in it; for other tensors
+ * that costs one bit test. */
+static int make_view_of(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
+                        const int64_t *strides, int ndim, int64_t offset, wf_view_kind kind,
+                        const int64_t *perm)
 {
-    return wf__tensor_make(out, t->storage, sizes, strides, ndim, offset, (weft_dtype)t->dtype);
+    int rc = wf__tensor_make(out, t->storage, sizes, strides, ndim, offset, (weft_dtype)t->dtype);
+    if (rc < 0)
+        return rc;
+    (*out)->keys = t->keys & ~WF_AUTOGRAD_KEYS;
+    if ((rc = wf__autograd_view(*out, t, kind, perm, ndim)) < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
 }
+
+#define make_view(out, t, sizes, strides, ndim, offset, kind) \
+    make_view_of(out, t, sizes, strides, ndim, offset, kind, NULL)
 
 /* dst = src through the host kernel when both are host tensors (no dispatch
  * needed), else through the copy_ operator so the device's kernel runs. */
@@ -41,6 +57,8 @@ static int copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype
     if (rc < 0)
         return rc;
     rc = copy_into(*out, t);
+    if (rc == 0)
+        rc = wf__autograd_copy(*out, t);
     if (rc < 0) {
         weft_tensor_release(*out);
         *out = NULL;
@@ -149,7 +167,7 @@ WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *s
                           "view: view size is not compatible with input tensor's size and stride "
                           "(at least one dimension spans across two contiguous subspaces). Use "
                           "reshape instead.");
-    return make_view(out, t, shape, strides, ndim, t->storage_offset);
+    return make_view(out, t, shape, strides, ndim, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
 WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
@@ -160,12 +178,12 @@ WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t
     if (rc < 0)
         return rc;
     if (compute_strides(strides, t, shape, ndim))
-        return make_view(out, t, shape, strides, ndim, t->storage_offset);
+        return make_view(out, t, shape, strides, ndim, t->storage_offset, WF_VIEW_RESHAPE);
     weft_tensor *copy;
     rc = copy_to_new(&copy, t, (weft_dtype)t->dtype, t->device);
     if (rc < 0)
         return rc;
-    rc = make_view(out, copy, shape, NULL, ndim, 0);
+    rc = make_view(out, copy, shape, NULL, ndim, 0, WF_VIEW_RESHAPE);
     weft_tensor_release(copy);
     return rc;
 }
@@ -181,7 +199,7 @@ WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t
                           ndim, t->ndim);
     if (ndim > 0 && !dims)
         return wf__errorf(WEFT_EINVAL, "permute: dims is NULL");
-    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
+    int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS], perm[WEFT_MAX_DIMS];
     bool seen[WEFT_MAX_DIMS] = {false};
     for (int i = 0; i < ndim; i++) {
         int d;
@@ -194,10 +212,11 @@ WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t
         if (seen[d])
             return wf__errorf(WEFT_EINVAL, "permute: repeated dim %d in the permutation", d);
         seen[d] = true;
+        perm[i] = d;
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
-    return make_view(out, t, sizes, strides, ndim, t->storage_offset);
+    return make_view_of(out, t, sizes, strides, ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
 }
 
 WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, int dim1)
@@ -210,11 +229,15 @@ WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, i
     int64_t sizes[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
     memcpy(sizes, t->sizes, (size_t)t->ndim * sizeof *sizes);
     memcpy(strides, t->strides, (size_t)t->ndim * sizeof *strides);
+    int64_t perm[WEFT_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++)
+        perm[i] = i;
     if (t->ndim > 0) { /* a 0-d tensor accepts dims 0 and -1 and stays as it is */
+        perm[d0] = d1, perm[d1] = d0;
         sizes[d0] = t->sizes[d1], sizes[d1] = t->sizes[d0];
         strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
     }
-    return make_view(out, t, sizes, strides, t->ndim, t->storage_offset);
+    return make_view_of(out, t, sizes, strides, t->ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
 }
 
 WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t)
@@ -258,7 +281,7 @@ WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_
      * leaves at most one element, whose stride is never used */
     if (__builtin_mul_overflow(t->strides[d], step, &strides[d]))
         strides[d] = t->strides[d];
-    return make_view(out, t, sizes, strides, t->ndim, t->storage_offset + start * t->strides[d]);
+    return make_view(out, t, sizes, strides, t->ndim, t->storage_offset + start * t->strides[d], WF_VIEW_STRIDED);
 }
 
 WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
@@ -311,7 +334,7 @@ WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64
         strides[j++] = t->strides[i];
     }
     return make_view(out, t, sizes, strides, t->ndim - 1,
-                     t->storage_offset + index * t->strides[d]);
+                     t->storage_offset + index * t->strides[d], WF_VIEW_STRIDED);
 }
 
 /* ----------------------------------------------------- adding/removing dims */
@@ -375,7 +398,7 @@ WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t 
     int rc = wf__checked_numel(&numel, new_sizes, ndim, "expand");
     if (rc < 0)
         return rc;
-    return make_view(out, t, new_sizes, new_strides, ndim, t->storage_offset);
+    return make_view(out, t, new_sizes, new_strides, ndim, t->storage_offset, WF_VIEW_EXPAND);
 }
 
 WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
@@ -395,7 +418,7 @@ WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
         sizes[n] = t->sizes[i];
         strides[n++] = t->strides[i];
     }
-    return make_view(out, t, sizes, strides, n, t->storage_offset);
+    return make_view(out, t, sizes, strides, n, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
 WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
@@ -419,7 +442,7 @@ WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
             strides[i] = t->strides[j++];
         }
     }
-    return make_view(out, t, sizes, strides, t->ndim + 1, t->storage_offset);
+    return make_view(out, t, sizes, strides, t->ndim + 1, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
 WEFT_API int weft_flatten(weft_tensor **out, const weft_tensor *t, int start_dim, int end_dim)
@@ -487,13 +510,13 @@ WEFT_API int weft_as_strided(weft_tensor **out, const weft_tensor *t, const int6
                           t->storage->nbytes, wf__shape_str(buf, sizeof buf, sizes, ndim),
                           (long long)storage_offset, (long long)last);
     }
-    return make_view(out, t, sizes, strides, ndim, storage_offset);
+    return make_view(out, t, sizes, strides, ndim, storage_offset, WF_VIEW_STRIDED);
 }
 
 WEFT_API int weft_alias(weft_tensor **out, const weft_tensor *t)
 {
     CHECK_ARGS("alias", out, t);
-    return make_view(out, t, t->sizes, t->strides, t->ndim, t->storage_offset);
+    return make_view(out, t, t->sizes, t->strides, t->ndim, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
 /* ---------------------------------------------------------------- copies */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd.h"
 #include "dispatch/dispatcher.h"
 
 /* copy_(self, src): same device and host → strided converting copy;
@@ -194,4 +195,5 @@ __attribute__((constructor)) static void core_init(void)
     wf__device_init();
     wf__dispatch_init();
     wf__core_kernels_register();
+    wf__autograd_register();
 }

@@ -25,7 +25,8 @@ struct weft_registration {
     weft_registration *op_next;             /* in op->regs, newest first */
     weft_registration *all_next, *all_prev; /* fallbacks and allocators, newest first */
     weft_op *op;
-    int slot;          /* -1 for composite */
+    int slot;          /* -1 for composite and all-backend registrations */
+    int all_backends_key; /* the per-backend key of a WEFT_ALL_BACKENDS registration, or 0 */
     wf_kernel *kernel; /* REG_KERNEL / REG_FALLBACK */
     int device_type;   /* REG_DEVICE / REG_ALLOCATOR */
     weft_allocator *allocator;
@@ -69,10 +70,23 @@ void wf__registrar_set_name(weft_registrar *reg, const char *name)
 
 /* ------------------------------------------------------ table compute */
 
+/* The per-backend key whose block holds slot, or 0. */
+static int block_key(int slot)
+{
+    static const int keys[WF_PER_BACKEND_FUNCS] = {WEFT_KEY_DENSE, WEFT_KEY_QUANTIZED,
+                                                   WEFT_KEY_SPARSE, WEFT_KEY_AUTOGRAD};
+    int block = slot / WEFT_MAX_DEVICE_TYPES;
+    return block < WF_PER_BACKEND_FUNCS ? keys[block] : 0;
+}
+
 static const wf_kernel *compute_slot(const weft_op *op, int slot)
 {
     for (weft_registration *r = op->regs; r; r = r->op_next)
         if (r->slot == slot)
+            return r->kernel;
+    int key = block_key(slot);
+    for (weft_registration *r = op->regs; key && r; r = r->op_next)
+        if (r->all_backends_key == key)
             return r->kernel;
     /* a composite serves every backend's Dense slot, and Autograd slots too:
      * it is written with other operators, whose own autograd kernels record
@@ -82,7 +96,7 @@ static const wf_kernel *compute_slot(const weft_op *op, int slot)
     bool autograd = slot >= autograd0 && slot < autograd0 + WEFT_MAX_DEVICE_TYPES;
     if (dense || autograd)
         for (weft_registration *r = op->regs; r; r = r->op_next)
-            if (r->slot == -1)
+                if (r->slot == -1 && !r->all_backends_key)
                 return r->kernel;
     for (weft_registration *r = global_regs; r; r = r->all_next)
         if (r->kind == REG_FALLBACK && r->slot == slot)
@@ -275,11 +289,17 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
         *handle = NULL;
     if (!reg || !op_name || (kind != WF_KERNEL_FALLTHROUGH && !fn))
         return wf__errorf(WEFT_EINVAL, "register_kernel: NULL argument");
-    int slot = -1;
+    int slot = -1, all_backends_key = 0;
     if (key == WEFT_KEY_COMPOSITE) {
         if (kind == WF_KERNEL_FALLTHROUGH)
             return wf__errorf(WEFT_EINVAL, "%s: a composite cannot be a fallthrough", op_name);
         kind = WF_KERNEL_COMPOSITE;
+    } else if (device_type == WEFT_ALL_BACKENDS) {
+        if (key != WEFT_KEY_DENSE && key != WEFT_KEY_QUANTIZED && key != WEFT_KEY_SPARSE &&
+            key != WEFT_KEY_AUTOGRAD)
+            return wf__errorf(WEFT_EINVAL, "%s: WEFT_ALL_BACKENDS needs a per-backend key, not %s",
+                              op_name, weft_dispatch_key_name(key));
+        all_backends_key = key;
     } else {
         slot = wf__slot_for(key, device_type);
         if (slot < 0)
@@ -302,6 +322,7 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
     }
     r->op = op;
     r->slot = slot;
+    r->all_backends_key = all_backends_key;
     r->kernel = k;
     r->op_next = op->regs;
     op->regs = r;

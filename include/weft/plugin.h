@@ -113,9 +113,12 @@ typedef struct weft_registration weft_registration;
 /* Registers fn for op_name under dispatch key `key` and device type
  * `device_type` (ignored for keys that are not per-backend, and for
  * WEFT_KEY_COMPOSITE, which applies to every backend without a kernel of its
- * own).  handle may be NULL; the registration then lives until the plugin is
- * unloaded.  Errors: WEFT_ENOTFOUND (unknown operator), WEFT_EINVAL.
- * Thread-safe: dispatch may run in other threads meanwhile. */
+ * own).  For a per-backend key, WEFT_ALL_BACKENDS registers one kernel for
+ * every device type that has none of its own (how the autograd layer is
+ * registered).  handle may be NULL; the registration then lives until the
+ * plugin is unloaded.  Errors: WEFT_ENOTFOUND (unknown operator),
+ * WEFT_EINVAL.  Thread-safe: dispatch may run in other threads meanwhile. */
+#define WEFT_ALL_BACKENDS (-1)
 WEFT_API int weft_register_kernel(weft_registrar *reg, const char *op_name, int key,
                                   int device_type, weft_kernel_fn fn, void *ctx,
                                   weft_registration **handle);

@@ -321,6 +321,81 @@ WEFT_API int weft_arange(weft_tensor **out, double start, double end, double ste
 WEFT_API int weft_linspace(weft_tensor **out, double start, double end, int64_t steps,
                            weft_dtype dtype, weft_device device);
 
+/* -------------------------------------------------------------- autograd */
+
+/* Autograd is a dispatch layer: only tensors that require grad (or were
+ * computed from one) carry its key, so code that never asks for gradients
+ * pays nothing for it.  Grad mode is per thread. */
+
+/* Marks a leaf tensor as wanting a gradient (floating and complex dtypes
+ * only).  Errors: WEFT_EINVAL for a non-leaf (its requires_grad follows its
+ * inputs), WEFT_EDTYPE for an integral dtype. */
+WEFT_API int weft_tensor_set_requires_grad(weft_tensor *t, bool requires_grad);
+/* Whether t requires grad: a leaf that was marked, or any tensor computed
+ * from one while grad mode was on. */
+WEFT_API bool weft_tensor_requires_grad(const weft_tensor *t);
+/* Whether t is a leaf: not the result of a recorded operation. */
+WEFT_API bool weft_tensor_is_leaf(const weft_tensor *t);
+/* The accumulated gradient: a new reference, or NULL in *out when there is
+ * none yet.  Errors: WEFT_EINVAL for NULL arguments. */
+WEFT_API int weft_tensor_grad(weft_tensor **out, weft_tensor *t);
+/* Replaces (grad non-NULL, same shape) or clears (NULL) t's gradient. */
+WEFT_API int weft_tensor_set_grad(weft_tensor *t, const weft_tensor *grad);
+/* Keeps the gradient of a non-leaf tensor after backward (as a leaf's). */
+WEFT_API int weft_tensor_retain_grad(weft_tensor *t);
+/* The name of the node that produced t ("MulBackward"), or NULL for a leaf
+ * or a tensor that does not require grad. */
+WEFT_API const char *weft_tensor_grad_fn_name(const weft_tensor *t);
+
+/* Computes the gradients of outputs with respect to every leaf that
+ * requires grad and accumulates them into the leaves' grad.  grad_outputs
+ * may be NULL when every output has one element (the gradient 1 is used).
+ * retain_graph keeps saved tensors for another backward; create_graph
+ * records the backward pass itself so it can be differentiated.  Errors:
+ * WEFT_EINVAL (an output that does not require grad, shapes of
+ * grad_outputs, a graph already freed), and any error of a backward
+ * formula, such as a saved tensor modified in place since (its message
+ * names the operator and both versions).  Not thread-safe for two backward
+ * passes through the same graph at once. */
+WEFT_API int weft_backward(weft_tensor *const *outputs, int n, weft_tensor *const *grad_outputs,
+                           bool retain_graph, bool create_graph);
+/* torch.autograd.grad: returns the gradients of outputs with respect to
+ * inputs in grads[0..ninputs-1] (new references; NULL for an input the
+ * outputs do not depend on when allow_unused, else WEFT_EINVAL), without
+ * touching any tensor's grad. */
+WEFT_API int weft_autograd_grad(weft_tensor **grads, weft_tensor *const *outputs, int n,
+                                weft_tensor *const *grad_outputs, weft_tensor *const *inputs,
+                                int ninputs, bool retain_graph, bool create_graph,
+                                bool allow_unused);
+/* Sets the calling thread's grad mode; returns the previous one.  With grad
+ * mode off no graph is recorded (torch.no_grad). */
+WEFT_API bool weft_set_grad_enabled(bool enabled);
+WEFT_API bool weft_is_grad_enabled(void);
+/* A new tensor sharing t's storage and version that does not require grad. */
+WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t);
+
+/* A hook on the gradient of a tensor: called with the gradient when backward
+ * reaches it; may put a replacement (a new reference) in *replace, or leave
+ * it NULL to keep the gradient.  Returns 0 or an error code. */
+typedef int (*weft_grad_hook_fn)(const weft_tensor *grad, weft_tensor **replace, void *ctx);
+WEFT_API int weft_tensor_register_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx);
+
+/* A function of tensors for the gradient checkers: computes one output from
+ * n inputs (a new reference in *out).  Returns 0 or an error code. */
+typedef int (*weft_tensor_fn)(weft_tensor **out, weft_tensor *const *inputs, int n, void *ctx);
+/* Compares the gradients autograd computes for fn with central finite
+ * differences (step eps) in float64: inputs must be float64 tensors; those
+ * that require grad are checked, element by element (keep them small).
+ * Returns 0 when every entry agrees within atol + rtol * |numeric|, else
+ * WEFT_EINVAL with a message naming the input, the output and input
+ * elements, and both values.  The inputs are perturbed in place and
+ * restored.  gradgradcheck checks the gradients of fn's gradient (double
+ * backward) the same way, with a fixed random grad_output. */
+WEFT_API int weft_gradcheck(weft_tensor_fn fn, void *ctx, weft_tensor *const *inputs, int n,
+                            double eps, double atol, double rtol);
+WEFT_API int weft_gradgradcheck(weft_tensor_fn fn, void *ctx, weft_tensor *const *inputs, int n,
+                                double eps, double atol, double rtol);
+
 /* -------------------------------------------------------------- dispatch */
 
 /* A dispatch key set: one 64-bit word.  Bits 0..WEFT_MAX_DEVICE_TYPES-1 are

@@ -1,0 +1,121 @@
+/* autograd/autograd.h — internal: graph nodes, saved tensors, per-tensor
+ * autograd metadata, and the hooks the core calls (views, release).
+ * Only tensors that require grad or have a grad_fn carry the Autograd key,
+ * so nothing here runs for inference. */
+#ifndef WF_AUTOGRAD_H
+#define WF_AUTOGRAD_H
+
+#include <stdatomic.h>
+
+#include "c10/core.h"
+
+#define WF_AUTOGRAD_KEYS (WEFT_KEYSET_BIT(WEFT_KEY_AUTOGRAD))
+
+typedef struct wf_node wf_node;
+
+/* An edge of the graph: the gradient for input `input_nr` of `node`. */
+typedef struct wf_edge {
+    wf_node *node; /* strong reference, or NULL: that input needs no gradient */
+    int input_nr;
+} wf_edge;
+
+/* A tensor saved for backward, with the version it had when saved. */
+typedef struct wf_saved {
+    weft_tensor *tensor; /* an input itself, or a detached alias of the node's output */
+    uint32_t version;
+    bool was_output;
+} wf_saved;
+
+/* Computes gradients of the node's inputs (grads_in, n_edges of them, NULL
+ * meaning zero/none) from the gradients of its outputs (grads_out,
+ * n_outputs of them; NULL meaning zero).  Returns 0 or a WEFT_E* code. */
+typedef int (*wf_backward_fn)(wf_node *node, weft_tensor **grads_out, weft_tensor **grads_in);
+
+/* A hook on the gradient of one output of a node: a tensor hook, or the
+ * retain_grad of a non-leaf (retain_target, cleared when that tensor dies). */
+typedef struct wf_hook {
+    weft_grad_hook_fn fn;
+    void *ctx;
+    int output_nr;
+    weft_tensor *retain_target;
+    struct wf_hook *next;
+} wf_hook;
+
+struct wf_node {
+    atomic_int refcount;
+    const char *name;       /* "MulBackward": names the operator in errors */
+    wf_backward_fn backward;
+    uint64_t sequence_nr;   /* creation order: later nodes run first */
+    int n_outputs;
+    int n_edges;
+    wf_edge *edges;         /* one per differentiable input */
+    int n_saved;
+    wf_saved *saved;
+    bool released;          /* saved tensors freed after a backward */
+    /* what the formula needs of the call: a scalar argument, a flag, and
+     * integers (input shapes, dims) packed by the formula that recorded it */
+    double scalar;
+    bool flag;
+    int n_info;
+    int64_t *info;
+    struct weft_tensor *leaf; /* AccumulateGrad: the leaf (weak, cleared when it dies) */
+    wf_hook *pre_hooks;       /* on the gradients of the node's outputs */
+    wf_node *next_dead;       /* work list while being freed */
+    /* engine state during one backward pass */
+    int dependencies;
+    uint64_t task_id;         /* which backward pass last visited it */
+    weft_tensor **buffer;     /* n_outputs gradients being summed */
+};
+
+typedef struct wf_autograd_meta {
+    bool requires_grad; /* a leaf that wants a gradient */
+    bool retains_grad;
+    weft_tensor *grad;
+    wf_node *grad_fn;   /* strong: the node that produced this tensor */
+    int output_nr;
+    wf_node *accumulator; /* a leaf's AccumulateGrad node (strong; its leaf pointer is weak) */
+} wf_autograd_meta;
+
+/* Lifecycle: called by weft_tensor_release before freeing. */
+void wf__autograd_meta_free(weft_tensor *t);
+
+/* Nodes. */
+wf_node *wf__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs);
+void wf__node_retain(wf_node *n);
+void wf__node_release(wf_node *n);
+/* Saves t for backward; output is the node's output (saved detached). */
+int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output);
+/* The saved tensor, checked against its version; NULL with an error set. */
+weft_tensor *wf__node_saved(wf_node *n, int slot);
+
+/* Whether t takes part in autograd (requires grad, or has a grad_fn). */
+static inline bool wf__requires_grad(const weft_tensor *t)
+{
+    return t && (t->keys & WF_AUTOGRAD_KEYS);
+}
+
+bool wf__grad_enabled(void);
+/* The edge a gradient for t flows along: its grad_fn, or its leaf
+ * accumulator, or none. */
+int wf__edge_of(wf_edge *edge, weft_tensor *t);
+/* Makes t an output of node (output_nr), giving it the Autograd key. */
+int wf__set_history(weft_tensor *t, wf_node *node, int output_nr);
+
+/* Views: records how out was viewed from src. */
+typedef enum wf_view_kind {
+    WF_VIEW_RESHAPE, /* same elements in the same order: view, squeeze, unsqueeze, flatten, alias */
+    WF_VIEW_PERMUTE, /* dims holds the permutation */
+    WF_VIEW_EXPAND,
+    WF_VIEW_STRIDED, /* narrow, slice, select, as_strided: a subset of src */
+} wf_view_kind;
+int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
+                      const int64_t *dims, int ndims);
+/* out is a copy of src converted to out's dtype (contiguous, to_dtype). */
+int wf__autograd_copy(weft_tensor *out, const weft_tensor *src);
+
+/* Sums grad down to sizes (reverses broadcasting); a new reference. */
+int wf__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim);
+
+void wf__autograd_register(void);
+
+#endif

@@ -1,0 +1,658 @@
+/* autograd/formulas.c — the autograd layer's kernels: one generic kernel
+ * that runs the operator below the Autograd key and records a node, and the
+ * derivative formulas, written with weft operators so they run on any
+ * device and can themselves be differentiated (create_graph).  Operators
+ * without a formula get the Autograd fallback, which refuses to run on
+ * inputs that require grad rather than return a silent zero gradient. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd.h"
+#include "dispatch/dispatcher.h"
+
+typedef struct formula formula;
+/* Saves what backward needs; called after the operator ran.  old_self is a
+ * copy of an in-place operator's self from before the write, or NULL. */
+typedef int (*record_fn)(wf_node *node, const weft_call *call, weft_tensor *result,
+                         weft_tensor *old_self);
+
+struct formula {
+    const char *op;
+    const char *node_name;
+    wf_backward_fn backward;
+    record_fn record;
+    uint8_t diff;         /* the differentiable tensor arguments, by argument index */
+    bool needs_old_self;  /* in-place forms whose formula reads self's old value */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+#define TRY(expr)                                                                     \
+    do {                                                                              \
+        int rc_ = (expr);                                                             \
+        if (rc_ < 0)                                                                  \
+            return rc_;                                                               \
+    } while (0)
+
+/* Packs the sizes and dtypes of some tensors into node->info:
+ * [ndim, sizes..., dtype] per tensor. */
+static int store_shapes(wf_node *n, const weft_tensor *const *ts, int k)
+{
+    int total = 0;
+    for (int i = 0; i < k; i++)
+        total += 2 + (ts[i] ? ts[i]->ndim : 0);
+    n->info = malloc((size_t)total * sizeof(int64_t));
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    int64_t *p = n->info;
+    for (int i = 0; i < k; i++) {
+        int nd = ts[i] ? ts[i]->ndim : 0;
+        *p++ = nd;
+        for (int d = 0; d < nd; d++)
+            *p++ = ts[i]->sizes[d];
+        *p++ = ts[i] ? ts[i]->dtype : WEFT_FLOAT32;
+    }
+    n->n_info = total;
+    return 0;
+}
+
+static void shape_of(const wf_node *n, int k, const int64_t **sizes, int *ndim, weft_dtype *dtype)
+{
+    const int64_t *p = n->info;
+    for (int i = 0; i < k; i++)
+        p += 2 + p[0];
+    *ndim = (int)p[0];
+    *sizes = p + 1;
+    *dtype = (weft_dtype)p[1 + p[0]];
+}
+
+int wf__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim)
+{
+    int lead = grad->ndim - ndim;
+    int64_t dims[WEFT_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < grad->ndim; d++)
+        if (d < lead || (sizes[d - lead] == 1 && grad->sizes[d] != 1))
+            dims[nd++] = d;
+    if (nd == 0) {
+        *out = weft_tensor_retain(grad);
+        return 0;
+    }
+    weft_tensor *summed;
+    TRY(weft_sum(&summed, grad, dims, nd, true));
+    int rc = weft_reshape(out, summed, sizes, ndim);
+    weft_tensor_release(summed);
+    return rc;
+}
+
+/* The gradient for input k: broadcasting undone, converted to its dtype. */
+static int fit_grad(weft_tensor **out, const wf_node *n, int k, weft_tensor *grad)
+{
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, k, &sizes, &ndim, &dtype);
+    weft_tensor *summed;
+    TRY(wf__sum_to(&summed, grad, sizes, ndim));
+    if (summed->dtype == dtype) {
+        *out = summed;
+        return 0;
+    }
+    int rc = weft_to_dtype(out, summed, dtype);
+    weft_tensor_release(summed);
+    return rc;
+}
+
+static bool wants(const wf_node *n, int edge)
+{
+    return n->edges[edge].node != NULL;
+}
+
+/* A saved tensor; on failure (freed graph, modified since) *rc gets the
+ * error that wf__node_saved set. */
+static weft_tensor *saved(wf_node *n, int slot, int *rc)
+{
+    weft_tensor *t = wf__node_saved(n, slot);
+    if (!t && *rc == 0)
+        *rc = WEFT_EINVAL;
+    return t;
+}
+
+/* ------------------------------------------------------------ records */
+
+static double scalar_of(const weft_value *v)
+{
+    return v->tag == WEFT_VALUE_INT ? (double)v->u.i : v->tag == WEFT_VALUE_BOOL ? v->u.b : v->u.d;
+}
+
+/* The shapes and dtypes of self (and other), and the scalar the formula
+ * needs: alpha for add/sub, the operand of the *_scalar forms. */
+static int record_shapes_binary(wf_node *n, const weft_call *call, weft_tensor *result,
+                                weft_tensor *old_self)
+{
+    (void)result;
+    (void)old_self;
+    const weft_value *a = call->args;
+    const weft_tensor *ts[2] = {a[0].u.tensor, NULL};
+    int nts = 1;
+    n->scalar = 1.0;
+    if (call->nargs > 1 && a[1].tag == WEFT_VALUE_TENSOR) {
+        ts[1] = a[1].u.tensor;
+        nts = 2;
+        if (call->nargs > 2)
+            n->scalar = scalar_of(&a[2]);
+    } else if (call->nargs > 1) {
+        n->scalar = scalar_of(&a[1]);
+    }
+    return store_shapes(n, ts, nts);
+}
+
+/* saves a (or the old self) and b */
+static int record_operands(wf_node *n, const weft_call *call, weft_tensor *result,
+                           weft_tensor *old_self)
+{
+    TRY(record_shapes_binary(n, call, result, old_self));
+    const weft_tensor *a = old_self ? old_self : call->args[0].u.tensor;
+    TRY(wf__node_save(n, 0, a, result));
+    if (call->args[1].tag == WEFT_VALUE_TENSOR)
+        TRY(wf__node_save(n, 1, call->args[1].u.tensor, result));
+    return 0;
+}
+
+static int record_input(wf_node *n, const weft_call *call, weft_tensor *result,
+                        weft_tensor *old_self)
+{
+    TRY(record_shapes_binary(n, call, result, old_self));
+    return wf__node_save(n, 0, old_self ? old_self : call->args[0].u.tensor, result);
+}
+
+static int record_reduction(wf_node *n, const weft_call *call, weft_tensor *result,
+                            weft_tensor *old_self)
+{
+    (void)result;
+    (void)old_self;
+    const weft_tensor *self = call->args[0].u.tensor;
+    TRY(store_shapes(n, &self, 1));
+    /* the reduced dims, as a bit mask over at most 64 dims */
+    uint64_t mask = 0;
+    if (call->args[1].tag == WEFT_VALUE_NONE || call->args[1].len == 0) {
+        mask = self->ndim ? (self->ndim == 64 ? ~0ULL : (1ULL << self->ndim) - 1) : 0;
+    } else {
+        for (int i = 0; i < call->args[1].len; i++) {
+            int d;
+            TRY(wf__wrap_dim(&d, (int)call->args[1].u.ints[i], self->ndim, call->op->schema.name));
+            mask |= 1ULL << d;
+        }
+    }
+    memcpy(&n->scalar, &mask, sizeof mask); /* the 64 bits, not a number */
+    n->flag = call->args[2].u.b;
+    return 0;
+}
+
+static int record_none(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old_self)
+{
+    (void)n;
+    (void)call;
+    (void)result;
+    (void)old_self;
+    return 0;
+}
+
+static int record_copy(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old_self)
+{
+    (void)result;
+    (void)old_self;
+    const weft_tensor *src = call->args[1].u.tensor;
+    return store_shapes(n, &src, 1);
+}
+
+/* ------------------------------------------------------------ formulas */
+
+/* add / sub (alpha), and their scalar forms */
+static int add_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    bool sub = n->name[0] == 'S';
+    if (wants(n, 0))
+        TRY(fit_grad(&gi[0], n, 0, go[0]));
+    if (n->n_edges > 1 && wants(n, 1)) {
+        double alpha = sub ? -n->scalar : n->scalar;
+        weft_tensor *scaled = NULL;
+        if (alpha == 1.0)
+            scaled = weft_tensor_retain(go[0]);
+        else
+            TRY(weft_mul_scalar(&scaled, go[0], alpha));
+        int rc = fit_grad(&gi[1], n, 1, scaled);
+        weft_tensor_release(scaled);
+        return rc;
+    }
+    return 0;
+}
+
+static int scaled_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, double factor)
+{
+    weft_tensor *scaled;
+    TRY(weft_mul_scalar(&scaled, go[0], factor));
+    int rc = fit_grad(&gi[0], n, 0, scaled);
+    weft_tensor_release(scaled);
+    return rc;
+}
+
+static int mul_scalar_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return scaled_backward(n, go, gi, n->scalar);
+}
+
+static int div_scalar_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return scaled_backward(n, go, gi, 1.0 / n->scalar);
+}
+
+static int neg_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return scaled_backward(n, go, gi, -1.0);
+}
+
+static int mul_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *b = saved(n, 1, &rc), *t = NULL;
+    if (rc < 0)
+        return rc;
+    if (wants(n, 0) && (rc = weft_mul(&t, go[0], b)) == 0) {
+        rc = fit_grad(&gi[0], n, 0, t);
+        weft_tensor_release(t);
+        t = NULL;
+    }
+    if (rc == 0 && wants(n, 1) && (rc = weft_mul(&t, go[0], a)) == 0) {
+        rc = fit_grad(&gi[1], n, 1, t);
+        weft_tensor_release(t);
+    }
+    return rc;
+}
+
+static int div_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *b = saved(n, 1, &rc), *t = NULL, *u = NULL, *v = NULL;
+    if (rc < 0)
+        return rc;
+    if (wants(n, 0) && (rc = weft_div(&t, go[0], b)) == 0) {
+        rc = fit_grad(&gi[0], n, 0, t);
+        weft_tensor_release(t);
+        t = NULL;
+    }
+    /* d(a/b)/db = -a / b^2 */
+    if (rc == 0 && wants(n, 1)) {
+        rc = weft_mul(&t, go[0], a);
+        if (rc == 0)
+            rc = weft_mul(&u, b, b);
+        if (rc == 0)
+            rc = weft_div(&v, t, u);
+        weft_tensor_release(t);
+        weft_tensor_release(u);
+        t = NULL;
+        if (rc == 0)
+            rc = weft_neg(&t, v);
+        weft_tensor_release(v);
+        if (rc == 0)
+            rc = fit_grad(&gi[1], n, 1, t);
+        weft_tensor_release(t);
+    }
+    return rc;
+}
+
+/* grad * f'(x) for unary f, with f' written with weft operators */
+typedef int (*derivative_fn)(weft_tensor **out, weft_tensor *x);
+
+static int exp_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_exp(out, x);
+}
+
+static int log_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *one;
+    TRY(weft_ones(&one, NULL, 0, (weft_dtype)x->dtype, x->device));
+    int rc = weft_div(out, one, x);
+    weft_tensor_release(one);
+    return rc;
+}
+
+static int sqrt_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *r, *half;
+    TRY(weft_sqrt(&r, x));
+    int rc = weft_full(&half, NULL, 0, 0.5, (weft_dtype)r->dtype, x->device);
+    if (rc == 0)
+        rc = weft_div(out, half, r);
+    weft_tensor_release(r);
+    weft_tensor_release(half);
+    return rc;
+}
+
+/* sigmoid' = s (1 - s) */
+static int sigmoid_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *s, *one_minus = NULL, *neg = NULL;
+    TRY(weft_sigmoid(&s, x));
+    int rc = weft_neg(&neg, s);
+    if (rc == 0)
+        rc = weft_add_scalar(&one_minus, neg, 1.0);
+    if (rc == 0)
+        rc = weft_mul(out, s, one_minus);
+    weft_tensor_release(s);
+    weft_tensor_release(neg);
+    weft_tensor_release(one_minus);
+    return rc;
+}
+
+/* tanh' = 1 - tanh^2 */
+static int tanh_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *t, *sq = NULL, *neg = NULL;
+    TRY(weft_tanh(&t, x));
+    int rc = weft_mul(&sq, t, t);
+    if (rc == 0)
+        rc = weft_neg(&neg, sq);
+    if (rc == 0)
+        rc = weft_add_scalar(out, neg, 1.0);
+    weft_tensor_release(t);
+    weft_tensor_release(sq);
+    weft_tensor_release(neg);
+    return rc;
+}
+
+static int unary_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, derivative_fn f)
+{
+    int rc = 0;
+    weft_tensor *x = saved(n, 0, &rc), *d = NULL, *t = NULL;
+    if (rc < 0)
+        return rc;
+    rc = f(&d, x);
+    if (rc == 0)
+        rc = weft_mul(&t, go[0], d);
+    if (rc == 0)
+        rc = fit_grad(&gi[0], n, 0, t);
+    weft_tensor_release(d);
+    weft_tensor_release(t);
+    return rc;
+}
+
+#define UNARY_BACKWARD(name)                                                      \
+    static int name##_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)    \
+    {                                                                             \
+        return unary_backward(n, go, gi, name##_derivative);                      \
+    }
+UNARY_BACKWARD(exp)
+UNARY_BACKWARD(log)
+UNARY_BACKWARD(sqrt)
+UNARY_BACKWARD(sigmoid)
+UNARY_BACKWARD(tanh)
+
+/* sum / mean: the gradient is broadcast back over the reduced dims */
+static int reduction_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool mean)
+{
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    uint64_t mask;
+    memcpy(&mask, &n->scalar, sizeof mask);
+    int64_t kept[WEFT_MAX_DIMS];
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++) {
+        bool reduced = (mask >> d) & 1;
+        kept[d] = reduced ? 1 : sizes[d];
+        if (reduced)
+            count *= sizes[d];
+    }
+    weft_tensor *g = NULL, *e = NULL, *scaled = NULL;
+    int rc = weft_reshape(&g, go[0], kept, ndim); /* restores the reduced dims as size 1 */
+    if (rc == 0)
+        rc = weft_expand(&e, g, sizes, ndim);
+    if (rc == 0 && mean) {
+        rc = weft_div_scalar(&scaled, e, (double)(count ? count : 1));
+        weft_tensor_release(e);
+        e = scaled;
+    }
+    if (rc == 0 && e->dtype != dtype) {
+        rc = weft_to_dtype(&gi[0], e, dtype);
+    } else if (rc == 0) {
+        gi[0] = e;
+        e = NULL;
+    }
+    weft_tensor_release(g);
+    weft_tensor_release(e);
+    return rc;
+}
+
+static int sum_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return reduction_backward(n, go, gi, false);
+}
+
+static int mean_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return reduction_backward(n, go, gi, true);
+}
+
+/* mm: dA = G B^T, dB = A^T G; bmm likewise on the last two dims */
+static int matrix_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool batched)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *b = saved(n, 1, &rc), *t = NULL;
+    if (rc < 0)
+        return rc;
+    int d0 = batched ? 1 : 0, d1 = batched ? 2 : 1;
+    if (wants(n, 0) && (rc = weft_transpose(&t, b, d0, d1)) == 0) {
+        rc = batched ? weft_bmm(&gi[0], go[0], t) : weft_mm(&gi[0], go[0], t);
+        weft_tensor_release(t);
+        t = NULL;
+    }
+    if (rc == 0 && wants(n, 1) && (rc = weft_transpose(&t, a, d0, d1)) == 0) {
+        rc = batched ? weft_bmm(&gi[1], t, go[0]) : weft_mm(&gi[1], t, go[0]);
+        weft_tensor_release(t);
+    }
+    return rc;
+}
+
+static int mm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return matrix_backward(n, go, gi, false);
+}
+
+static int bmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return matrix_backward(n, go, gi, true);
+}
+
+/* copy_(self, src): self's old value is overwritten (no gradient); src gets
+ * the gradient, broadcasting undone and converted to its dtype */
+static int copy_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return fit_grad(&gi[0], n, 0, go[0]);
+}
+
+/* fill_: nothing flows back */
+static int fill_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    (void)n;
+    (void)go;
+    (void)gi;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the table */
+
+#define SELF 0x1
+#define OTHER 0x2
+#define BOTH 0x3
+#define SRC 0x2
+
+static const formula formulas[] = {
+    {"add", "AddBackward", add_backward, record_shapes_binary, BOTH, false},
+    {"add_", "AddBackward", add_backward, record_shapes_binary, BOTH, false},
+    {"add_out", "AddBackward", add_backward, record_shapes_binary, 0x6, false},
+    {"add_scalar", "AddBackward", add_backward, record_shapes_binary, SELF, false},
+    {"add_scalar_", "AddBackward", add_backward, record_shapes_binary, SELF, false},
+    {"sub", "SubBackward", add_backward, record_shapes_binary, BOTH, false},
+    {"sub_", "SubBackward", add_backward, record_shapes_binary, BOTH, false},
+    {"sub_out", "SubBackward", add_backward, record_shapes_binary, 0x6, false},
+    {"sub_scalar", "SubBackward", add_backward, record_shapes_binary, SELF, false},
+    {"sub_scalar_", "SubBackward", add_backward, record_shapes_binary, SELF, false},
+    {"mul", "MulBackward", mul_backward, record_operands, BOTH, false},
+    {"mul_", "MulBackward", mul_backward, record_operands, BOTH, true},
+    {"mul_out", "MulBackward", mul_backward, record_operands, 0x6, false},
+    {"mul_scalar", "MulBackward", mul_scalar_backward, record_shapes_binary, SELF, false},
+    {"mul_scalar_", "MulBackward", mul_scalar_backward, record_shapes_binary, SELF, false},
+    {"div", "DivBackward", div_backward, record_operands, BOTH, false},
+    {"div_", "DivBackward", div_backward, record_operands, BOTH, true},
+    {"div_out", "DivBackward", div_backward, record_operands, 0x6, false},
+    {"div_scalar", "DivBackward", div_scalar_backward, record_shapes_binary, SELF, false},
+    {"div_scalar_", "DivBackward", div_scalar_backward, record_shapes_binary, SELF, false},
+    {"neg", "NegBackward", neg_backward, record_shapes_binary, SELF, false},
+    {"neg_", "NegBackward", neg_backward, record_shapes_binary, SELF, false},
+    {"neg_out", "NegBackward", neg_backward, record_shapes_binary, 0x2, false},
+    {"exp", "ExpBackward", exp_backward, record_input, SELF, false},
+    {"exp_", "ExpBackward", exp_backward, record_input, SELF, true},
+    {"exp_out", "ExpBackward", exp_backward, record_input, 0x2, false},
+    {"log", "LogBackward", log_backward, record_input, SELF, false},
+    {"log_", "LogBackward", log_backward, record_input, SELF, true},
+    {"log_out", "LogBackward", log_backward, record_input, 0x2, false},
+    {"sqrt", "SqrtBackward", sqrt_backward, record_input, SELF, false},
+    {"sqrt_", "SqrtBackward", sqrt_backward, record_input, SELF, true},
+    {"sqrt_out", "SqrtBackward", sqrt_backward, record_input, 0x2, false},
+    {"sigmoid", "SigmoidBackward", sigmoid_backward, record_input, SELF, false},
+    {"sigmoid_", "SigmoidBackward", sigmoid_backward, record_input, SELF, true},
+    {"sigmoid_out", "SigmoidBackward", sigmoid_backward, record_input, 0x2, false},
+    {"tanh", "TanhBackward", tanh_backward, record_input, SELF, false},
+    {"tanh_", "TanhBackward", tanh_backward, record_input, SELF, true},
+    {"tanh_out", "TanhBackward", tanh_backward, record_input, 0x2, false},
+    {"sum", "SumBackward", sum_backward, record_reduction, SELF, false},
+    {"sum_out", "SumBackward", sum_backward, record_reduction, 0x2, false},
+    {"mean", "MeanBackward", mean_backward, record_reduction, SELF, false},
+    {"mean_out", "MeanBackward", mean_backward, record_reduction, 0x2, false},
+    {"mm", "MmBackward", mm_backward, record_operands, BOTH, false},
+    {"mm_out", "MmBackward", mm_backward, record_operands, 0x6, false},
+    {"bmm", "BmmBackward", bmm_backward, record_operands, BOTH, false},
+    {"bmm_out", "BmmBackward", bmm_backward, record_operands, 0x6, false},
+    {"copy_", "CopyBackward", copy_backward, record_copy, SRC, false},
+    {"fill_", "FillBackward", fill_backward, record_none, 0, false},
+    {"uniform_", "FillBackward", fill_backward, record_none, 0, false},
+    {"normal_", "FillBackward", fill_backward, record_none, 0, false},
+};
+
+/* ------------------------------------------------------------ the kernel */
+
+static bool is_out_form(const weft_op *op)
+{
+    size_t len = strlen(op->schema.name);
+    return op->schema.mutating && len > 4 && strcmp(op->schema.name + len - 4, "_out") == 0;
+}
+
+/* Runs the operator below the Autograd key: nested operator calls inside
+ * the kernels see the key excluded, as grad mode off. */
+static int call_below(weft_call *call)
+{
+    weft_keyset excluded = wf__tls_excluded;
+    wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+    int rc = weft_redispatch(call, WF_AUTOGRAD_KEYS);
+    wf__tls_excluded = excluded;
+    return rc;
+}
+
+static int autograd_kernel(weft_call *call, void *ctx)
+{
+    const formula *f = ctx;
+    const wf_schema *s = &call->op->schema;
+    weft_tensor *self = s->mutating ? call->args[0].u.tensor : NULL;
+    bool need = false;
+    for (int i = 0; i < call->nargs; i++)
+        if ((f->diff >> i) & 1 && call->args[i].tag == WEFT_VALUE_TENSOR)
+            need |= wf__requires_grad(call->args[i].u.tensor);
+    bool self_tracked = self && wf__requires_grad(self);
+    if (is_out_form(call->op) && (need || self_tracked))
+        return wf__errorf(WEFT_EINVAL,
+                          "%s: functions with out=... arguments don't support automatic "
+                          "differentiation, but one of the arguments requires grad",
+                          s->name);
+    if (self_tracked && weft_tensor_is_leaf(self))
+        return wf__errorf(WEFT_EINVAL,
+                          "%s: a leaf tensor that requires grad is being used in an in-place "
+                          "operation (do it with grad mode off, or on a detached tensor)",
+                          s->name);
+    if (self && self->is_view && (need || self_tracked))
+        return wf__errorf(WEFT_ENOTSUP,
+                          "%s: in-place operations on a view of a tensor that requires grad are "
+                          "not differentiable yet; apply it to a copy (weft_contiguous) instead",
+                          s->name);
+    weft_tensor *old_self = NULL;
+    int rc = 0;
+    if (self && need && f->needs_old_self) {
+        weft_keyset excluded = wf__tls_excluded;
+        wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+        rc = weft_empty_like(&old_self, self);
+        if (rc == 0 && (rc = weft_copy_(old_self, self)) < 0) {
+            weft_tensor_release(old_self);
+            old_self = NULL;
+        }
+        wf__tls_excluded = excluded;
+        if (rc < 0)
+            return rc;
+    }
+    rc = call_below(call);
+    if (rc < 0 || !(need || self_tracked)) {
+        weft_tensor_release(old_self);
+        return rc;
+    }
+    int n_edges = 0;
+    for (int i = 0; i < call->nargs; i++)
+        n_edges += ((f->diff >> i) & 1) && call->args[i].tag == WEFT_VALUE_TENSOR;
+    wf_node *node = wf__node_new(f->node_name, f->backward, n_edges, 1);
+    if (!node)
+        rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", s->name);
+    for (int i = 0, e = 0; rc == 0 && i < call->nargs; i++)
+        if (((f->diff >> i) & 1) && call->args[i].tag == WEFT_VALUE_TENSOR)
+            rc = wf__edge_of(&node->edges[e++], call->args[i].u.tensor);
+    weft_tensor *result = self ? self : call->rets[0].u.tensor;
+    if (rc == 0)
+        rc = f->record(node, call, result, old_self);
+    if (rc == 0)
+        rc = wf__set_history(result, node, 0);
+    wf__node_release(node);
+    weft_tensor_release(old_self);
+    if (rc < 0 && !self) {
+        weft_tensor_release(call->rets[0].u.tensor);
+        call->rets[0].u.tensor = NULL;
+    }
+    return rc;
+}
+
+/* Operators with no formula: refuse inputs that require grad, rather than
+ * let them silently produce no gradient. */
+static int no_formula_fallback(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    for (int i = 0; i < call->nargs; i++) {
+        const weft_value *v = &call->args[i];
+        bool tracked = v->tag == WEFT_VALUE_TENSOR && wf__requires_grad(v->u.tensor);
+        for (int j = 0; v->tag == WEFT_VALUE_TENSOR_LIST && j < v->len; j++)
+            tracked |= wf__requires_grad(v->u.tensors[j]);
+        if (tracked)
+            return wf__errorf(WEFT_ENOTSUP,
+                              "%s: the operator has no derivative formula, and argument '%s' "
+                              "requires grad (run it with grad mode off or on detached tensors)",
+                              call->op->schema.name, call->op->schema.args[i].name);
+    }
+    return call_below(call);
+}
+
+void wf__autograd_register(void)
+{
+    for (size_t i = 0; i < sizeof formulas / sizeof formulas[0]; i++)
+        weft_register_kernel(wf__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
+                             WEFT_ALL_BACKENDS, autograd_kernel, (void *)&formulas[i], NULL);
+    for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++)
+        weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, type, no_formula_fallback,
+                               NULL, NULL);
+}
