@@ -369,10 +369,12 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
         rets[i].tag = WEFT_VALUE_NONE;
         rets[i].u.tensor = NULL;
     }
+    /* the write's version is taken before the kernels run, so a layer that
+     * saves the written tensor (autograd) records the version after it */
+    if (s->mutating)
+        weft_tensor_bump_version(args[0].u.tensor);
     weft_call call = {op, ks, args, nargs, rets, s->nrets};
     int rc = call_table(op, &call, ks);
-    if (rc == 0 && s->mutating)
-        weft_tensor_bump_version(args[0].u.tensor);
     return rc > 0 ? 0 : rc;
 }
 
@@ -422,13 +424,11 @@ int wf__dispatch_op(const weft_op *op, const weft_value *args, int nargs, weft_v
         rets[i].tag = WEFT_VALUE_NONE;
         rets[i].u.tensor = NULL;
     }
+    if (s->mutating)
+        weft_tensor_bump_version(args[0].u.tensor);
     weft_call call = {op, ks, args, nargs, rets, s->nrets};
     int rc = call_table(op, &call, ks);
-    if (rc == 0 && s->mutating)
-        weft_tensor_bump_version(args[0].u.tensor);
-    if (rc > 0)
-        rc = 0;
-    return rc;
+    return rc > 0 ? 0 : rc;
 }
 
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
