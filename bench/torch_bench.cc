@@ -1,0 +1,230 @@
+// bench/torch_bench.cc — the libtorch column of weft's benchmark: the same
+// measurements as bench/bench.c, on the same sizes and counts (bench/bench.h),
+// made with ATen the way a libtorch user would.  bench/weft-bench drives it
+// batch by batch through --serve; run alone it prints its medians as
+// "key value" lines.  --startup-child is the libtorch start-up program.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/version.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "bench.h"
+
+namespace {
+
+void check(bool ok, const char *what)
+{
+    if (!ok)
+        throw std::runtime_error(what);
+}
+
+// The inputs of every measurement, made on first use, so that a server asked
+// only for some measurements holds only their memory.
+class Bench {
+public:
+    // Runs one batch of `calls` calls of `kind`, timed around the loop alone;
+    // returns ns per call.  Throws on an unknown kind or a wrong result.
+    double batch(const std::string &kind, long calls)
+    {
+        if (kind == BENCH_KIND_ADD1)
+            return add1(calls);
+        if (kind == BENCH_KIND_ADD1_INFERENCE) {
+            // Skips autograd and version counting: libtorch's cheapest eager
+            // path, reported for information.
+            c10::InferenceMode guard;
+            return add1(calls);
+        }
+        if (kind == BENCH_KIND_ADD_OUT)
+            return add_out(calls);
+        if (kind == BENCH_KIND_MM)
+            return mm(calls);
+        throw std::runtime_error("unknown measurement " + kind);
+    }
+
+private:
+    at::Tensor a1_, b1_, big_a_, big_b_, big_out_, mm_a_, mm_b_;
+
+    // The fixed cost of at::add on one-element tensors that do not require
+    // grad: dispatch (through the autograd layer, as for any user tensor),
+    // output allocation, the kernel, and freeing the result.
+    double add1(long calls)
+    {
+        if (!a1_.defined()) {
+            a1_ = at::full({1}, BENCH_ADD_A, at::kFloat);
+            b1_ = at::full({1}, BENCH_ADD_B, at::kFloat);
+        }
+        double t0 = bench_now_ns();
+        for (long i = 0; i < calls; i++) {
+            // The result's destructor frees memory: a side effect the
+            // compiler must keep, so the call cannot be optimised away.
+            at::Tensor c = at::add(a1_, b1_);
+        }
+        double ns = (bench_now_ns() - t0) / (double)calls;
+        check(at::add(a1_, b1_).item<float>() == (float)(BENCH_ADD_A + BENCH_ADD_B),
+              "at::add gave a wrong result");
+        return ns;
+    }
+
+    // at::add_out into a preallocated 16M-element output.
+    double add_out(long calls)
+    {
+        if (!big_a_.defined()) {
+            big_a_ = at::full({BENCH_BIG_NUMEL}, BENCH_ADD_A, at::kFloat);
+            big_b_ = at::full({BENCH_BIG_NUMEL}, BENCH_ADD_B, at::kFloat);
+            big_out_ = at::zeros({BENCH_BIG_NUMEL}, at::kFloat); // touched: no page faults timed
+        }
+        double t0 = bench_now_ns();
+        for (long i = 0; i < calls; i++)
+            at::add_out(big_out_, big_a_, big_b_);
+        double ns = (bench_now_ns() - t0) / (double)calls;
+        const float *o = big_out_.data_ptr<float>();
+        check(o[0] == (float)(BENCH_ADD_A + BENCH_ADD_B) && o[BENCH_BIG_NUMEL - 1] == o[0],
+              "at::add_out gave a wrong result");
+        return ns;
+    }
+
+    // at::mm of two 1024 x 1024 float32 matrices, allocating the result each
+    // call as weft_mm does.
+    double mm(long calls)
+    {
+        if (!mm_a_.defined()) {
+            mm_a_ = at::full({BENCH_MM_N, BENCH_MM_N}, BENCH_MM_A, at::kFloat);
+            mm_b_ = at::full({BENCH_MM_N, BENCH_MM_N}, BENCH_MM_B, at::kFloat);
+        }
+        double t0 = bench_now_ns();
+        for (long i = 0; i < calls; i++) {
+            at::Tensor c = at::mm(mm_a_, mm_b_);
+        }
+        double ns = (bench_now_ns() - t0) / (double)calls;
+        at::Tensor c = at::mm(mm_a_, mm_b_);
+        const float want = (float)(BENCH_MM_N * BENCH_MM_A * BENCH_MM_B);
+        check(c.data_ptr<float>()[0] == want && c.data_ptr<float>()[BENCH_MM_N * BENCH_MM_N - 1] == want,
+              "at::mm gave a wrong result");
+        return ns;
+    }
+};
+
+// Warm-up batch, then the median of `batches` batches, in ns per call.
+double median_ns(Bench &b, const char *kind, long calls, int batches)
+{
+    double t[64];
+    if (batches > 64)
+        batches = 64;
+    b.batch(kind, calls);
+    for (int i = 0; i < batches; i++)
+        t[i] = b.batch(kind, calls);
+    return bench_median(t, batches);
+}
+
+// Alone: every measurement in turn, one "key value" line each, flushed as it
+// is made so that a crash later still leaves the earlier numbers.
+int run_alone(bool quick)
+{
+    Bench b;
+    bench_plan p = bench_plan_get(quick);
+    std::printf("%s %.2f\n", BENCH_KEY_ADD1_NS, median_ns(b, BENCH_KIND_ADD1, p.add1_calls, p.add1_batches));
+    std::fflush(stdout);
+    std::printf("%s %.2f\n", BENCH_KEY_ADD1_INFERENCE_NS,
+                median_ns(b, BENCH_KIND_ADD1_INFERENCE, p.add1_calls, p.add1_batches));
+    std::fflush(stdout);
+    std::printf("%s %.3f\n", BENCH_KEY_ADD_OUT_GBS,
+                BENCH_BIG_BYTES / median_ns(b, BENCH_KIND_ADD_OUT, p.big_calls, p.big_batches));
+    std::fflush(stdout);
+    std::printf("%s %.3f\n", BENCH_KEY_MM_GFLOPS,
+                BENCH_MM_FLOPS / median_ns(b, BENCH_KIND_MM, p.mm_calls, p.mm_batches));
+    std::fflush(stdout);
+    return 0;
+}
+
+// Driven by weft-bench: one batch per request line (protocol in bench.h).
+int serve()
+{
+    Bench b;
+    std::printf("%s\n", BENCH_SERVE_READY);
+    std::fflush(stdout);
+    char line[256], kind[64];
+    long calls;
+    while (std::fgets(line, sizeof line, stdin)) {
+        if (std::strncmp(line, "quit", 4) == 0)
+            break;
+        if (std::sscanf(line, "%63s %ld", kind, &calls) != 2 || calls < 1) {
+            std::printf("error malformed request\n");
+        } else {
+            try {
+                std::printf("%.6f\n", b.batch(kind, calls));
+            } catch (const std::exception &e) {
+                std::printf("error %s\n", e.what());
+            }
+        }
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+// What the start-up row times: a libtorch program that completes one add.
+// libtorch registers its operators while its libraries load, before main;
+// this adds the first dispatch and the exit.
+int startup_child()
+{
+    at::Tensor a = at::full({1}, BENCH_ADD_A, at::kFloat);
+    at::Tensor b = at::full({1}, BENCH_ADD_B, at::kFloat);
+    float v = at::add(a, b).item<float>();
+    std::printf("%s %g\n%s %ld\n", BENCH_KEY_STARTUP_RESULT, (double)v, BENCH_KEY_VMHWM_KB,
+                bench_self_vmhwm_kb());
+    return v == (float)(BENCH_ADD_A + BENCH_ADD_B) ? 0 : 1;
+}
+
+void usage(FILE *f)
+{
+    std::fprintf(f, "usage: torch-bench [--quick] [--serve] [--threads N] | --startup-child\n"
+                    "  libtorch's side of weft's benchmark.  bench/weft-bench runs it (--serve)\n"
+                    "  and prints the comparison; alone it prints \"key value\" medians.\n");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    bool quick = false, serving = false;
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (std::strcmp(argv[i], "--startup-child") == 0) {
+            return startup_child();
+        } else if (std::strcmp(argv[i], "--quick") == 0) {
+            quick = true;
+        } else if (std::strcmp(argv[i], "--serve") == 0) {
+            serving = true;
+        } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            threads = std::atoi(argv[++i]);
+            if (threads < 1) {
+                usage(stderr);
+                return 2;
+            }
+        } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    // weft-bench passes its own thread count, so both columns use the same
+    // number (it also exports OMP_NUM_THREADS and OPENBLAS_NUM_THREADS, which
+    // reach libtorch's OpenMP and the OpenBLAS that both libraries call).
+    if (threads > 0)
+        at::set_num_threads(threads);
+    std::printf("%s %d\n%s %s\n", BENCH_KEY_THREADS, at::get_num_threads(), BENCH_KEY_VERSION,
+                TORCH_VERSION);
+    try {
+        return serving ? serve() : run_alone(quick);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "torch-bench: %s\n", e.what());
+        return 1;
+    }
+}
