@@ -652,7 +652,6 @@ void wf__autograd_register(void)
     for (size_t i = 0; i < sizeof formulas / sizeof formulas[0]; i++)
         weft_register_kernel(wf__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
                              WEFT_ALL_BACKENDS, autograd_kernel, (void *)&formulas[i], NULL);
-    for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++)
-        weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, type, no_formula_fallback,
-                               NULL, NULL);
+    weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
+                           no_formula_fallback, NULL, NULL);
 }

@@ -303,6 +303,7 @@ static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
 static const char *const arg_type_names[] = {
     "Tensor", "Tensor?", "Tensor(a!)", "Tensor[]", "Scalar", "float",
     "int", "bool", "int[]", "int[]?", "ScalarType?", "Generator?",
+    "Scalar?", "float?", "int?", "str", "str?",
 };
 
 /* Whether a boxed value can be an argument of this type. */
@@ -332,6 +333,16 @@ static bool tag_fits(int type, const weft_value *v)
         return v->tag == WEFT_VALUE_DTYPE || v->tag == WEFT_VALUE_NONE;
     case WF_ARG_GENERATOR_OPT:
         return v->tag == WEFT_VALUE_GENERATOR || v->tag == WEFT_VALUE_NONE;
+    case WF_ARG_SCALAR_OPT:
+        return v->tag == WEFT_VALUE_NONE || tag_fits(WF_ARG_SCALAR, v);
+    case WF_ARG_FLOAT_OPT:
+        return v->tag == WEFT_VALUE_NONE || tag_fits(WF_ARG_FLOAT, v);
+    case WF_ARG_INT_OPT:
+        return v->tag == WEFT_VALUE_INT || v->tag == WEFT_VALUE_NONE;
+    case WF_ARG_STRING:
+        return v->tag == WEFT_VALUE_STRING && v->u.string;
+    case WF_ARG_STRING_OPT:
+        return (v->tag == WEFT_VALUE_STRING && v->u.string) || v->tag == WEFT_VALUE_NONE;
     }
     return false;
 }

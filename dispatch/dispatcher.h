@@ -24,6 +24,11 @@ typedef enum wf_arg_type {
     WF_ARG_INT_LIST_OPT,
     WF_ARG_DTYPE_OPT,
     WF_ARG_GENERATOR_OPT,
+    WF_ARG_SCALAR_OPT, /* Scalar? */
+    WF_ARG_FLOAT_OPT,  /* float? */
+    WF_ARG_INT_OPT,    /* int? */
+    WF_ARG_STRING,     /* str */
+    WF_ARG_STRING_OPT, /* str? */
 } wf_arg_type;
 
 #define WF_MAX_ARGS 16

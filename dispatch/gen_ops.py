@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-TYPE_RE = re.compile(r"^(Tensor\(a!\)|Tensor\[\]|Tensor\?|Tensor|Scalar|float|int\[\]\?|int\[\]|int|bool|ScalarType\?|Generator\?)\s+(\w+)(?:=(\S+))?$")
+TYPE_RE = re.compile(r"^(Tensor\(a!\)|Tensor\[\]|Tensor\?|Tensor|Scalar\?|Scalar|float\?|float|int\[\]\?|int\[\]|int\?|int|bool|ScalarType\?|Generator\?|str\?|str)\s+(\w+)(?:=(\S+))?$")
 
 
 class Arg:
@@ -38,6 +38,12 @@ class Arg:
             "int[]?": [f"const int64_t *{n}", f"int {n}_len"],
             "ScalarType?": [f"weft_dtype {n}"],
             "Generator?": [f"weft_generator *{n}"],
+            # optional numbers: NULL is None
+            "Scalar?": [f"const double *{n}"],
+            "float?": [f"const double *{n}"],
+            "int?": [f"const int64_t *{n}"],
+            "str": [f"const char *{n}"],
+            "str?": [f"const char *{n}"],
         }[t]
 
     def c_default(self):
@@ -50,6 +56,8 @@ class Arg:
             return [str(int(d))]
         if self.typ == "bool":
             return ["true" if d == "True" else "false"]
+        if self.typ in ("str", "str?") and len(d) >= 2 and d[0] == d[-1] == "'":
+            return ['"' + d[1:-1] + '"']
         if d == "None":
             if self.typ == "ScalarType?":
                 return ["WEFT_DTYPE_UNSET"]
@@ -78,6 +86,14 @@ class Arg:
             return f"{slot}.tag = {n} ? WEFT_VALUE_INT_LIST : WEFT_VALUE_NONE; {slot}.len = {n}_len; {slot}.u.ints = {n};"
         if t == "ScalarType?":
             return f"{slot}.tag = {n} == WEFT_DTYPE_UNSET ? WEFT_VALUE_NONE : WEFT_VALUE_DTYPE; {slot}.u.dtype = {n};"
+        if t in ("Scalar?", "float?"):
+            return f"{slot}.tag = {n} ? WEFT_VALUE_DOUBLE : WEFT_VALUE_NONE; {slot}.u.d = {n} ? *{n} : 0;"
+        if t == "int?":
+            return f"{slot}.tag = {n} ? WEFT_VALUE_INT : WEFT_VALUE_NONE; {slot}.u.i = {n} ? *{n} : 0;"
+        if t == "str":
+            return f"{slot}.tag = WEFT_VALUE_STRING; {slot}.u.string = {n};"
+        if t == "str?":
+            return f"{slot}.tag = {n} ? WEFT_VALUE_STRING : WEFT_VALUE_NONE; {slot}.u.string = {n};"
         if t == "Generator?":
             return f"{slot}.tag = {n} ? WEFT_VALUE_GENERATOR : WEFT_VALUE_NONE; {slot}.u.generator = {n};"
         raise ValueError(t)

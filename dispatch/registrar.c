@@ -91,15 +91,15 @@ static const wf_kernel *compute_slot(const weft_op *op, int slot)
     /* a composite serves every backend's Dense slot, and Autograd slots too:
      * it is written with other operators, whose own autograd kernels record
      * the graph */
-    int dense0 = wf__slot_for(WEFT_KEY_DENSE, 0), autograd0 = wf__slot_for(WEFT_KEY_AUTOGRAD, 0);
-    bool dense = slot >= dense0 && slot < dense0 + WEFT_MAX_DEVICE_TYPES;
-    bool autograd = slot >= autograd0 && slot < autograd0 + WEFT_MAX_DEVICE_TYPES;
-    if (dense || autograd)
+    if (key == WEFT_KEY_DENSE || key == WEFT_KEY_AUTOGRAD)
         for (weft_registration *r = op->regs; r; r = r->op_next)
-                if (r->slot == -1 && !r->all_backends_key)
+            if (r->slot == -1 && !r->all_backends_key)
                 return r->kernel;
     for (weft_registration *r = global_regs; r; r = r->all_next)
         if (r->kind == REG_FALLBACK && r->slot == slot)
+            return r->kernel;
+    for (weft_registration *r = global_regs; key && r; r = r->all_next)
+        if (r->kind == REG_FALLBACK && r->all_backends_key == key)
             return r->kernel;
     return NULL;
 }
@@ -361,10 +361,18 @@ WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_typ
         *handle = NULL;
     if (!reg || !fn)
         return wf__errorf(WEFT_EINVAL, "register_fallback: NULL argument");
-    int slot = wf__slot_for(key, device_type);
-    if (slot < 0)
+    int slot = -1, all_backends_key = 0;
+    if (device_type == WEFT_ALL_BACKENDS) {
+        if (key != WEFT_KEY_DENSE && key != WEFT_KEY_QUANTIZED && key != WEFT_KEY_SPARSE &&
+            key != WEFT_KEY_AUTOGRAD)
+            return wf__errorf(WEFT_EINVAL,
+                              "register_fallback: WEFT_ALL_BACKENDS needs a per-backend key, not %s",
+                              weft_dispatch_key_name(key));
+        all_backends_key = key;
+    } else if ((slot = wf__slot_for(key, device_type)) < 0) {
         return wf__errorf(WEFT_EINVAL, "register_fallback: invalid key %d or device type %d", key,
                           device_type);
+    }
     wf__registry_lock();
     wf_kernel *k = new_kernel(reg, fn, ctx, WF_KERNEL_FALLBACK);
     weft_registration *r = k ? new_registration(reg, REG_FALLBACK) : NULL;
@@ -374,6 +382,7 @@ WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_typ
         return wf__errorf(WEFT_ENOMEM, "out of memory registering a fallback");
     }
     r->slot = slot;
+    r->all_backends_key = all_backends_key;
     r->kernel = k;
     link_global(r);
     recompute_all_ops();

@@ -18,6 +18,9 @@ static const struct {
     {"int[]?", WF_ARG_INT_LIST_OPT},   {"int[]", WF_ARG_INT_LIST},
     {"int", WF_ARG_INT},               {"bool", WF_ARG_BOOL},
     {"ScalarType?", WF_ARG_DTYPE_OPT}, {"Generator?", WF_ARG_GENERATOR_OPT},
+    {"Scalar?", WF_ARG_SCALAR_OPT},    {"float?", WF_ARG_FLOAT_OPT},
+    {"int?", WF_ARG_INT_OPT},          {"str", WF_ARG_STRING},
+    {"str?", WF_ARG_STRING_OPT},
 };
 
 static const char *skip_space(const char *p)

@@ -5,6 +5,7 @@
 #ifndef WEFT_BACKENDS_CPU_H
 #define WEFT_BACKENDS_CPU_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -44,6 +45,19 @@
 /* Every dtype but bool. */
 #define CPU_DTYPES_NUMERIC(X) CPU_DTYPES_INTEGRAL(X) CPU_DTYPES_FLOATING(X) CPU_DTYPES_COMPLEX(X)
 #define CPU_DTYPES_ALL(X) CPU_DTYPES_BOOL(X) CPU_DTYPES_NUMERIC(X)
+
+/* Designated initializers of a kernel table indexed by dtype, for kernels
+ * named OP_NAME (exp_float32, ...):
+ *   static const cpu_loop_fn exp_loops[WEFT_NUM_DTYPES] = {
+ *       CPU_ENTRIES_FLOATING(exp) CPU_ENTRIES_COMPLEX(exp)}; */
+#define CPU_ENTRIES_BOOL(OP) [WEFT_BOOL] = OP##_boolean,
+#define CPU_ENTRIES_INTEGRAL(OP)                                                  \
+    [WEFT_UINT8] = OP##_uint8, [WEFT_INT8] = OP##_int8, [WEFT_INT16] = OP##_int16, \
+    [WEFT_INT32] = OP##_int32, [WEFT_INT64] = OP##_int64,
+#define CPU_ENTRIES_FLOATING(OP)                                                  \
+    [WEFT_FLOAT16] = OP##_float16, [WEFT_BFLOAT16] = OP##_bfloat16,               \
+    [WEFT_FLOAT32] = OP##_float32, [WEFT_FLOAT64] = OP##_float64,
+#define CPU_ENTRIES_COMPLEX(OP) [WEFT_COMPLEX64] = OP##_complex64, [WEFT_COMPLEX128] = OP##_complex128,
 
 /* ------------------------------------------------- element conversions */
 
@@ -171,6 +185,45 @@ CPU_DTYPES_FLOATING(CPU_TO_DOUBLE_)
 static inline double cpu_to_double_complex64(float _Complex v) { return (double)__real__ v; }
 static inline double cpu_to_double_complex128(double _Complex v) { return __real__ v; }
 
+/* ------------------------------------------------------- type promotion */
+
+static inline bool cpu_is_whole(double v)
+{
+    return isfinite(v) && v == trunc(v);
+}
+
+/* weft_dtype_is_integral(t, true), weft_dtype_is_floating(t) ||
+ * weft_dtype_is_complex(t), without calls into the core: the dtype enum's
+ * order is part of the SDK. */
+static inline bool cpu_integral_or_bool(weft_dtype t)
+{
+    return t >= WEFT_BOOL && t <= WEFT_INT64;
+}
+
+static inline bool cpu_floating_or_complex(weft_dtype t)
+{
+    return t >= WEFT_FLOAT16 && t <= WEFT_COMPLEX128;
+}
+
+/* A Scalar operand's dtype category does not promote the tensor within it:
+ * int32 + 2 stays int32, float16 + 2.5 stays float16, int + 2.5 gives the
+ * default float32, and bool + 2 gives int64.  value is the Scalar's value
+ * (C callers pass every Scalar as a double, so a whole double counts as an
+ * integer). */
+static inline weft_dtype cpu_scalar_result_type(weft_dtype t, const weft_value *scalar,
+                                                double value)
+{
+    if (scalar->tag == WEFT_VALUE_BOOL || !cpu_integral_or_bool(t))
+        return t;
+    if (scalar->tag != WEFT_VALUE_INT && !cpu_is_whole(value))
+        return WEFT_FLOAT32;
+    return t == WEFT_BOOL ? WEFT_INT64 : t;
+}
+
+/* A 0-d CPU tensor of dtype holding value (a Scalar operand, which the
+ * iterator broadcasts).  Returns a new reference. */
+int cpu__scalar_tensor(weft_tensor **out, double value, weft_dtype dtype);
+
 /* Writes value, converted to dtype, into the element at p (fill.c). */
 void cpu__store_double(void *p, weft_dtype dtype, double value);
 
@@ -252,6 +305,13 @@ int cpu__register_unary(weft_registrar *reg);
 int cpu__register_reduce(weft_registrar *reg);
 int cpu__register_fill(weft_registrar *reg);
 int cpu__register_blas(weft_registrar *reg);
+int cpu__register_binary(weft_registrar *reg);
+int cpu__register_reduce_rows(weft_registrar *reg);
+int cpu__register_dropout(weft_registrar *reg);
+/* Which dims of a rank-ndim tensor a dim argument (int[]?: NONE or empty
+ * means all) names, into reduce[ndim].  WEFT_ERANGE for a dim out of range,
+ * WEFT_EINVAL for one named twice (reduce.c). */
+int cpu__parse_dims(const char *op, const weft_value *dim, int ndim, bool *reduce);
 /* Called from init: OpenBLAS gets our thread count. */
 void cpu__blas_init(int nthreads);
 

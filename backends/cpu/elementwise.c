@@ -623,38 +623,12 @@ static inline double scalar_arg(const weft_value *v)
     return v->tag == WEFT_VALUE_DOUBLE ? v->u.d : cpu__scalar_arg(v);
 }
 
-static bool is_whole(double v)
-{
-    return isfinite(v) && v == trunc(v);
-}
+#define is_whole cpu_is_whole
+#define integral_or_bool cpu_integral_or_bool
+#define floating_or_complex cpu_floating_or_complex
+#define scalar_result_type cpu_scalar_result_type
 
-/* weft_dtype_is_integral(t, true), weft_dtype_is_floating(t) ||
- * weft_dtype_is_complex(t), without calls into the core: the dtype enum's
- * order is part of the SDK. */
-static inline bool integral_or_bool(weft_dtype t)
-{
-    return t >= WEFT_BOOL && t <= WEFT_INT64;
-}
-
-static inline bool floating_or_complex(weft_dtype t)
-{
-    return t >= WEFT_FLOAT16 && t <= WEFT_COMPLEX128;
-}
-
-/* A Scalar operand's dtype category does not promote the tensor within it:
- * int32 + 2 stays int32, float16 + 2.5 stays float16, int + 2.5 gives the
- * default float32, and bool + 2 gives int64. */
-static inline weft_dtype scalar_result_type(weft_dtype t, const weft_value *scalar, double value)
-{
-    if (scalar->tag == WEFT_VALUE_BOOL || !integral_or_bool(t))
-        return t;
-    if (scalar->tag != WEFT_VALUE_INT && !is_whole(value))
-        return WEFT_FLOAT32;
-    return t == WEFT_BOOL ? WEFT_INT64 : t;
-}
-
-/* The scalar of a *_scalar form as a 0-d tensor, broadcast by the loops. */
-static int scalar_tensor(weft_tensor **out, double value, weft_dtype dtype)
+int cpu__scalar_tensor(weft_tensor **out, double value, weft_dtype dtype)
 {
     int rc = weft_empty(out, NULL, 0, dtype, WEFT_DEVICE_CPU);
     if (rc == 0)
@@ -818,7 +792,7 @@ static __attribute__((noinline)) int binary_general(weft_call *call, const binar
     binary_params params = {form->kind == BINARY_SUB ? -alpha : alpha};
     cpu_map m = {weft_op_name(call->op), ct, ct, table[ct], &params};
     weft_tensor *scalar = NULL;
-    if (form->scalar && (rc = scalar_tensor(&scalar, value, ct)) < 0)
+    if (form->scalar && (rc = cpu__scalar_tensor(&scalar, value, ct)) < 0)
         return rc;
     weft_tensor *inputs[2] = {self, form->scalar ? scalar : other->u.tensor};
     rc = map_general(call, form->mode, &m, inputs, 2);

@@ -70,7 +70,8 @@ static int cpu_init(weft_registrar *reg)
     cpu__blas_init(cpu__num_threads());
     if ((rc = cpu__register_fill(reg)) < 0 || (rc = cpu__register_elementwise(reg)) < 0 ||
         (rc = cpu__register_unary(reg)) < 0 || (rc = cpu__register_reduce(reg)) < 0 ||
-        (rc = cpu__register_blas(reg)) < 0)
+        (rc = cpu__register_blas(reg)) < 0 || (rc = cpu__register_binary(reg)) < 0 ||
+        (rc = cpu__register_reduce_rows(reg)) < 0 || (rc = cpu__register_dropout(reg)) < 0)
         return rc;
     return 0;
 }

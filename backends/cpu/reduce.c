@@ -253,7 +253,7 @@ static void plan(reduction *r, const weft_tensor *x, const bool *reduce)
 }
 
 /* Which dims of a rank-ndim tensor `dim` names (NONE or empty: all). */
-static int parse_dims(const char *op, const weft_value *dim, int ndim, bool *reduce)
+int cpu__parse_dims(const char *op, const weft_value *dim, int ndim, bool *reduce)
 {
     bool all = dim->tag != WEFT_VALUE_INT_LIST || dim->len == 0;
     for (int d = 0; d < ndim; d++)
@@ -366,7 +366,7 @@ static int reduce_kernel(weft_call *call, void *ctx)
     if (rc == 0 && out)
         rc = cpu__check_cpu(op, "out", out);
     if (rc == 0)
-        rc = parse_dims(op, &call->args[first + 1], ndim, reduce);
+        rc = cpu__parse_dims(op, &call->args[first + 1], ndim, reduce);
     if (rc == 0)
         rc = result_dtype(op, form, weft_tensor_dtype(self), &call->args[first + 3], out, &rt);
     if (rc < 0)
