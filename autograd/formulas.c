@@ -4,6 +4,7 @@
  * device and can themselves be differentiated (create_graph).  Operators
  * without a formula get the Autograd fallback, which refuses to run on
  * inputs that require grad rather than return a silent zero gradient. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,12 +379,246 @@ static int unary_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, deriva
     return rc;
 }
 
+/* relu' = (x > 0): the subgradient 0 at 0, as PyTorch */
+static int relu_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_gt_scalar(out, x, 0.0);
+}
+
+/* |x|' = sign(x), 0 at 0 */
+static int abs_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_sign(out, x);
+}
+
+static int sin_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_cos(out, x);
+}
+
+static int cos_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *s;
+    TRY(weft_sin(&s, x));
+    int rc = weft_neg(out, s);
+    weft_tensor_release(s);
+    return rc;
+}
+
+static int sinh_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_cosh(out, x);
+}
+
+static int cosh_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_sinh(out, x);
+}
+
+static int expm1_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return weft_exp(out, x);
+}
+
+/* 2^x ln 2 */
+static int exp2_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *e;
+    TRY(weft_exp2(&e, x));
+    int rc = weft_mul_scalar(out, e, 0.69314718055994530942);
+    weft_tensor_release(e);
+    return rc;
+}
+
+/* c / (x + shift): the logarithms' family */
+static int scaled_reciprocal(weft_tensor **out, weft_tensor *x, double shift, double c)
+{
+    weft_tensor *d = NULL, *r = NULL;
+    int rc = shift != 0 ? weft_add_scalar(&d, x, shift) : (d = weft_tensor_retain(x), 0);
+    if (rc == 0)
+        rc = weft_reciprocal(&r, d);
+    if (rc == 0)
+        rc = c == 1.0 ? (*out = weft_tensor_retain(r), 0) : weft_mul_scalar(out, r, c);
+    weft_tensor_release(d);
+    weft_tensor_release(r);
+    return rc;
+}
+
+static int log1p_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return scaled_reciprocal(out, x, 1.0, 1.0);
+}
+
+static int log2_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return scaled_reciprocal(out, x, 0.0, 1.0 / 0.69314718055994530942);
+}
+
+static int log10_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return scaled_reciprocal(out, x, 0.0, 1.0 / 2.30258509299404568402);
+}
+
+/* (1/x)' = -1/x^2 */
+static int reciprocal_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *r = NULL, *sq = NULL;
+    int rc = weft_reciprocal(&r, x);
+    if (rc == 0)
+        rc = weft_mul(&sq, r, r);
+    if (rc == 0)
+        rc = weft_neg(out, sq);
+    weft_tensor_release(r);
+    weft_tensor_release(sq);
+    return rc;
+}
+
+/* (x^-1/2)' = -1/2 x^-3/2 */
+static int rsqrt_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *r = NULL, *r3 = NULL;
+    int rc = weft_rsqrt(&r, x);
+    if (rc == 0)
+        rc = weft_pow_scalar(&r3, r, 3.0);
+    if (rc == 0)
+        rc = weft_mul_scalar(out, r3, -0.5);
+    weft_tensor_release(r);
+    weft_tensor_release(r3);
+    return rc;
+}
+
+/* tan' = 1 + tan^2 */
+static int tan_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *t = NULL, *sq = NULL;
+    int rc = weft_tan(&t, x);
+    if (rc == 0)
+        rc = weft_mul(&sq, t, t);
+    if (rc == 0)
+        rc = weft_add_scalar(out, sq, 1.0);
+    weft_tensor_release(t);
+    weft_tensor_release(sq);
+    return rc;
+}
+
+/* 1 / (1 + x^2) */
+static int atan_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *sq = NULL;
+    int rc = weft_mul(&sq, x, x);
+    if (rc == 0)
+        rc = scaled_reciprocal(out, sq, 1.0, 1.0);
+    weft_tensor_release(sq);
+    return rc;
+}
+
+/* ±1 / sqrt(1 - x^2) */
+static int arc_derivative(weft_tensor **out, weft_tensor *x, double sign)
+{
+    weft_tensor *sq = NULL, *d = NULL, *r = NULL;
+    int rc = weft_mul(&sq, x, x);
+    if (rc == 0)
+        rc = weft_sub_scalar(&d, sq, 1.0); /* x^2 - 1 */
+    if (rc == 0)
+        rc = weft_neg_(d);
+    if (rc == 0)
+        rc = weft_rsqrt(&r, d);
+    if (rc == 0)
+        rc = sign > 0 ? (*out = weft_tensor_retain(r), 0) : weft_neg(out, r);
+    weft_tensor_release(sq);
+    weft_tensor_release(d);
+    weft_tensor_release(r);
+    return rc;
+}
+
+static int asin_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return arc_derivative(out, x, 1.0);
+}
+
+static int acos_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return arc_derivative(out, x, -1.0);
+}
+
+/* silu' = s (1 + x (1 - s)) with s = sigmoid(x) */
+static int silu_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *s = NULL, *neg = NULL, *one_minus = NULL, *t = NULL, *u = NULL;
+    int rc = weft_sigmoid(&s, x);
+    if (rc == 0)
+        rc = weft_neg(&neg, s);
+    if (rc == 0)
+        rc = weft_add_scalar(&one_minus, neg, 1.0);
+    if (rc == 0)
+        rc = weft_mul(&t, x, one_minus);
+    if (rc == 0)
+        rc = weft_add_scalar(&u, t, 1.0);
+    if (rc == 0)
+        rc = weft_mul(out, s, u);
+    weft_tensor *tmp[] = {s, neg, one_minus, t, u};
+    for (int i = 0; i < 5; i++)
+        weft_tensor_release(tmp[i]);
+    return rc;
+}
+
+/* floor, ceil, round, trunc and sign are flat almost everywhere */
+static int zero_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    weft_tensor *z;
+    TRY(weft_mul_scalar(&z, go[0], 0.0));
+    int rc = fit_grad(&gi[0], n, 0, z);
+    weft_tensor_release(z);
+    return rc;
+}
+
+/* x^e: e x^(e-1) */
+static int pow_scalar_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *x = saved(n, 0, &rc), *p = NULL, *d = NULL, *t = NULL;
+    if (rc < 0)
+        return rc;
+    double e = n->scalar;
+    if (e == 0.0)
+        return zero_backward(n, go, gi);
+    rc = weft_pow_scalar(&p, x, e - 1.0);
+    if (rc == 0)
+        rc = weft_mul_scalar(&d, p, e);
+    if (rc == 0)
+        rc = weft_mul(&t, go[0], d);
+    if (rc == 0)
+        rc = fit_grad(&gi[0], n, 0, t);
+    weft_tensor_release(p);
+    weft_tensor_release(d);
+    weft_tensor_release(t);
+    return rc;
+}
+
 #define UNARY_BACKWARD(name)                                                      \
     static int name##_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)    \
     {                                                                             \
         return unary_backward(n, go, gi, name##_derivative);                      \
     }
 UNARY_BACKWARD(exp)
+UNARY_BACKWARD(relu)
+UNARY_BACKWARD(abs)
+UNARY_BACKWARD(sin)
+UNARY_BACKWARD(cos)
+UNARY_BACKWARD(tan)
+UNARY_BACKWARD(sinh)
+UNARY_BACKWARD(cosh)
+UNARY_BACKWARD(expm1)
+UNARY_BACKWARD(exp2)
+UNARY_BACKWARD(log1p)
+UNARY_BACKWARD(log2)
+UNARY_BACKWARD(log10)
+UNARY_BACKWARD(reciprocal)
+UNARY_BACKWARD(rsqrt)
+UNARY_BACKWARD(atan)
+UNARY_BACKWARD(asin)
+UNARY_BACKWARD(acos)
+UNARY_BACKWARD(silu)
 UNARY_BACKWARD(log)
 UNARY_BACKWARD(sqrt)
 UNARY_BACKWARD(sigmoid)
@@ -489,6 +724,12 @@ static int fill_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 #define BOTH 0x3
 #define SRC 0x2
 
+/* the functional, in-place and out= forms of a unary operator */
+#define UNARY_FORMULAS(op, node, backward)                          \
+    {op, node, backward, record_input, SELF, false},                \
+    {op "_", node, backward, record_input, SELF, true},             \
+    {op "_out", node, backward, record_input, 0x2, false}
+
 static const formula formulas[] = {
     {"add", "AddBackward", add_backward, record_shapes_binary, BOTH, false},
     {"add_", "AddBackward", add_backward, record_shapes_binary, BOTH, false},
@@ -528,6 +769,31 @@ static const formula formulas[] = {
     {"tanh", "TanhBackward", tanh_backward, record_input, SELF, false},
     {"tanh_", "TanhBackward", tanh_backward, record_input, SELF, true},
     {"tanh_out", "TanhBackward", tanh_backward, record_input, 0x2, false},
+    UNARY_FORMULAS("relu", "ReluBackward", relu_backward),
+    UNARY_FORMULAS("abs", "AbsBackward", abs_backward),
+    UNARY_FORMULAS("sin", "SinBackward", sin_backward),
+    UNARY_FORMULAS("cos", "CosBackward", cos_backward),
+    UNARY_FORMULAS("tan", "TanBackward", tan_backward),
+    UNARY_FORMULAS("sinh", "SinhBackward", sinh_backward),
+    UNARY_FORMULAS("cosh", "CoshBackward", cosh_backward),
+    UNARY_FORMULAS("expm1", "Expm1Backward", expm1_backward),
+    UNARY_FORMULAS("exp2", "Exp2Backward", exp2_backward),
+    UNARY_FORMULAS("log1p", "Log1pBackward", log1p_backward),
+    UNARY_FORMULAS("log2", "Log2Backward", log2_backward),
+    UNARY_FORMULAS("log10", "Log10Backward", log10_backward),
+    UNARY_FORMULAS("reciprocal", "ReciprocalBackward", reciprocal_backward),
+    UNARY_FORMULAS("rsqrt", "RsqrtBackward", rsqrt_backward),
+    UNARY_FORMULAS("atan", "AtanBackward", atan_backward),
+    UNARY_FORMULAS("asin", "AsinBackward", asin_backward),
+    UNARY_FORMULAS("acos", "AcosBackward", acos_backward),
+    UNARY_FORMULAS("silu", "SiluBackward", silu_backward),
+    UNARY_FORMULAS("floor", "FloorBackward", zero_backward),
+    UNARY_FORMULAS("ceil", "CeilBackward", zero_backward),
+    UNARY_FORMULAS("round", "RoundBackward", zero_backward),
+    UNARY_FORMULAS("trunc", "TruncBackward", zero_backward),
+    UNARY_FORMULAS("sign", "SignBackward", zero_backward),
+    {"pow_scalar", "PowBackward", pow_scalar_backward, record_input, SELF, false},
+    {"pow_scalar_", "PowBackward", pow_scalar_backward, record_input, SELF, true},
     {"sum", "SumBackward", sum_backward, record_reduction, SELF, false},
     {"sum_out", "SumBackward", sum_backward, record_reduction, 0x2, false},
     {"mean", "MeanBackward", mean_backward, record_reduction, SELF, false},
@@ -647,11 +913,32 @@ static int no_formula_fallback(weft_call *call, void *ctx)
     return call_below(call);
 }
 
+/* Operators whose results carry no gradient (booleans, indices): they run
+ * below the layer and record nothing, whatever their inputs require. */
+static int not_differentiable(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    return call_below(call);
+}
+
+static const char *const nondifferentiable[] = {
+    "eq", "ne", "lt", "le", "gt", "ge", "eq_scalar", "ne_scalar", "lt_scalar", "le_scalar",
+    "gt_scalar", "ge_scalar", "logical_and", "logical_or", "logical_xor", "logical_not",
+    "isnan", "isinf", "isfinite", "argmax", "argmin", "count_nonzero", "all", "any",
+};
+
 void wf__autograd_register(void)
 {
+    /* the names are this file's own: a failure is a bug in it, reported
+     * loudly since there is no caller to return it to */
+    for (size_t i = 0; i < sizeof nondifferentiable / sizeof nondifferentiable[0]; i++)
+        if (weft_register_kernel(wf__core_registrar, nondifferentiable[i], WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, not_differentiable, NULL, NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof formulas / sizeof formulas[0]; i++)
-        weft_register_kernel(wf__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
-                             WEFT_ALL_BACKENDS, autograd_kernel, (void *)&formulas[i], NULL);
+        if (weft_register_kernel(wf__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, autograd_kernel, (void *)&formulas[i], NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
                            no_formula_fallback, NULL, NULL);
 }

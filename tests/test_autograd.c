@@ -43,13 +43,17 @@ static weft_tensor *grad_of(weft_tensor *t)
 typedef enum { F_ADD, F_SUB_ALPHA, F_MUL, F_DIV, F_NEG, F_EXP, F_LOG, F_SQRT, F_SIGMOID, F_TANH,
                F_SUM_DIM, F_MEAN, F_MM, F_BMM, F_MATMUL_BATCHED, F_MATMUL_VEC, F_ADD_SCALAR,
                F_MUL_SCALAR, F_DIV_SCALAR, F_VIEWS, F_SLICE, F_EXPAND, F_TO_DTYPE, F_INPLACE,
-               F_COUNT } fn_id;
+               F_RELU, F_ABS, F_SIN, F_COS, F_TAN, F_SINH, F_COSH, F_EXPM1, F_EXP2, F_LOG1P,
+               F_LOG2, F_LOG10, F_RECIPROCAL, F_RSQRT, F_ATAN, F_ASIN, F_ACOS, F_SILU, F_POW,
+               F_FLOOR, F_COUNT } fn_id;
 static const char *const fn_names[F_COUNT] = {
     "add (broadcast)", "sub with alpha", "mul (broadcast)", "div", "neg", "exp", "log", "sqrt",
     "sigmoid", "tanh", "sum over dim 1", "mean", "mm", "bmm", "matmul batched x matrix",
     "matmul vector x matrix", "add_scalar", "mul_scalar", "div_scalar",
     "transpose, reshape, unsqueeze, squeeze", "slice with step and select", "expand",
-    "to_dtype float32 and back", "in-place mul_ and add_ on a non-leaf"};
+    "to_dtype float32 and back", "in-place mul_ and add_ on a non-leaf",
+    "relu", "abs", "sin", "cos", "tan", "sinh", "cosh", "expm1", "exp2", "log1p", "log2", "log10",
+    "reciprocal", "rsqrt", "atan", "asin", "acos", "silu", "pow_scalar 2.5", "floor (zero gradient)"};
 
 static int apply(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
 {
@@ -121,6 +125,26 @@ static int apply(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
         if (rc == 0) rc = weft_add_(t, a);
         *out = t;
         return rc;
+    case F_RELU: return weft_relu(out, a);
+    case F_ABS: return weft_abs(out, a);
+    case F_SIN: return weft_sin(out, a);
+    case F_COS: return weft_cos(out, a);
+    case F_TAN: return weft_tan(out, a);
+    case F_SINH: return weft_sinh(out, a);
+    case F_COSH: return weft_cosh(out, a);
+    case F_EXPM1: return weft_expm1(out, a);
+    case F_EXP2: return weft_exp2(out, a);
+    case F_LOG1P: return weft_log1p(out, a);
+    case F_LOG2: return weft_log2(out, a);
+    case F_LOG10: return weft_log10(out, a);
+    case F_RECIPROCAL: return weft_reciprocal(out, a);
+    case F_RSQRT: return weft_rsqrt(out, a);
+    case F_ATAN: return weft_atan(out, a);
+    case F_ASIN: return weft_asin(out, a);
+    case F_ACOS: return weft_acos(out, a);
+    case F_SILU: return weft_silu(out, a);
+    case F_POW: return weft_pow_scalar(out, a, 2.5);
+    case F_FLOOR: return weft_floor(out, a);
     case F_COUNT: break;
     }
     return -1;
@@ -173,6 +197,32 @@ static void test_gradchecks(void)
     check_fn(F_EXPAND, s13, 2, s43, 2, 0.5, true);
     check_fn(F_TO_DTYPE, s4, 1, NULL, -1, 0.5, false);
     check_fn(F_INPLACE, s23, 2, s23, 2, 0.5, false);
+    /* values chosen away from kinks and outside the domains' edges */
+    check_fn(F_RELU, s23, 2, NULL, -1, -0.93, true);
+    check_fn(F_ABS, s23, 2, NULL, -1, -0.93, true);
+    fn_id smooth[] = {F_SIN, F_COS, F_TAN, F_SINH, F_COSH, F_EXPM1, F_EXP2, F_ATAN, F_SILU};
+    for (size_t i = 0; i < sizeof smooth / sizeof *smooth; i++)
+        check_fn(smooth[i], s23, 2, NULL, -1, -0.6, true);
+    fn_id positive[] = {F_LOG1P, F_LOG2, F_LOG10, F_RECIPROCAL, F_RSQRT, F_POW};
+    for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
+        check_fn(positive[i], s23, 2, NULL, -1, 0.4, true);
+    weft_tensor *u = NULL;
+    weft_empty(&u, s4, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    double *p = weft_tensor_data_ptr(u);
+    p[0] = -0.7, p[1] = -0.2, p[2] = 0.3, p[3] = 0.65; /* inside (-1, 1) */
+    weft_tensor_set_requires_grad(u, true);
+    fn_id arcs[] = {F_ASIN, F_ACOS};
+    for (int i = 0; i < 2; i++) {
+        weft_tensor *in[1] = {u};
+        int rc = weft_gradcheck(apply, (void *)(intptr_t)arcs[i], in, 1, 1e-6, 1e-6, 1e-4);
+        if (!ok(rc == 0, "gradcheck: %s", fn_names[arcs[i]]))
+            diag("%s", weft_last_error());
+        rc = weft_gradgradcheck(apply, (void *)(intptr_t)arcs[i], in, 1, 1e-6, 1e-5, 1e-3);
+        if (!ok(rc == 0, "gradgradcheck: %s", fn_names[arcs[i]]))
+            diag("%s", weft_last_error());
+    }
+    weft_tensor_release(u);
+    check_fn(F_FLOOR, s23, 2, NULL, -1, 0.13, false);
 }
 
 /* ---------------------------------------------------------------- behaviour */
@@ -257,11 +307,12 @@ static void test_basics(void)
     like(weft_last_error(), "out=", "message");
     weft_tensor_release(o);
 
-    /* an operator without a derivative formula */
+    /* an operator without a derivative formula (yet) */
     weft_tensor *r = NULL;
-    int rc = weft_relu(&r, x);
-    is_int(rc, WEFT_ENOTSUP, "relu has no derivative formula yet: a clear error, not a zero gradient");
-    like(weft_last_error(), "relu: the operator has no derivative formula", "message names the operator");
+    int rc = weft_maximum(&r, x, c);
+    is_int(rc, WEFT_ENOTSUP, "maximum has no derivative formula yet: a clear error, not a zero gradient");
+    like(weft_last_error(), "maximum: the operator has no derivative formula, and argument 'self'",
+         "message names the operator and the argument");
     weft_tensor_release(r);
 
     /* detach */
