@@ -1,0 +1,35 @@
+#!/bin/sh
+# tests/train.sh — a short weft-train run on a subset of Fashion-MNIST: the
+# loss must fall and the test accuracy must be far above chance (10%), and
+# the same seed must give the same numbers.  TAP.
+builddir=${WEFT_BUILDDIR:-.}
+data=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+    echo "1..0 # SKIP $data is missing (./quickstart installs dataset-fashion-mnist)"
+    exit 0
+fi
+run() { "$builddir/weft-train" --limit 6000 --epochs 1 --seed 7 --json 2>&1; }
+out=$(run)
+again=$(run)
+field() { echo "$out" | sed -n "s/.*\"$1\": \([-0-9.e]*\).*/\1/p"; }
+first=$(field first_loss)
+final=$(field final_loss)
+acc=$(field test_accuracy)
+n=0
+fail=0
+check() {
+    n=$((n + 1))
+    if [ "$1" = yes ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; echo "# output: $out"; fail=1; fi
+}
+valid=$([ -n "$first" ] && [ -n "$final" ] && [ -n "$acc" ] && echo yes)
+check "$valid" "weft-train ends with a JSON object"
+[ "$valid" = yes ] || { first=nan final=nan acc=0; }
+check "$(awk -v a="$first" -v b="$final" 'BEGIN { print (a != "nan" && b + 0 < a / 2) ? "yes" : "no" }')" \
+    "the loss falls (first batch $first, last batch $final)"
+check "$(awk -v a="$acc" 'BEGIN { print (a > 65) ? "yes" : "no" }')" \
+    "test accuracy after 94 steps on 6000 images is $acc% (> 65%)"
+strip() { echo "$1" | sed 's/"train_seconds".*//'; }
+check "$([ "$valid" = yes ] && [ "$(strip "$out")" = "$(strip "$again")" ] && echo yes)" \
+    "the same seed gives the same numbers"
+echo "1..$n"
+exit $fail
