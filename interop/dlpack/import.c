@@ -64,22 +64,22 @@ static int check_shape(described *d, const DLTensor *dl, const char *op)
 
 /* Strides of dimensions that cannot be stepped along (size <= 1, or any
  * dimension of an empty tensor) are replaced by the compact ones: producers
- * write anything there.  Returns the largest element index reached in
- * *last (-1 for an empty tensor). */
+ * write anything there.  NULL strides mean compact.  Sets *last to the
+ * largest element index reached (-1 for an empty tensor). */
 static int check_strides(described *d, const DLTensor *dl, int64_t *last, const char *op)
 {
     int ndim = d->ndim;
-    bool empty = false;
-    for (int i = 0; i < ndim; i++)
-        empty |= d->sizes[i] == 0;
     wf__contiguous_strides(d->strides, d->sizes, ndim); /* cannot overflow: see check_shape */
-    *last = empty ? -1 : 0;
-    if (empty || !dl->strides)
-        goto compact;
+    *last = 0;
+    for (int i = 0; i < ndim; i++)
+        if (d->sizes[i] == 0) {
+            *last = -1;
+            return 0;
+        }
     for (int i = 0; i < ndim; i++) {
         if (d->sizes[i] <= 1)
             continue;
-        int64_t stride = dl->strides[i], reach;
+        int64_t stride = dl->strides ? dl->strides[i] : d->strides[i], reach;
         if (stride < 0)
             return wf__errorf(WEFT_ENOTSUP,
                               "%s: dl_tensor.strides[%d] is %lld; weft does not support "
@@ -93,11 +93,6 @@ static int check_strides(described *d, const DLTensor *dl, int64_t *last, const 
                               op, i, (long long)d->sizes[i], (long long)stride);
         d->strides[i] = stride;
     }
-    return 0;
-compact:
-    if (!empty)
-        for (int i = 0; i < ndim; i++)
-            *last += (d->sizes[i] - 1) * d->strides[i]; /* numel - 1: fits */
     return 0;
 }
 
