@@ -38,19 +38,19 @@ int wf__checked_numel(int64_t *numel, const int64_t *sizes, int ndim, const char
                           WEFT_MAX_DIMS);
     if (ndim > 0 && !sizes)
         return wf__errorf(WEFT_EINVAL, "%s: sizes is NULL but ndim is %d", op, ndim);
-    int64_t n = 1;
+    /* the product of max(size, 1) must fit too, even when a size is 0:
+     * it is the largest contiguous stride */
+    int64_t n = 1, extent = 1;
     bool overflow = false;
     for (int i = 0; i < ndim; i++) {
         if (sizes[i] < 0)
             return wf__errorf(WEFT_EINVAL, "%s: negative size %lld in dimension %d", op,
                               (long long)sizes[i], i);
-        if (__builtin_mul_overflow(n, sizes[i], &n))
+        if (__builtin_mul_overflow(extent, sizes[i] > 1 ? sizes[i] : 1, &extent))
             overflow = true;
+        else
+            n *= sizes[i];
     }
-    /* a zero anywhere makes the product 0 even if a prefix overflowed */
-    for (int i = 0; i < ndim; i++)
-        if (sizes[i] == 0)
-            overflow = false, n = 0;
     if (overflow) {
         char buf[256];
         return wf__errorf(WEFT_EOVERFLOW, "%s: the number of elements of shape %s overflows int64",

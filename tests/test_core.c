@@ -130,7 +130,11 @@ static void test_empty(void)
     int64_t big[1] = {INT64_MAX / 2};
     is_int(weft_empty(&bad, big, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU), WEFT_EOVERFLOW, "byte size overflow");
     int64_t huge0[3] = {INT64_MAX, INT64_MAX, 0};
-    is_int(weft_empty(&bad, huge0, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU), 0, "a zero dimension makes overflow harmless");
+    is_int(weft_empty(&bad, huge0, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU), WEFT_EOVERFLOW,
+           "a zero dimension does not excuse strides that overflow");
+    int64_t big0[3] = {INT64_MAX / 4, 3, 0};
+    is_int(weft_empty(&bad, big0, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU), 0, "large sizes with a zero are fine while strides fit");
+    is_int(weft_tensor_numel(bad), 0, "and hold nothing");
     weft_tensor_release(bad);
     bad = NULL;
     is_int(weft_empty(&bad, sizes, 3, (weft_dtype)42, WEFT_DEVICE_CPU), WEFT_EINVAL, "bad dtype");
