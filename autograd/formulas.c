@@ -8,64 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/autograd.h"
-#include "dispatch/dispatcher.h"
-
-typedef struct formula formula;
-/* Saves what backward needs; called after the operator ran.  old_self is a
- * copy of an in-place operator's self from before the write, or NULL. */
-typedef int (*record_fn)(wf_node *node, const weft_call *call, weft_tensor *result,
-                         weft_tensor *old_self);
-
-struct formula {
-    const char *op;
-    const char *node_name;
-    wf_backward_fn backward;
-    record_fn record;
-    uint8_t diff;         /* the differentiable tensor arguments, by argument index */
-    bool needs_old_self;  /* in-place forms whose formula reads self's old value */
-};
+#include "autograd/formula_helpers.h"
 
 /* ------------------------------------------------------------ helpers */
-
-#define TRY(expr)                                                                     \
-    do {                                                                              \
-        int rc_ = (expr);                                                             \
-        if (rc_ < 0)                                                                  \
-            return rc_;                                                               \
-    } while (0)
-
-/* Packs the sizes and dtypes of some tensors into node->info:
- * [ndim, sizes..., dtype] per tensor. */
-static int store_shapes(wf_node *n, const weft_tensor *const *ts, int k)
-{
-    int total = 0;
-    for (int i = 0; i < k; i++)
-        total += 2 + (ts[i] ? ts[i]->ndim : 0);
-    n->info = malloc((size_t)total * sizeof(int64_t));
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    int64_t *p = n->info;
-    for (int i = 0; i < k; i++) {
-        int nd = ts[i] ? ts[i]->ndim : 0;
-        *p++ = nd;
-        for (int d = 0; d < nd; d++)
-            *p++ = ts[i]->sizes[d];
-        *p++ = ts[i] ? ts[i]->dtype : WEFT_FLOAT32;
-    }
-    n->n_info = total;
-    return 0;
-}
-
-static void shape_of(const wf_node *n, int k, const int64_t **sizes, int *ndim, weft_dtype *dtype)
-{
-    const int64_t *p = n->info;
-    for (int i = 0; i < k; i++)
-        p += 2 + p[0];
-    *ndim = (int)p[0];
-    *sizes = p + 1;
-    *dtype = (weft_dtype)p[1 + p[0]];
-}
 
 int wf__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim)
 {
@@ -84,39 +29,6 @@ int wf__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int n
     int rc = weft_reshape(out, summed, sizes, ndim);
     weft_tensor_release(summed);
     return rc;
-}
-
-/* The gradient for input k: broadcasting undone, converted to its dtype. */
-static int fit_grad(weft_tensor **out, const wf_node *n, int k, weft_tensor *grad)
-{
-    const int64_t *sizes;
-    int ndim;
-    weft_dtype dtype;
-    shape_of(n, k, &sizes, &ndim, &dtype);
-    weft_tensor *summed;
-    TRY(wf__sum_to(&summed, grad, sizes, ndim));
-    if (summed->dtype == dtype) {
-        *out = summed;
-        return 0;
-    }
-    int rc = weft_to_dtype(out, summed, dtype);
-    weft_tensor_release(summed);
-    return rc;
-}
-
-static bool wants(const wf_node *n, int edge)
-{
-    return n->edges[edge].node != NULL;
-}
-
-/* A saved tensor; on failure (freed graph, modified since) *rc gets the
- * error that wf__node_saved set. */
-static weft_tensor *saved(wf_node *n, int slot, int *rc)
-{
-    weft_tensor *t = wf__node_saved(n, slot);
-    if (!t && *rc == 0)
-        *rc = WEFT_EINVAL;
-    return t;
 }
 
 /* ------------------------------------------------------------ records */
@@ -827,7 +739,7 @@ static int call_below(weft_call *call)
     return rc;
 }
 
-static int autograd_kernel(weft_call *call, void *ctx)
+int wf__autograd_kernel(weft_call *call, void *ctx)
 {
     const formula *f = ctx;
     const wf_schema *s = &call->op->schema;
@@ -937,8 +849,9 @@ void wf__autograd_register(void)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof formulas / sizeof formulas[0]; i++)
         if (weft_register_kernel(wf__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, autograd_kernel, (void *)&formulas[i], NULL) < 0)
+                                 WEFT_ALL_BACKENDS, wf__autograd_kernel, (void *)&formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
                            no_formula_fallback, NULL, NULL);
+    wf__autograd_register_nn();
 }

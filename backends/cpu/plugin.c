@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cpu.h"
+#include "nn.h"
 
 const char *cpu__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim)
 {
@@ -71,7 +72,8 @@ static int cpu_init(weft_registrar *reg)
     if ((rc = cpu__register_fill(reg)) < 0 || (rc = cpu__register_elementwise(reg)) < 0 ||
         (rc = cpu__register_unary(reg)) < 0 || (rc = cpu__register_reduce(reg)) < 0 ||
         (rc = cpu__register_blas(reg)) < 0 || (rc = cpu__register_binary(reg)) < 0 ||
-        (rc = cpu__register_reduce_rows(reg)) < 0 || (rc = cpu__register_dropout(reg)) < 0)
+        (rc = cpu__register_reduce_rows(reg)) < 0 || (rc = cpu__register_dropout(reg)) < 0 ||
+        (rc = cpu__register_nn(reg)) < 0)
         return rc;
     return 0;
 }

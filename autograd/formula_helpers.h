@@ -1,0 +1,108 @@
+/* autograd/formula_helpers.h — internal: what the files of derivative
+ * formulas share (autograd/formulas.c, autograd/formulas_nn.c): the formula
+ * record, the generic Autograd kernel that runs an operator and records its
+ * node, and small helpers for saved tensors and input shapes. */
+#ifndef WF_FORMULA_HELPERS_H
+#define WF_FORMULA_HELPERS_H
+
+#include <stdlib.h>
+
+#include "autograd/autograd.h"
+#include "dispatch/dispatcher.h"
+
+typedef struct formula formula;
+/* Saves what backward needs; called after the operator ran.  old_self is a
+ * copy of an in-place operator's self from before the write, or NULL. */
+typedef int (*record_fn)(wf_node *node, const weft_call *call, weft_tensor *result,
+                         weft_tensor *old_self);
+
+struct formula {
+    const char *op;
+    const char *node_name;
+    wf_backward_fn backward;
+    record_fn record;
+    uint8_t diff;         /* the differentiable tensor arguments, by argument index */
+    bool needs_old_self;  /* in-place forms whose formula reads self's old value */
+};
+
+/* The Autograd kernel of every formula (ctx: its formula): runs the
+ * operator below the Autograd key, then records the node (autograd/formulas.c). */
+int wf__autograd_kernel(weft_call *call, void *ctx);
+/* Registers the neural-network formulas (autograd/formulas_nn.c). */
+void wf__autograd_register_nn(void);
+
+#define TRY(expr)                                                                     \
+    do {                                                                              \
+        int rc_ = (expr);                                                             \
+        if (rc_ < 0)                                                                  \
+            return rc_;                                                               \
+    } while (0)
+
+/* Packs the sizes and dtypes of some tensors into node->info:
+ * [ndim, sizes..., dtype] per tensor. */
+static inline int store_shapes(wf_node *n, const weft_tensor *const *ts, int k)
+{
+    int total = 0;
+    for (int i = 0; i < k; i++)
+        total += 2 + (ts[i] ? ts[i]->ndim : 0);
+    n->info = malloc((size_t)total * sizeof(int64_t));
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    int64_t *p = n->info;
+    for (int i = 0; i < k; i++) {
+        int nd = ts[i] ? ts[i]->ndim : 0;
+        *p++ = nd;
+        for (int d = 0; d < nd; d++)
+            *p++ = ts[i]->sizes[d];
+        *p++ = ts[i] ? ts[i]->dtype : WEFT_FLOAT32;
+    }
+    n->n_info = total;
+    return 0;
+}
+
+static inline void shape_of(const wf_node *n, int k, const int64_t **sizes, int *ndim,
+                            weft_dtype *dtype)
+{
+    const int64_t *p = n->info;
+    for (int i = 0; i < k; i++)
+        p += 2 + p[0];
+    *ndim = (int)p[0];
+    *sizes = p + 1;
+    *dtype = (weft_dtype)p[1 + p[0]];
+}
+
+/* The gradient for input k: broadcasting undone, converted to its dtype. */
+static inline int fit_grad(weft_tensor **out, const wf_node *n, int k, weft_tensor *grad)
+{
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, k, &sizes, &ndim, &dtype);
+    weft_tensor *summed;
+    TRY(wf__sum_to(&summed, grad, sizes, ndim));
+    if (summed->dtype == dtype) {
+        *out = summed;
+        return 0;
+    }
+    int rc = weft_to_dtype(out, summed, dtype);
+    weft_tensor_release(summed);
+    return rc;
+}
+
+/* Whether backward needs the gradient of differentiable input `edge`. */
+static inline bool wants(const wf_node *n, int edge)
+{
+    return n->edges[edge].node != NULL;
+}
+
+/* A saved tensor; on failure (freed graph, modified since) *rc gets the
+ * error that wf__node_saved set. */
+static inline weft_tensor *saved(wf_node *n, int slot, int *rc)
+{
+    weft_tensor *t = wf__node_saved(n, slot);
+    if (!t && *rc == 0)
+        *rc = WEFT_EINVAL;
+    return t;
+}
+
+#endif

@@ -1,0 +1,329 @@
+/* autograd/formulas_nn.c — derivative formulas of the neural-network
+ * operators (issue 3, part 2): addmm, softmax, the fused losses,
+ * convolution and pooling.  Each backward is written with weft operators,
+ * mostly the *_backward operators of the operator table, so it runs on any
+ * device that has them.  The backward operators have no formulas of their
+ * own yet: differentiating these twice is refused, never silently zero.
+ * Composite operators (linear, conv1d, max_pool2d, the elementwise losses)
+ * need nothing here: their parts record the graph. */
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/formula_helpers.h"
+
+/* Appends integers to node->info after what store_shapes put there. */
+static int append_info(wf_node *n, const int64_t *values, int count)
+{
+    int64_t *info = realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
+    if (!info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(info + n->n_info, values, (size_t)count * sizeof(int64_t));
+    n->info = info;
+    n->n_info += count;
+    return 0;
+}
+
+static const weft_tensor *optional_arg(const weft_call *call, int i)
+{
+    return call->args[i].tag == WEFT_VALUE_TENSOR ? call->args[i].u.tensor : NULL;
+}
+
+/* An int[] argument of one or two entries as a pair (empty: fallback). */
+static void pair_of(const weft_value *v, const int64_t *fallback, int64_t *pair)
+{
+    if (v->tag != WEFT_VALUE_INT_LIST || v->len == 0) {
+        pair[0] = fallback[0];
+        pair[1] = fallback[1];
+    } else {
+        pair[0] = v->u.ints[0];
+        pair[1] = v->u.ints[v->len - 1];
+    }
+}
+
+/* ------------------------------------------------------------ addmm */
+
+/* addmm(self, mat1, mat2, *, beta, alpha): saves mat1, mat2; scalar alpha;
+ * info: self's shape, then beta's bits */
+static int record_addmm(wf_node *n, const weft_call *call, weft_tensor *result,
+                        weft_tensor *old_self)
+{
+    (void)old_self;
+    const weft_tensor *self = call->args[0].u.tensor;
+    TRY(store_shapes(n, &self, 1));
+    double beta = call->args[3].tag == WEFT_VALUE_INT ? (double)call->args[3].u.i : call->args[3].u.d;
+    int64_t bits;
+    memcpy(&bits, &beta, sizeof bits);
+    TRY(append_info(n, &bits, 1));
+    n->scalar = call->args[4].tag == WEFT_VALUE_INT ? (double)call->args[4].u.i : call->args[4].u.d;
+    TRY(wf__node_save(n, 0, call->args[1].u.tensor, result));
+    return wf__node_save(n, 1, call->args[2].u.tensor, result);
+}
+
+/* d self = beta G (summed to self's shape); d mat1 = alpha G mat2^T;
+ * d mat2 = alpha mat1^T G */
+static int addmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *b = saved(n, 1, &rc), *t = NULL, *p = NULL;
+    if (rc < 0)
+        return rc;
+    double alpha = n->scalar, beta;
+    memcpy(&beta, &n->info[n->n_info - 1], sizeof beta);
+    if (wants(n, 0) && (rc = weft_mul_scalar(&p, go[0], beta)) == 0) {
+        rc = fit_grad(&gi[0], n, 0, p);
+        weft_tensor_release(p);
+        p = NULL;
+    }
+    if (rc == 0 && wants(n, 1) && (rc = weft_t(&t, b)) == 0) {
+        if ((rc = weft_mm(&p, go[0], t)) == 0)
+            rc = alpha == 1 ? (gi[1] = weft_tensor_retain(p), 0) : weft_mul_scalar(&gi[1], p, alpha);
+        weft_tensor_release(t);
+        weft_tensor_release(p);
+        t = p = NULL;
+    }
+    if (rc == 0 && wants(n, 2) && (rc = weft_t(&t, a)) == 0) {
+        if ((rc = weft_mm(&p, t, go[0])) == 0)
+            rc = alpha == 1 ? (gi[2] = weft_tensor_retain(p), 0) : weft_mul_scalar(&gi[2], p, alpha);
+        weft_tensor_release(t);
+        weft_tensor_release(p);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ softmax */
+
+/* softmax / log_softmax (self, dim): saves the output; info: dim */
+static int record_softmax(wf_node *n, const weft_call *call, weft_tensor *result,
+                          weft_tensor *old_self)
+{
+    (void)old_self;
+    n->info = malloc(sizeof(int64_t));
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    n->info[0] = call->args[1].u.i;
+    n->n_info = 1;
+    return wf__node_save(n, 0, result, result);
+}
+
+static int softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *y = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    return weft__softmax_backward_data(&gi[0], go[0], y, n->info[0]);
+}
+
+static int log_softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *y = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    return weft__log_softmax_backward_data(&gi[0], go[0], y, n->info[0]);
+}
+
+/* ------------------------------------------------------------ losses */
+
+static const char *const reduction_names[] = {"none", "mean", "sum"};
+
+/* nll_loss / cross_entropy (self, target, weight?, reduction, ignore_index
+ * [, label_smoothing]): saves self, target and weight; info: reduction,
+ * ignore_index, label_smoothing's bits.  Gradients for the target (class
+ * probabilities) and the weight are not provided: asking for them is an
+ * error rather than a silent zero. */
+static int record_loss(wf_node *n, const weft_call *call, weft_tensor *result,
+                       weft_tensor *old_self)
+{
+    (void)old_self;
+    const char *op = call->op->schema.name;
+    for (int i = 1; i <= 2; i++)
+        if (optional_arg(call, i) && wf__requires_grad(optional_arg(call, i)))
+            return wf__errorf(WEFT_ENOTSUP, "%s: the derivative for '%s' is not implemented", op,
+                              i == 1 ? "target" : "weight");
+    const char *reduction = call->args[3].u.string;
+    int64_t info[3] = {0, call->args[4].u.i, 0};
+    for (int64_t r = 0; r < 3; r++)
+        if (reduction && strcmp(reduction, reduction_names[r]) == 0)
+            info[0] = r;
+    double smoothing = call->nargs > 5 ? call->args[5].u.d : 0.0;
+    memcpy(&info[2], &smoothing, sizeof smoothing);
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 3;
+    n->flag = optional_arg(call, 2) != NULL;
+    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
+    TRY(wf__node_save(n, 1, call->args[1].u.tensor, result));
+    return n->flag ? wf__node_save(n, 2, optional_arg(call, 2), result) : 0;
+}
+
+static int loss_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool logits)
+{
+    int rc = 0;
+    weft_tensor *self = saved(n, 0, &rc), *target = saved(n, 1, &rc);
+    weft_tensor *weight = n->flag ? saved(n, 2, &rc) : NULL;
+    if (rc < 0)
+        return rc;
+    const char *reduction = reduction_names[n->info[0]];
+    double smoothing;
+    memcpy(&smoothing, &n->info[2], sizeof smoothing);
+    if (logits)
+        return weft_cross_entropy_backward(&gi[0], go[0], self, target, weight, reduction,
+                                           n->info[1], smoothing);
+    return weft_nll_loss_backward(&gi[0], go[0], self, target, weight, reduction, n->info[1]);
+}
+
+static int nll_loss_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return loss_backward(n, go, gi, false);
+}
+
+static int cross_entropy_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return loss_backward(n, go, gi, true);
+}
+
+/* ------------------------------------------------------------ conv2d */
+
+/* conv2d(input, weight, bias?, stride, padding, dilation, groups): saves
+ * input and weight; info: stride, padding, dilation (pairs), groups, and
+ * whether there is a bias */
+static int record_conv2d(wf_node *n, const weft_call *call, weft_tensor *result,
+                         weft_tensor *old_self)
+{
+    (void)old_self;
+    static const int64_t zero[2] = {0, 0};
+    int64_t info[8];
+    for (int i = 0; i < 3; i++)
+        pair_of(&call->args[3 + i], zero, &info[2 * i]);
+    info[6] = call->args[6].u.i;
+    info[7] = optional_arg(call, 2) != NULL;
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 8;
+    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
+    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+}
+
+static int conv2d_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *input = saved(n, 0, &rc), *weight = saved(n, 1, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
+    int64_t groups = n->info[6];
+    if (wants(n, 0))
+        rc = weft_convolution_backward_input(&gi[0], go[0], weight, weft_tensor_sizes(input),
+                                             weft_tensor_ndim(input), s, 2, p, 2, d, 2, groups);
+    if (rc == 0 && wants(n, 1))
+        rc = weft_convolution_backward_weight(&gi[1], go[0], input, weft_tensor_sizes(weight),
+                                              weft_tensor_ndim(weight), s, 2, p, 2, d, 2, groups);
+    if (rc == 0 && n->info[7] && wants(n, 2)) {
+        static const int64_t dims[3] = {0, 2, 3};
+        rc = weft_sum(&gi[2], go[0], dims, 3, false);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ pooling */
+
+/* max_pool2d_with_indices: saves self and the indices */
+static int record_max_pool(wf_node *n, const weft_call *call, weft_tensor *result,
+                           weft_tensor *old_self)
+{
+    (void)old_self;
+    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
+    return wf__node_save(n, 1, call->rets[1].u.tensor, result);
+}
+
+static int max_pool_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *self = saved(n, 0, &rc), *indices = saved(n, 1, &rc);
+    if (rc < 0)
+        return rc;
+    return weft_max_pool2d_with_indices_backward(&gi[0], go[0], self, indices);
+}
+
+/* avg_pool2d(self, kernel_size, stride, padding, ceil_mode,
+ * count_include_pad, divisor_override): saves self; info: kernel, stride,
+ * padding (pairs), ceil_mode, count_include_pad, whether there is a
+ * divisor, the divisor */
+static int record_avg_pool(wf_node *n, const weft_call *call, weft_tensor *result,
+                           weft_tensor *old_self)
+{
+    (void)old_self;
+    static const int64_t zero[2] = {0, 0};
+    const weft_value *a = call->args;
+    int64_t info[10];
+    pair_of(&a[1], zero, &info[0]);
+    pair_of(&a[2], &info[0], &info[2]); /* no stride: the kernel size */
+    pair_of(&a[3], zero, &info[4]);
+    info[6] = a[4].u.b;
+    info[7] = a[5].u.b;
+    info[8] = a[6].tag == WEFT_VALUE_INT;
+    info[9] = info[8] ? a[6].u.i : 0;
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 10;
+    return wf__node_save(n, 0, a[0].u.tensor, result);
+}
+
+static int avg_pool_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *self = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *i = n->info;
+    return weft_avg_pool2d_backward(&gi[0], go[0], self, i, 2, i + 2, 2, i + 4, 2, i[6], i[7],
+                                    i[8] ? &i[9] : NULL);
+}
+
+static int record_self(wf_node *n, const weft_call *call, weft_tensor *result,
+                       weft_tensor *old_self)
+{
+    (void)old_self;
+    return wf__node_save(n, 0, call->args[0].u.tensor, result);
+}
+
+static int adaptive_avg_pool_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *self = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    return weft_adaptive_avg_pool2d_backward(&gi[0], go[0], self);
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const formula nn_formulas[] = {
+    {"addmm", "AddmmBackward", addmm_backward, record_addmm, 0x7, false},
+    {"softmax", "SoftmaxBackward", softmax_backward, record_softmax, 0x1, false},
+    {"log_softmax", "LogSoftmaxBackward", log_softmax_backward, record_softmax, 0x1, false},
+    {"nll_loss", "NllLossBackward", nll_loss_backward, record_loss, 0x1, false},
+    {"cross_entropy", "CrossEntropyLossBackward", cross_entropy_backward, record_loss, 0x1, false},
+    {"conv2d", "ConvolutionBackward", conv2d_backward, record_conv2d, 0x7, false},
+    {"max_pool2d_with_indices", "MaxPool2DWithIndicesBackward", max_pool_backward,
+     record_max_pool, 0x1, false},
+    {"avg_pool2d", "AvgPool2DBackward", avg_pool_backward, record_avg_pool, 0x1, false},
+    {"adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward", adaptive_avg_pool_backward, record_self,
+     0x1, false},
+};
+
+void wf__autograd_register_nn(void)
+{
+    for (size_t i = 0; i < sizeof nn_formulas / sizeof nn_formulas[0]; i++)
+        if (weft_register_kernel(wf__core_registrar, nn_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wf__autograd_kernel, (void *)&nn_formulas[i],
+                                 NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+}

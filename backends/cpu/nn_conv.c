@@ -1,0 +1,454 @@
+/* backends/cpu/nn_conv.c — conv2d and its input and weight gradients as
+ * operators, by im2col and one GEMM per image and group through OpenBLAS
+ * (called from the calling thread, so OpenBLAS's threads never compete
+ * with our pool, which runs the im2col/col2im passes); conv1d is a
+ * composite over conv2d with a unit height.  1x1 convolutions with unit
+ * stride and no padding read the input directly, without im2col.
+ * Tensors are batched [N, C, H, W]; float16/bfloat16 compute in float32. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "nn.h"
+
+/* The column buffer of one pass holds at most this many elements. */
+#define COLUMN_BUDGET ((int64_t)1 << 23)
+
+typedef struct conv_geometry {
+    int64_t N, C, H, W;     /* input */
+    int64_t OC, KH, KW;     /* weight: [OC, C / groups, KH, KW] */
+    int64_t OH, OW;         /* output */
+    int64_t stride[2], padding[2], dilation[2], groups;
+} conv_geometry;
+
+static int64_t rows_per_image(const conv_geometry *g)
+{
+    return g->C * g->KH * g->KW;
+}
+
+static bool direct_input(const conv_geometry *g)
+{
+    return g->KH == 1 && g->KW == 1 && g->stride[0] == 1 && g->stride[1] == 1 &&
+           g->padding[0] == 0 && g->padding[1] == 0;
+}
+
+/* C = alpha op(A) op(B) + beta C, row-major, float32 or float64. */
+static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                 int64_t ldc)
+{
+    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+    if (dtype == WEFT_FLOAT32)
+        cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b,
+                    (int)ldb, (float)beta, c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b,
+                    (int)ldb, beta, c, (int)ldc);
+}
+
+typedef struct column_job {
+    const conv_geometry *g;
+    void *x;       /* images [B, C, H, W] */
+    void *col;     /* [B, C*KH*KW, OH*OW] */
+} column_job;
+
+/* im2col over (image, row) pairs and col2im (accumulating) over (image,
+ * channel) pairs: a row reads and writes a single channel. */
+#define DEFINE_COLUMNS(NAME, T)                                                            \
+    static void im2col_##NAME(int64_t begin, int64_t end, void *ctx)                      \
+    {                                                                                      \
+        const column_job *j = ctx;                                                         \
+        const conv_geometry *g = j->g;                                                     \
+        int64_t R = rows_per_image(g), L = g->OH * g->OW;                                  \
+        for (int64_t p = begin; p < end; p++) {                                            \
+            int64_t b = p / R, r = p % R;                                                  \
+            int64_t c = r / (g->KH * g->KW), kh = (r / g->KW) % g->KH, kw = r % g->KW;     \
+            const T *x = (const T *)j->x + (b * g->C + c) * g->H * g->W;                   \
+            T *dst = (T *)j->col + p * L;                                                  \
+            for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                         \
+                int64_t ih = oh * g->stride[0] - g->padding[0] + kh * g->dilation[0];      \
+                if (ih < 0 || ih >= g->H) {                                                \
+                    for (int64_t ow = 0; ow < g->OW; ow++)                                 \
+                        dst[ow] = 0;                                                       \
+                    continue;                                                              \
+                }                                                                          \
+                const T *src = x + ih * g->W;                                              \
+                int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];      \
+                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
+                    int64_t iw = iw0 + ow * sw;                                            \
+                    dst[ow] = iw >= 0 && iw < g->W ? src[iw] : (T)0;                       \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+    static void col2im_##NAME(int64_t begin, int64_t end, void *ctx)                      \
+    {                                                                                      \
+        const column_job *j = ctx;                                                         \
+        const conv_geometry *g = j->g;                                                     \
+        int64_t KK = g->KH * g->KW, L = g->OH * g->OW;                                     \
+        for (int64_t p = begin; p < end; p++) {                                            \
+            int64_t b = p / g->C, c = p % g->C;                                            \
+            T *x = (T *)j->x + (b * g->C + c) * g->H * g->W;                               \
+            for (int64_t i = 0; i < g->H * g->W; i++)                                      \
+                x[i] = 0;                                                                  \
+            for (int64_t k = 0; k < KK; k++) {                                             \
+                int64_t kh = k / g->KW, kw = k % g->KW;                                    \
+                const T *src = (const T *)j->col + ((b * g->C + c) * KK + k) * L;          \
+                for (int64_t oh = 0; oh < g->OH; oh++, src += g->OW) {                     \
+                    int64_t ih = oh * g->stride[0] - g->padding[0] + kh * g->dilation[0];  \
+                    if (ih < 0 || ih >= g->H)                                              \
+                        continue;                                                          \
+                    T *row = x + ih * g->W;                                                \
+                    int64_t iw0 = kw * g->dilation[1] - g->padding[1];                     \
+                    for (int64_t ow = 0; ow < g->OW; ow++) {                               \
+                        int64_t iw = iw0 + ow * g->stride[1];                              \
+                        if (iw >= 0 && iw < g->W)                                          \
+                            row[iw] += src[ow];                                            \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+DEFINE_COLUMNS(float32, float)
+DEFINE_COLUMNS(float64, double)
+
+typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
+static const range_fn im2col_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = im2col_float32,
+                                                       [WEFT_FLOAT64] = im2col_float64};
+static const range_fn col2im_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = col2im_float32,
+                                                       [WEFT_FLOAT64] = col2im_float64};
+
+/* ------------------------------------------------------------ arguments */
+
+/* stride, padding, dilation, groups from args[first..first+3] */
+static int parse_params(const char *op, const weft_value *args, conv_geometry *g)
+{
+    int rc = nn__pair_arg(op, "stride", &args[0], NULL, 1, g->stride);
+    if (rc == 0)
+        rc = nn__pair_arg(op, "padding", &args[1], NULL, 0, g->padding);
+    if (rc == 0)
+        rc = nn__pair_arg(op, "dilation", &args[2], NULL, 1, g->dilation);
+    if (rc < 0)
+        return rc;
+    g->groups = args[3].u.i;
+    if (g->groups < 1)
+        return weft_set_error(WEFT_EINVAL, "%s: groups must be positive, got %lld", op,
+                              (long long)g->groups);
+    return 0;
+}
+
+/* Fills in and checks the geometry from input sizes [N, C, H, W] and
+ * weight sizes [OC, C / groups, KH, KW]. */
+static int finish_geometry(const char *op, const int64_t *in, int in_nd, const int64_t *w,
+                           int w_nd, conv_geometry *g)
+{
+    char b1[128], b2[128];
+    if (in_nd != 4)
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D (batched) input [N, C, H, W], got "
+                              "%s", op, cpu__shape_str(b1, sizeof b1, in, in_nd));
+    if (w_nd != 4)
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D weight [out_channels, "
+                              "in_channels / groups, kH, kW], got %s", op,
+                              cpu__shape_str(b1, sizeof b1, w, w_nd));
+    g->N = in[0], g->C = in[1], g->H = in[2], g->W = in[3];
+    g->OC = w[0], g->KH = w[2], g->KW = w[3];
+    if (g->C != w[1] * g->groups || g->OC % g->groups != 0 || g->OC == 0)
+        return weft_set_error(WEFT_ESHAPE, "%s: weight of shape %s with groups=%lld does not fit "
+                              "an input of shape %s (expected %lld input channels, and output "
+                              "channels divisible by groups)", op,
+                              cpu__shape_str(b1, sizeof b1, w, 4), (long long)g->groups,
+                              cpu__shape_str(b2, sizeof b2, in, 4), (long long)(w[1] * g->groups));
+    int64_t eh = g->H + 2 * g->padding[0] - g->dilation[0] * (g->KH - 1);
+    int64_t ew = g->W + 2 * g->padding[1] - g->dilation[1] * (g->KW - 1);
+    if (eh < 1 || ew < 1 || g->KH < 1 || g->KW < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: the kernel (dilated) is larger than the padded "
+                              "input %s", op, cpu__shape_str(b1, sizeof b1, in, 4));
+    g->OH = (eh - 1) / g->stride[0] + 1;
+    g->OW = (ew - 1) / g->stride[1] + 1;
+    if (g->OH * g->OW > INT_MAX || rows_per_image(g) > INT_MAX || g->OC > INT_MAX)
+        return weft_set_error(WEFT_EOVERFLOW, "%s: the problem is too large for BLAS", op);
+    return 0;
+}
+
+/* Images per pass, so that the column buffer stays within its budget. */
+static int64_t images_per_pass(const conv_geometry *g)
+{
+    int64_t per = rows_per_image(g) * g->OH * g->OW;
+    int64_t b = per > 0 ? COLUMN_BUDGET / per : g->N;
+    return b < 1 ? 1 : (b > g->N ? g->N : b);
+}
+
+static int alloc_columns(weft_tensor **col, const conv_geometry *g, int64_t batch, weft_dtype dt)
+{
+    int64_t sizes[3] = {batch, rows_per_image(g), g->OH * g->OW};
+    return weft_empty(col, sizes, 3, dt, WEFT_DEVICE_CPU);
+}
+
+/* ------------------------------------------------------------ forward */
+
+static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor *x,
+                        const weft_tensor *w, const weft_tensor *bias, weft_tensor *out)
+{
+    int64_t L = g->OH * g->OW, R = rows_per_image(g), OCg = g->OC / g->groups, Rg = R / g->groups;
+    size_t es = weft_dtype_size(dt);
+    char *y = weft_tensor_data_ptr(out);
+    int rc = 0;
+    if (bias) { /* every output row starts as its bias, and GEMM adds to it */
+        weft_tensor *view = NULL, *b4 = NULL;
+        int64_t shape[4] = {1, g->OC, 1, 1};
+        if ((rc = weft_view(&b4, bias, shape, 4)) == 0 &&
+            (rc = weft_expand(&view, b4, weft_tensor_sizes(out), 4)) == 0)
+            rc = weft_copy_(out, view);
+        weft_tensor_release(view);
+        weft_tensor_release(b4);
+        if (rc < 0)
+            return rc;
+    }
+    bool direct = direct_input(g);
+    int64_t B = direct ? g->N : images_per_pass(g);
+    weft_tensor *col = NULL;
+    if (!direct && (rc = alloc_columns(&col, g, B, dt)) < 0)
+        return rc;
+    for (int64_t b0 = 0; b0 < g->N; b0 += B) {
+        int64_t nb = g->N - b0 < B ? g->N - b0 : B;
+        char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g->C * g->H * g->W) * es;
+        if (!direct) {
+            column_job j = {g, cols, weft_tensor_data_ptr(col)};
+            cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
+            cols = weft_tensor_data_ptr(col);
+        }
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t gr = 0; gr < g->groups; gr++)
+                gemm(dt, false, false, OCg, L, Rg,
+                     (char *)weft_tensor_data_ptr(w) + (size_t)(gr * OCg * Rg) * es, Rg,
+                     cols + (size_t)((b * R + gr * Rg) * L) * es, L, bias ? 1.0 : 0.0,
+                     y + (size_t)(((b0 + b) * g->OC + gr * OCg) * L) * es, L);
+    }
+    weft_tensor_release(col);
+    return 0;
+}
+
+/* conv2d(input, weight, bias?, stride, padding, dilation, groups) */
+static int conv2d_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "conv2d";
+    const weft_tensor *input = call->args[0].u.tensor, *weight = call->args[1].u.tensor;
+    const weft_tensor *bias = call->args[2].tag == WEFT_VALUE_TENSOR ? call->args[2].u.tensor : NULL;
+    conv_geometry g;
+    weft_dtype dt;
+    int rc = nn__check_floating(op, "input", input, &dt);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, "weight", weight);
+    if (rc == 0 && bias)
+        rc = cpu__check_cpu(op, "bias", bias);
+    if (rc == 0)
+        rc = parse_params(op, call->args + 3, &g);
+    if (rc == 0)
+        rc = finish_geometry(op, weft_tensor_sizes(input), weft_tensor_ndim(input),
+                             weft_tensor_sizes(weight), weft_tensor_ndim(weight), &g);
+    if (rc < 0)
+        return rc;
+    weft_dtype dtype = weft_tensor_dtype(input);
+    if (weft_tensor_dtype(weight) != dtype || (bias && weft_tensor_dtype(bias) != dtype))
+        return weft_set_error(WEFT_EDTYPE, "%s: input, weight and bias must have the same dtype "
+                              "(input is %s, weight %s)", op, weft_dtype_name(dtype),
+                              weft_dtype_name(weft_tensor_dtype(weight)));
+    if (bias && (weft_tensor_ndim(bias) != 1 || weft_tensor_size(bias, 0) != g.OC))
+        return weft_set_error(WEFT_ESHAPE, "%s: bias must be a 1-D tensor of %lld elements", op,
+                              (long long)g.OC);
+    weft_tensor *x = NULL, *w = NULL, *out = NULL;
+    int64_t shape[4] = {g.N, g.OC, g.OH, g.OW};
+    if ((rc = nn__operand(&x, input, dt)) == 0 && (rc = nn__operand(&w, weight, dt)) == 0 &&
+        (rc = weft_empty(&out, shape, 4, dt, WEFT_DEVICE_CPU)) == 0 && g.N > 0)
+        rc = conv_forward(&g, dt, x, w, bias, out);
+    weft_tensor_release(x);
+    weft_tensor_release(w);
+    if (rc < 0) {
+        weft_tensor_release(out);
+        return rc;
+    }
+    return nn__set_result(call, 0, out, dtype);
+}
+
+/* ------------------------------------------------------------ backward */
+
+/* The geometry of a backward operator: grad_output, a tensor (weight or
+ * input), the other's sizes, then stride, padding, dilation, groups. */
+static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, weft_dtype *dt,
+                          weft_tensor **go, weft_tensor **other)
+{
+    const char *op = weft_op_name(call->op);
+    const weft_tensor *grad = call->args[0].u.tensor, *t = call->args[1].u.tensor;
+    const weft_value *sizes = &call->args[2];
+    int rc = nn__check_floating(op, "grad_output", grad, dt);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, for_input ? "weight" : "input", t);
+    if (rc == 0)
+        rc = parse_params(op, call->args + 3, g);
+    if (rc < 0)
+        return rc;
+    if (for_input)
+        rc = finish_geometry(op, sizes->u.ints, sizes->len, weft_tensor_sizes(t),
+                             weft_tensor_ndim(t), g);
+    else
+        rc = finish_geometry(op, weft_tensor_sizes(t), weft_tensor_ndim(t), sizes->u.ints,
+                             sizes->len, g);
+    if (rc < 0)
+        return rc;
+    const int64_t *gs = weft_tensor_sizes(grad);
+    if (weft_tensor_ndim(grad) != 4 || gs[0] != g->N || gs[1] != g->OC || gs[2] != g->OH ||
+        gs[3] != g->OW) {
+        char b[128];
+        return weft_set_error(WEFT_ESHAPE, "%s: grad_output of shape %s, expected [%lld, %lld, "
+                              "%lld, %lld]", op,
+                              cpu__shape_str(b, sizeof b, gs, weft_tensor_ndim(grad)),
+                              (long long)g->N, (long long)g->OC, (long long)g->OH, (long long)g->OW);
+    }
+    if ((rc = nn__operand(go, grad, *dt)) == 0)
+        rc = nn__operand(other, t, *dt);
+    return rc;
+}
+
+/* convolution_backward_input: per image and group, dcol = W_g^T G, then
+ * col2im (or, for a direct 1x1 convolution, the product itself) */
+static int conv_backward_input_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    conv_geometry g;
+    weft_dtype dt;
+    weft_tensor *go = NULL, *w = NULL, *col = NULL, *gi = NULL;
+    int rc = backward_setup(call, true, &g, &dt, &go, &w);
+    int64_t shape[4] = {g.N, g.C, g.H, g.W};
+    if (rc == 0)
+        rc = weft_empty(&gi, shape, 4, dt, WEFT_DEVICE_CPU);
+    bool direct = rc == 0 && direct_input(&g);
+    int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
+    if (rc == 0 && !direct && g.N > 0)
+        rc = alloc_columns(&col, &g, B, dt);
+    if (rc == 0 && g.N > 0) {
+        int64_t L = g.OH * g.OW, R = rows_per_image(&g), OCg = g.OC / g.groups, Rg = R / g.groups;
+        size_t es = weft_dtype_size(dt);
+        char *gptr = weft_tensor_data_ptr(go), *wptr = weft_tensor_data_ptr(w);
+        for (int64_t b0 = 0; b0 < g.N; b0 += B) {
+            int64_t nb = g.N - b0 < B ? g.N - b0 : B;
+            char *dst = direct ? (char *)weft_tensor_data_ptr(gi) + (size_t)(b0 * R * L) * es
+                               : (char *)weft_tensor_data_ptr(col);
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t gr = 0; gr < g.groups; gr++)
+                    gemm(dt, true, false, Rg, L, OCg, wptr + (size_t)(gr * OCg * Rg) * es, Rg,
+                         gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L, 0.0,
+                         dst + (size_t)((b * R + gr * Rg) * L) * es, L);
+            if (!direct) {
+                column_job j = {&g, (char *)weft_tensor_data_ptr(gi) +
+                                        (size_t)(b0 * g.C * g.H * g.W) * es,
+                                weft_tensor_data_ptr(col)};
+                cpu__parallel_for(0, nb * g.C, CPU_GRAIN / (R / g.C * L + 1) + 1, col2im_loops[dt],
+                                  &j);
+            }
+        }
+    }
+    weft_tensor_release(go);
+    weft_tensor_release(w);
+    weft_tensor_release(col);
+    if (rc < 0) {
+        weft_tensor_release(gi);
+        return rc;
+    }
+    return nn__set_result(call, 0, gi, weft_tensor_dtype(call->args[0].u.tensor));
+}
+
+/* convolution_backward_weight: dW_g = sum over images of G_g col_g^T */
+static int conv_backward_weight_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    conv_geometry g;
+    weft_dtype dt;
+    weft_tensor *go = NULL, *x = NULL, *col = NULL, *gw = NULL;
+    int rc = backward_setup(call, false, &g, &dt, &go, &x);
+    int64_t shape[4] = {g.OC, g.C / (g.groups ? g.groups : 1), g.KH, g.KW};
+    if (rc == 0 && (rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU)) == 0)
+        rc = weft_fill_(gw, 0.0);
+    bool direct = rc == 0 && direct_input(&g);
+    int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
+    if (rc == 0 && !direct && g.N > 0)
+        rc = alloc_columns(&col, &g, B, dt);
+    if (rc == 0 && g.N > 0) {
+        int64_t L = g.OH * g.OW, R = rows_per_image(&g), OCg = g.OC / g.groups, Rg = R / g.groups;
+        size_t es = weft_dtype_size(dt);
+        char *gptr = weft_tensor_data_ptr(go), *wptr = weft_tensor_data_ptr(gw);
+        for (int64_t b0 = 0; b0 < g.N; b0 += B) {
+            int64_t nb = g.N - b0 < B ? g.N - b0 : B;
+            char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g.C * g.H * g.W) * es;
+            if (!direct) {
+                column_job j = {&g, cols, weft_tensor_data_ptr(col)};
+                cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
+                cols = weft_tensor_data_ptr(col);
+            }
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t gr = 0; gr < g.groups; gr++)
+                    gemm(dt, false, true, OCg, Rg, L,
+                         gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L,
+                         cols + (size_t)((b * R + gr * Rg) * L) * es, L, 1.0,
+                         wptr + (size_t)(gr * OCg * Rg) * es, Rg);
+        }
+    }
+    weft_tensor_release(go);
+    weft_tensor_release(x);
+    weft_tensor_release(col);
+    if (rc < 0) {
+        weft_tensor_release(gw);
+        return rc;
+    }
+    return nn__set_result(call, 0, gw, weft_tensor_dtype(call->args[0].u.tensor));
+}
+
+/* conv1d(input [N, C, L], weight [OC, C/g, K], ...): conv2d of height 1 */
+static int conv1d_composite(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_value *a = call->args;
+    if (weft_tensor_ndim(a[0].u.tensor) != 3 || weft_tensor_ndim(a[1].u.tensor) != 3)
+        return weft_set_error(WEFT_ESHAPE, "conv1d: expected a 3-D input [N, C, L] and a 3-D "
+                              "weight, got %d-D and %d-D", weft_tensor_ndim(a[0].u.tensor),
+                              weft_tensor_ndim(a[1].u.tensor));
+    int64_t lists[3][2];
+    const char *names[3] = {"stride", "padding", "dilation"};
+    for (int i = 0; i < 3; i++) {
+        if (a[3 + i].len != 1)
+            return weft_set_error(WEFT_EINVAL, "conv1d: %s must have one element, got %d",
+                                  names[i], a[3 + i].len);
+        lists[i][0] = i == 1 ? 0 : 1; /* the unit height: no padding */
+        lists[i][1] = a[3 + i].u.ints[0];
+    }
+    weft_tensor *x = NULL, *w = NULL, *y = NULL;
+    int rc = weft_unsqueeze(&x, a[0].u.tensor, 2);
+    if (rc == 0)
+        rc = weft_unsqueeze(&w, a[1].u.tensor, 2);
+    if (rc == 0)
+        rc = weft_conv2d(&y, x, w, a[2].tag == WEFT_VALUE_TENSOR ? a[2].u.tensor : NULL, lists[0],
+                         2, lists[1], 2, lists[2], 2, a[6].u.i);
+    weft_tensor_release(x);
+    weft_tensor_release(w);
+    if (rc == 0)
+        rc = weft_squeeze(&call->rets[0].u.tensor, y, 2);
+    weft_tensor_release(y);
+    if (rc < 0)
+        return rc;
+    call->rets[0].tag = WEFT_VALUE_TENSOR;
+    return 0;
+}
+
+static const cpu_kernel_entry conv_entries[] = {
+    {"conv2d", conv2d_kernel, NULL},
+    {"convolution_backward_input", conv_backward_input_kernel, NULL},
+    {"convolution_backward_weight", conv_backward_weight_kernel, NULL},
+};
+
+int cpu__register_nn_conv(weft_registrar *reg)
+{
+    int rc = cpu__register_table(reg, conv_entries, sizeof conv_entries / sizeof *conv_entries);
+    if (rc == 0)
+        rc = nn__register_composite(reg, "conv1d", conv1d_composite);
+    return rc;
+}

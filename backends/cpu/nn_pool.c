@@ -1,0 +1,357 @@
+/* backends/cpu/nn_pool.c — max_pool2d (with indices), avg_pool2d and
+ * adaptive_avg_pool2d, and their backward operators.  Input [N, C, H, W] or
+ * [C, H, W]; every (n, c) plane is independent, so planes are split over
+ * the thread pool.  Indices are int64 positions in the H x W plane, as in
+ * PyTorch.  float16/bfloat16 compute in float32. */
+#include "nn.h"
+
+typedef enum pool_kind { POOL_MAX, POOL_AVG, POOL_ADAPTIVE } pool_kind;
+
+typedef struct pool_geometry {
+    pool_kind kind;
+    int64_t planes, H, W, OH, OW;
+    int64_t kernel[2], stride[2], padding[2], dilation[2];
+    bool count_include_pad;
+    int64_t divisor; /* 0: none */
+} pool_geometry;
+
+typedef struct pool_job {
+    const pool_geometry *g;
+    const void *x;      /* forward: the input; backward: grad_output */
+    void *out;          /* forward: the output; backward: grad_input */
+    int64_t *indices;   /* max: written by the forward, read by the backward */
+} pool_job;
+
+/* The window of output (oh, ow) for avg/adaptive: rows [*h0, *h1), columns
+ * [*w0, *w1) clipped to the input, and the divisor. */
+static double window_of(const pool_geometry *g, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
+                        int64_t *w0, int64_t *w1)
+{
+    if (g->kind == POOL_ADAPTIVE) {
+        *h0 = oh * g->H / g->OH;
+        *h1 = ((oh + 1) * g->H + g->OH - 1) / g->OH;
+        *w0 = ow * g->W / g->OW;
+        *w1 = ((ow + 1) * g->W + g->OW - 1) / g->OW;
+        return (double)((*h1 - *h0) * (*w1 - *w0));
+    }
+    int64_t hs = oh * g->stride[0] - g->padding[0], ws = ow * g->stride[1] - g->padding[1];
+    int64_t he = hs + g->kernel[0], we = ws + g->kernel[1];
+    he = he < g->H + g->padding[0] ? he : g->H + g->padding[0];
+    we = we < g->W + g->padding[1] ? we : g->W + g->padding[1];
+    int64_t pool_size = (he - hs) * (we - ws);
+    *h0 = hs > 0 ? hs : 0;
+    *w0 = ws > 0 ? ws : 0;
+    *h1 = he < g->H ? he : g->H;
+    *w1 = we < g->W ? we : g->W;
+    if (g->divisor)
+        return (double)g->divisor;
+    return (double)(g->count_include_pad ? pool_size : (*h1 - *h0) * (*w1 - *w0));
+}
+
+#define DEFINE_POOL(NAME, T)                                                               \
+    static void pool_forward_##NAME(int64_t begin, int64_t end, void *ctx)                 \
+    {                                                                                      \
+        const pool_job *j = ctx;                                                           \
+        const pool_geometry *g = j->g;                                                     \
+        for (int64_t p = begin; p < end; p++) {                                            \
+            const T *x = (const T *)j->x + p * g->H * g->W;                                \
+            T *y = (T *)j->out + p * g->OH * g->OW;                                        \
+            int64_t *ind = j->indices ? j->indices + p * g->OH * g->OW : NULL;             \
+            for (int64_t oh = 0; oh < g->OH; oh++)                                         \
+                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
+                    int64_t o = oh * g->OW + ow;                                           \
+                    if (g->kind != POOL_MAX) {                                             \
+                        int64_t h0, h1, w0, w1;                                            \
+                        double div = window_of(g, oh, ow, &h0, &h1, &w0, &w1), sum = 0;    \
+                        for (int64_t ih = h0; ih < h1; ih++)                               \
+                            for (int64_t iw = w0; iw < w1; iw++)                           \
+                                sum += (double)x[ih * g->W + iw];                          \
+                        y[o] = h0 < h1 && w0 < w1 ? (T)(sum / div) : (T)0;                 \
+                        continue;                                                          \
+                    }                                                                      \
+                    int64_t h = oh * g->stride[0] - g->padding[0];                         \
+                    int64_t w = ow * g->stride[1] - g->padding[1];                         \
+                    int64_t hend = h + (g->kernel[0] - 1) * g->dilation[0] + 1;            \
+                    int64_t wend = w + (g->kernel[1] - 1) * g->dilation[1] + 1;            \
+                    hend = hend < g->H ? hend : g->H;                                      \
+                    wend = wend < g->W ? wend : g->W;                                      \
+                    while (h < 0)                                                          \
+                        h += g->dilation[0];                                               \
+                    while (w < 0)                                                          \
+                        w += g->dilation[1];                                               \
+                    T best = -INFINITY;                                                    \
+                    int64_t at = h * g->W + w;                                             \
+                    for (int64_t ih = h; ih < hend; ih += g->dilation[0])                  \
+                        for (int64_t iw = w; iw < wend; iw += g->dilation[1]) {            \
+                            T v = x[ih * g->W + iw];                                       \
+                            if (v > best || v != v) {                                      \
+                                best = v;                                                  \
+                                at = ih * g->W + iw;                                       \
+                            }                                                              \
+                        }                                                                  \
+                    y[o] = best;                                                           \
+                    ind[o] = at;                                                           \
+                }                                                                          \
+        }                                                                                  \
+    }                                                                                      \
+    static void pool_backward_##NAME(int64_t begin, int64_t end, void *ctx)                \
+    {                                                                                      \
+        const pool_job *j = ctx;                                                           \
+        const pool_geometry *g = j->g;                                                     \
+        for (int64_t p = begin; p < end; p++) {                                            \
+            const T *go = (const T *)j->x + p * g->OH * g->OW;                             \
+            T *gi = (T *)j->out + p * g->H * g->W;                                         \
+            for (int64_t i = 0; i < g->H * g->W; i++)                                      \
+                gi[i] = 0;                                                                 \
+            for (int64_t oh = 0; oh < g->OH; oh++)                                         \
+                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
+                    int64_t o = oh * g->OW + ow;                                           \
+                    if (g->kind == POOL_MAX) {                                             \
+                        gi[j->indices[p * g->OH * g->OW + o]] += go[o];                    \
+                        continue;                                                          \
+                    }                                                                      \
+                    int64_t h0, h1, w0, w1;                                                \
+                    T share = (T)(go[o] / window_of(g, oh, ow, &h0, &h1, &w0, &w1));       \
+                    for (int64_t ih = h0; ih < h1; ih++)                                   \
+                        for (int64_t iw = w0; iw < w1; iw++)                               \
+                            gi[ih * g->W + iw] += share;                                   \
+                }                                                                          \
+        }                                                                                  \
+    }
+DEFINE_POOL(float32, float)
+DEFINE_POOL(float64, double)
+
+typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
+static const range_fn forward_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = pool_forward_float32,
+                                                        [WEFT_FLOAT64] = pool_forward_float64};
+static const range_fn backward_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = pool_backward_float32,
+                                                         [WEFT_FLOAT64] = pool_backward_float64};
+
+/* PyTorch's pooling_output_shape */
+static int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil,
+                           bool ceil_mode)
+{
+    int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+    int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad)
+        out--;
+    return out;
+}
+
+/* The plane layout of self ([N, C, H, W] or [C, H, W]). */
+static int plane_layout(const char *op, const weft_tensor *self, pool_geometry *g)
+{
+    int nd = weft_tensor_ndim(self);
+    if (nd != 3 && nd != 4)
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a 3-D or 4-D input, got %d-D", op, nd);
+    g->planes = 1;
+    for (int d = 0; d < nd - 2; d++)
+        g->planes *= weft_tensor_size(self, d);
+    g->H = weft_tensor_size(self, nd - 2);
+    g->W = weft_tensor_size(self, nd - 1);
+    return 0;
+}
+
+/* max (kernel, stride, padding, dilation, ceil_mode) and avg (kernel,
+ * stride, padding, ceil_mode, count_include_pad, divisor_override) from
+ * args[1..]; adaptive (output_size). */
+static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *args,
+                            const weft_tensor *self, pool_geometry *g)
+{
+    *g = (pool_geometry){kind};
+    g->dilation[0] = g->dilation[1] = 1;
+    int rc = plane_layout(op, self, g);
+    if (rc < 0)
+        return rc;
+    if (kind == POOL_ADAPTIVE) {
+        int64_t size[2];
+        if ((rc = nn__pair_arg(op, "output_size", &args[1], NULL, 1, size)) < 0)
+            return rc;
+        g->OH = size[0];
+        g->OW = size[1];
+        if (g->H == 0 || g->W == 0)
+            return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
+        return 0;
+    }
+    bool ceil_mode;
+    if ((rc = nn__pair_arg(op, "kernel_size", &args[1], NULL, 1, g->kernel)) < 0 ||
+        (rc = nn__pair_arg(op, "stride", &args[2], g->kernel, 1, g->stride)) < 0 ||
+        (rc = nn__pair_arg(op, "padding", &args[3], NULL, 0, g->padding)) < 0)
+        return rc;
+    if (kind == POOL_MAX) {
+        if ((rc = nn__pair_arg(op, "dilation", &args[4], NULL, 1, g->dilation)) < 0)
+            return rc;
+        ceil_mode = args[5].u.b;
+    } else {
+        ceil_mode = args[4].u.b;
+        g->count_include_pad = args[5].u.b;
+        g->divisor = args[6].tag == WEFT_VALUE_INT ? args[6].u.i : 0;
+        if (args[6].tag == WEFT_VALUE_INT && g->divisor == 0)
+            return weft_set_error(WEFT_EINVAL, "%s: divisor must be not zero", op);
+    }
+    if (g->padding[0] > g->kernel[0] / 2 || g->padding[1] > g->kernel[1] / 2)
+        return weft_set_error(WEFT_EINVAL, "%s: pad should be at most half of kernel size, but "
+                              "got pad=[%lld, %lld] and kernel_size=[%lld, %lld]", op,
+                              (long long)g->padding[0], (long long)g->padding[1],
+                              (long long)g->kernel[0], (long long)g->kernel[1]);
+    g->OH = pooled_size(g->H, g->kernel[0], g->padding[0], g->stride[0], g->dilation[0], ceil_mode);
+    g->OW = pooled_size(g->W, g->kernel[1], g->padding[1], g->stride[1], g->dilation[1], ceil_mode);
+    if (g->OH < 1 || g->OW < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: output size is too small (%lldx%lld) for an "
+                              "input of %lldx%lld", op, (long long)g->OH, (long long)g->OW,
+                              (long long)g->H, (long long)g->W);
+    return 0;
+}
+
+static void output_shape(const weft_tensor *self, const pool_geometry *g, int64_t *shape, int *nd)
+{
+    *nd = weft_tensor_ndim(self);
+    for (int d = 0; d < *nd - 2; d++)
+        shape[d] = weft_tensor_size(self, d);
+    shape[*nd - 2] = g->OH;
+    shape[*nd - 1] = g->OW;
+}
+
+static int64_t grain_of(const pool_geometry *g)
+{
+    return CPU_GRAIN / (g->H * g->W + g->OH * g->OW + 1) + 1;
+}
+
+/* max_pool2d_with_indices, avg_pool2d, adaptive_avg_pool2d (self, ...) */
+static int pool_kernel(weft_call *call, void *ctx)
+{
+    pool_kind kind = *(const pool_kind *)ctx;
+    const char *op = weft_op_name(call->op);
+    const weft_tensor *self = call->args[0].u.tensor;
+    pool_geometry g;
+    weft_dtype dt;
+    int rc = nn__check_floating(op, "self", self, &dt);
+    if (rc == 0)
+        rc = pool_geometry_of(op, kind, call->args, self, &g);
+    if (rc < 0)
+        return rc;
+    int64_t shape[4];
+    int nd;
+    output_shape(self, &g, shape, &nd);
+    weft_tensor *x = NULL, *y = NULL, *ind = NULL;
+    if ((rc = nn__operand(&x, self, dt)) == 0 &&
+        (rc = weft_empty(&y, shape, nd, dt, WEFT_DEVICE_CPU)) == 0 && kind == POOL_MAX)
+        rc = weft_empty(&ind, shape, nd, WEFT_INT64, WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        pool_job j = {&g, weft_tensor_data_ptr(x), weft_tensor_data_ptr(y),
+                      ind ? weft_tensor_data_ptr(ind) : NULL};
+        cpu__parallel_for(0, g.planes, grain_of(&g), forward_loops[dt], &j);
+    }
+    weft_tensor_release(x);
+    if (rc == 0 && (rc = nn__set_result(call, 0, y, weft_tensor_dtype(self))) == 0 && ind) {
+        call->rets[1].tag = WEFT_VALUE_TENSOR;
+        call->rets[1].u.tensor = ind;
+        return 0;
+    }
+    if (rc < 0 && call->rets[0].tag == WEFT_VALUE_TENSOR) {
+        weft_tensor_release(call->rets[0].u.tensor);
+        call->rets[0].u.tensor = NULL;
+    } else if (rc < 0) {
+        weft_tensor_release(y);
+    }
+    weft_tensor_release(ind);
+    return rc;
+}
+
+/* max_pool2d(self, ...): the values of max_pool2d_with_indices */
+static int max_pool2d_composite(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_value *a = call->args;
+    weft_tensor *indices = NULL;
+    int rc = weft_max_pool2d_with_indices(&call->rets[0].u.tensor, &indices, a[0].u.tensor,
+                                          a[1].u.ints, a[1].len, a[2].u.ints, a[2].len,
+                                          a[3].u.ints, a[3].len, a[4].u.ints, a[4].len, a[5].u.b);
+    weft_tensor_release(indices);
+    if (rc == 0)
+        call->rets[0].tag = WEFT_VALUE_TENSOR;
+    return rc;
+}
+
+/* the backward operators: (grad_output, self, indices) for max,
+ * (grad_output, self) for adaptive, (grad_output, self, <the forward's
+ * arguments>) for avg */
+static int pool_backward_kernel(weft_call *call, void *ctx)
+{
+    pool_kind kind = *(const pool_kind *)ctx;
+    const char *op = weft_op_name(call->op);
+    const weft_tensor *grad = call->args[0].u.tensor, *self = call->args[1].u.tensor;
+    const weft_tensor *indices = kind == POOL_MAX ? call->args[2].u.tensor : NULL;
+    pool_geometry g = {kind};
+    weft_dtype dt;
+    int rc = nn__check_floating(op, "grad_output", grad, &dt);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, "self", self);
+    if (rc == 0 && kind != POOL_AVG && (rc = plane_layout(op, self, &g)) == 0) {
+        /* max and adaptive: the output size is grad_output's */
+        if (indices)
+            rc = cpu__check_cpu(op, "indices", indices);
+        g.OH = weft_tensor_ndim(grad) >= 2 ? weft_tensor_size(grad, -2) : 0;
+        g.OW = weft_tensor_ndim(grad) >= 2 ? weft_tensor_size(grad, -1) : 0;
+    } else if (rc == 0) {
+        rc = pool_geometry_of(op, kind, call->args + 1, self, &g);
+    }
+    if (rc < 0)
+        return rc;
+    int64_t shape[4];
+    int nd;
+    output_shape(self, &g, shape, &nd);
+    bool fits = weft_tensor_ndim(grad) == nd;
+    for (int d = 0; fits && d < nd; d++)
+        fits = weft_tensor_size(grad, d) == shape[d] &&
+               (!indices || (weft_tensor_ndim(indices) == nd && weft_tensor_size(indices, d) == shape[d]));
+    if (!fits)
+        return weft_set_error(WEFT_ESHAPE, "%s: grad_output%s does not have the pooled shape of "
+                              "self", op, indices ? " or indices" : "");
+    if (indices && weft_tensor_dtype(indices) != WEFT_INT64)
+        return weft_set_error(WEFT_EDTYPE, "%s: indices must be int64", op);
+    weft_tensor *go = NULL, *ind = NULL, *gi = NULL;
+    if ((rc = nn__operand(&go, grad, dt)) == 0 && indices)
+        rc = nn__operand(&ind, indices, WEFT_INT64);
+    if (rc == 0 && ind) { /* never write out of the plane */
+        const int64_t *p = weft_tensor_data_ptr(ind);
+        for (int64_t i = 0; i < weft_tensor_numel(ind); i++)
+            if (p[i] < 0 || p[i] >= g.H * g.W) {
+                rc = weft_set_error(WEFT_ERANGE, "%s: index %lld is out of range for a %lldx%lld "
+                                    "plane", op, (long long)p[i], (long long)g.H, (long long)g.W);
+                break;
+            }
+    }
+    if (rc == 0)
+        rc = weft_empty(&gi, weft_tensor_sizes(self), nd, dt, WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        pool_job j = {&g, weft_tensor_data_ptr(go), weft_tensor_data_ptr(gi),
+                      ind ? weft_tensor_data_ptr(ind) : NULL};
+        cpu__parallel_for(0, g.planes, grain_of(&g), backward_loops[dt], &j);
+    }
+    weft_tensor_release(go);
+    weft_tensor_release(ind);
+    if (rc < 0) {
+        weft_tensor_release(gi);
+        return rc;
+    }
+    return nn__set_result(call, 0, gi, weft_tensor_dtype(grad));
+}
+
+static const pool_kind max_kind = POOL_MAX, avg_kind = POOL_AVG, adaptive_kind = POOL_ADAPTIVE;
+static const cpu_kernel_entry pool_entries[] = {
+    {"max_pool2d_with_indices", pool_kernel, &max_kind},
+    {"avg_pool2d", pool_kernel, &avg_kind},
+    {"adaptive_avg_pool2d", pool_kernel, &adaptive_kind},
+    {"max_pool2d_with_indices_backward", pool_backward_kernel, &max_kind},
+    {"avg_pool2d_backward", pool_backward_kernel, &avg_kind},
+    {"adaptive_avg_pool2d_backward", pool_backward_kernel, &adaptive_kind},
+};
+
+int cpu__register_nn_pool(weft_registrar *reg)
+{
+    int rc = cpu__register_table(reg, pool_entries, sizeof pool_entries / sizeof *pool_entries);
+    if (rc == 0)
+        rc = nn__register_composite(reg, "max_pool2d", max_pool2d_composite);
+    return rc;
+}
