@@ -251,7 +251,7 @@ static int accumulate_backward(wf_node *node, weft_tensor **grads_out, weft_tens
          * history must be kept for create_graph); otherwise a private copy,
          * so a later in-place accumulation cannot write into another
          * tensor's storage */
-        if (wf__grad_enabled() || (atomic_load(&g->refcount) == 1 && g->is_contiguous)) {
+        if (wf__grad_enabled() || atomic_load(&g->refcount) == 1) {
             m->grad = weft_tensor_retain(g);
             return 0;
         }

@@ -31,5 +31,11 @@ check "$(awk -v a="$acc" 'BEGIN { print (a > 65) ? "yes" : "no" }')" \
 strip() { echo "$1" | sed 's/"train_seconds".*//'; }
 check "$([ "$valid" = yes ] && [ "$(strip "$out")" = "$(strip "$again")" ] && echo yes)" \
     "the same seed gives the same numbers"
+cnn=$("$builddir/weft-train" --model cnn --limit 2000 --epochs 1 --seed 7 --json 2>&1)
+cfirst=$(echo "$cnn" | sed -n 's/.*"first_loss": \([-0-9.e]*\).*/\1/p')
+cfinal=$(echo "$cnn" | sed -n 's/.*"final_loss": \([-0-9.e]*\).*/\1/p')
+[ -n "$cfirst" ] && [ -n "$cfinal" ] || { cfirst=nan cfinal=nan out=$cnn; }
+check "$(awk -v a="$cfirst" -v b="$cfinal" 'BEGIN { print (a != "nan" && b + 0 < a * 0.75) ? "yes" : "no" }')" \
+    "the CNN trains too (first batch $cfirst, last batch $cfinal)"
 echo "1..$n"
 exit $fail
