@@ -371,10 +371,9 @@ static void stream_stop(stream_pool *s)
 
 /* ------------------------------------------------------- the weft server */
 
-/* weft-bench --serve: weft's side of every measurement, one batch per
- * request line, inputs made on first use.  The results are checked when the
- * parent says "quit"; a wrong one exits with status 1. */
-static int serve(int threads)
+/* weft_load_default_plugins, with the hint that matters when it finds
+ * nothing: outside bench/run, WEFT_PLUGIN_PATH does not point at the build. */
+static void load_plugins_or_die(void)
 {
     int loaded = weft_load_default_plugins();
     if (loaded <= 0) {
@@ -383,6 +382,14 @@ static int serve(int threads)
         die("no plugin loaded (%s; is WEFT_PLUGIN_PATH set? run bench/run); load report:\n%s",
             loaded < 0 ? weft_last_error() : "none found", report ? report : "(none)");
     }
+}
+
+/* weft-bench --serve: weft's side of every measurement, one batch per
+ * request line, inputs made on first use.  The results are checked when the
+ * parent says "quit"; a wrong one exits with status 1. */
+static int serve(int threads)
+{
+    load_plugins_or_die();
     printf("%s %d\n%s\n", BENCH_KEY_THREADS, threads, BENCH_SERVE_READY);
     fflush(stdout);
     binary_ctx add1 = {0}, add_out = {0}, mm = {0};
@@ -586,7 +593,7 @@ static int startup_child(void)
     const int64_t one = 1;
     weft_tensor *a, *b, *c;
     double v;
-    CHECK(weft_load_default_plugins());
+    load_plugins_or_die();
     CHECK(weft_full(&a, &one, 1, BENCH_ADD_A, WEFT_FLOAT32, WEFT_DEVICE_CPU));
     CHECK(weft_full(&b, &one, 1, BENCH_ADD_B, WEFT_FLOAT32, WEFT_DEVICE_CPU));
     CHECK(weft_add(&c, a, b));
@@ -946,10 +953,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    /* Start-up first, while this process is small: the kernel carries a
+    /* Start-up first, before anything else runs: the kernel carries a
      * process's peak RSS across exec, so a child's ru_maxrss is never below
-     * its parent's peak at the spawn — which must not yet include the
-     * buffers measured below. */
+     * its parent's peak at the spawn.  This process stays small (the
+     * measured buffers live in the servers) and prints its peak below. */
     char *weft_child[] = {self_path, "--startup-child", NULL};
     char *torch_child[] = {torch_path, "--startup-child", NULL};
     char *const *argvs[2] = {weft_child, torch ? torch_child : NULL};
