@@ -40,6 +40,38 @@ typedef struct report_row {
 } report_row;
 
 static pthread_mutex_t loader_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* Files weft_load_default_plugins has already decided on (a losing variant,
+ * a failure, an unsupported build): a later call neither opens them again
+ * nor repeats their report rows.  weft_load_plugin still takes them. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+} file_id;
+static file_id *decided;
+static int n_decided, cap_decided;
+
+static bool was_decided(dev_t dev, ino_t ino)
+{
+    for (int i = 0; i < n_decided; i++)
+        if (decided[i].dev == dev && decided[i].ino == ino)
+            return true;
+    return false;
+}
+
+static void remember_decided(dev_t dev, ino_t ino)
+{
+    if (was_decided(dev, ino))
+        return;
+    if (n_decided == cap_decided) {
+        int cap = cap_decided ? 2 * cap_decided : 16;
+        file_id *g = realloc(decided, (size_t)cap * sizeof *g);
+        if (!g)
+            return; /* only costs a repeated probe later */
+        decided = g;
+        cap_decided = cap;
+    }
+    decided[n_decided++] = (file_id){dev, ino};
+}
 static plugin *loaded;
 static report_row *report_head, **report_tail = &report_head;
 static int report_rows;
@@ -366,7 +398,8 @@ WEFT_API int weft_load_default_plugins(void)
             snprintf(path, sizeof path, "%s/%s", dirs[i], names[k]);
             free(names[k]);
             struct stat st;
-            if (stat(path, &st) != 0 || find_loaded_file(st.st_dev, st.st_ino))
+            if (stat(path, &st) != 0 || find_loaded_file(st.st_dev, st.st_ino) ||
+                was_decided(st.st_dev, st.st_ino))
                 continue;
             bool seen = false;
             for (int j = 0; j < ncands; j++)
@@ -382,6 +415,8 @@ WEFT_API int weft_load_default_plugins(void)
             }
             if (probe(&cands[ncands], path) == 0)
                 ncands++;
+            else
+                remember_decided(st.st_dev, st.st_ino);
         }
         free(names);
     }
@@ -423,8 +458,10 @@ WEFT_API int weft_load_default_plugins(void)
         if (init_candidate(c) > 0)
             loaded_now++;
     }
-    for (int i = 0; i < ncands; i++)
+    for (int i = 0; i < ncands; i++) {
+        remember_decided(cands[i].dev, cands[i].ino);
         drop_candidate(&cands[i]);
+    }
     free(cands);
     pthread_mutex_unlock(&loader_mutex);
     return loaded_now;

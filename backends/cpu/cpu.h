@@ -323,4 +323,8 @@ typedef struct cpu_kernel_entry {
 } cpu_kernel_entry;
 int cpu__register_table(weft_registrar *reg, const cpu_kernel_entry *entries, size_t count);
 
+/* How well this build suits the machine (backends/cpu/score.c, compiled for
+ * the baseline ISA in every variant): the loader keeps the highest. */
+int cpu__score(void);
+
 #endif

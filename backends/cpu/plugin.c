@@ -83,4 +83,4 @@ static void cpu_fini(void)
     cpu__parallel_shutdown();
 }
 
-WEFT_PLUGIN_DEFINE("cpu", "baseline", "0.1.0", NULL, cpu_init, cpu_fini);
+WEFT_PLUGIN_DEFINE("cpu", CPU_VARIANT, "0.1.0", cpu__score, cpu_init, cpu_fini);
