@@ -1,0 +1,347 @@
+/* dlpack.c — the DLPack protocol of the Python array API standard:
+ * Tensor.__dlpack__, Tensor.__dlpack_device__ and weft.from_dlpack.  The
+ * C side (interop/dlpack/) does the describing and the checking; this file
+ * handles capsules, keywords and the interpreter. */
+#include "weftpy.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char LEGACY[] = "dltensor", USED_LEGACY[] = "used_dltensor";
+static const char VERSIONED[] = "dltensor_versioned", USED_VERSIONED[] = "used_dltensor_versioned";
+
+/* ------------------------------------------------------------------ export */
+
+/* A capsule that was never consumed gives its tensor back.  The deleter is
+ * weft's own (pure C); an exception in flight is kept all the same. */
+static void legacy_capsule_destructor(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, USED_LEGACY))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, LEGACY);
+    if (m) {
+        if (m->deleter)
+            m->deleter(m);
+    } else {
+        PyErr_WriteUnraisable(capsule);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static void versioned_capsule_destructor(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, USED_VERSIONED))
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, VERSIONED);
+    if (m) {
+        if (m->deleter)
+            m->deleter(m);
+    } else {
+        PyErr_WriteUnraisable(capsule);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+/* Reads a (int, int) pair; returns -1 with an exception otherwise. */
+static int int_pair(PyObject *o, const char *what, long *a, long *b)
+{
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != 2) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple of two ints, not %R", what, o);
+        return -1;
+    }
+    *a = PyLong_AsLong(PyTuple_GET_ITEM(o, 0));
+    *b = PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+PyObject *wpy_dlpack_device(PyObject *self, PyObject *unused)
+{
+    int32_t type, id;
+    int rc = weft_tensor_dlpack_device(WPY_T(self), &type, &id);
+    if (rc < 0) {
+        PyErr_SetString(PyExc_BufferError, weft_last_error());
+        return NULL;
+    }
+    return Py_BuildValue("(ii)", (int)type, (int)id);
+}
+
+PyObject *wpy_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO", kwlist, &stream, &max_version,
+                                     &dl_device, &copy))
+        return NULL;
+    weft_tensor *t = WPY_T(self);
+    if (weft_tensor_requires_grad(t)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Can't export tensors that require gradient, use tensor.detach()");
+        return NULL;
+    }
+    int32_t dev_type, dev_id;
+    if (weft_tensor_dlpack_device(t, &dev_type, &dev_id) < 0) {
+        PyErr_SetString(PyExc_BufferError, weft_last_error());
+        return NULL;
+    }
+    if (stream != Py_None) {
+        long s = PyLong_AsLong(stream);
+        if (s == -1 && PyErr_Occurred())
+            return NULL;
+        /* a CPU has no streams: only "no synchronisation" (-1) is tolerated */
+        if (dev_type == kDLCPU && s != -1) {
+            PyErr_Format(PyExc_BufferError, "stream must be None for a cpu tensor (got %ld)", s);
+            return NULL;
+        }
+    }
+    if (dl_device != Py_None) {
+        long type, id;
+        if (int_pair(dl_device, "dl_device", &type, &id) < 0)
+            return NULL;
+        if (type != dev_type || id != dev_id) {
+            PyErr_Format(PyExc_BufferError,
+                         "cannot export to DLPack device (%ld, %ld): the tensor is on (%d, %d) "
+                         "and __dlpack__ does not copy across devices",
+                         type, id, (int)dev_type, (int)dev_id);
+            return NULL;
+        }
+    }
+    int want_copy = copy == Py_None ? 0 : PyObject_IsTrue(copy);
+    if (want_copy < 0)
+        return NULL;
+    long major = 0, minor = 0;
+    if (max_version != Py_None && int_pair(max_version, "max_version", &major, &minor) < 0)
+        return NULL;
+
+    weft_tensor *src = weft_tensor_retain(t);
+    int rc = 0;
+    if (want_copy) {
+        weft_tensor *copied = NULL;
+        rc = weft_to_dtype(&copied, t, weft_tensor_dtype(t));
+        weft_tensor_release(src);
+        src = copied;
+        if (rc < 0)
+            return wpy_raise(rc);
+    }
+    PyObject *capsule = NULL;
+    if (major >= 1) {
+        DLManagedTensorVersioned *m = NULL;
+        rc = weft_to_dlpack_versioned(&m, src, want_copy ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+        if (rc == 0 && !(capsule = PyCapsule_New(m, VERSIONED, versioned_capsule_destructor)))
+            m->deleter(m);
+    } else {
+        DLManagedTensor *m = NULL;
+        rc = weft_to_dlpack(&m, src);
+        if (rc == 0 && !(capsule = PyCapsule_New(m, LEGACY, legacy_capsule_destructor)))
+            m->deleter(m);
+    }
+    weft_tensor_release(src);
+    if (rc < 0) {
+        /* what DLPack cannot describe is a BufferError, as the standard says */
+        PyErr_SetString(rc == WEFT_ENOMEM ? PyExc_MemoryError : PyExc_BufferError,
+                        weft_last_error());
+        return NULL;
+    }
+    return capsule;
+}
+
+/* ------------------------------------------------------------------ import */
+
+/* Memory weft imports from a Python producer is given back through a shim
+ * whose deleter may run on any thread, holding the GIL or not, even after
+ * the interpreter has finalized: the producer's deleter may be Python code
+ * (or, as NumPy 1.24's, C that touches reference counts without taking the
+ * GIL), so the shim takes the GIL first, and leaks rather than crashes once
+ * the interpreter is gone. */
+static atomic_long deleter_calls;
+
+typedef struct {
+    DLManagedTensor outer;
+    DLManagedTensor *inner;
+} legacy_shim;
+
+typedef struct {
+    DLManagedTensorVersioned outer;
+    DLManagedTensorVersioned *inner;
+} versioned_shim;
+
+static bool interpreter_alive(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+    return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+static void legacy_shim_deleter(DLManagedTensor *self)
+{
+    legacy_shim *s = (legacy_shim *)self;
+    DLManagedTensor *inner = s->inner;
+    free(s);
+    atomic_fetch_add(&deleter_calls, 1);
+    if (!inner->deleter || !interpreter_alive())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    inner->deleter(inner);
+    PyGILState_Release(g);
+}
+
+static void versioned_shim_deleter(DLManagedTensorVersioned *self)
+{
+    versioned_shim *s = (versioned_shim *)self;
+    DLManagedTensorVersioned *inner = s->inner;
+    free(s);
+    atomic_fetch_add(&deleter_calls, 1);
+    if (!inner->deleter || !interpreter_alive())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    inner->deleter(inner);
+    PyGILState_Release(g);
+}
+
+PyObject *wpy_dlpack_deleter_calls(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromLong(atomic_load(&deleter_calls));
+}
+
+/* Takes a capsule's tensor: renames the capsule used_* before anything that
+ * can fail, then hands the struct (wrapped in a shim) to weft, which calls
+ * its deleter exactly once, on failure too. */
+static PyObject *consume_capsule(PyObject *capsule)
+{
+    weft_tensor *t = NULL;
+    int rc;
+    if (PyCapsule_IsValid(capsule, VERSIONED)) {
+        DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, VERSIONED);
+        if (PyCapsule_SetName(capsule, USED_VERSIONED) < 0)
+            return NULL;
+        if (m->version.major != WEFT_DLPACK_MAJOR_VERSION) {
+            unsigned major = m->version.major;
+            if (m->deleter)
+                m->deleter(m);
+            return PyErr_Format(PyExc_BufferError,
+                                "from_dlpack: DLPack version %u is not supported (weft reads "
+                                "major version %d)", major, WEFT_DLPACK_MAJOR_VERSION);
+        }
+        versioned_shim *s = malloc(sizeof *s);
+        if (!s) {
+            if (m->deleter)
+                m->deleter(m);
+            return PyErr_NoMemory();
+        }
+        s->outer = *m;
+        s->outer.manager_ctx = NULL;
+        s->outer.deleter = versioned_shim_deleter;
+        s->inner = m;
+        rc = weft_from_dlpack_versioned(&t, &s->outer);
+    } else if (PyCapsule_IsValid(capsule, LEGACY)) {
+        DLManagedTensor *m = PyCapsule_GetPointer(capsule, LEGACY);
+        if (PyCapsule_SetName(capsule, USED_LEGACY) < 0)
+            return NULL;
+        legacy_shim *s = malloc(sizeof *s);
+        if (!s) {
+            if (m->deleter)
+                m->deleter(m);
+            return PyErr_NoMemory();
+        }
+        s->outer = *m;
+        s->outer.manager_ctx = NULL;
+        s->outer.deleter = legacy_shim_deleter;
+        s->inner = m;
+        rc = weft_from_dlpack(&t, &s->outer);
+    } else {
+        const char *name = PyCapsule_GetName(capsule);
+        PyErr_Clear();
+        /* PyTorch's type for a capsule consumed twice */
+        return PyErr_Format(PyExc_RuntimeError,
+                            "from_dlpack: the capsule is named '%s'%s: it must be a DLPack "
+                            "capsule ('dltensor' or 'dltensor_versioned') that was never consumed",
+                            name ? name : "(null)",
+                            name && !strncmp(name, "used_", 5) ? " (already consumed)" : "");
+    }
+    if (rc < 0) {
+        PyErr_SetString(rc == WEFT_ENOMEM ? PyExc_MemoryError : PyExc_BufferError,
+                        weft_last_error());
+        return NULL;
+    }
+    return wpy_wrap(t);
+}
+
+/* Asks x for a capsule: the versioned form first; a producer that does not
+ * know the new keywords raises TypeError and is asked again without them. */
+static PyObject *ask_capsule(PyObject *x, PyObject *copy)
+{
+    PyObject *method = PyObject_GetAttrString(x, "__dlpack__");
+    if (!method)
+        return NULL;
+    PyObject *empty = PyTuple_New(0);
+    PyObject *kw = Py_BuildValue("{s:(ii),s:O}", "max_version", WEFT_DLPACK_MAJOR_VERSION,
+                                 WEFT_DLPACK_MINOR_VERSION, "copy", copy);
+    PyObject *capsule = empty && kw ? PyObject_Call(method, empty, kw) : NULL;
+    Py_XDECREF(kw);
+    if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        capsule = PyObject_Call(method, empty, NULL);
+    }
+    Py_XDECREF(empty);
+    Py_DECREF(method);
+    return capsule;
+}
+
+PyObject *wpy_from_dlpack(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"x", "device", "copy", NULL};
+    PyObject *x, *device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO", kwlist, &x, &device, &copy))
+        return NULL;
+    if (device != Py_None) {
+        bool cpu = false;
+        if (PyUnicode_Check(device)) {
+            cpu = PyUnicode_CompareWithASCIIString(device, "cpu") == 0;
+        } else if (PyTuple_Check(device)) {
+            long type, id;
+            if (int_pair(device, "device", &type, &id) < 0)
+                return NULL;
+            cpu = type == kDLCPU && id == 0;
+        }
+        if (!cpu)
+            return PyErr_Format(PyExc_BufferError,
+                                "from_dlpack: device %R is not supported (only 'cpu')", device);
+    }
+    int want_copy = copy == Py_None ? 0 : PyObject_IsTrue(copy);
+    if (want_copy < 0)
+        return NULL;
+    PyObject *capsule;
+    if (PyCapsule_CheckExact(x)) {
+        capsule = x;
+        Py_INCREF(capsule);
+    } else if (PyObject_HasAttrString(x, "__dlpack__")) {
+        capsule = ask_capsule(x, copy);
+    } else {
+        return PyErr_Format(PyExc_TypeError,
+                            "from_dlpack: %.200s has no __dlpack__ method and is not a DLPack "
+                            "capsule", Py_TYPE(x)->tp_name);
+    }
+    if (!capsule)
+        return NULL;
+    if (!PyCapsule_CheckExact(capsule)) {
+        Py_DECREF(capsule);
+        return PyErr_Format(PyExc_TypeError, "from_dlpack: __dlpack__ returned a %.200s, not a "
+                            "capsule", Py_TYPE(capsule)->tp_name);
+    }
+    /* a producer of the legacy protocol cannot copy: weft copies */
+    bool copy_here = want_copy && !PyCapsule_IsValid(capsule, VERSIONED);
+    PyObject *result = consume_capsule(capsule);
+    Py_DECREF(capsule);
+    if (!result || !copy_here)
+        return result;
+    weft_tensor *copied = NULL;
+    int rc = weft_to_dtype(&copied, WPY_T(result), weft_tensor_dtype(WPY_T(result)));
+    Py_DECREF(result);
+    return wpy_wrap_rc(rc, &copied);
+}

@@ -1,0 +1,565 @@
+/* module.c — the `weft` Python module: errors, dtypes, devices, factories,
+ * grad mode and plugins.  The operators are bound in ops.c from the
+ * operator table; Tensor is tensor.c; DLPack is dlpack.c. */
+#include "weftpy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ errors */
+
+/* PyTorch raises RuntimeError for nearly every check its C++ code makes
+ * (shape, dtype, device, autograd), IndexError for an index or dimension out
+ * of range, NotImplementedError when no kernel exists for the backend, and
+ * MemoryError when an allocation fails.  Errors found while reading Python
+ * arguments are TypeError (wrong kind of object) or ValueError (a value no
+ * call could accept), raised by the module itself. */
+static PyObject *exception_for(int rc)
+{
+    switch (rc) {
+    case WEFT_ERANGE:
+        return PyExc_IndexError;
+    case WEFT_ENOMEM:
+        return PyExc_MemoryError;
+    case WEFT_ENOKERNEL:
+        return PyExc_NotImplementedError;
+    case WEFT_EIO:
+        return PyExc_OSError;
+    default:
+        return PyExc_RuntimeError;
+    }
+}
+
+PyObject *wpy_raise(int rc)
+{
+    const char *msg = weft_last_error();
+    if (!msg || !*msg)
+        msg = weft_strerror(rc);
+    PyErr_SetString(exception_for(rc), msg);
+    return NULL;
+}
+
+int wpy_raise_int(int rc)
+{
+    wpy_raise(rc);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ dtypes */
+
+static PyObject *dtype_objects[WEFT_NUM_DTYPES];
+
+static PyObject *dtype_repr(PyObject *self)
+{
+    return PyUnicode_FromFormat("weft.%s", weft_dtype_name(((wpy_dtype *)self)->dtype));
+}
+
+static PyObject *dtype_is_floating(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(weft_dtype_is_floating(((wpy_dtype *)self)->dtype));
+}
+
+static PyObject *dtype_is_complex(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(weft_dtype_is_complex(((wpy_dtype *)self)->dtype));
+}
+
+static PyObject *dtype_itemsize(PyObject *self, void *unused)
+{
+    return PyLong_FromSize_t(weft_dtype_size(((wpy_dtype *)self)->dtype));
+}
+
+static PyObject *dtype_name(PyObject *self, void *unused)
+{
+    return PyUnicode_FromString(weft_dtype_name(((wpy_dtype *)self)->dtype));
+}
+
+static PyGetSetDef dtype_getset[] = {
+    {"is_floating_point", dtype_is_floating, NULL, NULL, NULL},
+    {"is_complex", dtype_is_complex, NULL, NULL, NULL},
+    {"itemsize", dtype_itemsize, NULL, NULL, NULL},
+    {"name", dtype_name, NULL, NULL, NULL},
+    {NULL},
+};
+
+PyTypeObject wpy_dtype_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "weft.dtype",
+    .tp_basicsize = sizeof(wpy_dtype),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_repr = dtype_repr,
+    .tp_getset = dtype_getset,
+    .tp_doc = "A weft dtype: weft.float32, weft.int64, ...",
+};
+
+PyObject *wpy_dtype_object(weft_dtype d)
+{
+    if (d < 0 || d >= WEFT_NUM_DTYPES)
+        return PyErr_Format(PyExc_RuntimeError, "invalid dtype %d", (int)d);
+    Py_INCREF(dtype_objects[d]);
+    return dtype_objects[d];
+}
+
+int wpy_parse_dtype(PyObject *o, weft_dtype *out)
+{
+    if (!o || o == Py_None) {
+        *out = WEFT_DTYPE_UNSET;
+        return 0;
+    }
+    if (PyObject_TypeCheck(o, &wpy_dtype_type)) {
+        *out = ((wpy_dtype *)o)->dtype;
+        return 0;
+    }
+    if (PyUnicode_Check(o)) {
+        const char *name = PyUnicode_AsUTF8(o);
+        if (!name)
+            return -1;
+        *out = weft_dtype_from_name(name);
+        if (*out != WEFT_DTYPE_UNSET)
+            return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "dtype must be a weft.dtype (such as weft.float32), not %R", o);
+    return -1;
+}
+
+/* ----------------------------------------------------------------- devices */
+
+int wpy_parse_device(PyObject *o, weft_device *out)
+{
+    if (!o || o == Py_None) {
+        *out = WEFT_DEVICE_CPU;
+        return 0;
+    }
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "device must be a string such as 'cpu', not %R", o);
+        return -1;
+    }
+    const char *text = PyUnicode_AsUTF8(o);
+    if (!text)
+        return -1;
+    int rc = weft_device_from_string(out, text);
+    return rc < 0 ? wpy_raise_int(rc) : 0;
+}
+
+/* -------------------------------------------------------------- factories */
+
+/* The sizes of a factory: f(2, 3), f((2, 3)), f([2, 3]) or f(size=(2, 3)). */
+static int parse_sizes(PyObject *args, PyObject *size_kw, int64_t *sizes, int *ndim)
+{
+    PyObject *seq = args;
+    if (size_kw) {
+        if (PyTuple_GET_SIZE(args) > 0) {
+            PyErr_SetString(PyExc_TypeError, "size given both by position and by keyword");
+            return -1;
+        }
+        seq = size_kw;
+    }
+    if (PyTuple_Check(seq) && PyTuple_GET_SIZE(seq) == 1 &&
+        !PyLong_Check(PyTuple_GET_ITEM(seq, 0)))
+        seq = PyTuple_GET_ITEM(seq, 0);
+    if (PyLong_Check(seq)) {
+        sizes[0] = PyLong_AsLongLong(seq);
+        *ndim = 1;
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *fast = PySequence_Fast(seq, "size must be a sequence of ints");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > WEFT_MAX_DIMS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "too many dimensions: %zd (at most %d)", n, WEFT_MAX_DIMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyIndex_Check(item) || PyBool_Check(item)) {
+            Py_DECREF(fast);
+            PyErr_Format(PyExc_TypeError, "size must be a sequence of ints, not %R", seq);
+            return -1;
+        }
+        sizes[i] = PyLong_AsLongLong(item);
+        if (sizes[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    *ndim = (int)n;
+    Py_DECREF(fast);
+    return 0;
+}
+
+/* Finishes a factory: requires_grad, then wraps. */
+static PyObject *finish(int rc, weft_tensor *t, int requires_grad)
+{
+    if (rc < 0)
+        return wpy_raise(rc);
+    if (requires_grad && (rc = weft_tensor_set_requires_grad(t, true)) < 0) {
+        weft_tensor_release(t);
+        return wpy_raise(rc);
+    }
+    return wpy_wrap(t);
+}
+
+enum { F_EMPTY, F_ZEROS, F_ONES, F_RAND, F_RANDN };
+
+static PyObject *sized_factory(int kind, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"size", "dtype", "device", "requires_grad", NULL};
+    PyObject *size = NULL, *dtype_o = NULL, *device_o = NULL;
+    int requires_grad = 0;
+    PyObject *empty = PyTuple_New(0);
+    int ok = PyArg_ParseTupleAndKeywords(empty, kwargs, "|$OOOp", kwlist, &size, &dtype_o,
+                                         &device_o, &requires_grad);
+    Py_DECREF(empty);
+    if (!ok)
+        return NULL;
+    int64_t sizes[WEFT_MAX_DIMS];
+    int ndim;
+    weft_dtype dtype;
+    weft_device device;
+    if (parse_sizes(args, size, sizes, &ndim) < 0 || wpy_parse_dtype(dtype_o, &dtype) < 0 ||
+        wpy_parse_device(device_o, &device) < 0)
+        return NULL;
+    if (dtype == WEFT_DTYPE_UNSET)
+        dtype = WEFT_FLOAT32;
+    weft_tensor *t = NULL;
+    int rc;
+    switch (kind) {
+    case F_EMPTY:
+        rc = weft_empty(&t, sizes, ndim, dtype, device);
+        break;
+    case F_ZEROS:
+        rc = weft_zeros(&t, sizes, ndim, dtype, device);
+        break;
+    case F_ONES:
+        rc = weft_ones(&t, sizes, ndim, dtype, device);
+        break;
+    case F_RAND:
+        rc = weft_rand(&t, sizes, ndim, dtype, device, NULL);
+        break;
+    default:
+        rc = weft_randn(&t, sizes, ndim, dtype, device, NULL);
+        break;
+    }
+    return finish(rc, t, requires_grad);
+}
+
+static PyObject *py_empty(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_EMPTY, a, k); }
+static PyObject *py_zeros(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_ZEROS, a, k); }
+static PyObject *py_ones(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_ONES, a, k); }
+static PyObject *py_rand(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_RAND, a, k); }
+static PyObject *py_randn(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_RANDN, a, k); }
+
+/* The dtype a Python number gives a new tensor, as torch.full and
+ * torch.arange choose it: bool, int64, float32 (the default dtype). */
+static weft_dtype dtype_of_number(PyObject *o)
+{
+    if (PyBool_Check(o))
+        return WEFT_BOOL;
+    if (PyLong_Check(o))
+        return WEFT_INT64;
+    return WEFT_FLOAT32;
+}
+
+static PyObject *py_full(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"size", "fill_value", "dtype", "device", "requires_grad", NULL};
+    PyObject *size, *value, *dtype_o = NULL, *device_o = NULL;
+    int requires_grad = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOp", kwlist, &size, &value, &dtype_o,
+                                     &device_o, &requires_grad))
+        return NULL;
+    int64_t sizes[WEFT_MAX_DIMS];
+    int ndim;
+    weft_dtype dtype;
+    weft_device device;
+    PyObject *tuple = PyTuple_Pack(1, size);
+    int bad = !tuple || parse_sizes(tuple, NULL, sizes, &ndim) < 0;
+    Py_XDECREF(tuple);
+    if (bad || wpy_parse_dtype(dtype_o, &dtype) < 0 || wpy_parse_device(device_o, &device) < 0)
+        return NULL;
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (dtype == WEFT_DTYPE_UNSET)
+        dtype = dtype_of_number(value);
+    weft_tensor *t = NULL;
+    int rc = weft_full(&t, sizes, ndim, v, dtype, device);
+    return finish(rc, t, requires_grad);
+}
+
+static PyObject *py_arange(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"start", "end", "step", "dtype", "device", "requires_grad", NULL};
+    PyObject *start = NULL, *end = Py_None, *step = NULL, *dtype_o = NULL, *device_o = NULL;
+    int requires_grad = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OOp", kwlist, &start, &end, &step,
+                                     &dtype_o, &device_o, &requires_grad))
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0), *one = PyLong_FromLong(1);
+    if (end == Py_None) {
+        end = start;
+        start = zero;
+    }
+    if (!step)
+        step = one;
+    double s = PyFloat_AsDouble(start), e = PyFloat_AsDouble(end), st = PyFloat_AsDouble(step);
+    weft_dtype dtype = WEFT_INT64;
+    if (!PyLong_Check(start) || !PyLong_Check(end) || !PyLong_Check(step))
+        dtype = WEFT_FLOAT32;
+    Py_DECREF(zero);
+    Py_DECREF(one);
+    if (PyErr_Occurred())
+        return NULL;
+    weft_dtype given;
+    weft_device device;
+    if (wpy_parse_dtype(dtype_o, &given) < 0 || wpy_parse_device(device_o, &device) < 0)
+        return NULL;
+    if (given != WEFT_DTYPE_UNSET)
+        dtype = given;
+    weft_tensor *t = NULL;
+    int rc = weft_arange(&t, s, e, st, dtype, device);
+    return finish(rc, t, requires_grad);
+}
+
+static PyObject *py_linspace(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"start", "end", "steps", "dtype", "device", "requires_grad", NULL};
+    double start, end;
+    long long steps;
+    PyObject *dtype_o = NULL, *device_o = NULL;
+    int requires_grad = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ddL|$OOp", kwlist, &start, &end, &steps,
+                                     &dtype_o, &device_o, &requires_grad))
+        return NULL;
+    weft_dtype dtype;
+    weft_device device;
+    if (wpy_parse_dtype(dtype_o, &dtype) < 0 || wpy_parse_device(device_o, &device) < 0)
+        return NULL;
+    if (dtype == WEFT_DTYPE_UNSET)
+        dtype = WEFT_FLOAT32;
+    weft_tensor *t = NULL;
+    int rc = weft_linspace(&t, start, end, steps, dtype, device);
+    return finish(rc, t, requires_grad);
+}
+
+static PyObject *py_manual_seed(PyObject *m, PyObject *seed)
+{
+    unsigned long long s = PyLong_AsUnsignedLongLongMask(seed);
+    if (PyErr_Occurred())
+        return NULL;
+    weft_manual_seed(s);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------- grad mode, plugins */
+
+static PyObject *py_set_grad_enabled(PyObject *m, PyObject *mode)
+{
+    int on = PyObject_IsTrue(mode);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(weft_set_grad_enabled(on));
+}
+
+static PyObject *py_is_grad_enabled(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(weft_is_grad_enabled());
+}
+
+static PyObject *py_load_plugin(PyObject *m, PyObject *path)
+{
+    PyObject *bytes;
+    if (!PyUnicode_FSConverter(path, &bytes))
+        return NULL;
+    int rc = weft_load_plugin(PyBytes_AS_STRING(bytes));
+    Py_DECREF(bytes);
+    if (rc < 0)
+        return wpy_raise(rc);
+    /* the operators the plugin defined become functions and methods */
+    if (wpy_ops_init(m) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static const char *plugin_status_names[] = {"loaded", "skipped", "unsupported", "failed"};
+
+/* The load report as a list of dicts, one per candidate file. */
+static PyObject *py_plugins(PyObject *m, PyObject *unused)
+{
+    int n = weft_plugin_report_count();
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < n; i++) {
+        weft_plugin_report r;
+        if (weft_plugin_report_get(i, &r) < 0)
+            continue;
+        const char *status = (unsigned)r.status < 4 ? plugin_status_names[r.status] : "?";
+        PyObject *row = Py_BuildValue("{s:s,s:z,s:z,s:s,s:z,s:(II),s:i}", "path", r.path, "name",
+                                      r.name, "variant", r.variant, "status", status, "error",
+                                      r.error, "abi", r.abi_major, r.abi_minor, "score", r.score);
+        if (!row || PyList_Append(list, row) < 0) {
+            Py_XDECREF(row);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(row);
+    }
+    return list;
+}
+
+/* The devices that have a backend: ["cpu", "cuda:0", ...]. */
+static PyObject *py_devices(PyObject *m, PyObject *unused)
+{
+    PyObject *list = PyList_New(0);
+    for (int type = 0; list && type < WEFT_MAX_DEVICE_TYPES; type++) {
+        if (!weft_device_type_name(type))
+            continue;
+        int count = weft_device_count(type);
+        for (int i = 0; i < count; i++) {
+            char name[80];
+            weft_device_to_string((weft_device){(int16_t)type, (int16_t)i}, name, sizeof name);
+            PyObject *s = PyUnicode_FromString(name);
+            if (!s || PyList_Append(list, s) < 0) {
+                Py_XDECREF(s);
+                Py_CLEAR(list);
+                break;
+            }
+            Py_DECREF(s);
+        }
+    }
+    return list;
+}
+
+static PyMethodDef module_methods[] = {
+    {"tensor", (PyCFunction)(void (*)(void))wpy_tensor_from_data, METH_VARARGS | METH_KEYWORDS,
+     "tensor(data, *, dtype=None, device=None, requires_grad=False): a new tensor holding a copy "
+     "of data (nested lists of numbers, or any object with __dlpack__)."},
+    {"empty", (PyCFunction)(void (*)(void))py_empty, METH_VARARGS | METH_KEYWORDS,
+     "empty(*size, dtype=None, device=None, requires_grad=False)"},
+    {"zeros", (PyCFunction)(void (*)(void))py_zeros, METH_VARARGS | METH_KEYWORDS,
+     "zeros(*size, dtype=None, device=None, requires_grad=False)"},
+    {"ones", (PyCFunction)(void (*)(void))py_ones, METH_VARARGS | METH_KEYWORDS,
+     "ones(*size, dtype=None, device=None, requires_grad=False)"},
+    {"rand", (PyCFunction)(void (*)(void))py_rand, METH_VARARGS | METH_KEYWORDS,
+     "rand(*size, dtype=None, device=None, requires_grad=False): uniform on [0, 1)"},
+    {"randn", (PyCFunction)(void (*)(void))py_randn, METH_VARARGS | METH_KEYWORDS,
+     "randn(*size, dtype=None, device=None, requires_grad=False): standard normal"},
+    {"full", (PyCFunction)(void (*)(void))py_full, METH_VARARGS | METH_KEYWORDS,
+     "full(size, fill_value, *, dtype=None, device=None, requires_grad=False)"},
+    {"arange", (PyCFunction)(void (*)(void))py_arange, METH_VARARGS | METH_KEYWORDS,
+     "arange(start=0, end, step=1, *, dtype=None, device=None, requires_grad=False)"},
+    {"linspace", (PyCFunction)(void (*)(void))py_linspace, METH_VARARGS | METH_KEYWORDS,
+     "linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)"},
+    {"manual_seed", py_manual_seed, METH_O, "manual_seed(seed): seeds the default generator"},
+    {"from_dlpack", (PyCFunction)(void (*)(void))wpy_from_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "from_dlpack(x, *, device=None, copy=None): a tensor sharing the memory of any object with "
+     "__dlpack__ (or of a DLPack capsule)."},
+    {"_dlpack_deleter_calls", wpy_dlpack_deleter_calls, METH_NOARGS,
+     "How many times the deleter of memory imported from Python has run (for tests)."},
+    {"set_grad_enabled", py_set_grad_enabled, METH_O,
+     "set_grad_enabled(mode): sets this thread's grad mode; returns the previous one"},
+    {"is_grad_enabled", py_is_grad_enabled, METH_NOARGS, "is_grad_enabled()"},
+    {"load_plugin", py_load_plugin, METH_O, "load_plugin(path): loads one plugin file"},
+    {"plugins", py_plugins, METH_NOARGS, "plugins(): the plugin load report, a list of dicts"},
+    {"devices", py_devices, METH_NOARGS, "devices(): the devices with a backend"},
+    {NULL},
+};
+
+/* What is simplest written in Python: context managers and randint. */
+static const char prelude[] =
+    "class no_grad:\n"
+    "    '''Context manager (and decorator) that turns gradient recording off in this thread.'''\n"
+    "    _mode = False\n"
+    "    def __enter__(self):\n"
+    "        self._prev = set_grad_enabled(self._mode)\n"
+    "    def __exit__(self, *exc):\n"
+    "        set_grad_enabled(self._prev)\n"
+    "        return False\n"
+    "    def __call__(self, fn):\n"
+    "        import functools\n"
+    "        @functools.wraps(fn)\n"
+    "        def wrapper(*args, **kwargs):\n"
+    "            with self.__class__():\n"
+    "                return fn(*args, **kwargs)\n"
+    "        return wrapper\n"
+    "class enable_grad(no_grad):\n"
+    "    '''Context manager (and decorator) that turns gradient recording on in this thread.'''\n"
+    "    _mode = True\n"
+    "def randint(low=0, high=None, size=None, *, dtype=None, device=None, requires_grad=False):\n"
+    "    '''randint(low=0, high, size): integers drawn uniformly from [low, high).'''\n"
+    "    if size is None:\n"
+    "        low, high, size = 0, low, high\n"
+    "    if high is None or size is None:\n"
+    "        raise TypeError('randint() needs high and size')\n"
+    "    if high <= low:\n"
+    "        raise RuntimeError(f'random_ expects \\'from\\' to be less than \\'to\\', but got from=%d >= to=%d' % (low, high))\n"
+    "    u = rand(size, dtype=float64, device=device)\n"
+    "    r = floor(u * (high - low) + low).to(dtype if dtype is not None else int64)\n"
+    "    if requires_grad:\n"
+    "        r.requires_grad = True\n"
+    "    return r\n";
+
+static struct PyModuleDef weft_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "weft",
+    .m_doc = "weft: a tensor framework with a C core, plugins and autograd.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+static int add_dtypes(PyObject *module)
+{
+    if (PyType_Ready(&wpy_dtype_type) < 0)
+        return -1;
+    Py_INCREF(&wpy_dtype_type);
+    if (PyModule_AddObject(module, "dtype", (PyObject *)&wpy_dtype_type) < 0)
+        return -1;
+    for (int d = 0; d < WEFT_NUM_DTYPES; d++) {
+        wpy_dtype *o = PyObject_New(wpy_dtype, &wpy_dtype_type);
+        if (!o)
+            return -1;
+        o->dtype = (weft_dtype)d;
+        dtype_objects[d] = (PyObject *)o;
+        Py_INCREF(o);
+        if (PyModule_AddObject(module, weft_dtype_name((weft_dtype)d), (PyObject *)o) < 0)
+            return -1;
+    }
+    /* PyTorch's other names for the same dtypes */
+    static const char *aliases[] = {"float", "double", "half", "long", "int", "short", "cfloat",
+                                    "cdouble", "complex32"};
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++) {
+        weft_dtype d = weft_dtype_from_name(aliases[i]);
+        if (d == WEFT_DTYPE_UNSET)
+            continue;
+        Py_INCREF(dtype_objects[d]);
+        if (PyModule_AddObject(module, aliases[i], dtype_objects[d]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit_weft(void)
+{
+    /* Plugins beside libweft (or on WEFT_PLUGIN_PATH); failures are in
+     * weft.plugins(), and a missing CPU backend shows as a clear error on
+     * the first operator. */
+    weft_load_default_plugins();
+    PyObject *module = PyModule_Create(&weft_module);
+    if (!module)
+        return NULL;
+    if (add_dtypes(module) < 0 || wpy_tensor_init_type(module) < 0 || wpy_ops_init(module) < 0)
+        goto fail;
+    PyModule_AddStringConstant(module, "__version__", weft_version());
+    PyObject *dict = PyModule_GetDict(module);
+    if (PyDict_GetItemString(dict, "__builtins__") == NULL &&
+        PyDict_SetItemString(dict, "__builtins__", PyEval_GetBuiltins()) < 0)
+        goto fail;
+    PyObject *r = PyRun_String(prelude, Py_file_input, dict, dict);
+    if (!r)
+        goto fail;
+    Py_DECREF(r);
+    return module;
+fail:
+    Py_DECREF(module);
+    return NULL;
+}

@@ -1,0 +1,82 @@
+/* weftpy.h — what the files of the Python module share.  The module is a
+ * client of libweft's public API only (<weft/weft.h>, <weft/dlpack.h>);
+ * internal functions of the module carry the wpy_ prefix. */
+#ifndef WEFT_PYTHON_WEFTPY_H
+#define WEFT_PYTHON_WEFTPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <weft/dlpack.h>
+#include <weft/weft.h>
+
+/* weft.Tensor: one reference to a weft tensor, never replaced. */
+typedef struct {
+    PyObject_HEAD
+    weft_tensor *t;
+    PyObject *weakrefs;
+} wpy_tensor;
+
+/* weft.dtype: the singletons weft.float32, weft.int64, ... */
+typedef struct {
+    PyObject_HEAD
+    weft_dtype dtype;
+} wpy_dtype;
+
+extern PyTypeObject *wpy_tensor_type; /* a heap type: operators are added as methods */
+extern PyTypeObject wpy_dtype_type;
+
+#define wpy_tensor_check(o) PyObject_TypeCheck((o), wpy_tensor_type)
+#define WPY_T(o) (((wpy_tensor *)(o))->t)
+
+/* module.c */
+/* Sets the Python exception for weft error code rc, carrying
+ * weft_last_error(), and returns NULL.  The mapping is PyTorch's: see
+ * docs/design.md. */
+PyObject *wpy_raise(int rc);
+/* The same, for functions returning int: returns -1. */
+int wpy_raise_int(int rc);
+/* A new reference to the dtype singleton of d. */
+PyObject *wpy_dtype_object(weft_dtype d);
+/* None -> WEFT_DTYPE_UNSET; a weft.dtype; a torch-style name ("float32").
+ * Returns -1 with TypeError set otherwise. */
+int wpy_parse_dtype(PyObject *o, weft_dtype *out);
+/* None -> cpu; "cpu", "cuda:1"; a (DLPack code, id) pair is not a device. */
+int wpy_parse_device(PyObject *o, weft_device *out);
+
+/* tensor.c */
+int wpy_tensor_init_type(PyObject *module);
+/* Wraps a new reference (stolen).  t NULL: returns NULL (an error is
+ * expected to be set already). */
+PyObject *wpy_wrap(weft_tensor *t);
+/* Wraps the result of a weft call: rc < 0 raises, else wraps *t.  (By
+ * pointer, since wpy_wrap_rc(weft_f(&t, ...), t) would read t before the
+ * call in some argument orders.) */
+PyObject *wpy_wrap_rc(int rc, weft_tensor **t);
+
+/* convert.c: Python values <-> tensors */
+/* weft.tensor(data, dtype=None, device=None, requires_grad=False) */
+PyObject *wpy_tensor_from_data(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *wpy_tensor_tolist(PyObject *self, PyObject *unused);
+PyObject *wpy_tensor_item(PyObject *self, PyObject *unused);
+/* A Python int, float or bool as a boxed Scalar; returns 0, or -1 without
+ * an exception when o is not a number of those kinds. */
+int wpy_scalar_value(PyObject *o, weft_value *v);
+/* A 0-d tensor holding the number o, of the dtype PyTorch would give the
+ * result of an operation between t and o (so that "2 - t" computes what
+ * "t.sub(2)" would, with the operands swapped). */
+weft_tensor *wpy_scalar_tensor_like(PyObject *o, const weft_tensor *t);
+
+/* ops.c: the operator table, bound from its schemas */
+int wpy_ops_init(PyObject *module);
+/* Calls the operator `name` with boxed arguments, releasing the GIL; returns
+ * None, a Tensor or a tuple of them. */
+PyObject *wpy_call_op(const char *name, const weft_value *args, int nargs);
+
+/* dlpack.c */
+PyObject *wpy_dlpack(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *wpy_dlpack_device(PyObject *self, PyObject *unused);
+PyObject *wpy_from_dlpack(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *wpy_dlpack_deleter_calls(PyObject *module, PyObject *unused);
+
+#endif /* WEFT_PYTHON_WEFTPY_H */

@@ -1,0 +1,79 @@
+#!/bin/sh
+# tests/python.sh — runs tests/python/*.py against the module in
+# python/.libs and prints one TAP stream (the .py files print unnumbered
+# "ok - ..." lines; this script numbers them and writes the plan).
+#  - test_api.py with the Python the build was configured for;
+#  - test_numpy.py and test_torch.py with Debian's /usr/bin/python3
+#    (python3-numpy 1.24, python3-torch 1.13) when it has the same ABI;
+#  - test_numpy2.py in a virtual environment under the build directory with
+#    NumPy >= 2.1 from PyPI, made once and kept (SKIP where pip fails).
+builddir=$(cd "${WEFT_BUILDDIR:-.}" && pwd)
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
+python=${WEFT_PYTHON:-python3}
+moddir="$builddir/python/.libs"
+if [ ! -f "$moddir/weft.so" ]; then
+    echo "1..0 # SKIP the Python module was not built (configure found no Python headers)"
+    exit 0
+fi
+PYTHONPATH="$moddir:$srcdir/tests/python"
+WEFT_PLUGIN_PATH=${WEFT_PLUGIN_PATH:-$builddir/.libs}
+# no __pycache__ in the source tree
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH WEFT_PLUGIN_PATH PYTHONDONTWRITEBYTECODE
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+soabi() { "$1" -c 'import sysconfig; print(sysconfig.get_config_var("SOABI"))' 2>/dev/null; }
+
+run() { # run DESCRIPTION PYTHON SCRIPT: the script's lines, or one failure
+    desc=$1 py=$2 script=$3
+    if ! "$py" "$srcdir/tests/python/$script" >"$tmp/out" 2>"$tmp/err"; then
+        grep -q '^not ok' "$tmp/out" || echo "not ok - $desc: $script exited with an error" >>"$tmp/out"
+    fi
+    sed 's/^# \(.*\)/#   \1/' "$tmp/out" >>"$tmp/all"
+    sed 's/^/# stderr: /' "$tmp/err" | tail -20 >>"$tmp/all"
+}
+skip() { echo "ok - $1 # SKIP $2" >>"$tmp/all"; }
+: >"$tmp/all"
+
+run "API" "$python" test_api.py
+
+debian=/usr/bin/python3
+if [ ! -x "$debian" ]; then
+    skip "NumPy 1.24 and PyTorch 1.13 peers" "$debian not found"
+elif [ "$(soabi "$debian")" != "$(soabi "$python")" ]; then
+    skip "NumPy 1.24 and PyTorch 1.13 peers" "$debian is $(soabi "$debian"), the module was built for $(soabi "$python")"
+else
+    if "$debian" -c 'import numpy' 2>/dev/null; then
+        run "NumPy (Debian)" "$debian" test_numpy.py
+    else
+        skip "NumPy (Debian) peer" "numpy is not installed for $debian (apt-get install python3-numpy)"
+    fi
+    if "$debian" -c 'import torch' 2>/dev/null; then
+        run "PyTorch (Debian)" "$debian" test_torch.py
+    else
+        skip "PyTorch (Debian) peer" "torch is not installed for $debian (apt-get install python3-torch)"
+    fi
+fi
+
+# NumPy >= 2.1 from PyPI, in a venv kept in the build directory
+venv="$builddir/tests/python-venv"
+if [ ! -x "$debian" ] || [ "$(soabi "$debian")" != "$(soabi "$python")" ]; then
+    skip "NumPy >= 2.1 peer" "no Python with the module's ABI to make a virtual environment from"
+else
+    if [ ! -f "$venv/.ready" ]; then
+        rm -rf "$venv"
+        if "$debian" -m venv "$venv" >"$tmp/venv.log" 2>&1 &&
+            "$venv/bin/python" -m pip install --quiet --timeout 20 --retries 1 'numpy>=2.1' \
+                >>"$tmp/venv.log" 2>&1; then
+            touch "$venv/.ready"
+        fi
+    fi
+    if [ -f "$venv/.ready" ]; then
+        run "NumPy >= 2.1 (PyPI)" "$venv/bin/python" test_numpy2.py
+    else
+        skip "NumPy >= 2.1 peer" "could not make a virtual environment with numpy>=2.1 from PyPI (no network?): $(tail -1 "$tmp/venv.log")"
+    fi
+fi
+
+awk '/^(not )?ok /{n++; sub(/^ok -/, "ok " n " -"); sub(/^not ok -/, "not ok " n " -")} {print} END {print "1.." n}' "$tmp/all"
+! grep -q '^not ok' "$tmp/all"

@@ -1,0 +1,100 @@
+"""DLPack with Debian's PyTorch 1.13 (legacy capsules), both directions:
+torch.from_dlpack / torch.utils.dlpack and weft.from_dlpack."""
+import numpy as np
+import torch
+import torch.utils.dlpack
+import weft
+from peer_cases import check_lifetime, weft_cases, write_first
+from taplib import done, eq, raises, test
+
+print("# torch", torch.__version__)
+
+
+def torch_cases():
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    return [
+        ("contiguous", base),
+        ("transposed", base.t()),
+        ("sliced with offset and step", base[1:3, 1::2]),
+        ("size 0", torch.zeros(0, 3)),
+        ("0-d", torch.tensor(3.5)),
+    ]
+
+
+for name, t in weft_cases():
+
+    def weft_to_torch():
+        for how in (torch.from_dlpack, lambda x: torch.utils.dlpack.from_dlpack(x.__dlpack__())):
+            p = how(t)
+            eq(tuple(p.shape), t.shape)
+            eq(p.tolist(), t.tolist(), "values")
+            if t.numel():
+                eq(p.data_ptr(), t.data_ptr(), "same address")
+                p[(0,) * p.dim()] = 9
+                eq(t[(0,) * t.ndim].item(), 9.0, "a write in torch is seen by weft")
+                write_first(t)
+                eq(p[(0,) * p.dim()].item(), 42.0, "a write in weft is seen by torch")
+
+    weft_to_torch.__doc__ = "weft -> torch.from_dlpack: " + name
+    test(weft_to_torch)
+
+for name, p in torch_cases():
+
+    def torch_to_weft():
+        for how in (weft.from_dlpack, lambda x: weft.from_dlpack(torch.utils.dlpack.to_dlpack(x))):
+            t = how(p)
+            eq(t.shape, tuple(p.shape))
+            eq(t.tolist(), p.tolist(), "values")
+            if p.numel():
+                eq(t.data_ptr(), p.data_ptr(), "same address")
+                p[(0,) * p.dim()] = 7
+                eq(t[(0,) * t.ndim].item(), 7.0, "a write in torch is seen by weft")
+                write_first(t)
+                eq(p[(0,) * p.dim()].item(), 42.0, "a write in weft is seen by torch")
+
+    torch_to_weft.__doc__ = "torch -> weft.from_dlpack: " + name
+    test(torch_to_weft)
+
+
+@test
+def lifetime_torch_peer():
+    """numpy base -> weft -> torch: freed once, when the torch tensor dies on another thread"""
+    check_lifetime(torch.from_dlpack)
+
+
+@test
+def lifetime_torch_source():
+    """numpy base -> torch -> weft: freed once, when the weft tensor dies on another thread"""
+    check_lifetime(lambda w: weft.from_dlpack(torch.from_dlpack(w)), imports=2)
+
+
+@test
+def dtypes():
+    """bfloat16, float16, complex and integers cross both ways; bool is refused by torch 1.13"""
+    for d, td in [(weft.bfloat16, torch.bfloat16), (weft.float16, torch.float16),
+                  (weft.complex64, torch.complex64), (weft.int16, torch.int16),
+                  (weft.uint8, torch.uint8), (weft.float64, torch.float64)]:
+        eq(torch.from_dlpack(weft.ones(2, dtype=d)).dtype, td)
+        eq(weft.from_dlpack(torch.ones(2, dtype=td)).dtype, d)
+    raises(Exception, torch.from_dlpack, weft.ones(2, dtype=weft.bool))
+
+
+@test
+def autograd_refused():
+    """a tensor that requires grad is refused, as torch refuses its own"""
+    raises(RuntimeError, torch.from_dlpack, weft.ones(2, requires_grad=True))
+    t = weft.from_dlpack(torch.ones(2, requires_grad=True).detach())
+    eq(t.tolist(), [1.0, 1.0])
+
+
+@test
+def values_match_torch():
+    """the same computation gives the same numbers in both (through DLPack)"""
+    w = weft.randn(4, 5)
+    x = torch.from_dlpack(w).clone()
+    got = weft.softmax(w, 1) @ weft.from_dlpack(x.t().contiguous())
+    want = torch.softmax(x, 1) @ x.t()
+    assert np.allclose(torch.from_dlpack(got).numpy(), want.numpy(), atol=1e-5)
+
+
+done()
