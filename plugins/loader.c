@@ -553,6 +553,8 @@ WEFT_API int weft_unload_plugin(const char *name)
                           name, live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
     }
     *pp = p->next;
+    /* its variants, and whatever lost to it, are candidates again */
+    n_decided = 0;
     /* first make the plugin unreachable, then let it tear down */
     wf__registrar_release_all(p->reg);
     if (p->desc->struct_size >= offsetof(weft_plugin_descriptor, fini) + sizeof(void *) &&
