@@ -389,8 +389,10 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
     return rc > 0 ? 0 : rc;
 }
 
-int wf__dispatch_op(const weft_op *op, const weft_value *args, int nargs, weft_value *rets,
-                    int nrets, weft_keyset mask)
+/* A boxed call from outside: everything the generated entry points get
+ * right by construction is checked first, then the call proceeds as theirs. */
+static int dispatch_checked(const weft_op *op, const weft_value *args, int nargs, weft_value *rets,
+                            int nrets)
 {
     const wf_schema *s = &op->schema;
     if (!op->defined)
@@ -403,43 +405,15 @@ int wf__dispatch_op(const weft_op *op, const weft_value *args, int nargs, weft_v
                           s->nrets, nrets);
     if (nargs && !args)
         return wf__errorf(WEFT_EINVAL, "%s: args is NULL", s->name);
-    weft_keyset ks = 0;
     for (int i = 0; i < nargs; i++) {
-        const weft_value *v = &args[i];
         const wf_arg *a = &s->args[i];
-        if (!tag_fits(a->type, v))
+        if (!tag_fits(a->type, &args[i]))
             return wf__errorf(WEFT_EINVAL, "%s: argument '%s' must be %s (got value tag %d)",
-                              s->name, a->name, arg_type_names[a->type], v->tag);
-        if (!(op->tensor_arg_mask & (1u << i)))
-            continue;
-        if (v->tag == WEFT_VALUE_TENSOR) {
-            if (!v->u.tensor)
-                return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is NULL", s->name, a->name);
-            ks |= v->u.tensor->keys;
-        } else if (v->tag == WEFT_VALUE_TENSOR_LIST) {
-            if (v->len < 0 || (v->len && !v->u.tensors))
-                return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list", s->name, a->name);
-            for (int j = 0; j < v->len; j++) {
-                if (!v->u.tensors[j])
-                    return wf__errorf(WEFT_EINVAL, "%s: argument '%s'[%d] is NULL", s->name,
-                                      a->name, j);
-                ks |= v->u.tensors[j]->keys;
-            }
-        }
+                              s->name, a->name, arg_type_names[a->type], args[i].tag);
+        if (args[i].tag == WEFT_VALUE_TENSOR_LIST && (args[i].len < 0 || (args[i].len && !args[i].u.tensors)))
+            return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list", s->name, a->name);
     }
-    if (s->mutating && args[0].u.tensor->storage->read_only)
-        return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is read-only and cannot be written",
-                          s->name, s->args[0].name);
-    ks = ((ks | wf__tls_included) & ~wf__tls_excluded) & mask;
-    for (int i = 0; i < s->nrets; i++) {
-        rets[i].tag = WEFT_VALUE_NONE;
-        rets[i].u.tensor = NULL;
-    }
-    if (s->mutating)
-        weft_tensor_bump_version(args[0].u.tensor);
-    weft_call call = {op, ks, args, nargs, rets, s->nrets};
-    int rc = call_table(op, &call, ks);
-    return rc > 0 ? 0 : rc;
+    return dispatch_trusted(op, args, nargs, rets);
 }
 
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
@@ -453,7 +427,7 @@ WEFT_API int weft_call_boxed(const weft_op *op, const weft_value *args, int narg
 {
     if (!op)
         return wf__errorf(WEFT_EINVAL, "call_boxed: op is NULL");
-    return wf__dispatch_op(op, args, nargs, rets, nrets, ~(weft_keyset)0);
+    return dispatch_checked(op, args, nargs, rets, nrets);
 }
 
 WEFT_API int weft_redispatch(weft_call *call, weft_keyset done)

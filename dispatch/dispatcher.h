@@ -116,8 +116,6 @@ int wf__slot_for(int key, int device_type);
 
 weft_op *wf__op_by_id(int id);
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
-int wf__dispatch_op(const weft_op *op, const weft_value *args, int nargs, weft_value *rets,
-                    int nrets, weft_keyset mask);
 /* Recomputes op's hot table from the registrations (registry lock held). */
 void wf__op_recompute(weft_op *op);
 void wf__dispatch_init(void);

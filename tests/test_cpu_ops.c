@@ -11,29 +11,12 @@
 #include <weft/weft.h>
 
 #include "tests/tap.h"
+#include "tests/keep.h"
 
 /* ---------------------------------------------------------------- helpers */
 
 /* Every tensor a test makes is kept here and released by drop_all(), so a
  * failing assertion never leaks (the suite also runs under valgrind). */
-static weft_tensor *kept[4096];
-static int nkept;
-
-static weft_tensor *keep(weft_tensor *t)
-{
-    if (t && nkept < (int)(sizeof kept / sizeof *kept))
-        kept[nkept++] = t;
-    else if (t)
-        weft_tensor_release(t);
-    return t;
-}
-
-static void drop_all(void)
-{
-    while (nkept > 0)
-        weft_tensor_release(kept[--nkept]);
-}
-
 static int64_t numel_of(const int64_t *sizes, int ndim)
 {
     int64_t n = 1;

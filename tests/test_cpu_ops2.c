@@ -14,26 +14,9 @@
 #include <weft/weft.h>
 
 #include "tests/tap.h"
+#include "tests/keep.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static weft_tensor *kept[4096];
-static int nkept;
-
-static weft_tensor *keep(weft_tensor *t)
-{
-    if (t && nkept < (int)(sizeof kept / sizeof *kept))
-        kept[nkept++] = t;
-    else if (t)
-        weft_tensor_release(t);
-    return t;
-}
-
-static void drop_all(void)
-{
-    while (nkept > 0)
-        weft_tensor_release(kept[--nkept]);
-}
 
 static weft_tensor *make(weft_dtype dtype, const int64_t *sizes, int ndim, const double *values)
 {
