@@ -32,15 +32,28 @@
 #define BENCH_MM_A 0.5
 #define BENCH_MM_B 0.25 /* every element of a @ b is N * 0.5 * 0.25 = 128 */
 
+/* The autograd chain: y = x (one float32 element, 1, requires grad), then
+ * BENCH_AUTOGRAD_STEPS times y = y * BENCH_AUTOGRAD_MUL + BENCH_AUTOGRAD_ADD,
+ * then backward from y.  x's gradient is BENCH_AUTOGRAD_MUL^STEPS
+ * (1.0001^1000 = 1.10516...), which float32 reaches only to within rounding:
+ * 1.0001 itself is off by 1.7e-8 in float32 and each of the 1000 backward
+ * multiplications may round, so it is checked to a relative
+ * BENCH_AUTOGRAD_TOL. */
+#define BENCH_AUTOGRAD_STEPS 1000
+#define BENCH_AUTOGRAD_MUL 1.0001
+#define BENCH_AUTOGRAD_ADD 0.5
+#define BENCH_AUTOGRAD_TOL 1e-3
+
 /* ------------------------------------------------------------- repetitions */
 
 /* Every number is the median over `batches` timed batches of `calls` calls
  * each, after one untimed warm-up batch; weft's and libtorch's batches
  * alternate (see --serve below), and each ratio is the median of the
  * per-round ratios.  Short batches and many rounds: on a shared machine the
- * speed drifts within seconds, and only batches run side by side compare.  The batch counts are multiples of the
- * number of contenders (3 for the adds, 2 for mm), so that each one runs
- * equally often in each position of a round. */
+ * speed drifts within seconds, and only batches run side by side compare.
+ * The batch counts are multiples of the number of contenders (3 for the
+ * adds, 2 for mm and autograd), so that each one runs equally often in each
+ * position of a round. */
 typedef struct bench_plan {
     long add1_calls;
     int add1_batches;
@@ -48,6 +61,8 @@ typedef struct bench_plan {
     int big_batches;
     int mm_calls;
     int mm_batches;
+    int autograd_calls; /* one call: the whole 1000-step forward and the backward */
+    int autograd_batches;
     int startup_runs; /* timed start-up children of each kind, after one warm-up */
 } bench_plan;
 
@@ -61,6 +76,8 @@ static inline bench_plan bench_plan_get(int quick)
         p.big_batches = 3;
         p.mm_calls = 2;
         p.mm_batches = 4;
+        p.autograd_calls = 2;
+        p.autograd_batches = 4;
         p.startup_runs = 3;
     } else {
         p.add1_calls = 200000;
@@ -69,6 +86,8 @@ static inline bench_plan bench_plan_get(int quick)
         p.big_batches = 15;
         p.mm_calls = 4;
         p.mm_batches = 12;
+        p.autograd_calls = 10;
+        p.autograd_batches = 16;
         p.startup_runs = 7;
     }
     return p;
@@ -81,6 +100,7 @@ static inline bench_plan bench_plan_get(int quick)
 #define BENCH_KIND_ADD1_INFERENCE "add1_inference" /* the same under InferenceMode */
 #define BENCH_KIND_ADD_OUT "add_out"               /* at::add_out, 16M elements */
 #define BENCH_KIND_MM "mm"                         /* at::mm, 1024 x 1024 */
+#define BENCH_KIND_AUTOGRAD "autograd_chain"       /* 1000 steps + backward, 1 element */
 #define BENCH_KIND_STREAM "stream" /* weft-bench only: the plain C STREAM add */
 
 /* weft-bench --serve and torch-bench --serve: the protocol the parent drives
@@ -108,6 +128,7 @@ static inline bench_plan bench_plan_get(int quick)
 #define BENCH_KEY_ADD1_INFERENCE_NS "add_1elem_inference_mode_ns"
 #define BENCH_KEY_ADD_OUT_GBS "add_out_16m_gbs"
 #define BENCH_KEY_MM_GFLOPS "mm_1024_gflops"
+#define BENCH_KEY_AUTOGRAD_US "autograd_chain_1000_us"
 #define BENCH_KEY_STARTUP_RESULT "startup_result"
 #define BENCH_KEY_VMHWM_KB "vmhwm_kb"
 

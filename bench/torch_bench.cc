@@ -8,6 +8,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/version.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,11 +45,13 @@ public:
             return add_out(calls);
         if (kind == BENCH_KIND_MM)
             return mm(calls);
+        if (kind == BENCH_KIND_AUTOGRAD)
+            return autograd(calls);
         throw std::runtime_error("unknown measurement " + kind);
     }
 
 private:
-    at::Tensor a1_, b1_, big_a_, big_b_, big_out_, mm_a_, mm_b_;
+    at::Tensor a1_, b1_, big_a_, big_b_, big_out_, mm_a_, mm_b_, grad_x_;
 
     // The fixed cost of at::add on one-element tensors that do not require
     // grad: dispatch (through the autograd layer, as for any user tensor),
@@ -108,6 +111,34 @@ private:
               "at::mm gave a wrong result");
         return ns;
     }
+
+    // One call: y = x, 1000 times y = y * 1.0001 + 0.5 (recorded by autograd
+    // as x requires grad), y.backward(), x's gradient read, the graph freed
+    // with y and x's gradient reset for the next call.  Returns the gradient.
+    static double autograd_call(at::Tensor &x)
+    {
+        at::Tensor y = x;
+        for (int i = 0; i < BENCH_AUTOGRAD_STEPS; i++)
+            y = y * BENCH_AUTOGRAD_MUL + BENCH_AUTOGRAD_ADD;
+        y.backward();
+        double g = x.grad().item<float>();
+        x.mutable_grad().reset();
+        return g;
+    }
+
+    double autograd(long calls)
+    {
+        if (!grad_x_.defined())
+            grad_x_ = at::ones({1}, at::kFloat).requires_grad_(true);
+        double g = 0;
+        double t0 = bench_now_ns();
+        for (long i = 0; i < calls; i++)
+            g = autograd_call(grad_x_);
+        double ns = (bench_now_ns() - t0) / (double)calls;
+        const double want = std::pow(BENCH_AUTOGRAD_MUL, BENCH_AUTOGRAD_STEPS);
+        check(std::fabs(g - want) <= BENCH_AUTOGRAD_TOL * want, "backward gave a wrong gradient");
+        return ns;
+    }
 };
 
 // Warm-up batch, then the median of `batches` batches, in ns per call.
@@ -138,6 +169,9 @@ int run_alone(bool quick)
     std::fflush(stdout);
     std::printf("%s %.3f\n", BENCH_KEY_MM_GFLOPS,
                 BENCH_MM_FLOPS / median_ns(b, BENCH_KIND_MM, p.mm_calls, p.mm_batches));
+    std::fflush(stdout);
+    std::printf("%s %.2f\n", BENCH_KEY_AUTOGRAD_US,
+                median_ns(b, BENCH_KIND_AUTOGRAD, p.autograd_calls, p.autograd_batches) / 1e3);
     std::fflush(stdout);
     return 0;
 }
