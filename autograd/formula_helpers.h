@@ -30,6 +30,8 @@ struct formula {
 int wf__autograd_kernel(weft_call *call, void *ctx);
 /* Registers the neural-network formulas (autograd/formulas_nn.c). */
 void wf__autograd_register_nn(void);
+/* Registers the shape and indexing formulas (autograd/formulas_shape.c). */
+void wf__autograd_register_shape(void);
 
 #define TRY(expr)                                                                     \
     do {                                                                              \

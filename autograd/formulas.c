@@ -837,6 +837,7 @@ static const char *const nondifferentiable[] = {
     "eq", "ne", "lt", "le", "gt", "ge", "eq_scalar", "ne_scalar", "lt_scalar", "le_scalar",
     "gt_scalar", "ge_scalar", "logical_and", "logical_or", "logical_xor", "logical_not",
     "isnan", "isinf", "isfinite", "argmax", "argmin", "count_nonzero", "all", "any",
+    "one_hot", "nonzero", "argsort",
 };
 
 void wf__autograd_register(void)
@@ -854,4 +855,5 @@ void wf__autograd_register(void)
     weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
                            no_formula_fallback, NULL, NULL);
     wf__autograd_register_nn();
+    wf__autograd_register_shape();
 }

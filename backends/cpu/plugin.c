@@ -6,6 +6,7 @@
 
 #include "cpu.h"
 #include "nn.h"
+#include "shape.h"
 
 const char *cpu__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim)
 {
@@ -73,7 +74,8 @@ static int cpu_init(weft_registrar *reg)
         (rc = cpu__register_unary(reg)) < 0 || (rc = cpu__register_reduce(reg)) < 0 ||
         (rc = cpu__register_blas(reg)) < 0 || (rc = cpu__register_binary(reg)) < 0 ||
         (rc = cpu__register_reduce_rows(reg)) < 0 || (rc = cpu__register_dropout(reg)) < 0 ||
-        (rc = cpu__register_nn(reg)) < 0)
+        (rc = cpu__register_nn(reg)) < 0 || (rc = cpu__register_shape(reg)) < 0 ||
+        (rc = cpu__register_index(reg)) < 0 || (rc = cpu__register_sort(reg)) < 0)
         return rc;
     return 0;
 }

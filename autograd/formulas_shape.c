@@ -1,0 +1,625 @@
+/* autograd/formulas_shape.c — derivative formulas of the shape and
+ * indexing operators (issue 3, part 3).  Each backward is written with
+ * weft operators, mostly the family's own inverse pairs (index_select and
+ * index_add, gather and scatter_add, pad and negative pad), so it runs on
+ * any device that has them and, with create_graph, is differentiable
+ * again.  cat and stack take a tensor list, which the generic kernel of
+ * formulas.c does not handle: they have a kernel of their own here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/formula_helpers.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* Appends integers to node->info after whatever is there. */
+static int append_info(wf_node *n, const int64_t *values, int count)
+{
+    if (count == 0)
+        return 0;
+    int64_t *info = realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
+    if (!info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(info + n->n_info, values, (size_t)count * sizeof(int64_t));
+    n->info = info;
+    n->n_info += count;
+    return 0;
+}
+
+/* The integers after the first k shapes that store_shapes packed. */
+static const int64_t *extra_info(const wf_node *n, int k)
+{
+    const int64_t *p = n->info;
+    for (int i = 0; i < k; i++)
+        p += 2 + p[0];
+    return p;
+}
+
+/* Zeros shaped like input k, with the gradient's dtype and device. */
+static int zeros_like_input(weft_tensor **out, const wf_node *n, int k, const weft_tensor *grad)
+{
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, k, &sizes, &ndim, &dtype);
+    return weft_zeros(out, sizes, ndim, (weft_dtype)grad->dtype, grad->device);
+}
+
+/* g, zero-padded at the end of each dim up to sizes (the index of gather
+ * and scatter may be smaller than src). */
+static int pad_to(weft_tensor **out, weft_tensor *g, const int64_t *sizes, int ndim)
+{
+    int64_t pads[2 * WEFT_MAX_DIMS];
+    bool same = true;
+    for (int p = 0; p < ndim; p++) {
+        int d = ndim - 1 - p;
+        pads[2 * p] = 0;
+        pads[2 * p + 1] = sizes[d] - g->sizes[d];
+        same &= pads[2 * p + 1] == 0;
+    }
+    if (same || g->ndim != ndim) {
+        *out = weft_tensor_retain(g);
+        return 0;
+    }
+    return weft_pad(out, g, pads, 2 * ndim, "constant", NULL);
+}
+
+/* ------------------------------------------------------------ records */
+
+/* self's shape, then the integer arguments named by the formula */
+static int record_shape_and_ints(wf_node *n, const weft_call *call, const int *which, int count)
+{
+    const weft_tensor *self = call->args[0].u.tensor;
+    TRY(store_shapes(n, &self, 1));
+    for (int i = 0; i < count; i++) {
+        const weft_value *v = &call->args[which[i]];
+        if (v->tag == WEFT_VALUE_INT_LIST) {
+            int64_t len = v->len;
+            TRY(append_info(n, &len, 1));
+            TRY(append_info(n, v->u.ints, v->len));
+        } else if (v->tag == WEFT_VALUE_NONE) {
+            int64_t none = 0;
+            TRY(append_info(n, &none, 1));
+        } else {
+            TRY(append_info(n, &v->u.i, 1));
+        }
+    }
+    return 0;
+}
+
+static int record_clone(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
+{
+    (void)result;
+    (void)old;
+    return record_shape_and_ints(n, call, NULL, 0);
+}
+
+/* (self, int arg): flip's dims, tril's diagonal, repeat's repeats */
+static int record_arg1(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
+{
+    (void)result;
+    (void)old;
+    static const int which[] = {1};
+    return record_shape_and_ints(n, call, which, 1);
+}
+
+/* roll(self, shifts, dims) and pad(self, pad, mode, value): the first
+ * list, then roll's dims (length first) or pad's mode (0 constant, 1
+ * reflect, 2 replicate) */
+static int record_arg12(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
+{
+    (void)result;
+    (void)old;
+    TRY(record_shape_and_ints(n, call, (const int[]){1}, 1));
+    const weft_value *v = &call->args[2];
+    if (v->tag == WEFT_VALUE_STRING) {
+        int64_t mode = !strcmp(v->u.string, "reflect") ? 1 : !strcmp(v->u.string, "replicate") ? 2 : 0;
+        return append_info(n, &mode, 1);
+    }
+    int64_t len = v->tag == WEFT_VALUE_INT_LIST ? v->len : 0;
+    TRY(append_info(n, &len, 1));
+    return append_info(n, v->u.ints, (int)len);
+}
+
+/* (self, int dim, Tensor index, ...): self's shape, the second tensor's
+ * shape (scatter's src, index_add's source), dim; saves index */
+static int record_indexed(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
+{
+    (void)old;
+    const weft_tensor *ts[2] = {call->args[0].u.tensor,
+                                call->nargs > 3 && call->args[3].tag == WEFT_VALUE_TENSOR
+                                    ? call->args[3].u.tensor
+                                    : call->args[0].u.tensor};
+    TRY(store_shapes(n, ts, 2));
+    TRY(append_info(n, &call->args[1].u.i, 1));
+    if (call->nargs > 4) /* index_add's alpha */
+        n->scalar = call->args[4].tag == WEFT_VALUE_INT ? (double)call->args[4].u.i
+                    : call->args[4].tag == WEFT_VALUE_BOOL ? call->args[4].u.b
+                                                            : call->args[4].u.d;
+    return wf__node_save(n, 0, call->args[2].u.tensor, result);
+}
+
+/* embedding(weight, indices, padding_idx) */
+static int record_embedding(wf_node *n, const weft_call *call, weft_tensor *result,
+                            weft_tensor *old)
+{
+    (void)old;
+    if (wf__requires_grad(call->args[1].u.tensor))
+        return wf__errorf(WEFT_EINVAL, "embedding: 'indices' cannot require grad");
+    TRY(record_shape_and_ints(n, call, (const int[]){2}, 1));
+    return wf__node_save(n, 0, call->args[1].u.tensor, result);
+}
+
+/* sort(self, dim, ...) and topk(self, k, dim, ...): the dim and the indices */
+static int record_sorted(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
+{
+    (void)old;
+    bool topk = call->nargs == 5;
+    TRY(record_shape_and_ints(n, call, (const int[]){topk ? 2 : 1}, 1));
+    return wf__node_save(n, 0, call->rets[1].u.tensor, result);
+}
+
+static int record_masked_select(wf_node *n, const weft_call *call, weft_tensor *result,
+                                weft_tensor *old)
+{
+    (void)old;
+    TRY(record_shape_and_ints(n, call, NULL, 0));
+    return wf__node_save(n, 0, call->args[1].u.tensor, result);
+}
+
+/* ------------------------------------------------------------ formulas */
+
+static int clone_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return fit_grad(&gi[0], n, 0, go[0]);
+}
+
+static int flip_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    const int64_t *dims = extra_info(n, 1);
+    return weft_flip(&gi[0], go[0], dims + 1, (int)dims[0]);
+}
+
+static int tril_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return weft_tril(&gi[0], go[0], extra_info(n, 1)[0]);
+}
+
+static int triu_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return weft_triu(&gi[0], go[0], extra_info(n, 1)[0]);
+}
+
+/* roll back by the negated shifts */
+static int roll_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    const int64_t *shifts = extra_info(n, 1), *dims = shifts + 1 + shifts[0];
+    int64_t negated[WEFT_MAX_DIMS];
+    int count = (int)shifts[0];
+    if (count > WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_EINVAL, "roll: too many shifts to differentiate");
+    for (int i = 0; i < count; i++)
+        negated[i] = -shifts[1 + i];
+    return weft_roll(&gi[0], go[0], negated, count, dims[0] ? dims + 1 : NULL, (int)dims[0]);
+}
+
+/* The gradient of [r0*s0, r1*s1, ...] viewed as [r0, s0, r1, s1, ...],
+ * summed over the r's. */
+static int repeat_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    const int64_t *sizes, *reps = extra_info(n, 1);
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    int count = (int)reps[0];
+    if (count == 0) /* a 0-d self repeated by [] */
+        return fit_grad(&gi[0], n, 0, go[0]);
+    int64_t pairs[WEFT_MAX_DIMS], dims[WEFT_MAX_DIMS / 2];
+    for (int i = 0; i < count; i++) {
+        pairs[2 * i] = reps[1 + i];
+        pairs[2 * i + 1] = i < count - ndim ? 1 : sizes[i - (count - ndim)];
+        dims[i] = 2 * i;
+    }
+    weft_tensor *split = NULL, *summed = NULL;
+    int rc = weft_reshape(&split, go[0], pairs, 2 * count);
+    if (rc == 0)
+        rc = weft_sum(&summed, split, dims, count, false);
+    if (rc == 0)
+        rc = weft_reshape(&gi[0], summed, sizes, ndim);
+    weft_tensor_release(split);
+    weft_tensor_release(summed);
+    return rc;
+}
+
+/* as in backends/cpu/shape.c: the source position of output o */
+static int64_t pad_source(int64_t mode, int64_t o, int64_t left, int64_t n)
+{
+    int64_t i = o - left;
+    if (mode == 2)
+        return i < 0 ? 0 : i >= n ? n - 1 : i;
+    if (i < 0)
+        i = -i;
+    if (i >= n)
+        i = 2 * (n - 1) - i;
+    return i;
+}
+
+/* constant: pad by the negated pads (crops what was added, zero-fills what
+ * was cropped); reflect and replicate: each padded dim, last padded first,
+ * summed back with index_add. */
+static int pad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    const int64_t *sizes, *pads = extra_info(n, 1);
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    int count = (int)pads[0];
+    int64_t mode = pads[1 + count];
+    pads++;
+    if (mode == 0) {
+        int64_t negated[2 * WEFT_MAX_DIMS];
+        for (int i = 0; i < count; i++)
+            negated[i] = -pads[i];
+        return weft_pad(&gi[0], go[0], negated, count, "constant", NULL);
+    }
+    weft_tensor *g = weft_tensor_retain(go[0]);
+    int rc = 0;
+    for (int p = count / 2 - 1; rc == 0 && p >= 0; p--) {
+        int d = ndim - 1 - p;
+        int64_t left = pads[2 * p], len = g->sizes[d], shape[WEFT_MAX_DIMS];
+        weft_tensor *index = NULL, *zeros = NULL, *next = NULL;
+        memcpy(shape, g->sizes, (size_t)g->ndim * sizeof(int64_t));
+        shape[d] = sizes[d];
+        rc = weft_empty(&index, &len, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0) {
+            int64_t *ix = weft_tensor_data_ptr(index);
+            for (int64_t o = 0; o < len; o++)
+                ix[o] = pad_source(mode, o, left, sizes[d]);
+            weft_tensor *moved = NULL;
+            if ((rc = weft_to_device(&moved, index, g->device)) == 0) {
+                weft_tensor_release(index);
+                index = moved;
+            }
+        }
+        if (rc == 0)
+            rc = weft_zeros(&zeros, shape, g->ndim, (weft_dtype)g->dtype, g->device);
+        if (rc == 0)
+            rc = weft_index_add(&next, zeros, d, index, g);
+        weft_tensor_release(index);
+        weft_tensor_release(zeros);
+        if (rc == 0) {
+            weft_tensor_release(g);
+            g = next;
+        }
+    }
+    if (rc == 0)
+        gi[0] = g;
+    else
+        weft_tensor_release(g);
+    return rc;
+}
+
+/* index_select: index_add into zeros */
+static int index_select_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc), *zeros = NULL;
+    if (rc < 0)
+        return rc;
+    int64_t dim = extra_info(n, 2)[0];
+    if ((rc = zeros_like_input(&zeros, n, 0, go[0])) == 0)
+        rc = weft_index_add(&gi[0], zeros, dim, index, go[0]);
+    weft_tensor_release(zeros);
+    return rc;
+}
+
+/* gather: scatter_add into zeros */
+static int gather_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc), *zeros = NULL;
+    if (rc < 0)
+        return rc;
+    int64_t dim = extra_info(n, 2)[0];
+    if ((rc = zeros_like_input(&zeros, n, 0, go[0])) == 0)
+        rc = weft_scatter_add(&gi[0], zeros, dim, index, go[0]);
+    weft_tensor_release(zeros);
+    return rc;
+}
+
+/* The gradient of scatter's src: what was written, gathered back, padded
+ * to src's shape. */
+static int src_grad(wf_node *n, weft_tensor *go, weft_tensor *index, int64_t dim,
+                    weft_tensor **out)
+{
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 1, &sizes, &ndim, &dtype);
+    weft_tensor *g = NULL;
+    int rc = weft_gather(&g, go, dim, index);
+    if (rc == 0)
+        rc = pad_to(out, g, sizes, ndim);
+    weft_tensor_release(g);
+    return rc;
+}
+
+/* scatter_add: self gets the gradient, src what it was added to */
+static int scatter_add_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    int64_t dim = extra_info(n, 2)[0];
+    if (wants(n, 0))
+        gi[0] = weft_tensor_retain(go[0]);
+    if (n->n_edges > 1 && wants(n, 1))
+        rc = src_grad(n, go[0], index, dim, &gi[1]);
+    return rc;
+}
+
+/* scatter: the overwritten positions of self get no gradient */
+static int scatter_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc), *zeros = NULL;
+    if (rc < 0)
+        return rc;
+    int64_t dim = extra_info(n, 2)[0];
+    if (wants(n, 0) && (rc = zeros_like_input(&zeros, n, 1, go[0])) == 0)
+        rc = weft_scatter(&gi[0], go[0], dim, index, zeros);
+    weft_tensor_release(zeros);
+    if (rc == 0 && n->n_edges > 1 && wants(n, 1))
+        rc = src_grad(n, go[0], index, dim, &gi[1]);
+    return rc;
+}
+
+/* index_add: self gets the gradient, source alpha times the rows it went to */
+static int index_add_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc), *rows = NULL, *scaled = NULL;
+    if (rc < 0)
+        return rc;
+    int64_t dim = extra_info(n, 2)[0];
+    if (wants(n, 0))
+        gi[0] = weft_tensor_retain(go[0]);
+    if (n->n_edges > 1 && wants(n, 1)) {
+        rc = weft_index_select(&rows, go[0], dim, index);
+        if (rc == 0)
+            rc = n->scalar == 1.0 ? (scaled = weft_tensor_retain(rows), 0)
+                                  : weft_mul_scalar(&scaled, rows, n->scalar);
+        if (rc == 0)
+            rc = fit_grad(&gi[1], n, 1, scaled);
+        weft_tensor_release(rows);
+        weft_tensor_release(scaled);
+    }
+    return rc;
+}
+
+/* embedding: the rows' gradients summed into the weight's rows; the
+ * padding row gets none */
+static int embedding_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *indices = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    int64_t padding_idx = extra_info(n, 1)[0], count = weft_tensor_numel(indices);
+    int64_t rows_shape[2] = {count, sizes[1]};
+    weft_tensor *flat = NULL, *rows = NULL, *keep = NULL, *keep_f = NULL, *keep_col = NULL;
+    weft_tensor *masked = NULL, *zeros = NULL;
+    rc = weft_reshape(&flat, indices, &count, 1);
+    if (rc == 0)
+        rc = weft_reshape(&rows, go[0], rows_shape, 2);
+    if (rc == 0 && padding_idx >= 0) {
+        rc = weft_ne_scalar(&keep, flat, (double)padding_idx);
+        if (rc == 0)
+            rc = weft_to_dtype(&keep_f, keep, (weft_dtype)go[0]->dtype);
+        if (rc == 0)
+            rc = weft_unsqueeze(&keep_col, keep_f, 1);
+        if (rc == 0)
+            rc = weft_mul(&masked, rows, keep_col);
+    } else if (rc == 0) {
+        masked = weft_tensor_retain(rows);
+    }
+    if (rc == 0)
+        rc = zeros_like_input(&zeros, n, 0, go[0]);
+    if (rc == 0)
+        rc = weft_index_add(&gi[0], zeros, 0, flat, masked);
+    weft_tensor *temps[] = {flat, rows, keep, keep_f, keep_col, masked, zeros};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
+/* sort and topk values: the gradient goes back to where each value came from */
+static int sorted_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *indices = saved(n, 0, &rc), *zeros = NULL;
+    if (rc < 0)
+        return rc;
+    if ((rc = zeros_like_input(&zeros, n, 0, go[0])) == 0)
+        rc = weft_scatter_add(&gi[0], zeros, extra_info(n, 1)[0], indices, go[0]);
+    weft_tensor_release(zeros);
+    return rc;
+}
+
+/* masked_select: the gradient goes back to the selected positions of the
+ * broadcast shape, and is summed down to self's */
+static int masked_select_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *mask = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    int64_t shape[WEFT_MAX_DIMS], numel = 1;
+    int nd = 0;
+    if ((rc = weft_broadcast_shapes(shape, &nd, sizes, ndim, mask->sizes, mask->ndim)) < 0)
+        return rc;
+    for (int d = 0; d < nd; d++)
+        numel *= shape[d];
+    weft_tensor *expanded = NULL, *flat_mask = NULL, *where = NULL, *index = NULL;
+    weft_tensor *zeros = NULL, *flat = NULL, *full = NULL;
+    rc = weft_expand(&expanded, mask, shape, nd);
+    if (rc == 0)
+        rc = weft_reshape(&flat_mask, expanded, &numel, 1);
+    if (rc == 0)
+        rc = weft_nonzero(&where, flat_mask);
+    int64_t count = where ? where->sizes[0] : 0;
+    if (rc == 0)
+        rc = weft_reshape(&index, where, &count, 1);
+    if (rc == 0)
+        rc = weft_zeros(&zeros, &numel, 1, (weft_dtype)go[0]->dtype, go[0]->device);
+    if (rc == 0)
+        rc = weft_index_add(&flat, zeros, 0, index, go[0]);
+    if (rc == 0)
+        rc = weft_reshape(&full, flat, shape, nd);
+    if (rc == 0)
+        rc = fit_grad(&gi[0], n, 0, full);
+    weft_tensor *temps[] = {expanded, flat_mask, where, index, zeros, flat, full};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
+/* ------------------------------------------------------------ cat, stack */
+
+/* cat: each input gets its window of the gradient along dim; info holds
+ * the dim, then per input its length along dim (-1: skipped, a 1-d empty
+ * tensor) */
+static int cat_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int64_t dim = n->info[0], at = 0;
+    for (int k = 0; k < n->n_edges; k++) {
+        int64_t len = n->info[1 + k];
+        if (len < 0 || !wants(n, k)) {
+            at += len > 0 ? len : 0;
+            continue;
+        }
+        TRY(weft_narrow(&gi[k], go[0], (int)dim, at, len));
+        at += len;
+    }
+    return 0;
+}
+
+/* stack: each input gets its slice of the gradient along dim */
+static int stack_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    for (int k = 0; k < n->n_edges; k++)
+        if (wants(n, k))
+            TRY(weft_select(&gi[k], go[0], (int)n->info[0], k));
+    return 0;
+}
+
+/* Runs the operator below the Autograd key (as formulas.c does). */
+static int call_below(weft_call *call)
+{
+    weft_keyset excluded = wf__tls_excluded;
+    wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+    int rc = weft_redispatch(call, WF_AUTOGRAD_KEYS);
+    wf__tls_excluded = excluded;
+    return rc;
+}
+
+/* The Autograd kernel of cat and stack: one edge per tensor of the list. */
+static int list_autograd_kernel(weft_call *call, void *ctx)
+{
+    const formula *f = ctx;
+    const bool stack = f->backward == stack_backward;
+    weft_tensor *const *ts = call->args[0].u.tensors;
+    const int count = call->args[0].len;
+    bool need = false;
+    for (int k = 0; k < count; k++)
+        need |= wf__requires_grad(ts[k]);
+    int rc = call_below(call);
+    if (rc < 0 || !need)
+        return rc;
+    weft_tensor *result = call->rets[0].u.tensor;
+    wf_node *node = wf__node_new(f->node_name, f->backward, count, 1);
+    if (!node)
+        rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
+    for (int k = 0; rc == 0 && k < count; k++)
+        rc = wf__edge_of(&node->edges[k], ts[k]);
+    /* the wrapped dim: the kernel below has checked it */
+    int ndim = stack ? ts[0]->ndim + 1 : 1, dim = 0;
+    for (int k = 0; !stack && k < count; k++)
+        if (!(ts[k]->ndim == 1 && ts[k]->numel == 0)) {
+            ndim = ts[k]->ndim;
+            break;
+        }
+    if (rc == 0)
+        rc = wf__wrap_dim(&dim, (int)call->args[1].u.i, ndim, f->op);
+    if (rc == 0) {
+        int64_t d = dim;
+        rc = append_info(node, &d, 1);
+    }
+    for (int k = 0; rc == 0 && !stack && k < count; k++) {
+        int64_t len = ts[k]->ndim == 1 && ts[k]->numel == 0 ? -1 : ts[k]->sizes[dim];
+        rc = append_info(node, &len, 1);
+    }
+    if (rc == 0)
+        rc = wf__set_history(result, node, 0);
+    wf__node_release(node);
+    if (rc < 0) {
+        weft_tensor_release(result);
+        call->rets[0].u.tensor = NULL;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const formula list_formulas[] = {
+    {"cat", "CatBackward", cat_backward, NULL, 0, false},
+    {"stack", "StackBackward", stack_backward, NULL, 0, false},
+};
+
+static const formula shape_formulas[] = {
+    {"clone", "CloneBackward", clone_backward, record_clone, 0x1, false},
+    {"flip", "FlipBackward", flip_backward, record_arg1, 0x1, false},
+    {"tril", "TrilBackward", tril_backward, record_arg1, 0x1, false},
+    {"tril_", "TrilBackward", tril_backward, record_arg1, 0x1, false},
+    {"triu", "TriuBackward", triu_backward, record_arg1, 0x1, false},
+    {"triu_", "TriuBackward", triu_backward, record_arg1, 0x1, false},
+    {"roll", "RollBackward", roll_backward, record_arg12, 0x1, false},
+    {"repeat", "RepeatBackward", repeat_backward, record_arg1, 0x1, false},
+    {"pad", "PadBackward", pad_backward, record_arg12, 0x1, false},
+    {"index_select", "IndexSelectBackward", index_select_backward, record_indexed, 0x1, false},
+    {"gather", "GatherBackward", gather_backward, record_indexed, 0x1, false},
+    {"scatter", "ScatterBackward", scatter_backward, record_indexed, 0x9, false},
+    {"scatter_", "ScatterBackward", scatter_backward, record_indexed, 0x9, false},
+    {"scatter_add", "ScatterAddBackward", scatter_add_backward, record_indexed, 0x9, false},
+    {"scatter_add_", "ScatterAddBackward", scatter_add_backward, record_indexed, 0x9, false},
+    {"index_add", "IndexAddBackward", index_add_backward, record_indexed, 0x9, false},
+    {"index_add_", "IndexAddBackward", index_add_backward, record_indexed, 0x9, false},
+    {"embedding", "EmbeddingBackward", embedding_backward, record_embedding, 0x1, false},
+    {"sort", "SortBackward", sorted_backward, record_sorted, 0x1, false},
+    {"topk", "TopkBackward", sorted_backward, record_sorted, 0x1, false},
+    {"masked_select", "MaskedSelectBackward", masked_select_backward, record_masked_select, 0x1,
+     false},
+};
+
+void wf__autograd_register_shape(void)
+{
+    for (size_t i = 0; i < sizeof list_formulas / sizeof list_formulas[0]; i++)
+        if (weft_register_kernel(wf__core_registrar, list_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, list_autograd_kernel,
+                                 (void *)&list_formulas[i], NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+    for (size_t i = 0; i < sizeof shape_formulas / sizeof shape_formulas[0]; i++)
+        if (weft_register_kernel(wf__core_registrar, shape_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wf__autograd_kernel,
+                                 (void *)&shape_formulas[i], NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+}

@@ -1,0 +1,561 @@
+/* backends/cpu/index.c — operators driven by index tensors and masks:
+ * index_select, embedding, gather, scatter / scatter_add, index_add,
+ * one_hot, masked_select, nonzero.  Every index is checked against its
+ * size before anything is written, so a bad index is an error and never an
+ * access out of bounds.  Moving elements is dtype-blind (bytes); only the
+ * accumulating operators have a body per dtype. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "shape.h"
+
+/* ------------------------------------------------------------ accumulation */
+
+/* *dst += alpha * *src, in the dtype's arithmetic type U (unsigned for the
+ * integers, so overflow wraps as in PyTorch; bool ORs). */
+typedef void (*accumulate_fn)(char *dst, const char *src, double alpha);
+
+#define ACCUMULATE(NAME, DTYPE, T, C, U)                                               \
+    static void accumulate_##NAME(char *dst, const char *src, double alpha)            \
+    {                                                                                  \
+        T *d = (T *)dst;                                                               \
+        U sum = (U)cpu_load_##NAME(*d) +                                               \
+                (U)cpu_from_double_##NAME(alpha) * (U)cpu_load_##NAME(*(const T *)src); \
+        *d = cpu_store_##NAME((C)sum);                                                 \
+    }
+CPU_DTYPES_ALL(ACCUMULATE)
+#undef ACCUMULATE
+
+static const accumulate_fn accumulate_fns[WEFT_NUM_DTYPES] = {
+    CPU_ENTRIES_BOOL(accumulate) CPU_ENTRIES_INTEGRAL(accumulate) CPU_ENTRIES_FLOATING(accumulate)
+    CPU_ENTRIES_COMPLEX(accumulate)};
+
+/* ------------------------------------------------------------ helpers */
+
+static const char *shape_text(char *buf, size_t size, const weft_tensor *t)
+{
+    return cpu__shape_str(buf, size, weft_tensor_sizes(t), weft_tensor_ndim(t));
+}
+
+/* A new contiguous copy of t. */
+static int copy_of(const weft_tensor *t, weft_tensor **out)
+{
+    int rc = weft_empty(out, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                        WEFT_DEVICE_CPU);
+    if (rc == 0 && (rc = weft_copy_(*out, t)) < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* For each of `outer` blocks, copies rows idx[0..n) of the block's src_len
+ * rows (row_bytes each) into consecutive rows of dst. */
+static void take_rows(char *dst, const char *src, int64_t outer, int64_t src_len,
+                      const int64_t *idx, int64_t n, size_t row_bytes)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < n; j++)
+            memcpy(dst + (o * n + j) * (int64_t)row_bytes,
+                   src + (o * src_len + idx[j]) * (int64_t)row_bytes, row_bytes);
+}
+
+/* ------------------------------------------------------------ index_select */
+
+int cpu__index_select(const char *op, const weft_tensor *self, int dim, const weft_tensor *index,
+                      weft_tensor **out)
+{
+    *out = NULL;
+    weft_tensor *idx = NULL, *src = NULL, *r = NULL;
+    int rc = cpu__index_operand(op, "index", index, &idx);
+    if (rc < 0)
+        return rc;
+    const int ndim = weft_tensor_ndim(self);
+    const int64_t n = weft_tensor_numel(idx);
+    const int64_t size = ndim ? weft_tensor_sizes(self)[dim] : 1;
+    if (weft_tensor_ndim(idx) > 1)
+        rc = weft_set_error(WEFT_ESHAPE, "%s: index must be 0-d or 1-d, got %d dims", op,
+                            weft_tensor_ndim(idx));
+    if (rc == 0)
+        rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), n, dim, size);
+    if (rc == 0)
+        rc = weft_contiguous(&src, self);
+    int64_t sizes[WEFT_MAX_DIMS], outer = 1, inner = 1;
+    if (rc == 0 && ndim == 0) {
+        rc = weft_empty(&r, weft_tensor_sizes(idx), weft_tensor_ndim(idx), weft_tensor_dtype(self),
+                        WEFT_DEVICE_CPU);
+    } else if (rc == 0) {
+        memcpy(sizes, weft_tensor_sizes(self), (size_t)ndim * sizeof(int64_t));
+        for (int d = 0; d < ndim; d++)
+            d < dim ? (outer *= sizes[d]) : d > dim ? (inner *= sizes[d]) : 0;
+        sizes[dim] = n;
+        rc = weft_empty(&r, sizes, ndim, weft_tensor_dtype(self), WEFT_DEVICE_CPU);
+    }
+    if (rc == 0) {
+        take_rows(weft_tensor_data_ptr(r), weft_tensor_data_ptr(src), outer, size,
+                  weft_tensor_data_ptr(idx), n,
+                  (size_t)inner * weft_dtype_size(weft_tensor_dtype(self)));
+        *out = r;
+    }
+    weft_tensor_release(idx);
+    weft_tensor_release(src);
+    return rc;
+}
+
+static int index_select_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    int dim;
+    weft_tensor *r;
+    int rc = cpu__check_cpu("index_select", "self", self);
+    if (rc == 0)
+        rc = cpu__wrap_dim("index_select", call->args[1].u.i, weft_tensor_ndim(self), &dim);
+    if (rc == 0 && (rc = cpu__index_select("index_select", self, dim, call->args[2].u.tensor, &r)) == 0)
+        cpu__set_ret(call, 0, r);
+    return rc;
+}
+
+/* ------------------------------------------------------------ embedding */
+
+/* embedding(weight, indices, padding_idx): rows of weight, shaped
+ * [*indices.shape, embedding_dim]; padding_idx only matters to backward. */
+static int embedding_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "embedding";
+    const weft_tensor *weight = call->args[0].u.tensor;
+    int rc = cpu__check_cpu(op, "weight", weight);
+    if (rc < 0)
+        return rc;
+    if (weft_tensor_ndim(weight) != 2)
+        return weft_set_error(WEFT_ESHAPE, "%s: 'weight' must be 2-d, got %d dims", op,
+                              weft_tensor_ndim(weight));
+    weft_tensor *idx = NULL, *src = NULL, *r = NULL;
+    if ((rc = cpu__index_operand(op, "indices", call->args[1].u.tensor, &idx)) < 0)
+        return rc;
+    const int nd = weft_tensor_ndim(idx);
+    const int64_t rows = weft_tensor_sizes(weight)[0], width = weft_tensor_sizes(weight)[1];
+    if (nd + 1 > WEFT_MAX_DIMS)
+        rc = weft_set_error(WEFT_ESHAPE, "%s: indices have too many dims (%d)", op, nd);
+    if (rc == 0)
+        rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), weft_tensor_numel(idx), 0, rows);
+    if (rc == 0)
+        rc = weft_contiguous(&src, weight);
+    int64_t sizes[WEFT_MAX_DIMS];
+    if (rc == 0) {
+        memcpy(sizes, weft_tensor_sizes(idx), (size_t)nd * sizeof(int64_t));
+        sizes[nd] = width;
+        rc = weft_empty(&r, sizes, nd + 1, weft_tensor_dtype(weight), WEFT_DEVICE_CPU);
+    }
+    if (rc == 0) {
+        take_rows(weft_tensor_data_ptr(r), weft_tensor_data_ptr(src), 1, rows,
+                  weft_tensor_data_ptr(idx), weft_tensor_numel(idx),
+                  (size_t)width * weft_dtype_size(weft_tensor_dtype(weight)));
+        cpu__set_ret(call, 0, r);
+    }
+    weft_tensor_release(idx);
+    weft_tensor_release(src);
+    return rc;
+}
+
+/* ------------------------------------------------------------ gather, scatter */
+
+/* The shared checks of gather and scatter: index has self's rank; along
+ * every dim index is no larger than `bound` (src for scatter), and no
+ * larger than self except along dim. */
+static int check_index_shape(const char *op, const weft_tensor *self, const weft_tensor *index,
+                             const weft_tensor *src, int dim)
+{
+    char a[128], b[128];
+    const int ndim = weft_tensor_ndim(self);
+    if (weft_tensor_ndim(index) != ndim || (src && weft_tensor_ndim(src) != ndim))
+        return weft_set_error(WEFT_ESHAPE, "%s: index%s must have the same number of dimensions "
+                              "as self (%d), got %d%s", op, src ? " and src" : "", ndim,
+                              weft_tensor_ndim(index), src ? " and more or fewer" : "");
+    for (int d = 0; d < ndim; d++) {
+        int64_t k = weft_tensor_sizes(index)[d];
+        if (d != dim && k > weft_tensor_sizes(self)[d])
+            return weft_set_error(WEFT_ESHAPE, "%s: index %s must be no larger than self %s "
+                                  "apart from dimension %d", op, shape_text(a, sizeof a, index),
+                                  shape_text(b, sizeof b, self), dim);
+        if (src && k > weft_tensor_sizes(src)[d])
+            return weft_set_error(WEFT_ESHAPE, "%s: index %s must be no larger than src %s", op,
+                                  shape_text(a, sizeof a, index), shape_text(b, sizeof b, src));
+    }
+    return 0;
+}
+
+static int gather_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "gather";
+    const weft_tensor *self_arg = call->args[0].u.tensor;
+    weft_tensor *self = NULL, *idx0 = NULL, *idx = NULL, *src = NULL, *r = NULL;
+    int dim;
+    int rc = cpu__check_cpu(op, "self", self_arg);
+    if (rc == 0)
+        rc = cpu__wrap_dim(op, call->args[1].u.i, weft_tensor_ndim(self_arg), &dim);
+    if (rc == 0)
+        rc = cpu__index_operand(op, "index", call->args[2].u.tensor, &idx0);
+    if (rc == 0)
+        rc = cpu__at_least_1d(idx0, &idx);
+    if (rc == 0)
+        rc = cpu__at_least_1d(self_arg, &self);
+    if (rc == 0)
+        rc = check_index_shape(op, self, idx, NULL, dim);
+    if (rc == 0)
+        rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), weft_tensor_numel(idx), dim,
+                                weft_tensor_sizes(self)[dim]);
+    if (rc == 0)
+        rc = weft_contiguous(&src, self);
+    if (rc == 0)
+        rc = weft_empty(&r, weft_tensor_sizes(idx0), weft_tensor_ndim(idx0),
+                        weft_tensor_dtype(self), WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        const int ndim = weft_tensor_ndim(idx);
+        const size_t es = weft_dtype_size(weft_tensor_dtype(self));
+        const int64_t *ix = weft_tensor_data_ptr(idx), *strides = weft_tensor_strides(src);
+        const char *from = weft_tensor_data_ptr(src);
+        char *to = weft_tensor_data_ptr(r);
+        cpu_walk w;
+        cpu_walk_init(&w, weft_tensor_sizes(idx), ndim, 1);
+        for (int d = 0; d < ndim; d++)
+            w.strides[0][d] = d == dim ? 0 : strides[d];
+        for (int64_t p = 0, n = weft_tensor_numel(idx); p < n; p++, cpu_walk_next(&w))
+            memcpy(to + p * (int64_t)es, from + (w.offset[0] + ix[p] * strides[dim]) * (int64_t)es, es);
+        cpu__set_ret(call, 0, r);
+    }
+    weft_tensor_release(self);
+    weft_tensor_release(idx0);
+    weft_tensor_release(idx);
+    weft_tensor_release(src);
+    return rc;
+}
+
+/* Writes src into target at index along dim (target[..index[p]..] = src[p],
+ * or += with accumulate).  target is written in place, whatever its strides. */
+static int scatter_into(const char *op, weft_tensor *target_arg, int64_t dim_arg,
+                        const weft_tensor *index, const weft_tensor *src_arg, bool accumulate)
+{
+    weft_tensor *target = NULL, *idx0 = NULL, *idx = NULL, *src = NULL, *copy = NULL;
+    int dim;
+    weft_dtype dtype = weft_tensor_dtype(target_arg);
+    int rc = cpu__check_cpu(op, "src", src_arg);
+    if (rc == 0 && weft_tensor_dtype(src_arg) != dtype)
+        rc = weft_set_error(WEFT_EDTYPE, "%s: self (%s) and src (%s) must have the same dtype", op,
+                            weft_dtype_name(dtype), weft_dtype_name(weft_tensor_dtype(src_arg)));
+    if (rc == 0)
+        rc = cpu__wrap_dim(op, dim_arg, weft_tensor_ndim(target_arg), &dim);
+    if (rc == 0)
+        rc = cpu__index_operand(op, "index", index, &idx0);
+    if (rc == 0)
+        rc = cpu__at_least_1d(idx0, &idx);
+    if (rc == 0)
+        rc = cpu__at_least_1d(target_arg, &target);
+    if (rc == 0 && weft_tensor_shares_storage(target_arg, src_arg)) /* read src before writing */
+        rc = copy_of(src_arg, &copy);
+    if (rc == 0)
+        rc = cpu__at_least_1d(copy ? copy : src_arg, &src);
+    if (rc == 0)
+        rc = check_index_shape(op, target, idx, src, dim);
+    if (rc == 0)
+        rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), weft_tensor_numel(idx), dim,
+                                weft_tensor_sizes(target)[dim]);
+    if (rc == 0) {
+        const int ndim = weft_tensor_ndim(idx);
+        const int64_t es = (int64_t)weft_dtype_size(dtype);
+        const int64_t *ix = weft_tensor_data_ptr(idx), *ts = weft_tensor_strides(target);
+        const char *from = weft_tensor_data_ptr(src);
+        char *to = weft_tensor_data_ptr(target);
+        accumulate_fn add = accumulate_fns[dtype];
+        cpu_walk w;
+        cpu_walk_init(&w, weft_tensor_sizes(idx), ndim, 2);
+        for (int d = 0; d < ndim; d++) {
+            w.strides[0][d] = d == dim ? 0 : ts[d];
+            w.strides[1][d] = weft_tensor_strides(src)[d];
+        }
+        for (int64_t p = 0, n = weft_tensor_numel(idx); p < n; p++, cpu_walk_next(&w)) {
+            char *t = to + (w.offset[0] + ix[p] * ts[dim]) * es;
+            if (accumulate)
+                add(t, from + w.offset[1] * es, 1.0);
+            else
+                memcpy(t, from + w.offset[1] * es, (size_t)es);
+        }
+    }
+    weft_tensor_release(target);
+    weft_tensor_release(idx0);
+    weft_tensor_release(idx);
+    weft_tensor_release(src);
+    weft_tensor_release(copy);
+    return rc;
+}
+
+typedef struct write_form {
+    bool accumulate, inplace;
+} write_form;
+
+/* scatter / scatter_add (self, dim, index, src), functional and in-place */
+static int scatter_kernel(weft_call *call, void *ctx)
+{
+    const write_form *form = ctx;
+    const char *op = weft_op_name(call->op);
+    weft_tensor *self = call->args[0].u.tensor, *target = NULL;
+    int rc = cpu__check_cpu(op, "self", self);
+    if (rc == 0)
+        rc = form->inplace ? (target = weft_tensor_retain(self), 0) : copy_of(self, &target);
+    if (rc == 0)
+        rc = scatter_into(op, target, call->args[1].u.i, call->args[2].u.tensor,
+                          call->args[3].u.tensor, form->accumulate);
+    if (rc == 0 && !form->inplace)
+        cpu__set_ret(call, 0, target);
+    else
+        weft_tensor_release(target);
+    return rc;
+}
+
+/* ------------------------------------------------------------ index_add */
+
+/* target[.., index[j], ..] += alpha * source[.., j, ..] along dim. */
+static int index_add_into(const char *op, weft_tensor *target_arg, int64_t dim_arg,
+                          const weft_tensor *index, const weft_tensor *source_arg, double alpha)
+{
+    weft_tensor *target = NULL, *idx = NULL, *source = NULL, *copy = NULL;
+    weft_dtype dtype = weft_tensor_dtype(target_arg);
+    int dim;
+    char a[128], b[128];
+    int rc = cpu__check_cpu(op, "source", source_arg);
+    if (rc == 0 && weft_tensor_dtype(source_arg) != dtype)
+        rc = weft_set_error(WEFT_EDTYPE, "%s: self (%s) and source (%s) must have the same dtype",
+                            op, weft_dtype_name(dtype), weft_dtype_name(weft_tensor_dtype(source_arg)));
+    if (rc == 0)
+        rc = cpu__wrap_dim(op, dim_arg, weft_tensor_ndim(target_arg), &dim);
+    if (rc == 0)
+        rc = cpu__index_operand(op, "index", index, &idx);
+    if (rc == 0 && weft_tensor_ndim(idx) > 1)
+        rc = weft_set_error(WEFT_ESHAPE, "%s: index must be 0-d or 1-d, got %d dims", op,
+                            weft_tensor_ndim(idx));
+    if (rc == 0)
+        rc = cpu__at_least_1d(target_arg, &target);
+    if (rc == 0 && weft_tensor_shares_storage(target_arg, source_arg))
+        rc = copy_of(source_arg, &copy);
+    if (rc == 0)
+        rc = cpu__at_least_1d(copy ? copy : source_arg, &source);
+    const int ndim = target ? weft_tensor_ndim(target) : 0;
+    bool fits = rc == 0 && weft_tensor_ndim(source) == ndim;
+    for (int d = 0; fits && d < ndim; d++)
+        fits = weft_tensor_sizes(source)[d] ==
+               (d == dim ? weft_tensor_numel(idx) : weft_tensor_sizes(target)[d]);
+    if (rc == 0 && !fits)
+        rc = weft_set_error(WEFT_ESHAPE, "%s: source %s must have self's shape %s except along "
+                            "dimension %d, where its size must be the number of indices (%lld)",
+                            op, shape_text(a, sizeof a, source), shape_text(b, sizeof b, target),
+                            dim, (long long)weft_tensor_numel(idx));
+    if (rc == 0)
+        rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), weft_tensor_numel(idx), dim,
+                                weft_tensor_sizes(target)[dim]);
+    if (rc == 0) {
+        const int64_t es = (int64_t)weft_dtype_size(dtype);
+        const int64_t *ix = weft_tensor_data_ptr(idx), *ts = weft_tensor_strides(target);
+        const char *from = weft_tensor_data_ptr(source);
+        char *to = weft_tensor_data_ptr(target);
+        accumulate_fn add = accumulate_fns[dtype];
+        cpu_walk w;
+        cpu_walk_init(&w, weft_tensor_sizes(source), ndim, 2);
+        for (int d = 0; d < ndim; d++) {
+            w.strides[0][d] = d == dim ? 0 : ts[d];
+            w.strides[1][d] = weft_tensor_strides(source)[d];
+        }
+        for (int64_t p = 0, n = weft_tensor_numel(source); p < n; p++, cpu_walk_next(&w))
+            add(to + (w.offset[0] + ix[w.pos[dim]] * ts[dim]) * es, from + w.offset[1] * es, alpha);
+    }
+    weft_tensor_release(target);
+    weft_tensor_release(idx);
+    weft_tensor_release(source);
+    weft_tensor_release(copy);
+    return rc;
+}
+
+/* index_add(self, dim, index, source, *, alpha), functional and in-place */
+static int index_add_kernel(weft_call *call, void *ctx)
+{
+    const write_form *form = ctx;
+    const char *op = weft_op_name(call->op);
+    weft_tensor *self = call->args[0].u.tensor, *target = NULL;
+    int rc = cpu__check_cpu(op, "self", self);
+    if (rc == 0)
+        rc = form->inplace ? (target = weft_tensor_retain(self), 0) : copy_of(self, &target);
+    if (rc == 0)
+        rc = index_add_into(op, target, call->args[1].u.i, call->args[2].u.tensor,
+                            call->args[3].u.tensor, cpu__scalar_arg(&call->args[4]));
+    if (rc == 0 && !form->inplace)
+        cpu__set_ret(call, 0, target);
+    else
+        weft_tensor_release(target);
+    return rc;
+}
+
+/* ------------------------------------------------------------ one_hot */
+
+static int one_hot_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "one_hot";
+    const weft_tensor *self = call->args[0].u.tensor;
+    int64_t classes = call->args[1].u.i;
+    weft_tensor *idx = NULL, *r = NULL;
+    int rc = cpu__index_operand(op, "self", self, &idx);
+    if (rc < 0)
+        return rc;
+    const int64_t n = weft_tensor_numel(idx), *ix = weft_tensor_data_ptr(idx);
+    const int nd = weft_tensor_ndim(idx);
+    int64_t lo = 0, hi = -1;
+    for (int64_t i = 0; i < n; i++) {
+        lo = i == 0 || ix[i] < lo ? ix[i] : lo;
+        hi = i == 0 || ix[i] > hi ? ix[i] : hi;
+    }
+    if (n > 0 && lo < 0)
+        rc = weft_set_error(WEFT_ERANGE, "%s: class values must be non-negative, got %lld", op,
+                            (long long)lo);
+    else if (classes == -1 && n == 0)
+        rc = weft_set_error(WEFT_EINVAL, "%s: cannot infer the number of classes from an empty "
+                            "tensor; pass num_classes", op);
+    else if (classes < -1)
+        rc = weft_set_error(WEFT_EINVAL, "%s: num_classes must be -1 (inferred) or non-negative, "
+                            "got %lld", op, (long long)classes);
+    else if (classes != -1 && hi >= classes)
+        rc = weft_set_error(WEFT_ERANGE, "%s: class %lld is out of range for num_classes %lld", op,
+                            (long long)hi, (long long)classes);
+    else if (nd + 1 > WEFT_MAX_DIMS)
+        rc = weft_set_error(WEFT_ESHAPE, "%s: self has too many dims (%d)", op, nd);
+    if (rc == 0) {
+        int64_t sizes[WEFT_MAX_DIMS];
+        memcpy(sizes, weft_tensor_sizes(idx), (size_t)nd * sizeof(int64_t));
+        sizes[nd] = classes == -1 ? hi + 1 : classes;
+        rc = weft_zeros(&r, sizes, nd + 1, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0) {
+            int64_t *o = weft_tensor_data_ptr(r);
+            for (int64_t i = 0; i < n; i++)
+                o[i * sizes[nd] + ix[i]] = 1;
+            cpu__set_ret(call, 0, r);
+        }
+    }
+    weft_tensor_release(idx);
+    return rc;
+}
+
+/* ------------------------------------------------------------ masks */
+
+/* The true elements of a contiguous bool tensor. */
+static int64_t count_true(const weft_tensor *mask)
+{
+    const bool *m = weft_tensor_data_ptr(mask);
+    int64_t count = 0;
+    for (int64_t i = 0, n = weft_tensor_numel(mask); i < n; i++)
+        count += m[i];
+    return count;
+}
+
+static int masked_select_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "masked_select";
+    const weft_tensor *self = call->args[0].u.tensor, *mask = call->args[1].u.tensor;
+    int rc = cpu__check_cpu(op, "self", self);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, "mask", mask);
+    if (rc == 0 && weft_tensor_dtype(mask) != WEFT_BOOL)
+        rc = weft_set_error(WEFT_EDTYPE, "%s: expected a bool mask, got %s", op,
+                            weft_dtype_name(weft_tensor_dtype(mask)));
+    int64_t shape[WEFT_MAX_DIMS];
+    int nd = 0;
+    if (rc == 0)
+        rc = weft_broadcast_shapes(shape, &nd, weft_tensor_sizes(self), weft_tensor_ndim(self),
+                                   weft_tensor_sizes(mask), weft_tensor_ndim(mask));
+    weft_tensor *se = NULL, *me = NULL, *sc = NULL, *mc = NULL, *r = NULL;
+    if (rc == 0)
+        rc = weft_expand(&se, self, shape, nd);
+    if (rc == 0)
+        rc = weft_expand(&me, mask, shape, nd);
+    if (rc == 0)
+        rc = weft_contiguous(&sc, se);
+    if (rc == 0)
+        rc = weft_contiguous(&mc, me);
+    int64_t count = rc == 0 ? count_true(mc) : 0;
+    if (rc == 0)
+        rc = weft_empty(&r, &count, 1, weft_tensor_dtype(self), WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        const size_t es = weft_dtype_size(weft_tensor_dtype(self));
+        const bool *m = weft_tensor_data_ptr(mc);
+        const char *from = weft_tensor_data_ptr(sc);
+        char *to = weft_tensor_data_ptr(r);
+        for (int64_t i = 0, n = weft_tensor_numel(mc); i < n; i++)
+            if (m[i]) {
+                memcpy(to, from + i * (int64_t)es, es);
+                to += es;
+            }
+        cpu__set_ret(call, 0, r);
+    }
+    weft_tensor_release(se);
+    weft_tensor_release(me);
+    weft_tensor_release(sc);
+    weft_tensor_release(mc);
+    return rc;
+}
+
+/* nonzero(self): [count, ndim] int64, the positions in row-major order */
+static int nonzero_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    const int ndim = weft_tensor_ndim(self);
+    weft_tensor *truth = NULL, *mask = NULL, *r = NULL;
+    int rc = cpu__check_cpu("nonzero", "self", self);
+    if (rc == 0)
+        rc = weft_ne_scalar(&truth, self, 0.0);
+    if (rc == 0)
+        rc = weft_contiguous(&mask, truth);
+    int64_t sizes[2] = {rc == 0 ? count_true(mask) : 0, ndim};
+    if (rc == 0)
+        rc = weft_empty(&r, sizes, 2, WEFT_INT64, WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        const bool *m = weft_tensor_data_ptr(mask);
+        int64_t *o = weft_tensor_data_ptr(r);
+        cpu_walk w;
+        cpu_walk_init(&w, weft_tensor_sizes(self), ndim, 0);
+        for (int64_t i = 0, n = weft_tensor_numel(mask); i < n; i++, cpu_walk_next(&w))
+            if (m[i]) {
+                memcpy(o, w.pos, (size_t)ndim * sizeof(int64_t));
+                o += ndim;
+            }
+        cpu__set_ret(call, 0, r);
+    }
+    weft_tensor_release(truth);
+    weft_tensor_release(mask);
+    return rc;
+}
+
+/* ------------------------------------------------------------ registration */
+
+static const write_form scatter_form = {false, false}, scatter_inplace = {false, true};
+static const write_form scatter_add_form = {true, false}, scatter_add_inplace = {true, true};
+
+static const cpu_kernel_entry index_entries[] = {
+    {"index_select", index_select_kernel, NULL},
+    {"embedding", embedding_kernel, NULL},
+    {"gather", gather_kernel, NULL},
+    {"scatter", scatter_kernel, &scatter_form},
+    {"scatter_", scatter_kernel, &scatter_inplace},
+    {"scatter_add", scatter_kernel, &scatter_add_form},
+    {"scatter_add_", scatter_kernel, &scatter_add_inplace},
+    {"index_add", index_add_kernel, &scatter_form},
+    {"index_add_", index_add_kernel, &scatter_inplace},
+    {"one_hot", one_hot_kernel, NULL},
+    {"masked_select", masked_select_kernel, NULL},
+    {"nonzero", nonzero_kernel, NULL},
+};
+
+int cpu__register_index(weft_registrar *reg)
+{
+    return cpu__register_table(reg, index_entries, sizeof index_entries / sizeof *index_entries);
+}
