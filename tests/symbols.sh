@@ -13,7 +13,7 @@ if ! command -v nm >/dev/null 2>&1 || [ ! -f "$lib" ]; then
     exit 0
 fi
 nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBR]$/ {print $3}' | sort -u >"$tmp/exported"
-cat "$srcdir/include/weft/weft.h" "$srcdir/include/weft/plugin.h" "$srcdir/include/weft/dlpack.h" "$builddir/include/weft/ops.h" |
+cat "$srcdir/include/weft/weft.h" "$srcdir/include/weft/plugin.h" "$srcdir/include/weft/dlpack.h" "$srcdir/include/weft/nn.h" "$builddir/include/weft/ops.h" |
     tr '\n' ' ' | grep -o 'WEFT_API [^(;]*(' | sed 's/($//; s/.*[ *]//' | grep '^weft_' | sort -u >"$tmp/declared"
 n=0
 fail=0

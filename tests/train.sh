@@ -37,5 +37,11 @@ cfinal=$(echo "$cnn" | sed -n 's/.*"final_loss": \([-0-9.e]*\).*/\1/p')
 [ -n "$cfirst" ] && [ -n "$cfinal" ] || { cfirst=nan cfinal=nan out=$cnn; }
 check "$(awk -v a="$cfirst" -v b="$cfinal" 'BEGIN { print (a != "nan" && b + 0 < a * 0.75) ? "yes" : "no" }')" \
     "the CNN trains too (first batch $cfirst, last batch $cfinal)"
+saved=$(mktemp)
+"$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --json --save "$saved" >/dev/null 2>&1
+status=$?
+check "$([ $status -eq 0 ] && [ "$(head -c 8 "$saved")" = WEFTPARM ] && echo yes)" \
+    "--save writes a parameter file (exit status $status)"
+rm -f "$saved"
 echo "1..$n"
 exit $fail

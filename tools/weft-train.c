@@ -5,8 +5,9 @@
  *
  * Two models: an MLP (784-256-10) and a small CNN (two conv-relu-maxpool
  * stages with 16 and 32 channels, then a linear layer), both trained with
- * cross entropy and SGD with momentum (parameters updated with grad mode
- * off), initialised as PyTorch's nn.Linear and nn.Conv2d are. */
+ * cross entropy and the nn library's SGD with momentum, initialised as
+ * PyTorch's nn.Linear and nn.Conv2d are.  --save writes the parameters with
+ * weft_save_parameters ("fc1.weight", "conv1.bias", ...). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include <weft/nn.h>
 #include <weft/weft.h>
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
@@ -162,8 +164,12 @@ typedef struct model {
     bool cnn;
     int n;
     weft_tensor *p[MAX_PARAMS]; /* weights and biases, in layer order */
-    weft_tensor *v[MAX_PARAMS]; /* momentum buffers */
 } model;
+
+/* the parameters' names in a saved file, as PyTorch's state_dict names them */
+static const char *const mlp_names[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+static const char *const cnn_names[] = {"conv1.weight", "conv1.bias", "conv2.weight",
+                                        "conv2.bias",   "fc.weight",  "fc.bias"};
 
 /* PyTorch's initialisation of nn.Linear and nn.Conv2d: kaiming uniform with
  * a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), for weight and bias. */
@@ -217,10 +223,8 @@ static int model_init(model *m, bool cnn, int pixels, weft_device dev)
 
 static void model_free(model *m)
 {
-    for (int i = 0; i < m->n; i++) {
+    for (int i = 0; i < m->n; i++)
         weft_tensor_release(m->p[i]);
-        weft_tensor_release(m->v[i]);
-    }
 }
 
 /* conv(3x3, padding 1) - relu - maxpool(2) */
@@ -262,35 +266,6 @@ static int model_forward(weft_tensor **logits, const model *m, weft_tensor *x)
     }
     for (int i = 0; i < 4; i++)
         weft_tensor_release(t[i]);
-    return rc;
-}
-
-/* SGD with momentum (PyTorch's form): v = mu v + g; p -= lr v */
-static int sgd_step(model *m, double lr, double mu)
-{
-    bool mode = weft_set_grad_enabled(false);
-    int rc = 0;
-    for (int i = 0; i < m->n && rc == 0; i++) {
-        weft_tensor *p = m->p[i], *g = NULL;
-        rc = weft_tensor_grad(&g, p);
-        if (rc < 0 || !g)
-            continue;
-        if (!m->v[i]) {
-            rc = weft_empty_like(&m->v[i], g);
-            if (rc == 0)
-                rc = weft_copy_(m->v[i], g);
-        } else {
-            rc = weft_mul_scalar_(m->v[i], mu);
-            if (rc == 0)
-                rc = weft_add_(m->v[i], g);
-        }
-        if (rc == 0)
-            rc = weft_sub_ex_(p, m->v[i], lr);
-        if (rc == 0)
-            rc = weft_tensor_set_grad(p, NULL);
-        weft_tensor_release(g);
-    }
-    weft_set_grad_enabled(mode);
     return rc;
 }
 
@@ -418,6 +393,10 @@ int main(int argc, char **argv)
     int rc = model_init(&m, strcmp(o.model, "cnn") == 0, train.rows * train.cols, dev);
     if (rc < 0)
         return fail("initialising the model");
+    /* torch.optim.SGD(params, lr, momentum): no dampening, decay or nesterov */
+    weft_optimizer *opt = NULL;
+    if (weft_optimizer_sgd(&opt, m.p, m.n, o.lr, o.momentum, 0, 0, false) < 0)
+        return fail("creating the optimizer");
 
     long *order = malloc((size_t)train.n * sizeof *order);
     if (!order)
@@ -450,7 +429,9 @@ int main(int argc, char **argv)
             if (rc == 0)
                 rc = weft_backward(&loss, 1, NULL, false, false);
             if (rc == 0)
-                rc = sgd_step(&m, o.lr, o.momentum);
+                rc = weft_optimizer_step(opt);
+            if (rc == 0)
+                rc = weft_optimizer_zero_grad(opt);
             if (rc == 0)
                 rc = weft_tensor_item(loss, &last_loss);
             if (epoch == 1 && step == 0)
@@ -475,8 +456,10 @@ int main(int argc, char **argv)
         if (rc == 0 && !o.json)
             printf("epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
+    if (rc == 0 && o.save)
+        rc = weft_save_parameters(o.save, m.p, m.cnn ? cnn_names : mlp_names, m.n);
     if (rc < 0)
-        return fail("training");
+        return fail(o.save ? "training or saving" : "training");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
@@ -491,14 +474,14 @@ int main(int argc, char **argv)
     else
         printf("trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n", train_seconds,
                (double)images / train_seconds, rss_mb);
-    if (o.save)
-        fprintf(stderr, "weft-train: --save is not implemented yet (issue 4: the parameter file "
-                        "format); nothing was saved\n");
+    if (o.save && !o.json)
+        printf("parameters saved to %s\n", o.save);
+    weft_optimizer_destroy(opt);
     model_free(&m);
     free(order);
     free(train.images);
     free(train.labels);
     free(test.images);
     free(test.labels);
-    return o.save ? 1 : 0;
+    return 0;
 }
