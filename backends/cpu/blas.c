@@ -253,15 +253,7 @@ static int product_kernel(weft_call *call, void *ctx)
         rc = weft_empty(&dest, sizes, ndim, weft_tensor_dtype(a), WEFT_DEVICE_CPU);
     if (rc == 0)
         rc = run_product(weft_tensor_dtype(a), a, b, dest, &p);
-    if (rc == 0 && out && dest != out)
-        rc = weft_copy_(out, dest);
-    if (rc == 0 && !out) {
-        call->rets[0].tag = WEFT_VALUE_TENSOR;
-        call->rets[0].u.tensor = dest;
-    } else {
-        weft_tensor_release(dest);
-    }
-    return rc;
+    return cpu__deliver(call, out, dest, rc);
 }
 
 static const product_form mm_form = {false, false}, mm_out_form = {false, true};

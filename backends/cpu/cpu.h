@@ -327,4 +327,10 @@ int cpu__register_table(weft_registrar *reg, const cpu_kernel_entry *entries, si
  * the baseline ISA in every variant): the loader keeps the highest. */
 int cpu__score(void);
 
+/* Ends a kernel that computed into dest, a fresh tensor or out itself:
+ * with out= (out non-NULL) the result is copied into out when dest is a
+ * temporary; otherwise dest becomes the call's result.  dest is consumed
+ * either way; rc is the computation's status, returned (or the copy's). */
+int cpu__deliver(weft_call *call, weft_tensor *out, weft_tensor *dest, int rc);
+
 #endif

@@ -53,6 +53,19 @@ int cpu__unsupported_dtype(const char *op, weft_dtype dtype)
                           weft_dtype_name(dtype));
 }
 
+int cpu__deliver(weft_call *call, weft_tensor *out, weft_tensor *dest, int rc)
+{
+    if (rc == 0 && out && dest != out)
+        rc = weft_copy_(out, dest);
+    if (rc == 0 && !out) {
+        call->rets[0].tag = WEFT_VALUE_TENSOR;
+        call->rets[0].u.tensor = dest;
+    } else {
+        weft_tensor_release(dest);
+    }
+    return rc;
+}
+
 int cpu__register_table(weft_registrar *reg, const cpu_kernel_entry *entries, size_t count)
 {
     for (size_t i = 0; i < count; i++) {

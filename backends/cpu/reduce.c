@@ -390,15 +390,7 @@ static int reduce_kernel(weft_call *call, void *ctx)
         rc = weft_empty(&dest, shape, nshape, rt, WEFT_DEVICE_CPU);
     if (rc == 0)
         rc = run_reduction(self, reduce, form->mean, rt, dest);
-    if (rc == 0 && out && dest != out)
-        rc = weft_copy_(out, dest);
-    if (rc == 0 && !out) {
-        call->rets[0].tag = WEFT_VALUE_TENSOR;
-        call->rets[0].u.tensor = dest;
-    } else {
-        weft_tensor_release(dest);
-    }
-    return rc;
+    return cpu__deliver(call, out, dest, rc);
 }
 
 static const reduce_form sum_form = {false, false}, sum_out_form = {false, true};
