@@ -5,6 +5,7 @@
 #define WEFT_TESTS_KEEP_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <weft/weft.h>
 
@@ -36,6 +37,26 @@ static inline void drop_all(void)
     free(kept);
     kept = NULL;
     capkept = 0;
+}
+
+/* A kept int64 tensor of the given shape holding values (row-major). */
+static inline weft_tensor *keep_int64(const int64_t *sizes, int nd, const int64_t *values)
+{
+    weft_tensor *t = NULL;
+    if (weft_empty(&t, sizes, nd, WEFT_INT64, WEFT_DEVICE_CPU) != 0)
+        return NULL;
+    memcpy(weft_tensor_data_ptr(t), values, (size_t)weft_tensor_numel(t) * sizeof(int64_t));
+    return keep(t);
+}
+
+/* t's values as float64, contiguous, in a kept tensor; returns its data. */
+static inline const double *values_of(const weft_tensor *t)
+{
+    weft_tensor *d = NULL;
+    if (!t || weft_to_dtype(&d, t, WEFT_FLOAT64) != 0)
+        return NULL;
+    keep(d);
+    return weft_tensor_data_ptr(d);
 }
 
 #endif

@@ -37,25 +37,6 @@ static weft_tensor *rnd(weft_dtype dtype, const int64_t *sizes, int nd, double l
     return keep(t);
 }
 
-static weft_tensor *indices(const int64_t *sizes, int nd, const int64_t *values)
-{
-    weft_tensor *t = NULL;
-    if (weft_empty(&t, sizes, nd, WEFT_INT64, WEFT_DEVICE_CPU) != 0)
-        return NULL;
-    memcpy(weft_tensor_data_ptr(t), values, (size_t)weft_tensor_numel(t) * sizeof(int64_t));
-    return keep(t);
-}
-
-/* t's values as float64, contiguous, into a kept tensor; returns its data */
-static const double *values_of(const weft_tensor *t)
-{
-    weft_tensor *d = NULL;
-    if (!t || weft_to_dtype(&d, t, WEFT_FLOAT64) != 0)
-        return NULL;
-    keep(d);
-    return weft_tensor_data_ptr(d);
-}
-
 /* Compares t with ref[0..n) within tol (relative to 1 + |ref|). */
 static void check_close(const weft_tensor *t, const double *ref, int64_t n, double tol,
                         const char *what)
@@ -204,7 +185,7 @@ static void test_softmax(void)
                 "softmax of large equal values");
     error_is(weft_softmax(&y, big, 2), WEFT_ERANGE, "softmax over dim 2 of a 2-D tensor");
     int64_t four = 4;
-    weft_tensor *ints = indices(&four, 1, (const int64_t[]){1, 2, 3, 4});
+    weft_tensor *ints = keep_int64(&four, 1, (const int64_t[]){1, 2, 3, 4});
     error_is(weft_softmax(&y, ints, 0), WEFT_EDTYPE, "softmax of int64");
     drop_all();
 }
@@ -252,7 +233,7 @@ static void test_losses(void)
     int64_t xs[3] = {4, 5, 3}, ts[2] = {4, 3}, C = 5, ws[1] = {5};
     weft_tensor *x = rnd(WEFT_FLOAT64, xs, 3, -3, 3), *w = rnd(WEFT_FLOAT64, ws, 1, 0.5, 2);
     const int64_t tv[12] = {0, 4, 2, -100, 1, 3, 3, 2, -100, 0, 1, 4};
-    weft_tensor *t = indices(ts, 2, tv);
+    weft_tensor *t = keep_int64(ts, 2, tv);
     weft_tensor *probs = rnd(WEFT_FLOAT64, xs, 3, 0, 1);
     const double *xv = values_of(x), *wv = values_of(w), *pv = values_of(probs);
     double ref[12];
@@ -287,16 +268,16 @@ static void test_losses(void)
     /* float32 [N, C] logits as in training */
     int64_t xs2[2] = {6, 5}, n6 = 6;
     weft_tensor *x2 = rnd(WEFT_FLOAT32, xs2, 2, -4, 4), *y = NULL;
-    weft_tensor *t2 = indices(&n6, 1, (const int64_t[]){1, 0, 4, 4, 2, 3});
+    weft_tensor *t2 = keep_int64(&n6, 1, (const int64_t[]){1, 0, 4, 4, 2, 3});
     ref_cross_entropy(values_of(x2), 6, 5, 1, (const int64_t[]){1, 0, 4, 4, 2, 3}, NULL, NULL,
                       -100, 0, 1, true, ref);
     ok(weft_cross_entropy(&y, x2, t2, NULL, "mean", -100, 0.0) == 0, "float32 cross_entropy runs");
     check_close(keep(y), ref, 1, 1e-6, "float32 cross_entropy [6,5] mean");
     /* bad input */
-    weft_tensor *bad_t = indices(&n6, 1, (const int64_t[]){1, 0, 5, 4, 2, 3});
+    weft_tensor *bad_t = keep_int64(&n6, 1, (const int64_t[]){1, 0, 5, 4, 2, 3});
     error_is(weft_cross_entropy(&y, x2, bad_t, NULL, "mean", -100, 0.0), WEFT_ERANGE,
              "cross_entropy with target 5 of 5 classes");
-    weft_tensor *neg_t = indices(&n6, 1, (const int64_t[]){1, 0, -1, 4, 2, 3});
+    weft_tensor *neg_t = keep_int64(&n6, 1, (const int64_t[]){1, 0, -1, 4, 2, 3});
     error_is(weft_nll_loss(&y, x2, neg_t, NULL, "sum", -100), WEFT_ERANGE,
              "nll_loss with target -1");
     error_is(weft_cross_entropy(&y, x2, t, NULL, "mean", -100, 0.0), WEFT_ESHAPE,
@@ -682,7 +663,7 @@ static weft_tensor *grad_input(const int64_t *sizes, int nd, double lo, double h
 static void test_gradients(void)
 {
     int64_t n4 = 4;
-    grad_target = indices(&n4, 1, (const int64_t[]){1, 2, 0, 3});
+    grad_target = keep_int64(&n4, 1, (const int64_t[]){1, 2, 0, 3});
     for (int op = 0; op < G_COUNT; op++) {
         weft_tensor *in[3] = {NULL, NULL, NULL};
         int n = 1;
@@ -773,7 +754,7 @@ static void test_gradients(void)
         if (!ok(rc == 0, "gradcheck: %s", grad_names[op]))
             diag("%s", weft_last_error());
         drop_all();
-        grad_target = indices(&n4, 1, (const int64_t[]){1, 2, 0, 3});
+        grad_target = keep_int64(&n4, 1, (const int64_t[]){1, 2, 0, 3});
     }
     /* a weight that requires grad is refused, not silently ignored */
     weft_tensor *x = grad_input((int64_t[]){4, 4}, 2, -1, 1, true);

@@ -61,24 +61,6 @@ static weft_tensor *rnd(const int64_t *sizes, int nd, double lo, double hi)
     return keep(f);
 }
 
-static weft_tensor *ints(const int64_t *sizes, int nd, const int64_t *values)
-{
-    weft_tensor *t = NULL;
-    if (weft_empty(&t, sizes, nd, WEFT_INT64, WEFT_DEVICE_CPU) != 0)
-        return NULL;
-    memcpy(weft_tensor_data_ptr(t), values, (size_t)weft_tensor_numel(t) * sizeof(int64_t));
-    return keep(t);
-}
-
-static const double *values_of(const weft_tensor *t)
-{
-    weft_tensor *d = NULL;
-    if (!t || weft_to_dtype(&d, t, WEFT_FLOAT64) != 0)
-        return NULL;
-    keep(d);
-    return weft_tensor_data_ptr(d);
-}
-
 /* t has the given shape and exactly the values ref[] (NaN matches NaN) */
 static void check(const weft_tensor *t, const int64_t *sizes, int nd, const double *ref,
                   const char *what)
@@ -159,26 +141,26 @@ static void test_cat_stack(void)
 static void test_index_select_gather(void)
 {
     weft_tensor *x = iota(WEFT_FLOAT64, SIZES(3, 4), 2), *r = NULL;
-    ok(weft_index_select(&r, x, 1, ints(SIZES(3), 1, INTS(3, 0, 3))) == 0, "index_select dim 1");
+    ok(weft_index_select(&r, x, 1, keep_int64(SIZES(3), 1, INTS(3, 0, 3))) == 0, "index_select dim 1");
     check(keep(r), SIZES(3, 3), 2, VALUES(3, 0, 3, 7, 4, 7, 11, 8, 11), "index_select dim 1");
     weft_tensor *i32 = NULL;
-    weft_to_dtype(&i32, ints(SIZES(2), 1, INTS(2, 0)), WEFT_INT32);
+    weft_to_dtype(&i32, keep_int64(SIZES(2), 1, INTS(2, 0)), WEFT_INT32);
     keep(i32);
     ok(weft_index_select(&r, x, -2, i32) == 0, "index_select with int32 indices");
     check(keep(r), SIZES(2, 4), 2, VALUES(8, 9, 10, 11, 0, 1, 2, 3), "index_select dim 0");
-    error_says(weft_index_select(&r, x, 1, ints(SIZES(2), 1, INTS(1, 4))), WEFT_ERANGE,
+    error_says(weft_index_select(&r, x, 1, keep_int64(SIZES(2), 1, INTS(1, 4))), WEFT_ERANGE,
                "index 4 is out of range for dimension 1 with size 4", "index_select index 4 of 4");
     like(weft_last_error(), "index_select", "the message names the operator");
-    error_is(weft_index_select(&r, x, 0, ints(SIZES(1), 1, INTS(-1))), WEFT_ERANGE,
+    error_is(weft_index_select(&r, x, 0, keep_int64(SIZES(1), 1, INTS(-1))), WEFT_ERANGE,
              "index_select with a negative index");
     error_is(weft_index_select(&r, x, 0, make(WEFT_FLOAT32, SIZES(1), 1, VALUES(0))), WEFT_EDTYPE,
              "index_select with float indices");
-    error_is(weft_index_select(&r, x, 0, ints(SIZES(1, 1), 2, INTS(0))), WEFT_ESHAPE,
+    error_is(weft_index_select(&r, x, 0, keep_int64(SIZES(1, 1), 2, INTS(0))), WEFT_ESHAPE,
              "index_select with 2-d indices");
-    error_is(weft_index_select(&r, x, 2, ints(SIZES(1), 1, INTS(0))), WEFT_ERANGE,
+    error_is(weft_index_select(&r, x, 2, keep_int64(SIZES(1), 1, INTS(0))), WEFT_ERANGE,
              "index_select along dim 2 of a 2-d tensor");
 
-    weft_tensor *index = ints(SIZES(2, 2), 2, INTS(2, 0, 1, 1));
+    weft_tensor *index = keep_int64(SIZES(2, 2), 2, INTS(2, 0, 1, 1));
     ok(weft_gather(&r, x, 1, index) == 0, "gather dim 1");
     check(keep(r), SIZES(2, 2), 2, VALUES(2, 0, 5, 5), "gather dim 1");
     ok(weft_gather(&r, x, 0, index) == 0, "gather dim 0");
@@ -188,22 +170,22 @@ static void test_index_select_gather(void)
     keep(xt);
     ok(weft_gather(&r, xt, 1, index) == 0, "gather from a transposed tensor");
     check(keep(r), SIZES(2, 2), 2, VALUES(8, 0, 5, 5), "gather from a transposed tensor");
-    error_says(weft_gather(&r, x, 0, ints(SIZES(1, 1), 2, INTS(3))), WEFT_ERANGE,
+    error_says(weft_gather(&r, x, 0, keep_int64(SIZES(1, 1), 2, INTS(3))), WEFT_ERANGE,
                "index 3 is out of range for dimension 0 with size 3", "gather index 3 of 3");
-    error_is(weft_gather(&r, x, 0, ints(SIZES(4), 1, INTS(0, 0, 0, 0))), WEFT_ESHAPE,
+    error_is(weft_gather(&r, x, 0, keep_int64(SIZES(4), 1, INTS(0, 0, 0, 0))), WEFT_ESHAPE,
              "gather with an index of another rank");
-    error_is(weft_gather(&r, x, 0, ints(SIZES(1, 5), 2, INTS(0, 0, 0, 0, 0))), WEFT_ESHAPE,
+    error_is(weft_gather(&r, x, 0, keep_int64(SIZES(1, 5), 2, INTS(0, 0, 0, 0, 0))), WEFT_ESHAPE,
              "gather with an index larger than self");
 
     weft_tensor *weight = iota(WEFT_FLOAT32, SIZES(5, 3), 2);
-    ok(weft_embedding(&r, weight, ints(SIZES(2, 2), 2, INTS(0, 4, 2, 2)), -1) == 0, "embedding");
+    ok(weft_embedding(&r, weight, keep_int64(SIZES(2, 2), 2, INTS(0, 4, 2, 2)), -1) == 0, "embedding");
     check(keep(r), SIZES(2, 2, 3), 3, VALUES(0, 1, 2, 12, 13, 14, 6, 7, 8, 6, 7, 8), "embedding");
-    error_says(weft_embedding(&r, weight, ints(SIZES(2), 1, INTS(1, 5)), -1), WEFT_ERANGE,
+    error_says(weft_embedding(&r, weight, keep_int64(SIZES(2), 1, INTS(1, 5)), -1), WEFT_ERANGE,
                "embedding: index 5 is out of range for dimension 0 with size 5",
                "embedding index 5 of 5 rows");
     error_is(weft_embedding(&r, x, make(WEFT_FLOAT64, SIZES(1), 1, VALUES(0)), -1), WEFT_EDTYPE,
              "embedding with float indices");
-    error_is(weft_embedding(&r, iota(WEFT_FLOAT32, SIZES(5), 1), ints(SIZES(1), 1, INTS(0)), -1),
+    error_is(weft_embedding(&r, iota(WEFT_FLOAT32, SIZES(5), 1), keep_int64(SIZES(1), 1, INTS(0)), -1),
              WEFT_ESHAPE, "embedding with a 1-d weight");
     drop_all();
 }
@@ -213,23 +195,23 @@ static void test_scatter_index_add(void)
     weft_tensor *zeros = NULL, *r = NULL;
     weft_zeros(&zeros, SIZES(3, 4), 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
     keep(zeros);
-    weft_tensor *index = ints(SIZES(2, 4), 2, INTS(0, 1, 2, 0, 2, 0, 0, 0));
+    weft_tensor *index = keep_int64(SIZES(2, 4), 2, INTS(0, 1, 2, 0, 2, 0, 0, 0));
     weft_tensor *src = iota(WEFT_FLOAT32, SIZES(2, 5), 2); /* larger than index */
     ok(weft_scatter_add(&r, zeros, 0, index, src) == 0, "scatter_add dim 0");
     check(keep(r), SIZES(3, 4), 2, VALUES(0, 6, 7, 11, 0, 1, 0, 0, 5, 0, 2, 0),
           "scatter_add dim 0");
-    ok(weft_scatter(&r, zeros, 1, ints(SIZES(1, 2), 2, INTS(3, 1)), src) == 0, "scatter dim 1");
+    ok(weft_scatter(&r, zeros, 1, keep_int64(SIZES(1, 2), 2, INTS(3, 1)), src) == 0, "scatter dim 1");
     check(keep(r), SIZES(3, 4), 2, VALUES(0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), "scatter dim 1");
 
     weft_tensor *target = NULL;
     weft_zeros(&target, SIZES(2, 3), 2, WEFT_INT64, WEFT_DEVICE_CPU);
     keep(target);
-    weft_tensor *isrc = ints(SIZES(2, 3), 2, INTS(1, 2, 3, 4, 5, 6));
-    ok(weft_scatter_add_(target, 1, ints(SIZES(2, 3), 2, INTS(0, 0, 2, 1, 1, 1)), isrc) == 0,
+    weft_tensor *isrc = keep_int64(SIZES(2, 3), 2, INTS(1, 2, 3, 4, 5, 6));
+    ok(weft_scatter_add_(target, 1, keep_int64(SIZES(2, 3), 2, INTS(0, 0, 2, 1, 1, 1)), isrc) == 0,
        "scatter_add_ in place on int64");
     check(target, SIZES(2, 3), 2, VALUES(3, 0, 3, 0, 15, 0), "scatter_add_ in place");
     /* a bad index anywhere: an error, and nothing was written */
-    error_says(weft_scatter_(target, 1, ints(SIZES(2, 3), 2, INTS(0, 1, 2, 0, 1, 3)), isrc),
+    error_says(weft_scatter_(target, 1, keep_int64(SIZES(2, 3), 2, INTS(0, 1, 2, 0, 1, 3)), isrc),
                WEFT_ERANGE, "index 3 is out of range for dimension 1 with size 3",
                "scatter_ with index 3 of 3");
     check(target, SIZES(2, 3), 2, VALUES(3, 0, 3, 0, 15, 0), "scatter_ wrote nothing");
@@ -243,30 +225,30 @@ static void test_scatter_index_add(void)
     weft_zeros(&base, SIZES(4, 2), 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
     keep(base);
     weft_tensor *source = make(WEFT_FLOAT64, SIZES(3, 2), 2, VALUES(1, 2, 3, 4, 5, 6));
-    weft_tensor *rows = ints(SIZES(3), 1, INTS(0, 2, 0));
+    weft_tensor *rows = keep_int64(SIZES(3), 1, INTS(0, 2, 0));
     ok(weft_index_add_ex(&r, base, 0, rows, source, 2.0) == 0, "index_add with alpha 2");
     check(keep(r), SIZES(4, 2), 2, VALUES(12, 16, 0, 0, 6, 8, 0, 0), "index_add with alpha 2");
-    ok(weft_index_add_(base, 1, ints(SIZES(1), 1, INTS(1)), iota(WEFT_FLOAT64, SIZES(4, 1), 2)) == 0,
+    ok(weft_index_add_(base, 1, keep_int64(SIZES(1), 1, INTS(1)), iota(WEFT_FLOAT64, SIZES(4, 1), 2)) == 0,
        "index_add_ in place along dim 1");
     check(base, SIZES(4, 2), 2, VALUES(0, 0, 0, 1, 0, 2, 0, 3), "index_add_ in place");
-    error_says(weft_index_add_(base, 0, ints(SIZES(3), 1, INTS(0, 4, 1)), source), WEFT_ERANGE,
+    error_says(weft_index_add_(base, 0, keep_int64(SIZES(3), 1, INTS(0, 4, 1)), source), WEFT_ERANGE,
                "index 4 is out of range for dimension 0 with size 4", "index_add_ with index 4 of 4");
     check(base, SIZES(4, 2), 2, VALUES(0, 0, 0, 1, 0, 2, 0, 3), "index_add_ wrote nothing");
-    error_is(weft_index_add(&r, base, 0, ints(SIZES(2), 1, INTS(0, 1)), source), WEFT_ESHAPE,
+    error_is(weft_index_add(&r, base, 0, keep_int64(SIZES(2), 1, INTS(0, 1)), source), WEFT_ESHAPE,
              "index_add with one index too few");
     drop_all();
 }
 
 static void test_one_hot_masks(void)
 {
-    weft_tensor *r = NULL, *labels = ints(SIZES(3), 1, INTS(2, 0, 1));
+    weft_tensor *r = NULL, *labels = keep_int64(SIZES(3), 1, INTS(2, 0, 1));
     ok(weft_one_hot(&r, labels, -1) == 0, "one_hot infers 3 classes");
     check(keep(r), SIZES(3, 3), 2, VALUES(0, 0, 1, 1, 0, 0, 0, 1, 0), "one_hot");
     ok(weft_one_hot(&r, labels, 4) == 0 && weft_tensor_dtype(keep(r)) == WEFT_INT64,
        "one_hot with 4 classes is int64");
     check(r, SIZES(3, 4), 2, VALUES(0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0), "one_hot, 4 classes");
     error_says(weft_one_hot(&r, labels, 2), WEFT_ERANGE, "class 2", "one_hot class 2 of 2");
-    error_is(weft_one_hot(&r, ints(SIZES(1), 1, INTS(-1)), -1), WEFT_ERANGE, "one_hot of -1");
+    error_is(weft_one_hot(&r, keep_int64(SIZES(1), 1, INTS(-1)), -1), WEFT_ERANGE, "one_hot of -1");
     error_is(weft_one_hot(&r, make(WEFT_FLOAT32, SIZES(1), 1, VALUES(0)), -1), WEFT_EDTYPE,
              "one_hot of floats");
 
@@ -378,7 +360,7 @@ static void test_sorting(void)
     ok(weft_sort(&values, &indices, x, 0, true) == 0, "sort descending");
     check(keep(values), SIZES(5), 1, VALUES(NAN, 3, 3, 1, -INFINITY), "sort descending: NaN first");
     check(keep(indices), SIZES(5), 1, VALUES(1, 0, 3, 2, 4), "sort descending is stable");
-    ok(weft_argsort(&indices, ints(SIZES(2, 3), 2, INTS(5, -2, 5, 0, 9, -7)), 0, false) == 0,
+    ok(weft_argsort(&indices, keep_int64(SIZES(2, 3), 2, INTS(5, -2, 5, 0, 9, -7)), 0, false) == 0,
        "argsort along dim 0");
     check(keep(indices), SIZES(2, 3), 2, VALUES(1, 0, 1, 0, 1, 0), "argsort along dim 0");
 
@@ -496,8 +478,8 @@ static weft_tensor *grad_input(const int64_t *sizes, int nd, bool requires)
 static void test_gradients(void)
 {
     for (int op = 0; op < G_COUNT; op++) {
-        grad_index = ints(SIZES(4), 1, INTS(2, 0, 2, 1));
-        grad_index2d = ints(SIZES(2, 2), 2, INTS(2, 0, 1, 2)); /* distinct per row for scatter */
+        grad_index = keep_int64(SIZES(4), 1, INTS(2, 0, 2, 1));
+        grad_index2d = keep_int64(SIZES(2, 2), 2, INTS(2, 0, 1, 2)); /* distinct per row for scatter */
         grad_mask = make(WEFT_BOOL, SIZES(4), 1, VALUES(1, 0, 1, 1));
         weft_tensor *in[2] = {NULL, NULL};
         int n = 1;
@@ -551,7 +533,7 @@ static void test_gradients(void)
 
     /* embedding's padding row gets no gradient */
     weft_tensor *weight = grad_input(SIZES(3, 2), 2, true), *emb = NULL, *total = NULL, *g = NULL;
-    ok(weft_embedding(&emb, weight, ints(SIZES(3), 1, INTS(2, 0, 2)), 2) == 0 &&
+    ok(weft_embedding(&emb, weight, keep_int64(SIZES(3), 1, INTS(2, 0, 2)), 2) == 0 &&
        weft_sum(&total, keep(emb), NULL, 0, false) == 0 &&
        weft_backward(&total, 1, NULL, false, false) == 0 && weft_tensor_grad(&g, weight) == 0,
        "embedding backward with padding_idx 2");
