@@ -39,15 +39,6 @@ static void set_grad(weft_tensor *p, const double *values, int n)
     weft_tensor_release(g);
 }
 
-/* t's values as float64 (kept) */
-static const double *values_of(const weft_tensor *t)
-{
-    weft_tensor *d = NULL;
-    if (!t || weft_to_dtype(&d, t, WEFT_FLOAT64) != 0)
-        return NULL;
-    return weft_tensor_data_ptr(keep(d));
-}
-
 static void check_values(const weft_tensor *t, const double *want, int n, double tol,
                          const char *what)
 {
