@@ -16,6 +16,8 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+#include "tests/host_device.h"
+
 #include "tests/tap.h"
 
 #define CPU WEFT_DEVICE_CPU
@@ -808,52 +810,6 @@ static void test_bad_input(void)
 }
 
 /* --------------------------------------------------------- devices */
-
-static int fake_count(void *ctx)
-{
-    (void)ctx;
-    return 2;
-}
-
-static int fake_copy(void *ctx, void *dst, const void *src, size_t n, int index)
-{
-    (void)ctx;
-    (void)index;
-    memcpy(dst, src, n);
-    return 0;
-}
-
-static int fake_copy_device(void *ctx, void *dst, int di, const void *src, int si, size_t n)
-{
-    (void)ctx;
-    (void)di;
-    (void)si;
-    memcpy(dst, src, n);
-    return 0;
-}
-
-static int fake_sync(void *ctx, int index)
-{
-    (void)ctx;
-    (void)index;
-    return 0;
-}
-
-static void fake_free(void *data, void *ctx)
-{
-    (void)ctx;
-    free(data);
-}
-
-static int fake_allocate(void *ctx, size_t nbytes, int index, weft_data_ptr *out)
-{
-    (void)ctx;
-    (void)index;
-    out->data = malloc(nbytes ? nbytes : 1);
-    out->ctx = NULL;
-    out->deleter = fake_free;
-    return out->data ? 0 : WEFT_ENOMEM;
-}
 
 static void check_device_round_trip(weft_device device, int code, int id, const char *what)
 {
