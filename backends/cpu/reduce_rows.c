@@ -83,9 +83,10 @@ typedef struct row_job {
 } row_job;
 typedef void (*row_fn)(int64_t begin, int64_t end, void *ctx);
 
-/* max/min and their index: the first extreme, or the first NaN */
-#define DEFINE_EXTREMES(NAME, T, IS_NAN)                                                 \
-    static void max_##NAME(int64_t begin, int64_t end, void *ctx)                        \
+/* max/min and their index: the first extreme, or the first NaN.  One body
+ * per direction: BETTER is > for max, < for min. */
+#define DEFINE_EXTREME(FN, NAME, T, IS_NAN, BETTER)                                      \
+    static void FN##_##NAME(int64_t begin, int64_t end, void *ctx)                       \
     {                                                                                    \
         const row_job *j = ctx;                                                          \
         for (int64_t r = begin; r < end; r++) {                                          \
@@ -93,57 +94,35 @@ typedef void (*row_fn)(int64_t begin, int64_t end, void *ctx);
             T best = x[0];                                                               \
             int64_t at = 0;                                                              \
             for (int64_t i = 1; i < j->len && !IS_NAN(best); i++)                        \
-                if (IS_NAN(x[i]) || x[i] > best)                                         \
+                if (IS_NAN(x[i]) || x[i] BETTER best)                                    \
                     best = x[i], at = i;                                                 \
             ((T *)j->out)[r] = best;                                                     \
             if (j->index)                                                                \
                 j->index[r] = at;                                                        \
         }                                                                                \
-    }                                                                                    \
-    static void min_##NAME(int64_t begin, int64_t end, void *ctx)                        \
-    {                                                                                    \
-        const row_job *j = ctx;                                                          \
-        for (int64_t r = begin; r < end; r++) {                                          \
-            const T *x = (const T *)j->in + r * j->len;                                  \
-            T best = x[0];                                                               \
-            int64_t at = 0;                                                              \
-            for (int64_t i = 1; i < j->len && !IS_NAN(best); i++)                        \
-                if (IS_NAN(x[i]) || x[i] < best)                                         \
-                    best = x[i], at = i;                                                 \
-            ((T *)j->out)[r] = best;                                                     \
-            if (j->index)                                                                \
-                j->index[r] = at;                                                        \
-        }                                                                                \
-    }                                                                                    \
-    /* running extremes: values and indices, in place over the rows */                  \
-    static void cummax_##NAME(int64_t begin, int64_t end, void *ctx)                     \
+    }
+/* running extremes: values and indices, in place over the rows; AT_LEAST is
+ * >= for cummax, <= for cummin (the last of equal values wins, as PyTorch) */
+#define DEFINE_RUNNING_EXTREME(FN, NAME, T, IS_NAN, AT_LEAST)                            \
+    static void FN##_##NAME(int64_t begin, int64_t end, void *ctx)                       \
     {                                                                                    \
         const row_job *j = ctx;                                                          \
         for (int64_t r = begin; r < end; r++) {                                          \
             T *x = (T *)j->out + r * j->len;                                             \
             int64_t *ix = j->index + r * j->len, at = 0;                                 \
             for (int64_t i = 0; i < j->len; i++) {                                       \
-                if (i > 0 && (IS_NAN(x[i]) || (!IS_NAN(x[at]) && x[i] >= x[at])))        \
-                    at = i;                                                              \
-                x[i] = x[at];                                                            \
-                ix[i] = at;                                                              \
-            }                                                                            \
-        }                                                                                \
-    }                                                                                    \
-    static void cummin_##NAME(int64_t begin, int64_t end, void *ctx)                     \
-    {                                                                                    \
-        const row_job *j = ctx;                                                          \
-        for (int64_t r = begin; r < end; r++) {                                          \
-            T *x = (T *)j->out + r * j->len;                                             \
-            int64_t *ix = j->index + r * j->len, at = 0;                                 \
-            for (int64_t i = 0; i < j->len; i++) {                                       \
-                if (i > 0 && (IS_NAN(x[i]) || (!IS_NAN(x[at]) && x[i] <= x[at])))        \
+                if (i > 0 && (IS_NAN(x[i]) || (!IS_NAN(x[at]) && x[i] AT_LEAST x[at])))  \
                     at = i;                                                              \
                 x[i] = x[at];                                                            \
                 ix[i] = at;                                                              \
             }                                                                            \
         }                                                                                \
     }
+#define DEFINE_EXTREMES(NAME, T, IS_NAN)                                                 \
+    DEFINE_EXTREME(max, NAME, T, IS_NAN, >)                                              \
+    DEFINE_EXTREME(min, NAME, T, IS_NAN, <)                                              \
+    DEFINE_RUNNING_EXTREME(cummax, NAME, T, IS_NAN, >=)                                  \
+    DEFINE_RUNNING_EXTREME(cummin, NAME, T, IS_NAN, <=)
 #define FLOAT_IS_NAN(v) ((v) != (v))
 #define INT_IS_NAN(v) false
 DEFINE_EXTREMES(float64, double, FLOAT_IS_NAN)
