@@ -5,6 +5,8 @@
 #define WEFT_TESTS_KEEP_H
 
 #include <stdlib.h>
+#include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <weft/weft.h>
@@ -57,6 +59,36 @@ static inline const double *values_of(const weft_tensor *t)
         return NULL;
     keep(d);
     return weft_tensor_data_ptr(d);
+}
+
+/* Element i, in row-major order of t's logical shape, as a double (the real
+ * part for complex dtypes); NaN if it cannot be read. */
+static inline double value_at(const weft_tensor *t, int64_t i)
+{
+    int nd = weft_tensor_ndim(t);
+    int64_t index[WEFT_MAX_DIMS];
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t s = weft_tensor_size(t, d);
+        index[d] = s > 0 ? i % s : 0;
+        i = s > 0 ? i / s : 0;
+    }
+    double v = NAN;
+    weft_tensor_get(t, index, &v);
+    return v;
+}
+
+/* Loads the default plugins; false (after a failed TAP line and the load
+ * report as a diagnostic) when none loaded, so main can stop early. */
+static inline bool default_plugins_loaded(void)
+{
+    int loaded = weft_load_default_plugins();
+    if (ok(loaded >= 1, "the default plugins load (%d)", loaded))
+        return true;
+    char *report = NULL;
+    weft_plugin_report_string(&report);
+    diag("%s", report ? report : "no report");
+    free(report);
+    return false;
 }
 
 #endif

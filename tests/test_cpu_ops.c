@@ -50,21 +50,6 @@ static weft_tensor *make(weft_dtype dtype, const int64_t *sizes, int ndim, const
 #define MAT(dtype, r, c, ...) make(dtype, (const int64_t[]){r, c}, 2, VALUES(__VA_ARGS__))
 #define SCALAR(dtype, v) make(dtype, NULL, 0, VALUES(v))
 
-/* Element i in row-major order of t's logical shape (real part). */
-static double val(const weft_tensor *t, int64_t i)
-{
-    int nd = weft_tensor_ndim(t);
-    int64_t index[WEFT_MAX_DIMS];
-    for (int d = nd - 1; d >= 0; d--) {
-        int64_t s = weft_tensor_size(t, d);
-        index[d] = s > 0 ? i % s : 0;
-        i = s > 0 ? i / s : 0;
-    }
-    double v = NAN;
-    weft_tensor_get(t, index, &v);
-    return v;
-}
-
 /* Real and imaginary parts of element i of a contiguous complex tensor. */
 static void cval(const weft_tensor *t, int64_t i, double *re, double *im)
 {
@@ -90,7 +75,7 @@ static bool check_values(const weft_tensor *t, const double *want, int64_t n, do
         return false;
     }
     for (int64_t i = 0; i < n; i++) {
-        double g = val(t, i), w = want[i];
+        double g = value_at(t, i), w = want[i];
         bool same = (isnan(g) && isnan(w)) || g == w || fabs(g - w) <= tol * (1 + fabs(w));
         if (!same) {
             diag("     element %lld: got %.17g, expected %.17g", (long long)i, g, w);
@@ -182,7 +167,7 @@ static void test_binary_basics(void)
     weft_tensor *z = VEC(WEFT_FLOAT32, 1, -1, 0), *zero = VEC(WEFT_FLOAT32, 0, 0, 0);
     is_int(weft_div(&r, z, zero), 0, "div by zero");
     keep(r);
-    ok(isinf(val(r, 0)) && val(r, 0) > 0 && isinf(val(r, 1)) && val(r, 1) < 0 && isnan(val(r, 2)),
+    ok(isinf(value_at(r, 0)) && value_at(r, 0) > 0 && isinf(value_at(r, 1)) && value_at(r, 1) < 0 && isnan(value_at(r, 2)),
        "1/0 = inf, -1/0 = -inf, 0/0 = nan");
     drop_all();
 }
@@ -224,7 +209,7 @@ static void test_broadcasting(void)
     keep(r);
     bool good = check_shape(r, (const int64_t[]){2, 3, 4}, 3);
     for (int64_t i = 0; i < 24 && good; i++)
-        good = val(r, i) == (double)i + val(m43, (i % 4) * 3 + (i / 4) % 3);
+        good = value_at(r, i) == (double)i + value_at(m43, (i % 4) * 3 + (i / 4) % 3);
     ok(good, "[2,3,4] + transposed [3,4] values");
 
     /* mismatched shapes */
@@ -349,7 +334,7 @@ static void test_strided(void)
     keep(r);
     bool good = true;
     for (int64_t i = 0; i < 700 * 513 && good; i += 331)
-        good = val(r, i) == (double)(float)(val(big, (i % 513) * 700 + i / 513) + 1.0);
+        good = value_at(r, i) == (double)(float)(value_at(big, (i % 513) * 700 + i / 513) + 1.0);
     ok(good, "large transposed add values (sampled)");
     drop_all();
 }
@@ -474,7 +459,7 @@ static bool same_result(const weft_tensor *x, const weft_tensor *y)
         if (weft_tensor_size(x, d) != weft_tensor_size(y, d))
             return false;
     for (int64_t i = 0; i < weft_tensor_numel(x); i++) {
-        double g = val(x, i), w = val(y, i);
+        double g = value_at(x, i), w = value_at(y, i);
         if (!((isnan(g) && isnan(w)) || (g == w && signbit(g) == signbit(w)))) {
             diag("     element %lld: %.17g and %.17g", (long long)i, g, w);
             return false;
@@ -603,7 +588,7 @@ static void test_flat_fast_path(void)
         keep(r);
         bool good = weft_tensor_numel(r) == n;
         for (int64_t i = 0; i < n && good; i++)
-            good = val(r, i) == (double)(float)((float)val(x, i) - 0.5f * (float)val(y, i));
+            good = value_at(r, i) == (double)(float)((float)value_at(x, i) - 0.5f * (float)value_at(y, i));
         ok(good, "sub of %lld elements: every value", (long long)n);
         weft_tensor *before = NULL;
         weft_to_dtype(&before, x, WEFT_FLOAT64);
@@ -611,7 +596,7 @@ static void test_flat_fast_path(void)
         is_int(weft_mul_scalar_(x, 2), 0, "mul_scalar_ of %lld elements", (long long)n);
         good = true;
         for (int64_t i = 0; i < n && good; i++)
-            good = val(x, i) == 2 * val(before, i); /* exact: no overflow */
+            good = value_at(x, i) == 2 * value_at(before, i); /* exact: no overflow */
         ok(good, "mul_scalar_ of %lld elements: every value", (long long)n);
     }
 
@@ -770,7 +755,7 @@ static void test_half_precision(void)
     is_int(weft_mul_scalar(&r, VEC(WEFT_FLOAT16, 0x1p-24), 0.5), 0, "float16 underflow");
     is_values(keep(r), 0, "2^-25 rounds to 0 (tie to even)", 0);
     is_int(weft_div(&r, VEC(WEFT_FLOAT16, 0), VEC(WEFT_FLOAT16, 0)), 0, "float16 0/0");
-    ok(isnan(val(keep(r), 0)), "float16 0/0 is NaN");
+    ok(isnan(value_at(keep(r), 0)), "float16 0/0 is NaN");
     is_int(weft_exp(&r, VEC(WEFT_FLOAT16, 0, 1)), 0, "float16 exp");
     is_values(keep(r), 1e-3, "float16 exp values", 1, 2.71875);
     /* bfloat16 */
@@ -778,7 +763,7 @@ static void test_half_precision(void)
            "bfloat16 add");
     is_values(keep(r), 0, "bfloat16 ties round to even", 1, 1 + 0x1p-6, 3.5);
     is_int(weft_mul(&r, VEC(WEFT_BFLOAT16, 1e38), VEC(WEFT_BFLOAT16, 100)), 0, "bfloat16 overflow");
-    ok(isinf(val(keep(r), 0)), "bfloat16 1e38 * 100 is inf");
+    ok(isinf(value_at(keep(r), 0)), "bfloat16 1e38 * 100 is inf");
     is_int(weft_sum(&r, VEC(WEFT_BFLOAT16, 256, 1, 1, 1, 1), NULL, 0, false), 0, "bfloat16 sum");
     is_values(keep(r), 0, "bfloat16 sum accumulates in higher precision", 260);
     /* mixed half and bfloat16 promote to float32 */
@@ -911,7 +896,7 @@ static void test_unary(void)
              "relu of bool");
     is_error(weft_abs(&r, VEC(WEFT_BOOL, 1)), WEFT_EDTYPE, "bool", "abs of bool");
     is_int(weft_relu(&r, VEC(WEFT_FLOAT64, -0.0)), 0, "relu of -0.0");
-    ok(keep(r) && val(r, 0) == 0 && signbit(val(r, 0)), "relu keeps -0.0 (as PyTorch)");
+    ok(keep(r) && value_at(r, 0) == 0 && signbit(value_at(r, 0)), "relu keeps -0.0 (as PyTorch)");
 
     /* in-place and out= */
     weft_tensor *y = VEC(WEFT_FLOAT32, 1, 4, 9);
@@ -1041,7 +1026,7 @@ static void test_reductions(void)
     is_int(weft_sum(&r, e, (const int64_t[]){0}, 1, false), 0, "sum over an empty dim");
     is_values(keep(r), 0, "gives zeros", 0, 0, 0);
     is_int(weft_mean(&r, e, NULL, 0, false), 0, "mean of an empty tensor");
-    ok(isnan(val(keep(r), 0)), "the empty mean is NaN");
+    ok(isnan(value_at(keep(r), 0)), "the empty mean is NaN");
     is_int(weft_sum(&r, e, (const int64_t[]){1}, 1, false), 0, "sum keeping an empty dim");
     is_shape(keep(r), "gives an empty result", 0);
     /* 0-d input */
@@ -1062,7 +1047,7 @@ static void test_reductions(void)
     keep(ones2);
     is_int(weft_sum(&r, ones2, (const int64_t[]){0}, 1, false), 0, "column sums of 4096x4096");
     keep(r);
-    ok(val(r, 0) == 4096 && val(r, 4095) == 4096, "column sums are 4096");
+    ok(value_at(r, 0) == 4096 && value_at(r, 4095) == 4096, "column sums are 4096");
     drop_all();
 }
 
@@ -1090,15 +1075,15 @@ static bool sum_matches(weft_dtype dtype, const int64_t *sizes, const bool *redu
         int64_t o = 0;
         for (int d = 0; d < 3; d++)
             o = o * (reduce[d] ? 1 : sizes[d]) + (reduce[d] ? 0 : idx[d]);
-        want[o] += val(x, i);
+        want[o] += value_at(x, i);
     }
     bool good = true;
     for (int64_t o = 0; o < weft_tensor_numel(r) && good; o++) {
         double w = mean ? want[o] / (double)count : want[o];
         double tol = dtype == WEFT_FLOAT16 ? 1e-3 : 1e-5; /* the result is rounded to dtype */
-        good = fabs(val(r, o) - w) <= tol * (1 + fabs(w));
+        good = fabs(value_at(r, o) - w) <= tol * (1 + fabs(w));
         if (!good)
-            diag("     output %lld: got %.10g, expected %.10g", (long long)o, val(r, o), w);
+            diag("     output %lld: got %.10g, expected %.10g", (long long)o, value_at(r, o), w);
     }
     free(want);
     return good;
@@ -1130,8 +1115,8 @@ static void test_reduction_layouts(void)
     for (int64_t j = 0; j < 64 && good; j++) {
         double w = 0;
         for (int64_t i = 0; i < 48; i++)
-            w += val(x, j * 48 + i);
-        good = fabs(val(r, j) - w) <= 1e-5 * (1 + fabs(w));
+            w += value_at(x, j * 48 + i);
+        good = fabs(value_at(r, j) - w) <= 1e-5 * (1 + fabs(w));
     }
     ok(good, "their values");
     drop_all();
@@ -1152,8 +1137,8 @@ static bool product_matches(const weft_tensor *r, const weft_tensor *a, const we
             for (int64_t j = 0; j < m; j++) {
                 double want = 0;
                 for (int64_t q = 0; q < k; q++)
-                    want += val(a, (bi * n + i) * k + q) * val(b, (bi * k + q) * m + j);
-                double got = val(r, (bi * n + i) * m + j);
+                    want += value_at(a, (bi * n + i) * k + q) * value_at(b, (bi * k + q) * m + j);
+                double got = value_at(r, (bi * n + i) * m + j);
                 if (fabs(got - want) > tol * (1 + fabs(want))) {
                     diag("     [%lld, %lld, %lld]: got %.10g, expected %.10g", (long long)bi,
                          (long long)i, (long long)j, got, want);
@@ -1287,8 +1272,8 @@ static void test_matmul(void)
                 for (int64_t j = 0; j < 2 && good; j++) {
                     double want = 0;
                     for (int64_t q4 = 0; q4 < 4; q4++)
-                        want += val(p, (i0 * 3 + i) * 4 + q4) * val(q, (i1 * 4 + q4) * 2 + j);
-                    good = fabs(val(r, ((i0 * 5 + i1) * 3 + i) * 2 + j) - want) < 1e-12;
+                        want += value_at(p, (i0 * 3 + i) * 4 + q4) * value_at(q, (i1 * 4 + q4) * 2 + j);
+                    good = fabs(value_at(r, ((i0 * 5 + i1) * 3 + i) * 2 + j) - want) < 1e-12;
                 }
     ok(good, "batched broadcast matmul values");
     is_int(weft_matmul(&r, p, random_tensor(WEFT_FLOAT64, (const int64_t[]){4, 6}, 2, 1)), 0,
@@ -1314,9 +1299,9 @@ static void test_random(void)
     keep(r3);
     bool same = true, differ = false, in_range = true;
     for (int64_t i = 0; i < n; i++) {
-        same = same && val(r1, i) == val(r2, i);
-        differ = differ || val(r2, i) != val(r3, i);
-        in_range = in_range && val(r1, i) >= 0 && val(r1, i) < 1;
+        same = same && value_at(r1, i) == value_at(r2, i);
+        differ = differ || value_at(r2, i) != value_at(r3, i);
+        in_range = in_range && value_at(r1, i) >= 0 && value_at(r1, i) < 1;
     }
     ok(same, "the same seed gives the same numbers");
     ok(differ, "the generator advances");
@@ -1385,7 +1370,7 @@ static void test_random(void)
     keep(hf);
     bool hin = true;
     for (int64_t i = 0; i < 64; i++)
-        hin = hin && val(hf, i) >= 0 && val(hf, i) < 1;
+        hin = hin && value_at(hf, i) >= 0 && value_at(hf, i) < 1;
     ok(hin, "float16 rand is in [0, 1)");
     is_int(weft_randn(&cx, (const int64_t[]){8}, 1, WEFT_COMPLEX64, WEFT_DEVICE_CPU, g), 0, "randn complex64");
     keep(cx);
@@ -1396,8 +1381,8 @@ static void test_random(void)
     is_int(weft_uniform_ex_(col, 5, 6, g), 0, "uniform_ of a strided column");
     bool cols_ok = true;
     for (int64_t i = 0; i < 4; i++)
-        cols_ok = cols_ok && val(strided, 2 * i) == 0 && val(strided, 2 * i + 1) >= 5 &&
-                  val(strided, 2 * i + 1) < 6;
+        cols_ok = cols_ok && value_at(strided, 2 * i) == 0 && value_at(strided, 2 * i + 1) >= 5 &&
+                  value_at(strided, 2 * i + 1) < 6;
     ok(cols_ok, "only the column is written, with values in [5, 6)");
     weft_generator_destroy(g);
     weft_generator_destroy(h);
@@ -1430,7 +1415,7 @@ static void test_sequences(void)
     ok(keep(r) && weft_tensor_numel(r) == 0, "is empty");
     is_int(weft_linspace(&r, 0, 0.7, 1001, WEFT_FLOAT64, WEFT_DEVICE_CPU), 0, "long linspace");
     keep(r);
-    ok(val(r, 0) == 0 && val(r, 1000) == 0.7, "linspace hits both ends exactly");
+    ok(value_at(r, 0) == 0 && value_at(r, 1000) == 0.7, "linspace hits both ends exactly");
     /* arange_out into a strided out */
     weft_tensor *base = NULL, *view = NULL;
     weft_zeros(&base, (const int64_t[]){6}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
@@ -1539,7 +1524,7 @@ static void test_unload_and_reload(void)
     is_int(weft_fill_(x, 2), 0, "fill_ works again");
     is_int(weft_add(&r, x, x), 0, "add works again (parallel)");
     keep(r);
-    ok(r && val(r, 0) == 4 && val(r, n / 2) == 4 && val(r, n - 1) == 4, "with the right values");
+    ok(r && value_at(r, 0) == 4 && value_at(r, n / 2) == 4 && value_at(r, n - 1) == 4, "with the right values");
     weft_tensor_release(x);
     drop_all();
     is_int(weft_unload_plugin("cpu"), 0, "and unloads again at the end");

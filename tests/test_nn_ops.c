@@ -781,14 +781,8 @@ static void test_gradients(void)
 
 int main(void)
 {
-    int loaded = weft_load_default_plugins();
-    if (!ok(loaded >= 1, "the default plugins load (%d)", loaded)) {
-        char *report = NULL;
-        weft_plugin_report_string(&report);
-        diag("%s", report ? report : "no report");
-        free(report);
+    if (!default_plugins_loaded())
         return done_testing();
-    }
     test_linear();
     test_softmax();
     test_losses();
