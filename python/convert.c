@@ -260,13 +260,7 @@ PyObject *wpy_tensor_from_data(PyObject *module, PyObject *args, PyObject *kwarg
     }
     rc = weft_to_device(&t, host, device);
     weft_tensor_release(host);
-    if (rc < 0)
-        return wpy_raise(rc);
-    if (requires_grad && (rc = weft_tensor_set_requires_grad(t, true)) < 0) {
-        weft_tensor_release(t);
-        return wpy_raise(rc);
-    }
-    return wpy_wrap(t);
+    return wpy_factory_result(rc, t, requires_grad);
 }
 
 /* ------------------------------------------------------- tolist and item */

@@ -188,8 +188,7 @@ static int parse_sizes(PyObject *args, PyObject *size_kw, int64_t *sizes, int *n
     return 0;
 }
 
-/* Finishes a factory: requires_grad, then wraps. */
-static PyObject *finish(int rc, weft_tensor *t, int requires_grad)
+PyObject *wpy_factory_result(int rc, weft_tensor *t, int requires_grad)
 {
     if (rc < 0)
         return wpy_raise(rc);
@@ -241,7 +240,7 @@ static PyObject *sized_factory(int kind, PyObject *args, PyObject *kwargs)
         rc = weft_randn(&t, sizes, ndim, dtype, device, NULL);
         break;
     }
-    return finish(rc, t, requires_grad);
+    return wpy_factory_result(rc, t, requires_grad);
 }
 
 static PyObject *py_empty(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_EMPTY, a, k); }
@@ -285,7 +284,7 @@ static PyObject *py_full(PyObject *m, PyObject *args, PyObject *kwargs)
         dtype = dtype_of_number(value);
     weft_tensor *t = NULL;
     int rc = weft_full(&t, sizes, ndim, v, dtype, device);
-    return finish(rc, t, requires_grad);
+    return wpy_factory_result(rc, t, requires_grad);
 }
 
 static PyObject *py_arange(PyObject *m, PyObject *args, PyObject *kwargs)
@@ -319,7 +318,7 @@ static PyObject *py_arange(PyObject *m, PyObject *args, PyObject *kwargs)
         dtype = given;
     weft_tensor *t = NULL;
     int rc = weft_arange(&t, s, e, st, dtype, device);
-    return finish(rc, t, requires_grad);
+    return wpy_factory_result(rc, t, requires_grad);
 }
 
 static PyObject *py_linspace(PyObject *m, PyObject *args, PyObject *kwargs)
@@ -340,7 +339,7 @@ static PyObject *py_linspace(PyObject *m, PyObject *args, PyObject *kwargs)
         dtype = WEFT_FLOAT32;
     weft_tensor *t = NULL;
     int rc = weft_linspace(&t, start, end, steps, dtype, device);
-    return finish(rc, t, requires_grad);
+    return wpy_factory_result(rc, t, requires_grad);
 }
 
 static PyObject *py_manual_seed(PyObject *m, PyObject *seed)

@@ -44,6 +44,10 @@ int wpy_parse_dtype(PyObject *o, weft_dtype *out);
 /* None -> cpu; "cpu", "cuda:1"; a (DLPack code, id) pair is not a device. */
 int wpy_parse_device(PyObject *o, weft_device *out);
 
+/* A factory's result: rc < 0 raises; otherwise sets requires_grad when asked
+ * (releasing t if that fails) and wraps t. */
+PyObject *wpy_factory_result(int rc, weft_tensor *t, int requires_grad);
+
 /* tensor.c */
 int wpy_tensor_init_type(PyObject *module);
 /* Wraps a new reference (stolen).  t NULL: returns NULL (an error is
