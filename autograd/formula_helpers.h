@@ -1,11 +1,12 @@
 /* autograd/formula_helpers.h — internal: what the files of derivative
- * formulas share (autograd/formulas.c, autograd/formulas_nn.c): the formula
+ * formulas share (autograd/formulas.c, formulas_nn.c, formulas_shape.c): the formula
  * record, the generic Autograd kernel that runs an operator and records its
  * node, and small helpers for saved tensors and input shapes. */
 #ifndef WF_FORMULA_HELPERS_H
 #define WF_FORMULA_HELPERS_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/autograd.h"
 #include "dispatch/dispatcher.h"
@@ -28,6 +29,10 @@ struct formula {
 /* The Autograd kernel of every formula (ctx: its formula): runs the
  * operator below the Autograd key, then records the node (autograd/formulas.c). */
 int wf__autograd_kernel(weft_call *call, void *ctx);
+/* Runs the operator below the Autograd key: nested operator calls inside
+ * the kernels see the key excluded, as with grad mode off
+ * (autograd/formulas.c). */
+int wf__autograd_call_below(weft_call *call);
 /* Registers the neural-network formulas (autograd/formulas_nn.c). */
 void wf__autograd_register_nn(void);
 /* Registers the shape and indexing formulas (autograd/formulas_shape.c). */
@@ -92,6 +97,20 @@ static inline int fit_grad(weft_tensor **out, const wf_node *n, int k, weft_tens
 }
 
 /* Whether backward needs the gradient of differentiable input `edge`. */
+/* Appends count integers to node->info after whatever is there. */
+static inline int append_info(wf_node *n, const int64_t *values, int count)
+{
+    if (count == 0)
+        return 0;
+    int64_t *info = realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
+    if (!info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(info + n->n_info, values, (size_t)count * sizeof(int64_t));
+    n->info = info;
+    n->n_info += count;
+    return 0;
+}
+
 static inline bool wants(const wf_node *n, int edge)
 {
     return n->edges[edge].node != NULL;

@@ -728,9 +728,7 @@ static bool is_out_form(const weft_op *op)
     return op->schema.mutating && len > 4 && strcmp(op->schema.name + len - 4, "_out") == 0;
 }
 
-/* Runs the operator below the Autograd key: nested operator calls inside
- * the kernels see the key excluded, as grad mode off. */
-static int call_below(weft_call *call)
+int wf__autograd_call_below(weft_call *call)
 {
     weft_keyset excluded = wf__tls_excluded;
     wf__tls_excluded |= WF_AUTOGRAD_KEYS;
@@ -778,7 +776,7 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
         if (rc < 0)
             return rc;
     }
-    rc = call_below(call);
+    rc = wf__autograd_call_below(call);
     if (rc < 0 || !(need || self_tracked)) {
         weft_tensor_release(old_self);
         return rc;
@@ -822,7 +820,7 @@ static int no_formula_fallback(weft_call *call, void *ctx)
                               "requires grad (run it with grad mode off or on detached tensors)",
                               call->op->schema.name, call->op->schema.args[i].name);
     }
-    return call_below(call);
+    return wf__autograd_call_below(call);
 }
 
 /* Operators whose results carry no gradient (booleans, indices): they run
@@ -830,7 +828,7 @@ static int no_formula_fallback(weft_call *call, void *ctx)
 static int not_differentiable(weft_call *call, void *ctx)
 {
     (void)ctx;
-    return call_below(call);
+    return wf__autograd_call_below(call);
 }
 
 static const char *const nondifferentiable[] = {

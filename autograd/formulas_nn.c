@@ -11,18 +11,6 @@
 
 #include "autograd/formula_helpers.h"
 
-/* Appends integers to node->info after what store_shapes put there. */
-static int append_info(wf_node *n, const int64_t *values, int count)
-{
-    int64_t *info = realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
-    if (!info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(info + n->n_info, values, (size_t)count * sizeof(int64_t));
-    n->info = info;
-    n->n_info += count;
-    return 0;
-}
-
 static const weft_tensor *optional_arg(const weft_call *call, int i)
 {
     return call->args[i].tag == WEFT_VALUE_TENSOR ? call->args[i].u.tensor : NULL;

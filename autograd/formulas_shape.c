@@ -12,20 +12,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* Appends integers to node->info after whatever is there. */
-static int append_info(wf_node *n, const int64_t *values, int count)
-{
-    if (count == 0)
-        return 0;
-    int64_t *info = realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
-    if (!info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(info + n->n_info, values, (size_t)count * sizeof(int64_t));
-    n->info = info;
-    n->n_info += count;
-    return 0;
-}
-
 /* The integers after the first k shapes that store_shapes packed. */
 static const int64_t *extra_info(const wf_node *n, int k)
 {
@@ -522,16 +508,6 @@ static int stack_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     return 0;
 }
 
-/* Runs the operator below the Autograd key (as formulas.c does). */
-static int call_below(weft_call *call)
-{
-    weft_keyset excluded = wf__tls_excluded;
-    wf__tls_excluded |= WF_AUTOGRAD_KEYS;
-    int rc = weft_redispatch(call, WF_AUTOGRAD_KEYS);
-    wf__tls_excluded = excluded;
-    return rc;
-}
-
 /* The Autograd kernel of cat and stack: one edge per tensor of the list. */
 static int list_autograd_kernel(weft_call *call, void *ctx)
 {
@@ -542,7 +518,7 @@ static int list_autograd_kernel(weft_call *call, void *ctx)
     bool need = false;
     for (int k = 0; k < count; k++)
         need |= wf__requires_grad(ts[k]);
-    int rc = call_below(call);
+    int rc = wf__autograd_call_below(call);
     if (rc < 0 || !need)
         return rc;
     weft_tensor *result = call->rets[0].u.tensor;
