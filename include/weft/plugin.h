@@ -198,6 +198,85 @@ WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
 WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_allocator *alloc,
                                      weft_registration **handle);
 
+/* ------------------------------------------------ the caching allocator */
+
+/* The raw device memory functions a plugin gives the core's caching
+ * allocator (the design of PyTorch's CUDA allocator, written once for every
+ * device: see docs/design.md).  Only raw_alloc and raw_free are required;
+ * without current_stream every block belongs to stream NULL, without the
+ * event functions weft_record_stream falls back to synchronize. */
+#define WEFT_DEVICE_MEMORY_VERSION 1
+typedef struct weft_device_memory {
+    uint32_t struct_size; /* sizeof(weft_device_memory) */
+    uint32_t version;     /* WEFT_DEVICE_MEMORY_VERSION */
+    void *ctx;
+    /* Allocates nbytes (> 0) on the device: 0, WEFT_ENOMEM when the device
+     * is full (the allocator then frees its cache and retries), or another
+     * negative code, which is reported as it is. */
+    int (*raw_alloc)(void *ctx, int device_index, size_t nbytes, void **out);
+    void (*raw_free)(void *ctx, int device_index, void *ptr);
+    /* The calling thread's current stream on the device. */
+    void *(*current_stream)(void *ctx, int device_index);
+    /* Records a new event on stream; the allocator destroys it. */
+    int (*event_record)(void *ctx, int device_index, void *stream, void **event);
+    /* 1 when the event has completed, 0 while pending, < 0 on error. */
+    int (*event_query)(void *ctx, void *event);
+    void (*event_destroy)(void *ctx, void *event);
+    /* Waits for all work on the device; called before cached memory goes
+     * back to the device. */
+    int (*synchronize)(void *ctx, int device_index);
+} weft_device_memory;
+
+typedef struct weft_caching_allocator weft_caching_allocator;
+
+/* Per device.  Bytes are block sizes (requests rounded up to 512). */
+#define WEFT_CACHING_STATS_VERSION 1
+typedef struct weft_caching_stats {
+    uint32_t struct_size; /* set by the caller: sizeof(weft_caching_stats) */
+    uint32_t version;
+    uint64_t allocated_bytes, peak_allocated_bytes;
+    uint64_t requested_bytes;         /* what callers asked for, unrounded */
+    uint64_t reserved_bytes, peak_reserved_bytes; /* segments held from the device */
+    uint64_t inactive_split_bytes;    /* free bytes inside split segments */
+    uint64_t active_blocks, segments;
+    uint64_t device_alloc_calls, device_free_calls;
+    uint64_t cache_hits;              /* allocations served from the cache */
+    uint64_t retries;                 /* device allocations retried after freeing the cache */
+    uint64_t ooms;                    /* out-of-memory errors reported */
+    uint64_t limit_bytes;             /* 0: no limit */
+} weft_caching_stats;
+
+/* Creates a caching allocator over mem (copied; zero-extended when the
+ * caller's struct is older) for device indices 0..device_count-1.  name
+ * ("cuda") appears in messages and picks the environment variable
+ * WEFT_<NAME>_MEMORY_LIMIT (bytes, or with a K/M/G suffix), the initial
+ * limit of every device.  Errors: WEFT_EINVAL, WEFT_ENOMEM.  The caller owns
+ * *out and destroys it after the last block is freed. */
+WEFT_API int weft_caching_allocator_create(weft_caching_allocator **out, const char *name,
+                                           const weft_device_memory *mem, int device_count);
+/* The weft_allocator table to register with weft_register_device_type or
+ * weft_register_reserved_device; valid while the allocator lives. */
+WEFT_API const weft_allocator *weft_caching_allocator_table(weft_caching_allocator *a);
+/* Fills *out (out->struct_size set by the caller; only that many bytes are
+ * written).  Errors: WEFT_EINVAL, WEFT_EDEVICE (index out of range). */
+WEFT_API int weft_caching_allocator_stats(weft_caching_allocator *a, int device_index,
+                                          weft_caching_stats *out);
+/* Caps what the allocator reserves on a device (0: no cap).  Allocations
+ * beyond it fail as out of memory after the cache is freed. */
+WEFT_API int weft_caching_allocator_set_limit(weft_caching_allocator *a, int device_index,
+                                              uint64_t bytes);
+/* Gives every cached segment that holds no live block back to the device
+ * (device_index -1: all devices).  Thread-safe. */
+WEFT_API int weft_caching_allocator_empty_cache(weft_caching_allocator *a, int device_index);
+/* Frees the allocator and its cache.  WEFT_EBUSY (nothing freed) while a
+ * block is still allocated or waits for a stream; NULL is a no-op. */
+WEFT_API int weft_caching_allocator_destroy(weft_caching_allocator *a);
+/* Declares that t's memory is used by work on stream (not the stream it was
+ * allocated on): when t's storage is freed, its block returns to the cache
+ * only after that work completes.  A no-op for memory that no caching
+ * allocator made.  Errors: WEFT_EINVAL, WEFT_ENOMEM.  Thread-safe. */
+WEFT_API int weft_record_stream(const weft_tensor *t, void *stream);
+
 /* ------------------------------------------------- helpers for kernels */
 
 /* The dispatch key set of a tensor. */
