@@ -183,6 +183,17 @@ typedef struct weft_device_interface {
     int dlpack_device_code; /* DLPack's device code for this type, or 0 */
 } weft_device_interface;
 
+/* The statistics of the allocator that serves device (allocated, peak,
+ * reserved, device allocation and free calls), into *out, whose struct_size
+ * the caller sets (only that many bytes are written).  Errors: WEFT_EINVAL,
+ * WEFT_EDEVICE (no such device), WEFT_ENOTSUP (the allocator keeps none).
+ * Thread-safe. */
+WEFT_API int weft_device_memory_stats(weft_device device, weft_allocator_stats *out);
+/* Gives the memory the device's allocator caches back to the device (all
+ * devices of the type when the allocator does not distinguish them); a
+ * no-op for an allocator that caches nothing.  Errors: WEFT_EDEVICE. */
+WEFT_API int weft_device_empty_cache(weft_device device);
+
 /* Registers a new device type by name; *type_out receives its id.  The
  * allocator is required.  Errors: WEFT_EEXIST (name taken; the message names
  * the plugin that holds it), WEFT_ENOMEM (every id is used), WEFT_EINVAL. */

@@ -1,0 +1,158 @@
+/* backends/cuda/plugin.c — the CUDA plugin's entry: provides the reserved
+ * CUDA device type (device interface over cudart, the core's caching
+ * allocator over cudaMalloc/cudaFree with CUDA events for record_stream) and
+ * registers the kernels.  On a machine without a GPU or driver it still
+ * loads, and reports zero devices: every allocation is then refused by the
+ * core before it reaches this file. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+
+#include "cuda.h"
+
+static int ndevices;
+static weft_caching_allocator *allocator;
+
+static int cuda_error(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    return weft_set_error(e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EDEVICE,
+                          "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* ------------------------------------------------- device interface */
+
+static int device_count(void *ctx)
+{
+    (void)ctx;
+    return ndevices;
+}
+
+static int copy_to_host(void *ctx, void *dst, const void *src, size_t n, int index)
+{
+    (void)ctx;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    return rc ? rc : cuda_error(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "copy to host");
+}
+
+static int copy_from_host(void *ctx, void *dst, const void *src, size_t n, int index)
+{
+    (void)ctx;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    return rc ? rc
+              : cuda_error(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "copy from host");
+}
+
+static int copy_device(void *ctx, void *dst, int dst_index, const void *src, int src_index,
+                       size_t n)
+{
+    (void)ctx;
+    if (dst_index == src_index)
+        return cuda_error(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice), "device copy");
+    return cuda_error(cudaMemcpyPeer(dst, dst_index, src, src_index, n), "peer copy");
+}
+
+static int synchronize(void *ctx, int index)
+{
+    (void)ctx;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    return rc ? rc : cuda_error(cudaDeviceSynchronize(), "synchronize");
+}
+
+/* ------------------------------------- raw memory for the caching allocator */
+
+static int raw_alloc(void *ctx, int index, size_t n, void **out)
+{
+    (void)ctx;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    if (rc)
+        return rc;
+    cudaError_t e = cudaMalloc(out, n);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* clear it: the allocator retries */
+        return WEFT_ENOMEM;
+    }
+    return cuda_error(e, "cudaMalloc");
+}
+
+static void raw_free(void *ctx, int index, void *ptr)
+{
+    (void)ctx;
+    cudaSetDevice(index);
+    cudaFree(ptr);
+}
+
+static int event_record(void *ctx, int index, void *stream, void **out)
+{
+    (void)ctx;
+    cudaEvent_t ev;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    if (rc == 0)
+        rc = cuda_error(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "event create");
+    if (rc == 0 && (rc = cuda_error(cudaEventRecord(ev, (cudaStream_t)stream), "event record")))
+        cudaEventDestroy(ev);
+    if (rc == 0)
+        *out = ev;
+    return rc;
+}
+
+static int event_query(void *ctx, void *event)
+{
+    (void)ctx;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady)
+        return 0;
+    return e == cudaSuccess ? 1 : cuda_error(e, "event query");
+}
+
+static void event_destroy(void *ctx, void *event)
+{
+    (void)ctx;
+    cudaEventDestroy((cudaEvent_t)event);
+}
+
+/* ----------------------------------------------------------- entry */
+
+static int cuda_init(weft_registrar *reg)
+{
+    /* No driver or no GPU: zero devices, and the plugin stays loaded so
+     * weft-info can say why. */
+    if (cudaGetDeviceCount(&ndevices) != cudaSuccess) {
+        cudaGetLastError();
+        ndevices = 0;
+    }
+    const weft_device_memory mem = {
+        .struct_size = sizeof mem, .version = WEFT_DEVICE_MEMORY_VERSION,
+        .raw_alloc = raw_alloc, .raw_free = raw_free,
+        .event_record = event_record, .event_query = event_query,
+        .event_destroy = event_destroy, .synchronize = synchronize};
+    int rc = weft_caching_allocator_create(&allocator, "cuda", &mem, ndevices);
+    if (rc < 0)
+        return rc;
+    const weft_device_interface iface = {
+        .struct_size = sizeof iface, .version = WEFT_DEVICE_INTERFACE_VERSION,
+        .device_count = device_count, .copy_to_host = copy_to_host,
+        .copy_from_host = copy_from_host, .copy_device = copy_device,
+        .synchronize = synchronize, .dlpack_device_code = 2 /* kDLCUDA */};
+    rc = weft_register_reserved_device(reg, WEFT_DEVICE_TYPE_CUDA, &iface,
+                                       weft_caching_allocator_table(allocator));
+    if (rc == 0)
+        rc = wfc_register_kernels(reg);
+    if (rc < 0) {
+        weft_caching_allocator_destroy(allocator);
+        allocator = NULL;
+    }
+    return rc;
+}
+
+static void cuda_fini(void)
+{
+    /* The core unloads a plugin only when no storage it allocated lives, so
+     * every block is free and the cache can go. */
+    weft_caching_allocator_destroy(allocator);
+    allocator = NULL;
+}
+
+WEFT_PLUGIN_DEFINE("cuda", NULL, "0.1", NULL, cuda_init, cuda_fini);
