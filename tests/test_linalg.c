@@ -366,11 +366,185 @@ static void test_baddbmm(void)
     drop_all();
 }
 
+/* ------------------------------------------------------------ einsum */
+
+/* The reference: every assignment of values to the labels, in float64.
+ * eq uses letters only and has an explicit output. */
+static int64_t naive_einsum(const char *eq, weft_tensor *const *ts, int n, double *out)
+{
+    const char *arrow = strstr(eq, "->");
+    const char *terms[8];
+    size_t lens[8];
+    const char *p = eq;
+    for (int i = 0; i < n; i++) {
+        const char *stop = strchr(p, ',');
+        if (!stop || stop > arrow)
+            stop = arrow;
+        terms[i] = p;
+        lens[i] = (size_t)(stop - p);
+        p = stop + 1;
+    }
+    const char *outs = arrow + 2;
+    int64_t size[128] = {0};
+    char labels[64];
+    int nl = 0;
+    const double *vals[8];
+    for (int i = 0; i < n; i++) {
+        vals[i] = values_of(ts[i]);
+        for (size_t k = 0; k < lens[i]; k++) {
+            char c = terms[i][k];
+            if (!size[(int)c])
+                labels[nl++] = c;
+            size[(int)c] = weft_tensor_size(ts[i], (int)k);
+        }
+    }
+    int64_t total_out = 1;
+    for (const char *c = outs; *c; c++)
+        total_out *= size[(int)*c];
+    for (int64_t i = 0; i < total_out; i++)
+        out[i] = 0;
+    int64_t value[128] = {0}, combos = 1;
+    for (int l = 0; l < nl; l++)
+        combos *= size[(int)labels[l]];
+    for (int64_t c = 0; c < combos; c++) {
+        int64_t rest = c;
+        for (int l = nl - 1; l >= 0; l--) {
+            value[(int)labels[l]] = rest % size[(int)labels[l]];
+            rest /= size[(int)labels[l]];
+        }
+        double prod = 1;
+        for (int i = 0; i < n; i++) {
+            int64_t off = 0;
+            for (size_t k = 0; k < lens[i]; k++)
+                off = off * size[(int)terms[i][k]] + value[(int)terms[i][k]];
+            prod *= vals[i][off];
+        }
+        int64_t off = 0;
+        for (const char *o = outs; *o; o++)
+            off = off * size[(int)*o] + value[(int)*o];
+        out[off] += prod;
+    }
+    return total_out;
+}
+
+static void test_einsum(void)
+{
+    struct {
+        const char *eq, *ref; /* ref: the same contraction, explicit */
+        int n;
+        int64_t shapes[3][4];
+        int nd[3];
+        bool transpose_first;
+    } cases[] = {
+        {"ij,jk->ik", "ij,jk->ik", 2, {{3, 4}, {4, 5}}, {2, 2}, false},
+        {"ij,jk->ik", "ij,jk->ik", 2, {{3, 4}, {4, 5}}, {2, 2}, true},
+        {"bij,bjk->bik", "bij,bjk->bik", 2, {{2, 3, 4}, {2, 4, 2}}, {3, 3}, false},
+        {"i,i->", "i,i->", 2, {{5}, {5}}, {1, 1}, false},
+        {"i,j->ij", "i,j->ij", 2, {{3}, {4}}, {1, 1}, false},
+        {"ij->ji", "ij->ji", 1, {{3, 4}}, {2}, false},
+        {"ii->i", "ii->i", 1, {{4, 4}}, {2}, false},
+        {"ii->i", "ii->i", 1, {{3, 3}}, {2}, true},
+        {"ij->", "ij->", 1, {{3, 4}}, {2}, false},
+        {"bhqd,bhkd->bhqk", "bhqd,bhkd->bhqk", 2, {{2, 2, 3, 4}, {2, 2, 5, 4}}, {4, 4}, false},
+        {"ij,jk", "ij,jk->ik", 2, {{2, 3}, {3, 4}}, {2, 2}, false},
+        {"ji", "ji->ij", 1, {{3, 2}}, {2}, false},
+        {"ii", "ii->", 1, {{4, 4}}, {2}, false},
+        {"...ij,...jk->...ik", "zij,zjk->zik", 2, {{3, 2, 4}, {3, 4, 2}}, {3, 3}, false},
+        {"ij,ij->ij", "ij,ij->ij", 2, {{3, 4}, {3, 4}}, {2, 2}, false},
+        {"ijk,jil->kl", "ijk,jil->kl", 2, {{2, 3, 4}, {3, 2, 5}}, {3, 3}, false},
+        {"ij,jk,kl->il", "ij,jk,kl->il", 3, {{2, 3}, {3, 4}, {4, 2}}, {2, 2, 2}, false},
+        {"i j , j k -> i k", "ij,jk->ik", 2, {{2, 3}, {3, 2}}, {2, 2}, false},
+        {"bij,bkj->", "bij,bkj->", 2, {{2, 3, 2}, {2, 4, 2}}, {3, 3}, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        weft_tensor *ts[3];
+        for (int i = 0; i < cases[c].n; i++) {
+            ts[i] = rnd(WEFT_FLOAT64, cases[c].shapes[i], cases[c].nd[i], -1, 1, false);
+            if (i == 0 && cases[c].transpose_first) { /* same shape, transposed strides */
+                weft_tensor *t = NULL, *tt = NULL;
+                int nd = cases[c].nd[0];
+                int64_t sz[4];
+                memcpy(sz, cases[c].shapes[0], sizeof sz);
+                int64_t tmp = sz[nd - 1];
+                sz[nd - 1] = sz[nd - 2];
+                sz[nd - 2] = tmp;
+                t = rnd(WEFT_FLOAT64, sz, nd, -1, 1, false);
+                weft_transpose(&tt, t, nd - 2, nd - 1);
+                ts[0] = keep(tt);
+            }
+        }
+        double ref[256];
+        int64_t count = naive_einsum(cases[c].ref, ts, cases[c].n, ref);
+        weft_tensor *r = NULL;
+        int rc = weft_einsum(&r, cases[c].eq, ts, cases[c].n);
+        keep(r);
+        char what[96];
+        snprintf(what, sizeof what, "einsum '%s'%s", cases[c].eq,
+                 cases[c].transpose_first ? " (transposed operand)" : "");
+        if (ok(rc == 0, "%s runs", what))
+            check_close(r, ref, count, 1e-12, what);
+        else
+            diag("%s", weft_last_error());
+    }
+    /* ellipsis with broadcasting agrees with matmul, in float32 */
+    weft_tensor *a = rnd(WEFT_FLOAT32, SHAPE(2, 1, 3, 4), -1, 1, false);
+    weft_tensor *b = rnd(WEFT_FLOAT32, SHAPE(5, 4, 2), -1, 1, false), *r = NULL, *m = NULL;
+    weft_tensor *ab[2] = {a, b};
+    if (ok(weft_einsum(&r, "...ij,...jk->...ik", ab, 2) == 0 && weft_matmul(&m, a, b) == 0,
+           "broadcast '...ij,...jk->...ik'")) {
+        keep(r);
+        keep(m);
+        ok(weft_tensor_ndim(r) == 4 && weft_tensor_size(r, 0) == 2 && weft_tensor_size(r, 1) == 5,
+           "the ellipsis dims broadcast to [2, 5]");
+        check_close(r, values_of(m), 60, 1e-5, "agrees with matmul");
+    }
+    /* integers go through the own kernels */
+    weft_tensor *ia = rnd(WEFT_INT64, SHAPE(3, 4), -5, 5, true), *ib = rnd(WEFT_INT64, SHAPE(4, 2), -5, 5, true);
+    weft_tensor *iab[2] = {ia, ib};
+    double iref[6];
+    naive_einsum("ij,jk->ik", iab, 2, iref);
+    r = NULL;
+    if (ok(weft_einsum(&r, "ij,jk->ik", iab, 2) == 0 && weft_tensor_dtype(keep(r)) == WEFT_INT64,
+           "int64 einsum stays int64"))
+        check_close(r, iref, 6, 0, "int64 einsum");
+    /* bad equations */
+    weft_tensor *x = rnd(WEFT_FLOAT64, SHAPE(3, 4), -1, 1, false), *y = rnd(WEFT_FLOAT64, SHAPE(3, 4), -1, 1, false);
+    weft_tensor *x3 = rnd(WEFT_FLOAT64, SHAPE(2, 3, 4), -1, 1, false), *xf = rnd(WEFT_FLOAT32, SHAPE(4, 3), -1, 1, false);
+    weft_tensor *xy[2] = {x, y}, *xxf[2] = {x, xf}, *res = NULL;
+    error_is(weft_einsum(&res, "ij,jk->ik", &x, 1), WEFT_EINVAL, "names 2 operands but 1 tensor",
+             "einsum with too few tensors");
+    error_is(weft_einsum(&res, "ij,jk->ik", xy, 2), WEFT_EINVAL, "'j' has size 4 in operand 0 but 3",
+             "einsum with mismatched 'j'");
+    error_is(weft_einsum(&res, "ij->iz", &x, 1), WEFT_EINVAL, "'z' does not appear",
+             "einsum with an output label absent from the inputs");
+    error_is(weft_einsum(&res, "ij->ii", &x, 1), WEFT_EINVAL, "'i' appears more than once",
+             "einsum with a repeated output label");
+    error_is(weft_einsum(&res, "ij->ij", &x3, 1), WEFT_EINVAL, "[2, 3, 4]",
+             "einsum with too few subscripts for a 3-D operand");
+    error_is(weft_einsum(&res, "i1->i", &x, 1), WEFT_EINVAL, "'1'", "einsum with a digit");
+    error_is(weft_einsum(&res, "i.j->ij", &x, 1), WEFT_EINVAL, "'...'", "einsum with a lone '.'");
+    error_is(weft_einsum(&res, "...i...->i", &x, 1), WEFT_EINVAL, "more than one '...'",
+             "einsum with two ellipses");
+    error_is(weft_einsum(&res, "ij->i->j", &x, 1), WEFT_EINVAL, "more than one '->'",
+             "einsum with two arrows");
+    error_is(weft_einsum(&res, "ij,jk->ik", xxf, 2), WEFT_EDTYPE, "float32",
+             "einsum of float64 and float32");
+    weft_tensor *sq = rnd(WEFT_FLOAT64, SHAPE(3, 4), -1, 1, false);
+    error_is(weft_einsum(&res, "ii->i", &sq, 1), WEFT_EINVAL, "sizes 3 and 4",
+             "a diagonal of a non-square operand");
+    ok(res == NULL, "no result after the failures");
+    like(weft_last_error(), "'ii->i'", "the message quotes the equation");
+    drop_all();
+}
+
 /* ------------------------------------------------------------ gradients */
 
-enum grad_op { G_DOT, G_VDOT, G_MV, G_OUTER, G_BADDBMM, G_ADDBMM, G_BADDBMM_BETA0, G_COUNT };
+enum grad_op { G_DOT, G_VDOT, G_MV, G_OUTER, G_BADDBMM, G_ADDBMM, G_BADDBMM_BETA0, G_EINSUM_BMM,
+               G_EINSUM_DIAG, G_EINSUM_BROADCAST, G_COUNT };
 static const char *const grad_names[G_COUNT] = {"dot", "vdot", "mv", "outer", "baddbmm",
-                                                "addbmm", "baddbmm (beta 0)"};
+                                                "addbmm", "baddbmm (beta 0)",
+                                                "einsum 'bij,bkj->bik'", "einsum 'ii->i'",
+                                                "einsum '...ij,...jk->...ik' (broadcast)"};
 
 static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
 {
@@ -390,6 +564,12 @@ static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void 
         return weft_addbmm_ex(out, in[0], in[1], in[2], 1.5, 0.75);
     case G_BADDBMM_BETA0:
         return weft_baddbmm_ex(out, in[0], in[1], in[2], 0, 1);
+    case G_EINSUM_BMM:
+        return weft_einsum(out, "bij,bkj->bik", in, 2);
+    case G_EINSUM_DIAG:
+        return weft_einsum(out, "ii->i", in, 1);
+    case G_EINSUM_BROADCAST:
+        return weft_einsum(out, "...ij,...jk->...ik", in, 2);
     default:
         return WEFT_EINVAL;
     }
@@ -428,6 +608,18 @@ static void test_gradients(void)
             in[2] = grad_input(SHAPE(2, 2, 2));
             n = 3;
             break;
+        case G_EINSUM_BMM:
+            in[0] = grad_input(SHAPE(2, 3, 2));
+            in[1] = grad_input(SHAPE(2, 2, 2));
+            break;
+        case G_EINSUM_DIAG:
+            in[0] = grad_input(SHAPE(3, 3));
+            n = 1;
+            break;
+        case G_EINSUM_BROADCAST:
+            in[0] = grad_input(SHAPE(2, 1, 2, 3));
+            in[1] = grad_input(SHAPE(2, 3, 2));
+            break;
         case G_ADDBMM:
             in[0] = grad_input(SHAPE(3, 2));
             in[1] = grad_input(SHAPE(2, 3, 2));
@@ -461,6 +653,7 @@ int main(void)
     test_dot();
     test_mv_outer();
     test_baddbmm();
+    test_einsum();
     test_gradients();
     return done_testing();
 }
