@@ -1,9 +1,11 @@
 /* autograd/formulas_nn.c — derivative formulas of the neural-network
- * operators (issue 3, part 2): addmm, softmax, the fused losses,
- * convolution and pooling.  Each backward is written with weft operators,
- * mostly the *_backward operators of the operator table, so it runs on any
- * device that has them.  The backward operators have no formulas of their
- * own yet: differentiating these twice is refused, never silently zero.
+ * operators (issue 3, parts 2 and B): addmm and the vector and batched
+ * products, softmax, the fused losses, convolution (and transposed
+ * convolution), pooling and upsampling.  Each backward is written with weft
+ * operators, mostly the *_backward operators of the operator table, so it
+ * runs on any device that has them.  Of the backward operators only the
+ * upsample ones have formulas of their own yet: differentiating the others
+ * twice is refused, never silently zero.
  * Composite operators (linear, conv1d, max_pool2d, the elementwise losses)
  * need nothing here: their parts record the graph. */
 #include <stdio.h>
@@ -480,6 +482,59 @@ static int record_upsample(wf_node *n, const weft_call *call, weft_tensor *resul
     return 0;
 }
 
+/* The backward operators are linear in grad_output, and their own
+ * derivative is the forward operator: upsample_*2d_backward(grad_output,
+ * output_size, input_size, [align_corners,] scales_h?, scales_w?) records
+ * the same info as the forward (input_size in place of self's sizes). */
+static int record_upsample_grad(wf_node *n, const weft_call *call, weft_tensor *result,
+                                weft_tensor *old_self)
+{
+    (void)result;
+    (void)old_self;
+    bool bilinear = call->nargs == 6;
+    if (call->args[1].len != 2 || call->args[2].len != 4)
+        return wf__errorf(WEFT_EINVAL, "%s: expected two output sizes and four input sizes",
+                          call->op->schema.name);
+    int64_t info[11];
+    memcpy(info, call->args[1].u.ints, 2 * sizeof(int64_t));
+    memcpy(info + 2, call->args[2].u.ints, 4 * sizeof(int64_t));
+    info[6] = bilinear ? call->args[3].u.b : 0;
+    for (int i = 0; i < 2; i++) {
+        const weft_value *v = &call->args[(bilinear ? 4 : 3) + i];
+        double scale = v->tag == WEFT_VALUE_DOUBLE ? v->u.d : 0;
+        info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
+        memcpy(&info[8 + 2 * i], &scale, sizeof scale);
+    }
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 11;
+    return 0;
+}
+
+static int upsample_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool bilinear)
+{
+    const int64_t *i = n->info;
+    double scales[2];
+    memcpy(&scales[0], &i[8], sizeof(double));
+    memcpy(&scales[1], &i[10], sizeof(double));
+    const double *sh = i[7] ? &scales[0] : NULL, *sw = i[9] ? &scales[1] : NULL;
+    if (bilinear)
+        return weft_upsample_bilinear2d(&gi[0], go[0], i, 2, i[6], sh, sw);
+    return weft_upsample_nearest2d(&gi[0], go[0], i, 2, sh, sw);
+}
+
+static int upsample_nearest_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return upsample_grad_backward(n, go, gi, false);
+}
+
+static int upsample_bilinear_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return upsample_grad_backward(n, go, gi, true);
+}
+
 static int upsample_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool bilinear)
 {
     const int64_t *i = n->info;
@@ -535,6 +590,10 @@ static const formula nn_formulas[] = {
      record_upsample, 0x1, false},
     {"upsample_bilinear2d", "UpsampleBilinear2DBackward", upsample_bilinear_backward,
      record_upsample, 0x1, false},
+    {"upsample_nearest2d_backward", "UpsampleNearest2DBackwardBackward",
+     upsample_nearest_grad_backward, record_upsample_grad, 0x1, false},
+    {"upsample_bilinear2d_backward", "UpsampleBilinear2DBackwardBackward",
+     upsample_bilinear_grad_backward, record_upsample_grad, 0x1, false},
 };
 
 void wf__autograd_register_nn(void)

@@ -3,7 +3,8 @@
  * float64 references written here with naive loops (per-group statistics,
  * a scatter-form transposed convolution, torch's source-index formulas),
  * hand-computed cases, their error paths, and every derivative against
- * finite differences (weft_gradcheck). */
+ * finite differences (weft_gradcheck; weft_gradgradcheck where the
+ * backward is itself differentiable). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -445,6 +446,13 @@ static void test_gradients(void)
         int rc = weft_gradcheck(apply_grad_op, (void *)(intptr_t)op, in, n, 1e-6, 1e-6, 1e-4);
         if (!ok(rc == 0, "gradcheck: %s", grad_names[op]))
             diag("%s", weft_last_error());
+        /* the composites and the upsample operators differentiate twice;
+         * conv_transpose2d's weight gradient operator has no formula yet */
+        if (op != G_CONV_T && op != G_CONV_T_GROUPS) {
+            rc = weft_gradgradcheck(apply_grad_op, (void *)(intptr_t)op, in, n, 1e-6, 1e-6, 1e-4);
+            if (!ok(rc == 0, "gradgradcheck: %s", grad_names[op]))
+                diag("%s", weft_last_error());
+        }
         drop_all();
     }
 }
