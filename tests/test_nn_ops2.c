@@ -301,6 +301,22 @@ static void test_interpolate(void)
     y = NULL;
     if (ok(weft_interpolate(&y, row, s18, 2, NULL, "nearest", false) == 0, "nearest to size 8"))
         check_close(keep(y), by_size, 8, 0, "nearest indices from the sizes");
+    /* nearest moves elements: integers stay exact */
+    const weft_dtype exact[] = {WEFT_UINT8, WEFT_INT32, WEFT_INT64, WEFT_BOOL};
+    for (size_t d = 0; d < sizeof exact / sizeof *exact; d++) {
+        weft_tensor *xi = NULL, *yi = NULL;
+        weft_to_dtype(&xi, x, exact[d]);
+        keep(xi);
+        double want[16];
+        for (int i = 0; i < 16; i++)
+            want[i] = exact[d] == WEFT_BOOL ? nearest[i] != 0 : nearest[i];
+        if (ok(weft_interpolate(&yi, xi, s44, 2, NULL, "nearest", false) == 0 &&
+                   weft_tensor_dtype(keep(yi)) == exact[d], "nearest of %s keeps the dtype",
+               weft_dtype_name(exact[d])))
+            check_close(yi, want, 16, 0, "nearest of integers");
+        else
+            diag("%s", weft_last_error());
+    }
     /* random inputs, every float dtype, against torch's formulas in double */
     const weft_dtype dtypes[] = {WEFT_FLOAT64, WEFT_FLOAT32, WEFT_FLOAT16};
     for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
@@ -368,6 +384,11 @@ static void test_interpolate(void)
     const int64_t zero_size[2] = {0, 3};
     error_is(weft_upsample_nearest2d(&res, x, zero_size, 2, NULL, NULL), WEFT_EINVAL, "[0, 3]",
              "upsample to a zero size");
+    weft_tensor *xi = NULL;
+    weft_to_dtype(&xi, x, WEFT_INT32);
+    keep(xi);
+    error_is(weft_interpolate(&res, xi, s44, 2, NULL, "bilinear", false), WEFT_EDTYPE, "int32",
+             "bilinear of int32");
     error_is(weft_upsample_bilinear2d_backward(&res, g, s33, 2, in_size, 4, false, NULL, NULL),
              WEFT_ESHAPE, "[1, 1, 4, 4]", "upsample backward with a mismatched grad_output");
     ok(res == NULL, "no result after the failures");

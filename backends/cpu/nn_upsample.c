@@ -3,7 +3,9 @@
  * Source indices follow PyTorch's formulas (nearest: floor(dst * scale);
  * bilinear: the pixel-area mapping with or without align_corners) computed
  * in the element type, so results match torch's; one plane [H, W] of one
- * image and channel is the unit of parallel work. */
+ * image and channel is the unit of parallel work.  The nearest forward
+ * moves elements as bytes, so it serves every dtype (torch: uint8 and the
+ * floating types); the rest compute in float32 or float64. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@ typedef struct axis_map {
 
 typedef struct upsample_job {
     bool linear;
+    size_t element_size; /* of x and y, for the nearest forward gather */
     int64_t IH, IW, OH, OW;
     axis_map h, w;
     void *x, *y; /* [planes, IH, IW], [planes, OH, OW] */
@@ -63,10 +66,8 @@ typedef struct upsample_job {
                 const T *r0 = x + j->h.i0[oh] * j->IW, *r1 = x + j->h.i1[oh] * j->IW;      \
                 for (int64_t ow = 0; ow < j->OW; ow++) {                                   \
                     int64_t a = j->w.i0[ow], b = j->w.i1[ow];                              \
-                    y[oh * j->OW + ow] =                                                   \
-                        j->linear ? h0[oh] * (w0[ow] * r0[a] + w1[ow] * r0[b]) +           \
-                                        h1[oh] * (w0[ow] * r1[a] + w1[ow] * r1[b])         \
-                                  : r0[a];                                                 \
+                    y[oh * j->OW + ow] = h0[oh] * (w0[ow] * r0[a] + w1[ow] * r0[b]) +       \
+                                         h1[oh] * (w0[ow] * r1[a] + w1[ow] * r1[b]);        \
                 }                                                                          \
             }                                                                              \
         }                                                                                  \
@@ -101,6 +102,22 @@ typedef struct upsample_job {
 DEFINE_UPSAMPLE(float32, float)
 DEFINE_UPSAMPLE(float64, double)
 
+/* nearest forward for any dtype: elements are moved as bytes */
+static void gather_planes(int64_t begin, int64_t end, void *ctx)
+{
+    const upsample_job *j = ctx;
+    size_t es = j->element_size;
+    for (int64_t p = begin; p < end; p++) {
+        const char *x = (const char *)j->x + (size_t)(p * j->IH * j->IW) * es;
+        char *y = (char *)j->y + (size_t)(p * j->OH * j->OW) * es;
+        for (int64_t oh = 0; oh < j->OH; oh++) {
+            const char *row = x + (size_t)(j->h.i0[oh] * j->IW) * es;
+            for (int64_t ow = 0; ow < j->OW; ow++, y += es)
+                memcpy(y, row + (size_t)j->w.i0[ow] * es, es);
+        }
+    }
+}
+
 typedef void (*axis_fn)(int64_t in, int64_t out, bool linear, bool align, const double *scale,
                         axis_map *m);
 typedef void (*plane_fn)(int64_t begin, int64_t end, void *ctx);
@@ -123,12 +140,17 @@ static const double *scale_arg(const weft_value *v)
 }
 
 /* Runs the planes of x (input or input gradient, [N, C, IH, IW]) against y
- * (output or output gradient, [N, C, OH, OW]), both contiguous of dt. */
+ * (output or output gradient, [N, C, OH, OW]), both contiguous of dt
+ * (nearest forward: any dtype, with float32 index arithmetic as torch's). */
 static int run_planes(const upsample_form *form, weft_dtype dt, bool align,
                       const double *scales[2], weft_tensor *x, weft_tensor *y)
 {
     const int64_t *xs = weft_tensor_sizes(x), *ys = weft_tensor_sizes(y);
-    upsample_job j = {form->linear, xs[2], xs[3], ys[2], ys[3], {0}, {0}, NULL, NULL};
+    bool gather = !form->linear && !form->backward;
+    upsample_job j = {form->linear, weft_dtype_size(weft_tensor_dtype(y)), xs[2], xs[3], ys[2],
+                      ys[3], {0}, {0}, NULL, NULL};
+    if (gather)
+        dt = WEFT_FLOAT32;
     size_t es = weft_dtype_size(dt), n = (size_t)(j.OH + j.OW);
     int64_t *idx = malloc(2 * n * sizeof(int64_t));
     char *weights = malloc(2 * n * es);
@@ -147,7 +169,9 @@ static int run_planes(const upsample_form *form, weft_dtype dt, bool align,
     j.y = weft_tensor_data_ptr(y);
     int64_t planes = xs[0] * xs[1], work = j.OH * j.OW + j.IH * j.IW;
     cpu__parallel_for(0, planes, CPU_GRAIN / (work > 0 ? work : 1) + 1,
-                      form->backward ? backward_kernels[dt] : forward_kernels[dt], &j);
+                      gather ? gather_planes
+                             : (form->backward ? backward_kernels[dt] : forward_kernels[dt]),
+                      &j);
     free(idx);
     free(weights);
     return 0;
@@ -167,8 +191,10 @@ static int upsample_kernel(weft_call *call, void *ctx)
     bool align = form->linear ? a[next].u.b : false;
     const double *scales[2] = {scale_arg(&a[next + form->linear]),
                                scale_arg(&a[next + form->linear + 1])};
-    weft_dtype dt;
-    int rc = nn__check_floating(op, form->backward ? "grad_output" : "self", t, &dt);
+    weft_dtype dt = weft_tensor_dtype(t);
+    bool gather = !form->linear && !form->backward;
+    int rc = gather ? cpu__check_cpu(op, "self", t)
+                    : nn__check_floating(op, form->backward ? "grad_output" : "self", t, &dt);
     if (rc < 0)
         return rc;
     char b1[128], b2[128];
