@@ -201,6 +201,8 @@ static void test_conv_transpose(void)
         {{1, 2, 5, 4}, {2, 2, 2, 3}, 1, {2, 1}, {1, 1}, {0, 0}, {2, 2}, false, WEFT_FLOAT32},
         {{3, 2, 2, 2}, {2, 1, 1, 1}, 2, {1, 1}, {0, 0}, {0, 0}, {1, 1}, true, WEFT_FLOAT32},
         {{1, 2, 3, 3}, {2, 2, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1}, {1, 1}, true, WEFT_BFLOAT16},
+        /* output_padding at or above the stride, below the dilation */
+        {{2, 2, 3, 4}, {2, 2, 2, 3}, 1, {1, 2}, {0, 1}, {1, 3}, {2, 4}, true, WEFT_FLOAT64},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         weft_dtype dt = cases[c].dt;
@@ -397,10 +399,11 @@ static void test_interpolate(void)
 
 /* ------------------------------------------------------------ gradients */
 
-enum grad_op { G_GROUP_NORM, G_CONV_T, G_CONV_T_GROUPS, G_NEAREST, G_NEAREST_SCALE, G_BILINEAR,
+enum grad_op { G_GROUP_NORM, G_CONV_T, G_CONV_T_GROUPS, G_CONV_T_WIDE_PAD, G_CONV2D, G_NEAREST, G_NEAREST_SCALE, G_BILINEAR,
                G_BILINEAR_ALIGNED, G_COUNT };
 static const char *const grad_names[G_COUNT] = {
     "group_norm", "conv_transpose2d", "conv_transpose2d (groups, stride, output_padding)",
+    "conv_transpose2d (output_padding above the stride)", "conv2d (groups, stride, padding, dilation)",
     "interpolate nearest", "interpolate nearest (scale 1.5)", "interpolate bilinear",
     "interpolate bilinear (align_corners)"};
 
@@ -416,6 +419,10 @@ static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void 
         return weft_conv_transpose2d(out, in[0], in[1], in[2], one, 1, zero, 1, zero, 1, 1, one, 1);
     case G_CONV_T_GROUPS:
         return weft_conv_transpose2d(out, in[0], in[1], in[2], two, 1, one, 1, one, 1, 2, one, 1);
+    case G_CONV_T_WIDE_PAD:
+        return weft_conv_transpose2d(out, in[0], in[1], in[2], one, 1, zero, 1, one, 1, 1, two, 1);
+    case G_CONV2D:
+        return weft_conv2d(out, in[0], in[1], in[2], two, 1, one, 1, two, 1, 2);
     case G_NEAREST:
         return weft_interpolate(out, in[0], size, 2, NULL, "nearest", false);
     case G_NEAREST_SCALE:
@@ -460,6 +467,18 @@ static void test_gradients(void)
             in[2] = grad_input(SHAPE(2));
             n = 3;
             break;
+        case G_CONV_T_WIDE_PAD:
+            in[0] = grad_input(SHAPE(1, 2, 2, 3));
+            in[1] = grad_input(SHAPE(2, 2, 2, 2));
+            in[2] = grad_input(SHAPE(2));
+            n = 3;
+            break;
+        case G_CONV2D:
+            in[0] = grad_input(SHAPE(1, 4, 5, 5));
+            in[1] = grad_input(SHAPE(2, 2, 2, 2));
+            in[2] = grad_input(SHAPE(2));
+            n = 3;
+            break;
         default:
             in[0] = grad_input(SHAPE(1, 2, 3, 2));
             break;
@@ -467,13 +486,11 @@ static void test_gradients(void)
         int rc = weft_gradcheck(apply_grad_op, (void *)(intptr_t)op, in, n, 1e-6, 1e-6, 1e-4);
         if (!ok(rc == 0, "gradcheck: %s", grad_names[op]))
             diag("%s", weft_last_error());
-        /* the composites and the upsample operators differentiate twice;
-         * conv_transpose2d's weight gradient operator has no formula yet */
-        if (op != G_CONV_T && op != G_CONV_T_GROUPS) {
-            rc = weft_gradgradcheck(apply_grad_op, (void *)(intptr_t)op, in, n, 1e-6, 1e-6, 1e-4);
-            if (!ok(rc == 0, "gradgradcheck: %s", grad_names[op]))
-                diag("%s", weft_last_error());
-        }
+        /* every one differentiates twice: the convolution and upsample
+         * backward operators have formulas of their own */
+        rc = weft_gradgradcheck(apply_grad_op, (void *)(intptr_t)op, in, n, 1e-6, 1e-6, 1e-4);
+        if (!ok(rc == 0, "gradgradcheck: %s", grad_names[op]))
+            diag("%s", weft_last_error());
         drop_all();
     }
 }

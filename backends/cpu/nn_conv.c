@@ -506,9 +506,24 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
         return weft_set_error(WEFT_EDTYPE, "%s: input, weight and bias must have the same dtype "
                               "(input is %s, weight %s)", op, weft_dtype_name(dtype),
                               weft_dtype_name(weft_tensor_dtype(weight)));
-    weft_tensor *y = NULL, *b4 = NULL;
-    rc = weft_convolution_backward_input(&y, input, weight, out_size, 4, stride, 2, padding, 2,
+    /* output_padding of a stride or more (allowed below the dilation) adds
+     * rows and columns that no input element reaches: a conv2d input of
+     * that size would have a larger output, so the gradient is computed
+     * for the reachable size and padded with zeros */
+    int64_t reach[4] = {out_size[0], out_size[1], out_size[2], out_size[3]};
+    for (int i = 0; i < 2; i++)
+        if (output_padding[i] >= stride[i])
+            reach[2 + i] -= output_padding[i] - (stride[i] - 1);
+    weft_tensor *y = NULL, *b4 = NULL, *y0 = NULL;
+    rc = weft_convolution_backward_input(&y0, input, weight, reach, 4, stride, 2, padding, 2,
                                          dilation, 2, groups);
+    if (rc == 0 && (reach[2] != out_size[2] || reach[3] != out_size[3])) {
+        int64_t pad[4] = {0, out_size[3] - reach[3], 0, out_size[2] - reach[2]};
+        rc = weft_pad(&y, y0, pad, 4, "constant", NULL);
+        weft_tensor_release(y0);
+    } else if (rc == 0) {
+        y = y0;
+    }
     if (rc == 0 && bias) {
         int64_t shape[4] = {1, out_size[1], 1, 1};
         if ((rc = weft_reshape(&b4, bias, shape, 4)) == 0)
