@@ -539,10 +539,13 @@ static void test_einsum(void)
 
 /* ------------------------------------------------------------ gradients */
 
-enum grad_op { G_DOT, G_VDOT, G_MV, G_OUTER, G_BADDBMM, G_ADDBMM, G_BADDBMM_BETA0, G_EINSUM_BMM,
+enum grad_op { G_DOT, G_VDOT, G_MV, G_OUTER, G_BADDBMM, G_ADDBMM, G_BADDBMM_BETA0, G_BADDBMM_INPLACE,
+               G_ADDBMM_INPLACE, G_EINSUM_BMM,
                G_EINSUM_DIAG, G_EINSUM_BROADCAST, G_COUNT };
 static const char *const grad_names[G_COUNT] = {"dot", "vdot", "mv", "outer", "baddbmm",
                                                 "addbmm", "baddbmm (beta 0)",
+                                                "baddbmm_ (in place on a copy)",
+                                                "addbmm_ (in place on a copy)",
                                                 "einsum 'bij,bkj->bik'", "einsum 'ii->i'",
                                                 "einsum '...ij,...jk->...ik' (broadcast)"};
 
@@ -564,6 +567,20 @@ static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void 
         return weft_addbmm_ex(out, in[0], in[1], in[2], 1.5, 0.75);
     case G_BADDBMM_BETA0:
         return weft_baddbmm_ex(out, in[0], in[1], in[2], 0, 1);
+    case G_BADDBMM_INPLACE:
+    case G_ADDBMM_INPLACE: { /* self is a non-leaf copy, so it may be written */
+        weft_tensor *self = NULL;
+        int rc = weft_clone(&self, in[0]);
+        if (rc == 0)
+            rc = (intptr_t)ctx == G_BADDBMM_INPLACE ? weft_baddbmm_ex_(self, in[1], in[2], 0.5, 2)
+                                                    : weft_addbmm_ex_(self, in[1], in[2], -1, 0.5);
+        if (rc < 0) {
+            weft_tensor_release(self);
+            return rc;
+        }
+        *out = self;
+        return 0;
+    }
     case G_EINSUM_BMM:
         return weft_einsum(out, "bij,bkj->bik", in, 2);
     case G_EINSUM_DIAG:
@@ -620,7 +637,14 @@ static void test_gradients(void)
             in[0] = grad_input(SHAPE(2, 1, 2, 3));
             in[1] = grad_input(SHAPE(2, 3, 2));
             break;
+        case G_BADDBMM_INPLACE:
+            in[0] = grad_input(SHAPE(2, 3, 2));
+            in[1] = grad_input(SHAPE(2, 3, 2));
+            in[2] = grad_input(SHAPE(2, 2, 2));
+            n = 3;
+            break;
         case G_ADDBMM:
+        case G_ADDBMM_INPLACE:
             in[0] = grad_input(SHAPE(3, 2));
             in[1] = grad_input(SHAPE(2, 3, 2));
             in[2] = grad_input(SHAPE(2, 2, 2));

@@ -267,6 +267,9 @@ static int contract(const einsum_ctx *e, operand *a, operand *b, const bool *kee
     memcpy(lb, batch, (size_t)nb * sizeof(int));
     memcpy(lb + nb, summed, (size_t)ns * sizeof(int));
     memcpy(lb + nb + ns, own_b, (size_t)nob * sizeof(int));
+    if (nb + na + nob > WEFT_MAX_DIMS)
+        return weft_set_error(WEFT_EINVAL, "einsum: the product of two operands would have %d "
+                              "dimensions, more than %d", nb + na + nob, WEFT_MAX_DIMS);
     int ga[3] = {nb, na, ns}, gb[3] = {nb, ns, nob};
     weft_tensor *ma = NULL, *mb = NULL, *prod = NULL, *r = NULL;
     rc = arrange(e, a, la, nb + na + ns, ga, 3, &ma);
@@ -281,9 +284,6 @@ static int contract(const einsum_ctx *e, operand *a, operand *b, const bool *kee
     for (int k = 0; k < nob; k++)
         result.labels[n++] = own_b[k];
     result.n = n;
-    if (n > WEFT_MAX_DIMS && rc == 0)
-        rc = weft_set_error(WEFT_EINVAL, "einsum: the product of two operands would have %d "
-                            "dimensions, more than %d", n, WEFT_MAX_DIMS);
     for (int k = 0; k < n && rc == 0; k++)
         shape[k] = e->size[result.labels[k]];
     if (rc == 0)
