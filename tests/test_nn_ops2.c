@@ -5,6 +5,7 @@
  * hand-computed cases, their error paths, and every derivative against
  * finite differences (weft_gradcheck; weft_gradgradcheck where the
  * backward is itself differentiable). */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -304,7 +305,8 @@ static void test_interpolate(void)
     if (ok(weft_interpolate(&y, row, s18, 2, NULL, "nearest", false) == 0, "nearest to size 8"))
         check_close(keep(y), by_size, 8, 0, "nearest indices from the sizes");
     /* nearest moves elements: integers stay exact */
-    const weft_dtype exact[] = {WEFT_UINT8, WEFT_INT32, WEFT_INT64, WEFT_BOOL};
+    const weft_dtype exact[] = {WEFT_UINT8, WEFT_INT16, WEFT_FLOAT16, WEFT_INT32, WEFT_INT64,
+                                WEFT_BOOL};
     for (size_t d = 0; d < sizeof exact / sizeof *exact; d++) {
         weft_tensor *xi = NULL, *yi = NULL;
         weft_to_dtype(&xi, x, exact[d]);
@@ -318,6 +320,20 @@ static void test_interpolate(void)
             check_close(yi, want, 16, 0, "nearest of integers");
         else
             diag("%s", weft_last_error());
+    }
+    /* complex128 moves both halves of each element */
+    weft_tensor *xc = NULL, *yc = NULL;
+    weft_to_dtype(&xc, x, WEFT_COMPLEX128);
+    keep(xc);
+    double _Complex *pc = weft_tensor_data_ptr(xc);
+    for (int i = 0; i < 4; i++)
+        pc[i] = x4[i] - 2.0 * x4[i] * _Complex_I;
+    if (ok(weft_interpolate(&yc, xc, s44, 2, NULL, "nearest", false) == 0, "nearest of complex128")) {
+        const double _Complex *q = weft_tensor_data_ptr(keep(yc));
+        int same = 1;
+        for (int i = 0; i < 16; i++)
+            same &= __real__ q[i] == nearest[i] && __imag__ q[i] == -2 * nearest[i];
+        ok(same, "nearest of complex128 keeps both parts");
     }
     /* random inputs, every float dtype, against torch's formulas in double */
     const weft_dtype dtypes[] = {WEFT_FLOAT64, WEFT_FLOAT32, WEFT_FLOAT16};

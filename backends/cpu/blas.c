@@ -1,5 +1,6 @@
 /* backends/cpu/blas.c — matrix products: mm and bmm (and their out= forms),
- * baddbmm and addbmm (beta * self + alpha * products), mv, dot and vdot.
+ * baddbmm and addbmm (beta * self + alpha * products), mv (gemv), dot and
+ * vdot.
  * float32 and float64 go through OpenBLAS, called from the calling thread so
  * our pool never competes with OpenBLAS's threads; the other dtypes through
  * plain kernels of our own, which may use our pool. */
@@ -359,7 +360,33 @@ static int addbmm_kernel(weft_call *call, void *ctx)
     return cpu__deliver(call, target, dest, rc);
 }
 
-/* mv, mv_out: (out,) self [n, k], vec [k] -> [n], as a product with m = 1 */
+/* y = A x for float32/float64 through gemv; A is read in place when BLAS
+ * can (row-major or transposed), else from a contiguous copy. */
+static int blas_matrix_vector(weft_dtype dtype, const weft_tensor *a, const weft_tensor *x,
+                              weft_tensor *y, product *p)
+{
+    weft_tensor *copy = NULL;
+    bool trans = false;
+    int64_t ld = 0;
+    int rc = blas_operand(a, p->n, p->k, &p->a, &trans, &ld, &copy);
+    if (rc < 0)
+        return rc;
+    /* a transposed operand is the row-major [k, n] matrix A^T */
+    int rows = (int)(trans ? p->k : p->n), cols = (int)(trans ? p->n : p->k);
+    enum CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
+    int incx = (int)weft_tensor_stride(x, 0);
+    if (dtype == WEFT_FLOAT32)
+        cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, (const float *)p->a.data, (int)ld,
+                    weft_tensor_data_ptr(x), incx, 0.0f, weft_tensor_data_ptr(y), 1);
+    else
+        cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, (const double *)p->a.data, (int)ld,
+                    weft_tensor_data_ptr(x), incx, 0.0, weft_tensor_data_ptr(y), 1);
+    weft_tensor_release(copy);
+    return 0;
+}
+
+/* mv, mv_out: (out,) self [n, k], vec [k] -> [n]: gemv, or a product with
+ * m = 1 for the other dtypes */
 static int mv_kernel(weft_call *call, void *ctx)
 {
     bool out_form = ctx != NULL;
@@ -396,8 +423,13 @@ static int mv_kernel(weft_call *call, void *ctx)
     product p = {.batch = 1, .n = n, .k = weft_tensor_size(self, 1), .m = 1};
     weft_tensor *dest = NULL, *column = NULL, *dest_column = NULL;
     rc = weft_empty(&dest, &n, 1, dtype, WEFT_DEVICE_CPU);
-    if (rc == 0 && (rc = weft_unsqueeze(&column, vec, 1)) == 0 &&
-        (rc = weft_unsqueeze(&dest_column, dest, 1)) == 0)
+    int64_t incx = weft_tensor_stride(vec, 0);
+    bool gemv = (dtype == WEFT_FLOAT32 || dtype == WEFT_FLOAT64) && n <= INT_MAX &&
+                p.k <= INT_MAX && incx >= 1 && incx <= INT_MAX && n > 0 && p.k > 0;
+    if (rc == 0 && gemv) /* gemm with one column is several times slower */
+        rc = blas_matrix_vector(dtype, self, vec, dest, &p);
+    else if (rc == 0 && (rc = weft_unsqueeze(&column, vec, 1)) == 0 &&
+             (rc = weft_unsqueeze(&dest_column, dest, 1)) == 0)
         rc = run_product(dtype, self, column, dest_column, &p);
     weft_tensor_release(column);
     weft_tensor_release(dest_column);

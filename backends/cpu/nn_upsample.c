@@ -102,19 +102,42 @@ typedef struct upsample_job {
 DEFINE_UPSAMPLE(float32, float)
 DEFINE_UPSAMPLE(float64, double)
 
-/* nearest forward for any dtype: elements are moved as bytes */
-static void gather_planes(int64_t begin, int64_t end, void *ctx)
+/* nearest forward for any dtype: elements are moved as unsigned integers
+ * of their size (complex128 as two), one body per size */
+#define DEFINE_GATHER(BITS, T, WORDS)                                                      \
+    static void gather_planes_##BITS(int64_t begin, int64_t end, void *ctx)                \
+    {                                                                                      \
+        const upsample_job *j = ctx;                                                       \
+        for (int64_t p = begin; p < end; p++) {                                            \
+            const T *x = (const T *)j->x + p * j->IH * j->IW * WORDS;                      \
+            T *y = (T *)j->y + p * j->OH * j->OW * WORDS;                                  \
+            for (int64_t oh = 0; oh < j->OH; oh++) {                                       \
+                const T *row = x + j->h.i0[oh] * j->IW * WORDS;                            \
+                for (int64_t ow = 0; ow < j->OW; ow++)                                     \
+                    for (int w = 0; w < WORDS; w++)                                        \
+                        *y++ = row[j->w.i0[ow] * WORDS + w];                               \
+            }                                                                              \
+        }                                                                                  \
+    }
+DEFINE_GATHER(8, uint8_t, 1)
+DEFINE_GATHER(16, uint16_t, 1)
+DEFINE_GATHER(32, uint32_t, 1)
+DEFINE_GATHER(64, uint64_t, 1)
+DEFINE_GATHER(128, uint64_t, 2)
+
+static void (*gather_of(size_t element_size))(int64_t, int64_t, void *)
 {
-    const upsample_job *j = ctx;
-    size_t es = j->element_size;
-    for (int64_t p = begin; p < end; p++) {
-        const char *x = (const char *)j->x + (size_t)(p * j->IH * j->IW) * es;
-        char *y = (char *)j->y + (size_t)(p * j->OH * j->OW) * es;
-        for (int64_t oh = 0; oh < j->OH; oh++) {
-            const char *row = x + (size_t)(j->h.i0[oh] * j->IW) * es;
-            for (int64_t ow = 0; ow < j->OW; ow++, y += es)
-                memcpy(y, row + (size_t)j->w.i0[ow] * es, es);
-        }
+    switch (element_size) {
+    case 1:
+        return gather_planes_8;
+    case 2:
+        return gather_planes_16;
+    case 4:
+        return gather_planes_32;
+    case 8:
+        return gather_planes_64;
+    default:
+        return gather_planes_128;
     }
 }
 
@@ -169,7 +192,7 @@ static int run_planes(const upsample_form *form, weft_dtype dt, bool align,
     j.y = weft_tensor_data_ptr(y);
     int64_t planes = xs[0] * xs[1], work = j.OH * j.OW + j.IH * j.IW;
     cpu__parallel_for(0, planes, CPU_GRAIN / (work > 0 ? work : 1) + 1,
-                      gather ? gather_planes
+                      gather ? gather_of(j.element_size)
                              : (form->backward ? backward_kernels[dt] : forward_kernels[dt]),
                       &j);
     free(idx);
