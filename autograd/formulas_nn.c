@@ -1,9 +1,11 @@
 /* autograd/formulas_nn.c — derivative formulas of the neural-network
- * operators (issue 3, part 2): addmm, softmax, the fused losses,
- * convolution and pooling.  Each backward is written with weft operators,
- * mostly the *_backward operators of the operator table, so it runs on any
- * device that has them.  The backward operators have no formulas of their
- * own yet: differentiating these twice is refused, never silently zero.
+ * operators (issue 3, parts 2 and B): addmm and the vector and batched
+ * products, softmax, the fused losses, convolution (and transposed
+ * convolution), pooling and upsampling.  Each backward is written with weft
+ * operators, mostly the *_backward operators of the operator table, so it
+ * runs on any device that has them.  Of the backward operators, the
+ * convolution and upsample ones have formulas of their own: differentiating
+ * the others twice is refused, never silently zero.
  * Composite operators (linear, conv1d, max_pool2d, the elementwise losses)
  * need nothing here: their parts record the graph. */
 #include <stdio.h>
@@ -291,6 +293,324 @@ static int adaptive_avg_pool_backward(wf_node *n, weft_tensor **go, weft_tensor 
     return weft_adaptive_avg_pool2d_backward(&gi[0], go[0], self);
 }
 
+/* ------------------------------------ products, conv_transpose2d, upsample
+ * (issue 3, part B).  The products' formulas use only differentiable
+ * operators (mul, mm, bmm, mv, outer, views), so they differentiate twice. */
+
+/* t * alpha into *out (t itself when alpha is 1); consumes t */
+static int scaled(weft_tensor **out, weft_tensor *t, double alpha)
+{
+    int rc = 0;
+    if (alpha == 1)
+        *out = weft_tensor_retain(t);
+    else
+        rc = weft_mul_scalar(out, t, alpha);
+    weft_tensor_release(t);
+    return rc;
+}
+
+/* dot, vdot, mv (self, other): saves both.  Complex gradients need a
+ * conjugation operator, which weft does not have yet: refused. */
+static int record_two(wf_node *n, const weft_call *call, weft_tensor *result,
+                      weft_tensor *old_self)
+{
+    (void)old_self;
+    for (int i = 0; i < 2; i++)
+        if (weft_dtype_is_complex(weft_tensor_dtype(call->args[i].u.tensor)))
+            return wf__errorf(WEFT_ENOTSUP, "%s: the derivative for complex inputs is not "
+                              "implemented", call->op->schema.name);
+    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
+    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+}
+
+/* d self = G other, d other = G self (G is 0-d) */
+static int dot_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *b = saved(n, 1, &rc);
+    if (rc == 0 && wants(n, 0))
+        rc = weft_mul(&gi[0], go[0], b);
+    if (rc == 0 && wants(n, 1))
+        rc = weft_mul(&gi[1], go[0], a);
+    return rc;
+}
+
+/* d self = outer(G, vec), d vec = self^T G */
+static int mv_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *v = saved(n, 1, &rc), *t = NULL;
+    if (rc == 0 && wants(n, 0))
+        rc = weft_outer(&gi[0], go[0], v);
+    if (rc == 0 && wants(n, 1) && (rc = weft_t(&t, a)) == 0)
+        rc = weft_mv(&gi[1], t, go[0]);
+    weft_tensor_release(t);
+    return rc;
+}
+
+/* baddbmm / addbmm (self, batch1, batch2, *, beta, alpha), recorded as
+ * addmm is.  d self = beta G; with G' = G (baddbmm) or G expanded over the
+ * batches (addbmm): d batch1 = alpha G' batch2^T, d batch2 = alpha batch1^T G' */
+static int batched_addmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool summed)
+{
+    int rc = 0;
+    weft_tensor *a = saved(n, 0, &rc), *b = saved(n, 1, &rc), *g = NULL, *t = NULL, *p = NULL;
+    if (rc < 0)
+        return rc;
+    double alpha = n->scalar, beta;
+    memcpy(&beta, &n->info[n->n_info - 1], sizeof beta);
+    if (wants(n, 0) && (rc = weft_mul_scalar(&p, go[0], beta)) == 0) {
+        rc = fit_grad(&gi[0], n, 0, p);
+        weft_tensor_release(p);
+    }
+    if (rc == 0 && summed) {
+        int64_t shape[3] = {weft_tensor_size(a, 0), weft_tensor_size(go[0], 0),
+                            weft_tensor_size(go[0], 1)};
+        rc = weft_expand(&g, go[0], shape, 3);
+    } else if (rc == 0) {
+        g = weft_tensor_retain(go[0]);
+    }
+    if (rc == 0 && wants(n, 1) && (rc = weft_transpose(&t, b, 1, 2)) == 0 &&
+        (rc = weft_bmm(&p, g, t)) == 0)
+        rc = scaled(&gi[1], p, alpha);
+    weft_tensor_release(t);
+    t = NULL;
+    if (rc == 0 && wants(n, 2) && (rc = weft_transpose(&t, a, 1, 2)) == 0 &&
+        (rc = weft_bmm(&p, t, g)) == 0)
+        rc = scaled(&gi[2], p, alpha);
+    weft_tensor_release(t);
+    weft_tensor_release(g);
+    return rc;
+}
+
+static int baddbmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return batched_addmm_backward(n, go, gi, false);
+}
+
+static int addbmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return batched_addmm_backward(n, go, gi, true);
+}
+
+/* conv_transpose2d(input, weight, bias?, stride, padding, output_padding,
+ * groups, dilation): saves input and weight; info: stride, padding,
+ * dilation (pairs), groups, whether there is a bias.  It is conv2d's input
+ * gradient, so d input is conv2d of G and d weight conv2d's weight
+ * gradient with the roles of G and input exchanged. */
+static int record_conv_transpose2d(wf_node *n, const weft_call *call, weft_tensor *result,
+                                   weft_tensor *old_self)
+{
+    (void)old_self;
+    static const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
+    int64_t info[10], output_padding[2];
+    pair_of(&call->args[3], one, &info[0]);
+    pair_of(&call->args[4], zero, &info[2]);
+    pair_of(&call->args[7], one, &info[4]);
+    info[6] = call->args[6].u.i;
+    info[7] = optional_arg(call, 2) != NULL;
+    pair_of(&call->args[5], zero, output_padding);
+    for (int i = 0; i < 2; i++) /* rows and columns the kernel pads with zeros */
+        info[8 + i] = output_padding[i] >= info[i] ? output_padding[i] - (info[i] - 1) : 0;
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 10;
+    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
+    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+}
+
+static int conv_transpose2d_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *input = saved(n, 0, &rc), *weight = saved(n, 1, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
+    int64_t groups = n->info[6];
+    /* the zero rows and columns the forward padded on carry no gradient */
+    weft_tensor *g = NULL, *rows = NULL;
+    if ((rc = weft_narrow(&rows, go[0], 2, 0, weft_tensor_size(go[0], 2) - n->info[8])) == 0)
+        rc = weft_narrow(&g, rows, 3, 0, weft_tensor_size(go[0], 3) - n->info[9]);
+    weft_tensor_release(rows);
+    if (rc == 0 && wants(n, 0))
+        rc = weft_conv2d(&gi[0], g, weight, NULL, s, 2, p, 2, d, 2, groups);
+    if (rc == 0 && wants(n, 1))
+        rc = weft_convolution_backward_weight(&gi[1], input, g, weft_tensor_sizes(weight),
+                                              weft_tensor_ndim(weight), s, 2, p, 2, d, 2, groups);
+    weft_tensor_release(g);
+    if (rc == 0 && n->info[7] && wants(n, 2)) {
+        static const int64_t dims[3] = {0, 2, 3};
+        rc = weft_sum(&gi[2], go[0], dims, 3, false);
+    }
+    return rc;
+}
+
+/* convolution_backward_input(grad_output, weight, input_size, stride,
+ * padding, dilation, groups) and convolution_backward_weight(grad_output,
+ * input, weight_size, ...) are bilinear, each the adjoint of conv2d in one
+ * argument, so their derivatives are conv2d and the other backward
+ * operator; this gives conv2d and conv_transpose2d a second derivative.
+ * Saves both tensors; info: stride, padding, dilation (pairs), groups. */
+static int record_conv_grad(wf_node *n, const weft_call *call, weft_tensor *result,
+                            weft_tensor *old_self)
+{
+    (void)old_self;
+    static const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
+    int64_t info[7];
+    pair_of(&call->args[3], one, &info[0]);
+    pair_of(&call->args[4], zero, &info[2]);
+    pair_of(&call->args[5], one, &info[4]);
+    info[6] = call->args[6].u.i;
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 7;
+    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
+    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+}
+
+/* dX = backward_input(G, W): d G = conv2d(ggX, W), d W = backward_weight(G, ggX) */
+static int conv_input_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *g = saved(n, 0, &rc), *w = saved(n, 1, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
+    if (wants(n, 0))
+        rc = weft_conv2d(&gi[0], go[0], w, NULL, s, 2, p, 2, d, 2, n->info[6]);
+    if (rc == 0 && wants(n, 1))
+        rc = weft_convolution_backward_weight(&gi[1], g, go[0], weft_tensor_sizes(w),
+                                              weft_tensor_ndim(w), s, 2, p, 2, d, 2, n->info[6]);
+    return rc;
+}
+
+/* dW = backward_weight(G, X): d G = conv2d(X, ggW), d X = backward_input(G, ggW) */
+static int conv_weight_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *g = saved(n, 0, &rc), *x = saved(n, 1, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
+    if (wants(n, 0))
+        rc = weft_conv2d(&gi[0], x, go[0], NULL, s, 2, p, 2, d, 2, n->info[6]);
+    if (rc == 0 && wants(n, 1))
+        rc = weft_convolution_backward_input(&gi[1], g, go[0], weft_tensor_sizes(x),
+                                             weft_tensor_ndim(x), s, 2, p, 2, d, 2, n->info[6]);
+    return rc;
+}
+
+/* upsample_nearest2d(self, output_size, scales_h?, scales_w?) and
+ * upsample_bilinear2d(self, output_size, align_corners, scales_h?,
+ * scales_w?): info: output size (2), self's sizes (4), align_corners, and
+ * per scale whether it was given and its bits */
+static int record_upsample(wf_node *n, const weft_call *call, weft_tensor *result,
+                           weft_tensor *old_self)
+{
+    (void)result;
+    (void)old_self;
+    bool bilinear = call->nargs == 5;
+    const weft_tensor *self = call->args[0].u.tensor;
+    if (call->args[1].len != 2 || weft_tensor_ndim(self) != 4)
+        return wf__errorf(WEFT_EINVAL, "%s: expected a 4-D input and two output sizes",
+                          call->op->schema.name);
+    int64_t info[11];
+    memcpy(info, call->args[1].u.ints, 2 * sizeof(int64_t));
+    memcpy(info + 2, weft_tensor_sizes(self), 4 * sizeof(int64_t));
+    info[6] = bilinear ? call->args[2].u.b : 0;
+    for (int i = 0; i < 2; i++) {
+        const weft_value *v = &call->args[(bilinear ? 3 : 2) + i];
+        double scale = v->tag == WEFT_VALUE_DOUBLE ? v->u.d : 0;
+        info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
+        memcpy(&info[8 + 2 * i], &scale, sizeof scale);
+    }
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 11;
+    return 0;
+}
+
+/* The backward operators are linear in grad_output, and their own
+ * derivative is the forward operator: upsample_*2d_backward(grad_output,
+ * output_size, input_size, [align_corners,] scales_h?, scales_w?) records
+ * the same info as the forward (input_size in place of self's sizes). */
+static int record_upsample_grad(wf_node *n, const weft_call *call, weft_tensor *result,
+                                weft_tensor *old_self)
+{
+    (void)result;
+    (void)old_self;
+    bool bilinear = call->nargs == 6;
+    if (call->args[1].len != 2 || call->args[2].len != 4)
+        return wf__errorf(WEFT_EINVAL, "%s: expected two output sizes and four input sizes",
+                          call->op->schema.name);
+    int64_t info[11];
+    memcpy(info, call->args[1].u.ints, 2 * sizeof(int64_t));
+    memcpy(info + 2, call->args[2].u.ints, 4 * sizeof(int64_t));
+    info[6] = bilinear ? call->args[3].u.b : 0;
+    for (int i = 0; i < 2; i++) {
+        const weft_value *v = &call->args[(bilinear ? 4 : 3) + i];
+        double scale = v->tag == WEFT_VALUE_DOUBLE ? v->u.d : 0;
+        info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
+        memcpy(&info[8 + 2 * i], &scale, sizeof scale);
+    }
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 11;
+    return 0;
+}
+
+static int upsample_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool bilinear)
+{
+    const int64_t *i = n->info;
+    double scales[2];
+    memcpy(&scales[0], &i[8], sizeof(double));
+    memcpy(&scales[1], &i[10], sizeof(double));
+    const double *sh = i[7] ? &scales[0] : NULL, *sw = i[9] ? &scales[1] : NULL;
+    if (bilinear)
+        return weft_upsample_bilinear2d(&gi[0], go[0], i, 2, i[6], sh, sw);
+    return weft_upsample_nearest2d(&gi[0], go[0], i, 2, sh, sw);
+}
+
+static int upsample_nearest_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return upsample_grad_backward(n, go, gi, false);
+}
+
+static int upsample_bilinear_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return upsample_grad_backward(n, go, gi, true);
+}
+
+static int upsample_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool bilinear)
+{
+    const int64_t *i = n->info;
+    double scales[2];
+    memcpy(&scales[0], &i[8], sizeof(double));
+    memcpy(&scales[1], &i[10], sizeof(double));
+    const double *sh = i[7] ? &scales[0] : NULL, *sw = i[9] ? &scales[1] : NULL;
+    if (bilinear)
+        return weft_upsample_bilinear2d_backward(&gi[0], go[0], i, 2, i + 2, 4, i[6], sh, sw);
+    return weft_upsample_nearest2d_backward(&gi[0], go[0], i, 2, i + 2, 4, sh, sw);
+}
+
+static int upsample_nearest_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return upsample_backward(n, go, gi, false);
+}
+
+static int upsample_bilinear_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return upsample_backward(n, go, gi, true);
+}
+
 /* ------------------------------------------------------------ the table */
 
 static const formula nn_formulas[] = {
@@ -305,6 +625,33 @@ static const formula nn_formulas[] = {
     {"avg_pool2d", "AvgPool2DBackward", avg_pool_backward, record_avg_pool, 0x1, false},
     {"adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward", adaptive_avg_pool_backward, record_self,
      0x1, false},
+    /* issue 3, part B */
+    {"dot", "DotBackward", dot_backward, record_two, 0x3, false},
+    {"dot_out", "DotBackward", dot_backward, record_two, 0x6, false},
+    {"vdot", "VdotBackward", dot_backward, record_two, 0x3, false},
+    {"vdot_out", "VdotBackward", dot_backward, record_two, 0x6, false},
+    {"mv", "MvBackward", mv_backward, record_two, 0x3, false},
+    {"mv_out", "MvBackward", mv_backward, record_two, 0x6, false},
+    {"baddbmm", "BaddbmmBackward", baddbmm_backward, record_addmm, 0x7, false},
+    {"baddbmm_", "BaddbmmBackward", baddbmm_backward, record_addmm, 0x7, false},
+    {"baddbmm_out", "BaddbmmBackward", baddbmm_backward, record_addmm, 0xe, false},
+    {"addbmm", "AddbmmBackward", addbmm_backward, record_addmm, 0x7, false},
+    {"addbmm_", "AddbmmBackward", addbmm_backward, record_addmm, 0x7, false},
+    {"addbmm_out", "AddbmmBackward", addbmm_backward, record_addmm, 0xe, false},
+    {"conv_transpose2d", "ConvolutionBackward", conv_transpose2d_backward,
+     record_conv_transpose2d, 0x7, false},
+    {"upsample_nearest2d", "UpsampleNearest2DBackward", upsample_nearest_backward,
+     record_upsample, 0x1, false},
+    {"upsample_bilinear2d", "UpsampleBilinear2DBackward", upsample_bilinear_backward,
+     record_upsample, 0x1, false},
+    {"convolution_backward_input", "ConvolutionBackwardInputBackward", conv_input_grad_backward,
+     record_conv_grad, 0x3, false},
+    {"convolution_backward_weight", "ConvolutionBackwardWeightBackward",
+     conv_weight_grad_backward, record_conv_grad, 0x3, false},
+    {"upsample_nearest2d_backward", "UpsampleNearest2DBackwardBackward",
+     upsample_nearest_grad_backward, record_upsample_grad, 0x1, false},
+    {"upsample_bilinear2d_backward", "UpsampleBilinear2DBackwardBackward",
+     upsample_bilinear_grad_backward, record_upsample_grad, 0x1, false},
 };
 
 void wf__autograd_register_nn(void)

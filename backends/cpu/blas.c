@@ -1,7 +1,10 @@
-/* backends/cpu/blas.c — matrix products mm and bmm (and their out= forms):
- * float32 and float64 through OpenBLAS, called from the calling thread so
+/* backends/cpu/blas.c — matrix products: mm and bmm (and their out= forms),
+ * baddbmm and addbmm (beta * self + alpha * products), mv (gemv), dot and
+ * vdot.
+ * float32 and float64 go through OpenBLAS, called from the calling thread so
  * our pool never competes with OpenBLAS's threads; the other dtypes through
- * a plain kernel of our own, which may use our pool. */
+ * plain kernels of our own, which may use our pool. */
+#include <complex.h>
 #include <limits.h>
 
 #include <cblas.h>
@@ -113,8 +116,12 @@ static int blas_operand(const weft_tensor *t, int64_t rows, int64_t cols, matrix
     return 0;
 }
 
-/* c (contiguous) = a @ b for float32/float64, one gemm per batch. */
-static int blas_product(weft_dtype dtype, const weft_tensor *a, const weft_tensor *b, product *p)
+/* c = alpha a @ b + beta c for float32/float64, one gemm per batch; c's
+ * rows are contiguous.  A batch stride of 0 in c sums the batches' products
+ * into one matrix (addbmm): every batch after the first adds with beta 1.
+ * beta 0 never reads c, so NaN there is ignored (BLAS's rule, and torch's). */
+static int blas_product(weft_dtype dtype, const weft_tensor *a, const weft_tensor *b, product *p,
+                        double alpha, double beta)
 {
     weft_tensor *ca = NULL, *cb = NULL;
     bool ta = false, tb = false;
@@ -125,17 +132,20 @@ static int blas_product(weft_dtype dtype, const weft_tensor *a, const weft_tenso
     if (rc == 0) {
         enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
         int n = (int)p->n, k = (int)p->k, m = (int)p->m;
+        int ldc = (int)(p->c.rs > 1 ? p->c.rs : 1);
+        ldc = ldc < m ? m : ldc;
         for (int64_t i = 0; i < p->batch; i++) {
+            double bi = p->c.bs == 0 && i > 0 ? 1.0 : beta;
             if (dtype == WEFT_FLOAT32) {
-                cblas_sgemm(CblasRowMajor, opa, opb, n, m, k, 1.0f,
+                cblas_sgemm(CblasRowMajor, opa, opb, n, m, k, (float)alpha,
                             (const float *)p->a.data + i * p->a.bs, (int)lda,
-                            (const float *)p->b.data + i * p->b.bs, (int)ldb, 0.0f,
-                            (float *)p->c.data + i * p->c.bs, m);
+                            (const float *)p->b.data + i * p->b.bs, (int)ldb, (float)bi,
+                            (float *)p->c.data + i * p->c.bs, ldc);
             } else {
-                cblas_dgemm(CblasRowMajor, opa, opb, n, m, k, 1.0,
+                cblas_dgemm(CblasRowMajor, opa, opb, n, m, k, alpha,
                             (const double *)p->a.data + i * p->a.bs, (int)lda,
-                            (const double *)p->b.data + i * p->b.bs, (int)ldb, 0.0,
-                            (double *)p->c.data + i * p->c.bs, m);
+                            (const double *)p->b.data + i * p->b.bs, (int)ldb, bi,
+                            (double *)p->c.data + i * p->c.bs, ldc);
             }
         }
     }
@@ -155,7 +165,7 @@ static int run_product(weft_dtype dtype, const weft_tensor *a, const weft_tensor
     p->c = matrix_of(c);
     bool fits = p->n <= INT_MAX && p->k <= INT_MAX && p->m <= INT_MAX;
     if ((dtype == WEFT_FLOAT32 || dtype == WEFT_FLOAT64) && fits)
-        return blas_product(dtype, a, b, p);
+        return blas_product(dtype, a, b, p, 1.0, 0.0);
     p->a = matrix_of(a);
     p->b = matrix_of(b);
     int64_t work = p->k * p->m > 0 ? p->k * p->m : 1;
@@ -256,13 +266,286 @@ static int product_kernel(weft_call *call, void *ctx)
     return cpu__deliver(call, out, dest, rc);
 }
 
+/* ------------------------------------------- baddbmm, addbmm (and mv) */
+
+/* dest = beta * dest + alpha * (a @ b), batch by batch, or summed over the
+ * batches when dest is 2-D (addbmm).  dest is contiguous, fresh, and holds
+ * self's values unless beta is 0, when it is never read. */
+static int scaled_product(weft_dtype dtype, const weft_tensor *a, const weft_tensor *b,
+                          weft_tensor *dest, product *p, double alpha, double beta)
+{
+    if (p->n == 0 || p->m == 0)
+        return 0;
+    if (p->batch == 0 || p->k == 0) /* the products are empty sums */
+        return beta == 0 ? weft_fill_(dest, 0.0) : (beta == 1 ? 0 : weft_mul_scalar_(dest, beta));
+    p->c = matrix_of(dest);
+    bool fits = p->n <= INT_MAX && p->k <= INT_MAX && p->m <= INT_MAX;
+    if ((dtype == WEFT_FLOAT32 || dtype == WEFT_FLOAT64) && fits)
+        return blas_product(dtype, a, b, p, alpha, beta);
+    /* the own kernel writes whole results: products first, then the sums */
+    weft_tensor *prod = NULL, *summed = NULL;
+    int rc = weft_bmm(&prod, a, b);
+    if (rc == 0 && weft_tensor_ndim(dest) == 2) {
+        static const int64_t batch_dim[1] = {0};
+        rc = weft_sum_ex(&summed, prod, batch_dim, 1, false, dtype);
+        weft_tensor_release(prod);
+        prod = summed;
+    }
+    if (rc == 0 && alpha != 1)
+        rc = weft_mul_scalar_(prod, alpha);
+    if (rc == 0 && beta == 0)
+        rc = weft_copy_(dest, prod);
+    else if (rc == 0 && (beta == 1 || (rc = weft_mul_scalar_(dest, beta)) == 0))
+        rc = weft_add_(dest, prod);
+    weft_tensor_release(prod);
+    return rc;
+}
+
+typedef struct addbmm_form {
+    bool sum_batches; /* addbmm: one [n, m] result */
+    cpu_mode mode;
+} addbmm_form;
+
+/* baddbmm, addbmm and their in-place and out= forms:
+ * (out,) self, batch1, batch2, *, beta, alpha */
+static int addbmm_kernel(weft_call *call, void *ctx)
+{
+    const addbmm_form *form = ctx;
+    const char *op = weft_op_name(call->op);
+    int first = form->mode == CPU_OUT ? 1 : 0;
+    weft_tensor *target = form->mode == CPU_FUNCTIONAL ? NULL : call->args[0].u.tensor;
+    const weft_value *args = call->args + first;
+    const weft_tensor *self = args[0].u.tensor, *a = args[1].u.tensor, *b = args[2].u.tensor;
+    double beta = cpu__scalar_arg(&args[3]), alpha = cpu__scalar_arg(&args[4]);
+    static const product_form batched = {true, false};
+    product p;
+    int rc = cpu__check_cpu(op, "self", self);
+    if (rc == 0 && form->mode == CPU_OUT)
+        rc = cpu__check_cpu(op, "out", target);
+    if (rc == 0)
+        rc = check_product(op, &batched, a, b, NULL, &p);
+    if (rc < 0)
+        return rc;
+    weft_dtype dtype = weft_tensor_dtype(a);
+    if (weft_tensor_dtype(self) != dtype || (target && weft_tensor_dtype(target) != dtype))
+        return weft_set_error(WEFT_EDTYPE, "%s: self%s must have the dtype of batch1 and batch2 "
+                              "(%s), got %s", op, form->mode == CPU_OUT ? " and out" : "",
+                              weft_dtype_name(dtype),
+                              weft_dtype_name(weft_tensor_dtype(weft_tensor_dtype(self) != dtype
+                                                                    ? self : target)));
+    if (cpu_integral_or_bool(dtype) && (!cpu_is_whole(beta) || !cpu_is_whole(alpha)))
+        return weft_set_error(WEFT_EINVAL, "%s: for integer inputs beta and alpha must be "
+                              "integers, got beta=%g and alpha=%g", op, beta, alpha);
+    int64_t shape[3] = {p.batch, p.n, p.m};
+    const int64_t *sizes = form->sum_batches ? shape + 1 : shape;
+    int ndim = form->sum_batches ? 2 : 3;
+    if (target && (rc = cpu__prepare_target(op, target, form->mode == CPU_OUT, sizes, ndim,
+                                            "expected")) < 0)
+        return rc;
+    weft_tensor *expanded = NULL, *dest = NULL;
+    if (weft_expand(&expanded, self, sizes, ndim) < 0) {
+        char bs[128], bt[128];
+        return weft_set_error(WEFT_ESHAPE, "%s: self of shape %s cannot be broadcast to the "
+                              "product's shape %s", op,
+                              cpu__shape_str(bs, sizeof bs, weft_tensor_sizes(self),
+                                             weft_tensor_ndim(self)),
+                              cpu__shape_str(bt, sizeof bt, sizes, ndim));
+    }
+    rc = weft_empty(&dest, sizes, ndim, dtype, WEFT_DEVICE_CPU);
+    if (rc == 0 && beta != 0)
+        rc = weft_copy_(dest, expanded);
+    weft_tensor_release(expanded);
+    if (rc == 0)
+        rc = scaled_product(dtype, a, b, dest, &p, alpha, beta);
+    return cpu__deliver(call, target, dest, rc);
+}
+
+/* y = A x for float32/float64 through gemv; A is read in place when BLAS
+ * can (row-major or transposed), else from a contiguous copy. */
+static int blas_matrix_vector(weft_dtype dtype, const weft_tensor *a, const weft_tensor *x,
+                              weft_tensor *y, product *p)
+{
+    weft_tensor *copy = NULL;
+    bool trans = false;
+    int64_t ld = 0;
+    int rc = blas_operand(a, p->n, p->k, &p->a, &trans, &ld, &copy);
+    if (rc < 0)
+        return rc;
+    /* a transposed operand is the row-major [k, n] matrix A^T */
+    int rows = (int)(trans ? p->k : p->n), cols = (int)(trans ? p->n : p->k);
+    enum CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
+    int incx = (int)weft_tensor_stride(x, 0);
+    if (dtype == WEFT_FLOAT32)
+        cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, (const float *)p->a.data, (int)ld,
+                    weft_tensor_data_ptr(x), incx, 0.0f, weft_tensor_data_ptr(y), 1);
+    else
+        cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, (const double *)p->a.data, (int)ld,
+                    weft_tensor_data_ptr(x), incx, 0.0, weft_tensor_data_ptr(y), 1);
+    weft_tensor_release(copy);
+    return 0;
+}
+
+/* mv, mv_out: (out,) self [n, k], vec [k] -> [n]: gemv, or a product with
+ * m = 1 for the other dtypes */
+static int mv_kernel(weft_call *call, void *ctx)
+{
+    bool out_form = ctx != NULL;
+    const char *op = weft_op_name(call->op);
+    weft_tensor *out = out_form ? call->args[0].u.tensor : NULL;
+    const weft_tensor *self = call->args[out_form].u.tensor, *vec = call->args[out_form + 1].u.tensor;
+    int rc = cpu__check_cpu(op, "self", self);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, "vec", vec);
+    if (rc == 0 && out)
+        rc = cpu__check_cpu(op, "out", out);
+    if (rc < 0)
+        return rc;
+    char bs[128], bv[128];
+    if (weft_tensor_ndim(self) != 2 || weft_tensor_ndim(vec) != 1 ||
+        weft_tensor_size(self, 1) != weft_tensor_size(vec, 0))
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a matrix [n, k] and a vector [k], got "
+                              "self %s and vec %s", op,
+                              cpu__shape_str(bs, sizeof bs, weft_tensor_sizes(self),
+                                             weft_tensor_ndim(self)),
+                              cpu__shape_str(bv, sizeof bv, weft_tensor_sizes(vec),
+                                             weft_tensor_ndim(vec)));
+    weft_dtype dtype = weft_tensor_dtype(self);
+    if (weft_tensor_dtype(vec) != dtype || (out && weft_tensor_dtype(out) != dtype))
+        return weft_set_error(WEFT_EDTYPE, "%s: self, vec%s must have one dtype, got %s and %s",
+                              op, out ? " and out" : "", weft_dtype_name(dtype),
+                              weft_dtype_name(weft_tensor_dtype(weft_tensor_dtype(vec) != dtype
+                                                                    ? vec : out)));
+    if (dtype < 0 || dtype >= WEFT_NUM_DTYPES || !gemm_kernels[dtype])
+        return cpu__unsupported_dtype(op, dtype);
+    int64_t n = weft_tensor_size(self, 0);
+    if (out && (rc = cpu__prepare_target(op, out, true, &n, 1, "expected")) < 0)
+        return rc;
+    product p = {.batch = 1, .n = n, .k = weft_tensor_size(self, 1), .m = 1};
+    weft_tensor *dest = NULL, *column = NULL, *dest_column = NULL;
+    rc = weft_empty(&dest, &n, 1, dtype, WEFT_DEVICE_CPU);
+    int64_t incx = weft_tensor_stride(vec, 0);
+    bool gemv = (dtype == WEFT_FLOAT32 || dtype == WEFT_FLOAT64) && n <= INT_MAX &&
+                p.k <= INT_MAX && incx >= 1 && incx <= INT_MAX && n > 0 && p.k > 0;
+    if (rc == 0 && gemv) /* gemm with one column is several times slower */
+        rc = blas_matrix_vector(dtype, self, vec, dest, &p);
+    else if (rc == 0 && (rc = weft_unsqueeze(&column, vec, 1)) == 0 &&
+             (rc = weft_unsqueeze(&dest_column, dest, 1)) == 0)
+        rc = run_product(dtype, self, column, dest_column, &p);
+    weft_tensor_release(column);
+    weft_tensor_release(dest_column);
+    return cpu__deliver(call, out, dest, rc);
+}
+
+/* ----------------------------------------------------------- dot, vdot */
+
+/* The sum of a[i] * b[i] (conjugating a when asked: vdot), accumulated
+ * as the matrix products do; the result is written to *out. */
+typedef void (*dot_fn)(const void *a, int64_t sa, const void *b, int64_t sb, int64_t n,
+                       bool conjugate, void *out);
+#define DOT_KEEP(x) (x)
+#define DEFINE_DOT_(NAME, T, C, U, CONJ)                                                   \
+    static void dot_##NAME(const void *pa, int64_t sa, const void *pb, int64_t sb, int64_t n,  \
+                           bool conjugate, void *out)                                      \
+    {                                                                                      \
+        const T *a = pa, *b = pb;                                                          \
+        U sum = 0;                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            U x = (U)cpu_load_##NAME(a[i * sa]);                                           \
+            sum += (conjugate ? CONJ(x) : x) * (U)cpu_load_##NAME(b[i * sb]);              \
+        }                                                                                  \
+        *(T *)out = cpu_store_##NAME((C)sum);                                              \
+    }
+#define DEFINE_DOT_REAL(NAME, DTYPE, T, C, U) DEFINE_DOT_(NAME, T, C, U, DOT_KEEP)
+CPU_DTYPES_INTEGRAL(DEFINE_DOT_REAL)
+CPU_DTYPES_FLOATING(DEFINE_DOT_REAL)
+DEFINE_DOT_(complex64, float _Complex, float _Complex, float _Complex, conjf)
+DEFINE_DOT_(complex128, double _Complex, double _Complex, double _Complex, conj)
+
+static const dot_fn dot_kernels[WEFT_NUM_DTYPES] = {
+    CPU_ENTRIES_INTEGRAL(dot) CPU_ENTRIES_FLOATING(dot) CPU_ENTRIES_COMPLEX(dot)};
+
+/* dot, dot_out, vdot, vdot_out: (out,) self, other; ctx: the form */
+typedef struct dot_form {
+    bool conjugate;
+    bool out;
+} dot_form;
+
+static int dot_kernel(weft_call *call, void *ctx)
+{
+    const dot_form *form = ctx;
+    const char *op = weft_op_name(call->op);
+    weft_tensor *out = form->out ? call->args[0].u.tensor : NULL;
+    const weft_tensor *a = call->args[form->out].u.tensor, *b = call->args[form->out + 1].u.tensor;
+    const char *name_b = form->conjugate ? "other" : "tensor";
+    int rc = cpu__check_cpu(op, "self", a);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, name_b, b);
+    if (rc == 0 && out)
+        rc = cpu__check_cpu(op, "out", out);
+    if (rc < 0)
+        return rc;
+    char ba[128], bb[128];
+    if (weft_tensor_ndim(a) != 1 || weft_tensor_ndim(b) != 1 ||
+        weft_tensor_size(a, 0) != weft_tensor_size(b, 0))
+        return weft_set_error(WEFT_ESHAPE, "%s: expected two 1-D tensors of the same size, got "
+                              "self %s and %s %s", op,
+                              cpu__shape_str(ba, sizeof ba, weft_tensor_sizes(a), weft_tensor_ndim(a)),
+                              name_b,
+                              cpu__shape_str(bb, sizeof bb, weft_tensor_sizes(b), weft_tensor_ndim(b)));
+    weft_dtype dtype = weft_tensor_dtype(a);
+    if (weft_tensor_dtype(b) != dtype)
+        return weft_set_error(WEFT_EDTYPE, "%s: expected both vectors to have the same dtype, but "
+                              "found %s and %s", op, weft_dtype_name(dtype),
+                              weft_dtype_name(weft_tensor_dtype(b)));
+    if (dtype < 0 || dtype >= WEFT_NUM_DTYPES || !dot_kernels[dtype])
+        return cpu__unsupported_dtype(op, dtype);
+    if (out && weft_tensor_dtype(out) != dtype)
+        return weft_set_error(WEFT_EDTYPE, "%s: expected out to have dtype %s, but got %s", op,
+                              weft_dtype_name(dtype), weft_dtype_name(weft_tensor_dtype(out)));
+    static const int64_t no_sizes[1] = {0}; /* a 0-d result */
+    if (out && (rc = cpu__prepare_target(op, out, true, no_sizes, 0, "expected")) < 0)
+        return rc;
+    weft_tensor *dest = NULL;
+    if ((rc = weft_empty(&dest, no_sizes, 0, dtype, WEFT_DEVICE_CPU)) < 0)
+        return rc;
+    int64_t n = weft_tensor_size(a, 0), sa = weft_tensor_stride(a, 0), sb = weft_tensor_stride(b, 0);
+    const void *pa = weft_tensor_data_ptr(a), *pb = weft_tensor_data_ptr(b);
+    void *pd = weft_tensor_data_ptr(dest);
+    bool blas = n <= INT_MAX && sa >= 1 && sa <= INT_MAX && sb >= 1 && sb <= INT_MAX;
+    if (blas && dtype == WEFT_FLOAT32)
+        *(float *)pd = cblas_sdot((int)n, pa, (int)sa, pb, (int)sb);
+    else if (blas && dtype == WEFT_FLOAT64)
+        *(double *)pd = cblas_ddot((int)n, pa, (int)sa, pb, (int)sb);
+    else
+        dot_kernels[dtype](pa, sa, pb, sb, n, form->conjugate, pd);
+    return cpu__deliver(call, out, dest, 0);
+}
+
 static const product_form mm_form = {false, false}, mm_out_form = {false, true};
+static const addbmm_form baddbmm_form = {false, CPU_FUNCTIONAL}, baddbmm_inplace_form = {false, CPU_INPLACE};
+static const addbmm_form baddbmm_out_form = {false, CPU_OUT}, addbmm_plain = {true, CPU_FUNCTIONAL};
+static const addbmm_form addbmm_inplace_form = {true, CPU_INPLACE}, addbmm_out_form = {true, CPU_OUT};
+static const dot_form dot_plain = {false, false}, dot_out_form = {false, true};
+static const dot_form vdot_plain = {true, false}, vdot_out_form = {true, true};
+static const int mv_out_marker = 1;
 static const product_form bmm_form = {true, false}, bmm_out_form = {true, true};
 static const cpu_kernel_entry blas_entries[] = {
     {"mm", product_kernel, &mm_form},
     {"mm_out", product_kernel, &mm_out_form},
     {"bmm", product_kernel, &bmm_form},
     {"bmm_out", product_kernel, &bmm_out_form},
+    {"baddbmm", addbmm_kernel, &baddbmm_form},
+    {"baddbmm_", addbmm_kernel, &baddbmm_inplace_form},
+    {"baddbmm_out", addbmm_kernel, &baddbmm_out_form},
+    {"addbmm", addbmm_kernel, &addbmm_plain},
+    {"addbmm_", addbmm_kernel, &addbmm_inplace_form},
+    {"addbmm_out", addbmm_kernel, &addbmm_out_form},
+    {"mv", mv_kernel, NULL},
+    {"mv_out", mv_kernel, &mv_out_marker},
+    {"dot", dot_kernel, &dot_plain},
+    {"dot_out", dot_kernel, &dot_out_form},
+    {"vdot", dot_kernel, &vdot_plain},
+    {"vdot_out", dot_kernel, &vdot_out_form},
 };
 
 int cpu__register_blas(weft_registrar *reg)

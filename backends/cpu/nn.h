@@ -41,6 +41,9 @@ int cpu__register_nn_loss(weft_registrar *reg);
 int cpu__register_nn_conv(weft_registrar *reg);
 int cpu__register_nn_pool(weft_registrar *reg);
 int cpu__register_nn_norm(weft_registrar *reg);
+int cpu__register_nn_group_norm(weft_registrar *reg);
+int cpu__register_nn_upsample(weft_registrar *reg);
+int cpu__register_einsum(weft_registrar *reg);
 /* All of the above (plugin.c calls it from init). */
 int cpu__register_nn(weft_registrar *reg);
 

@@ -109,7 +109,9 @@ int cpu__register_nn(weft_registrar *reg)
     int rc;
     if ((rc = cpu__register_nn_linear(reg)) < 0 || (rc = cpu__register_nn_softmax(reg)) < 0 ||
         (rc = cpu__register_nn_loss(reg)) < 0 || (rc = cpu__register_nn_conv(reg)) < 0 ||
-        (rc = cpu__register_nn_pool(reg)) < 0 || (rc = cpu__register_nn_norm(reg)) < 0)
+        (rc = cpu__register_nn_pool(reg)) < 0 || (rc = cpu__register_nn_norm(reg)) < 0 ||
+        (rc = cpu__register_nn_group_norm(reg)) < 0 || (rc = cpu__register_nn_upsample(reg)) < 0 ||
+        (rc = cpu__register_einsum(reg)) < 0)
         return rc;
     return 0;
 }

@@ -2,7 +2,8 @@
  * operators, by im2col and one GEMM per image and group through OpenBLAS
  * (called from the calling thread, so OpenBLAS's threads never compete
  * with our pool, which runs the im2col/col2im passes); conv1d is a
- * composite over conv2d with a unit height.  1x1 convolutions with unit
+ * composite over conv2d with a unit height, and conv_transpose2d is the
+ * input-gradient operator plus a bias.  1x1 convolutions with unit
  * stride and no padding read the input directly, without im2col.
  * Tensors are batched [N, C, H, W]; float16/bfloat16 compute in float32. */
 #include <cblas.h>
@@ -439,10 +440,110 @@ static int conv1d_composite(weft_call *call, void *ctx)
     return 0;
 }
 
+/* conv_transpose2d(input [N, Cin, H, W], weight [Cin, Cout/groups, KH, KW],
+ * bias?, stride, padding, output_padding, groups, dilation): the gradient of
+ * a conv2d whose output has input's shape, with respect to that conv2d's
+ * input of size (H - 1) s - 2 p + d (KH - 1) + output_padding + 1. */
+static int conv_transpose2d_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "conv_transpose2d";
+    const weft_value *a = call->args;
+    const weft_tensor *input = a[0].u.tensor, *weight = a[1].u.tensor;
+    const weft_tensor *bias = a[2].tag == WEFT_VALUE_TENSOR ? a[2].u.tensor : NULL;
+    static const int64_t zero[2] = {0, 0};
+    int64_t stride[2], padding[2], output_padding[2], dilation[2], groups = a[6].u.i;
+    weft_dtype dt;
+    int rc = nn__check_floating(op, "input", input, &dt);
+    if (rc == 0)
+        rc = cpu__check_cpu(op, "weight", weight);
+    if (rc == 0 && bias)
+        rc = cpu__check_cpu(op, "bias", bias);
+    if (rc == 0)
+        rc = nn__pair_arg(op, "stride", &a[3], NULL, 1, stride);
+    if (rc == 0)
+        rc = nn__pair_arg(op, "padding", &a[4], NULL, 0, padding);
+    if (rc == 0)
+        rc = nn__pair_arg(op, "output_padding", &a[5], zero, 0, output_padding);
+    if (rc == 0)
+        rc = nn__pair_arg(op, "dilation", &a[7], NULL, 1, dilation);
+    if (rc < 0)
+        return rc;
+    char bi[128], bw[128];
+    const int64_t *in = weft_tensor_sizes(input), *w = weft_tensor_sizes(weight);
+    int in_nd = weft_tensor_ndim(input), w_nd = weft_tensor_ndim(weight);
+    if (groups < 1)
+        return weft_set_error(WEFT_EINVAL, "%s: groups must be positive, got %lld", op,
+                              (long long)groups);
+    if (in_nd != 4 || w_nd != 4 || in[1] != w[0] || w[0] % groups != 0 || w[1] < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D input [N, C_in, H, W] and a 4-D "
+                              "weight [C_in, C_out / groups, kH, kW] with C_in divisible by "
+                              "groups=%lld, got input %s and weight %s", op, (long long)groups,
+                              cpu__shape_str(bi, sizeof bi, in, in_nd),
+                              cpu__shape_str(bw, sizeof bw, w, w_nd));
+    for (int i = 0; i < 2; i++)
+        if (output_padding[i] >= stride[i] && output_padding[i] >= dilation[i])
+            return weft_set_error(WEFT_EINVAL, "%s: output_padding (%lld) must be smaller than "
+                                  "either stride (%lld) or dilation (%lld)", op,
+                                  (long long)output_padding[i], (long long)stride[i],
+                                  (long long)dilation[i]);
+    int64_t out_size[4] = {in[0], w[1] * groups, 0, 0};
+    for (int i = 0; i < 2; i++) {
+        out_size[2 + i] = (in[2 + i] - 1) * stride[i] - 2 * padding[i] +
+                          dilation[i] * (w[2 + i] - 1) + output_padding[i] + 1;
+        if (out_size[2 + i] < 1)
+            return weft_set_error(WEFT_ESHAPE, "%s: input %s with weight %s gives an output "
+                                  "size of %lld, which is too small", op,
+                                  cpu__shape_str(bi, sizeof bi, in, in_nd),
+                                  cpu__shape_str(bw, sizeof bw, w, w_nd),
+                                  (long long)out_size[2 + i]);
+    }
+    if (bias && (weft_tensor_ndim(bias) != 1 || weft_tensor_size(bias, 0) != out_size[1]))
+        return weft_set_error(WEFT_ESHAPE, "%s: bias must be a 1-D tensor of %lld elements", op,
+                              (long long)out_size[1]);
+    weft_dtype dtype = weft_tensor_dtype(input);
+    if (weft_tensor_dtype(weight) != dtype || (bias && weft_tensor_dtype(bias) != dtype))
+        return weft_set_error(WEFT_EDTYPE, "%s: input, weight and bias must have the same dtype "
+                              "(input is %s, weight %s)", op, weft_dtype_name(dtype),
+                              weft_dtype_name(weft_tensor_dtype(weight)));
+    /* output_padding of a stride or more (allowed below the dilation) adds
+     * rows and columns that no input element reaches: a conv2d input of
+     * that size would have a larger output, so the gradient is computed
+     * for the reachable size and padded with zeros */
+    int64_t reach[4] = {out_size[0], out_size[1], out_size[2], out_size[3]};
+    for (int i = 0; i < 2; i++)
+        if (output_padding[i] >= stride[i])
+            reach[2 + i] -= output_padding[i] - (stride[i] - 1);
+    weft_tensor *y = NULL, *b4 = NULL, *y0 = NULL;
+    rc = weft_convolution_backward_input(&y0, input, weight, reach, 4, stride, 2, padding, 2,
+                                         dilation, 2, groups);
+    if (rc == 0 && (reach[2] != out_size[2] || reach[3] != out_size[3])) {
+        int64_t pad[4] = {0, out_size[3] - reach[3], 0, out_size[2] - reach[2]};
+        rc = weft_pad(&y, y0, pad, 4, "constant", NULL);
+        weft_tensor_release(y0);
+    } else if (rc == 0) {
+        y = y0;
+    }
+    if (rc == 0 && bias) {
+        int64_t shape[4] = {1, out_size[1], 1, 1};
+        if ((rc = weft_reshape(&b4, bias, shape, 4)) == 0)
+            rc = weft_add_(y, b4);
+        weft_tensor_release(b4);
+    }
+    if (rc < 0) {
+        weft_tensor_release(y);
+        return rc;
+    }
+    call->rets[0].tag = WEFT_VALUE_TENSOR;
+    call->rets[0].u.tensor = y;
+    return 0;
+}
+
 static const cpu_kernel_entry conv_entries[] = {
     {"conv2d", conv2d_kernel, NULL},
     {"convolution_backward_input", conv_backward_input_kernel, NULL},
     {"convolution_backward_weight", conv_backward_weight_kernel, NULL},
+    {"conv_transpose2d", conv_transpose2d_kernel, NULL},
 };
 
 int cpu__register_nn_conv(weft_registrar *reg)

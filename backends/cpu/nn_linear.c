@@ -1,6 +1,6 @@
 /* backends/cpu/nn_linear.c — addmm (beta * self + alpha * mat1 @ mat2) with
- * OpenBLAS for float32/float64, called from the calling thread as mm is, and
- * linear as a composite over addmm and matmul. */
+ * OpenBLAS for float32/float64, called from the calling thread as mm is;
+ * linear as a composite over addmm and matmul, outer over mul. */
 #include <cblas.h>
 #include <limits.h>
 
@@ -182,6 +182,34 @@ static int linear_composite(weft_call *call, void *ctx)
     return 0;
 }
 
+/* outer(self, vec2) and outer_out(out, self, vec2): self as a column times
+ * vec2, so type promotion and autograd are mul's, as in PyTorch. */
+static int outer_composite(weft_call *call, void *ctx)
+{
+    bool out_form = ctx != NULL;
+    weft_tensor *out = out_form ? call->args[0].u.tensor : NULL;
+    const weft_tensor *a = call->args[out_form].u.tensor, *b = call->args[out_form + 1].u.tensor;
+    if (weft_tensor_ndim(a) != 1 || weft_tensor_ndim(b) != 1) {
+        char ba[128], bb[128];
+        return weft_set_error(WEFT_ESHAPE, "outer: expected two 1-D tensors, got self %s and "
+                              "vec2 %s",
+                              cpu__shape_str(ba, sizeof ba, weft_tensor_sizes(a), weft_tensor_ndim(a)),
+                              cpu__shape_str(bb, sizeof bb, weft_tensor_sizes(b), weft_tensor_ndim(b)));
+    }
+    weft_tensor *column = NULL, *r = NULL;
+    int rc = weft_unsqueeze(&column, a, 1);
+    if (rc == 0)
+        rc = weft_mul(&r, column, b);
+    weft_tensor_release(column);
+    if (rc == 0 && out) {
+        int64_t shape[2] = {weft_tensor_size(a, 0), weft_tensor_size(b, 0)};
+        rc = cpu__prepare_target("outer_out", out, true, shape, 2, "expected");
+    }
+    return cpu__deliver(call, out, r, rc);
+}
+
+static const int outer_out_marker = 1;
+
 static const cpu_kernel_entry linear_entries[] = {
     {"addmm", addmm_kernel, NULL},
 };
@@ -191,5 +219,10 @@ int cpu__register_nn_linear(weft_registrar *reg)
     int rc = cpu__register_table(reg, linear_entries, sizeof linear_entries / sizeof *linear_entries);
     if (rc == 0)
         rc = nn__register_composite(reg, "linear", linear_composite);
+    if (rc == 0)
+        rc = nn__register_composite(reg, "outer", outer_composite);
+    if (rc == 0)
+        rc = weft_register_kernel(reg, "outer_out", WEFT_KEY_COMPOSITE, 0, outer_composite,
+                                  (void *)&outer_out_marker, NULL);
     return rc;
 }
