@@ -578,6 +578,113 @@ static int list_autograd_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
+/* ------------------------------------------ split, chunk, unbind (Tensor[]) */
+
+/* One node for all the pieces: info is [ndim, self sizes..., dtype, dim,
+ * unbind?, pieces, length of each piece along dim...].  The input's
+ * gradient is the pieces' gradients put back together (cat, or stack for
+ * unbind), a piece that got none contributing zeros — one pass over the
+ * input, however many pieces there are. */
+static int split_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    if (!wants(n, 0))
+        return 0;
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    const int64_t *extra = extra_info(n, 1);
+    int dim = (int)extra[0];
+    bool unbind = extra[1] != 0;
+    int count = (int)extra[2];
+    const int64_t *lengths = extra + 3;
+    const weft_tensor *like = NULL;
+    for (int k = 0; k < count && !like; k++)
+        like = go[k];
+    if (!like)
+        return 0; /* no piece was used */
+    weft_tensor **parts = calloc((size_t)count, sizeof *parts);
+    if (!parts)
+        return wf__errorf(WEFT_ENOMEM, "SplitBackward: out of memory");
+    int rc = 0;
+    int64_t piece[WEFT_MAX_DIMS];
+    for (int k = 0; rc == 0 && k < count; k++) {
+        if (go[k]) {
+            parts[k] = weft_tensor_retain(go[k]);
+            continue;
+        }
+        int pn = 0;
+        for (int d = 0; d < ndim; d++) {
+            if (d == dim && unbind)
+                continue;
+            piece[pn++] = d == dim ? lengths[k] : sizes[d];
+        }
+        rc = weft_zeros(&parts[k], piece, pn, (weft_dtype)like->dtype, like->device);
+    }
+    if (rc == 0)
+        rc = unbind ? weft_stack(&gi[0], parts, count, dim) : weft_cat(&gi[0], parts, count, dim);
+    for (int k = 0; k < count; k++)
+        weft_tensor_release(parts[k]);
+    free(parts);
+    return rc;
+}
+
+/* The Autograd kernel of split, split_with_sizes, chunk and unbind: the
+ * pieces (views made below with autograd off, so they record nothing of
+ * their own) all become outputs of one node. */
+static int split_autograd_kernel(weft_call *call, void *ctx)
+{
+    const formula *f = ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    bool need = wf__requires_grad(self);
+    int rc = call_below(call);
+    if (rc < 0 || !need)
+        return rc;
+    weft_tensor **pieces = (weft_tensor **)call->rets[0].u.tensors;
+    const int count = call->rets[0].len;
+    const bool unbind = !strcmp(f->op, "unbind");
+    const int dim_arg = unbind ? 1 : 2;
+    int dim = 0;
+    wf_node *node = NULL;
+    if (count == 0)
+        return 0; /* nothing to differentiate: an empty list */
+    rc = wf__wrap_dim(&dim, (int)call->args[dim_arg].u.i, self->ndim, f->op);
+    if (rc == 0) {
+        node = wf__node_new(f->node_name, f->backward, 1, count);
+        if (!node)
+            rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
+    }
+    if (rc == 0)
+        rc = wf__edge_of(&node->edges[0], (weft_tensor *)self);
+    if (rc == 0)
+        rc = store_shapes(node, &self, 1);
+    int64_t head[3] = {dim, unbind, count};
+    if (rc == 0)
+        rc = append_info(node, head, 3);
+    for (int k = 0; rc == 0 && k < count; k++) {
+        int64_t len = unbind ? 1 : pieces[k]->sizes[dim];
+        rc = append_info(node, &len, 1);
+    }
+    for (int k = 0; rc == 0 && k < count; k++)
+        rc = wf__set_history(pieces[k], node, k);
+    if (node)
+        wf__node_release(node);
+    if (rc < 0) {
+        weft_tensor_list_free(pieces, count);
+        call->rets[0].tag = WEFT_VALUE_NONE;
+        call->rets[0].len = 0;
+        call->rets[0].u.tensors = NULL;
+    }
+    return rc;
+}
+
+static const formula split_formulas[] = {
+    {"split", "SplitBackward", split_backward, NULL, 0x1, false},
+    {"split_with_sizes", "SplitWithSizesBackward", split_backward, NULL, 0x1, false},
+    {"chunk", "SplitBackward", split_backward, NULL, 0x1, false},
+    {"unbind", "UnbindBackward", split_backward, NULL, 0x1, false},
+};
+
 /* ------------------------------------------------------------ the table */
 
 static const formula list_formulas[] = {
@@ -616,6 +723,11 @@ void wf__autograd_register_shape(void)
         if (weft_register_kernel(wf__core_registrar, list_formulas[i].op, WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, list_autograd_kernel,
                                  (void *)&list_formulas[i], NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+    for (size_t i = 0; i < sizeof split_formulas / sizeof split_formulas[0]; i++)
+        if (weft_register_kernel(wf__core_registrar, split_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, split_autograd_kernel,
+                                 (void *)&split_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof shape_formulas / sizeof shape_formulas[0]; i++)
         if (weft_register_kernel(wf__core_registrar, shape_formulas[i].op, WEFT_KEY_AUTOGRAD,

@@ -185,6 +185,7 @@ void wf__core_kernels_register(void)
     weft_register_kernel(wf__core_registrar, "copy_", WEFT_KEY_COMPOSITE, 0, copy_kernel, NULL, NULL);
     weft_register_kernel(wf__core_registrar, "matmul", WEFT_KEY_COMPOSITE, 0, matmul_kernel, NULL,
                          NULL);
+    wf__split_kernels_register();
 }
 
 /* The core is ready before main(): devices, the operator table and its own

@@ -172,6 +172,11 @@ WEFT_API weft_tensor *weft_tensor_retain(const weft_tensor *t);
 /* Drops a reference; the last one frees the tensor (and its storage when no
  * other view holds it).  NULL is a no-op. */
 WEFT_API void weft_tensor_release(weft_tensor *t);
+/* Gives back a list that an operator returning Tensor[] put into its out
+ * pointer (weft_split, weft_unbind, ...): releases each of the len tensors
+ * (NULL entries are skipped) and frees the array, which the core allocated.
+ * NULL is a no-op.  Thread-safe for distinct lists. */
+WEFT_API void weft_tensor_list_free(weft_tensor **list, int len);
 
 /* Allocates an uninitialised contiguous tensor.  sizes may be NULL when
  * ndim == 0 (a 0-d tensor holding one element).  Returns a new reference.

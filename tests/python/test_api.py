@@ -263,4 +263,22 @@ def module_extras():
     raises(RuntimeError, weft.load_plugin, "/nonexistent/libweft-nothing.so")
 
 
+@test
+def tensor_list_results():
+    """split, split with sizes, chunk, unbind return tuples of views"""
+    t = weft.arange(10.0).reshape([2, 5])
+    parts = weft.split(t, 2, 1)
+    assert isinstance(parts, tuple)
+    eq([p.shape for p in parts], [(2, 2), (2, 2), (2, 1)])
+    eq(parts[2].tolist(), [[4.0], [9.0]])
+    eq([p.shape for p in t.split([1, 4], 1)], [(2, 1), (2, 4)])
+    eq([p.tolist() for p in t.unbind(1)][3], [3.0, 8.0])
+    eq(len(t.chunk(3, 1)), 3)
+    eq(weft.unbind(weft.zeros(0, 3)), ())
+    parts[0].fill_(-1.0)
+    eq(t.tolist()[1][:2], [-1.0, -1.0])
+    raises(RuntimeError, t.split, 0, 1, contains="split_size 0")
+    raises(RuntimeError, t.split, [1, 1], 1, contains="add up to")
+
+
 done()
