@@ -5,7 +5,7 @@
  * the single source of truth.
  *
  * Overloads: the table spells PyTorch's overloads as suffixes (add_scalar,
- * div_mode, div_scalar_mode, max_dim, split_with_sizes) and `out=` as NAME_out.  Operators
+ * div_mode, div_scalar_mode, max_dim, split_with_sizes, bernoulli_tensor_) and `out=` as NAME_out.  Operators
  * that differ only by those suffixes form one Python function that tries
  * each schema in table order and calls the first whose arguments fit. */
 #include "weftpy.h"
@@ -190,7 +190,8 @@ static void group_name(const sig *s, char *out, size_t size)
         out[n -= 4] = '\0';
     else if (s->inplace)
         out[--n] = '\0';
-    static const char *suffixes[] = {"_scalar_mode", "_scalar", "_mode", "_dim", "_with_sizes"};
+    static const char *suffixes[] = {"_scalar_mode", "_scalar", "_mode", "_dim", "_with_sizes",
+                                     "_tensor"};
     for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
         size_t k = strlen(suffixes[i]);
         if (n > k && !strcmp(out + n - k, suffixes[i])) {

@@ -320,6 +320,17 @@ WEFT_API int weft_rand(weft_tensor **out, const int64_t *sizes, int ndim, weft_d
                        weft_device device, weft_generator *g);
 WEFT_API int weft_randn(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
                         weft_device device, weft_generator *g);
+/* torch.randint: integers uniform in [low, high) of dtype (WEFT_INT64 is
+ * torch's default), from g (NULL: the default generator) through the
+ * random_ operator.  Errors: WEFT_EINVAL (low >= high, bounds the dtype
+ * cannot hold), those of weft_empty.  Thread-safe. */
+WEFT_API int weft_randint(weft_tensor **out, int64_t low, int64_t high, const int64_t *sizes,
+                          int ndim, weft_dtype dtype, weft_device device, weft_generator *g);
+/* torch.randperm: a random permutation of 0..n-1 (a uniform shuffle) of
+ * dtype, through the randperm_out operator.  Errors: WEFT_EINVAL (n < 0, n
+ * too large for the dtype).  Thread-safe. */
+WEFT_API int weft_randperm(weft_tensor **out, int64_t n, weft_dtype dtype, weft_device device,
+                           weft_generator *g);
 /* arange(start, end, step) with PyTorch's length rule ceil((end-start)/step). */
 WEFT_API int weft_arange(weft_tensor **out, double start, double end, double step,
                          weft_dtype dtype, weft_device device);

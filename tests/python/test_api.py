@@ -281,4 +281,26 @@ def tensor_list_results():
     raises(RuntimeError, t.split, [1, 1], 1, contains="add up to")
 
 
+@test
+def random_operators():
+    """randint, randperm, bernoulli_, bernoulli, multinomial"""
+    weft.manual_seed(11)
+    r = weft.randint(-2, 3, (1000,))
+    eq(r.dtype, weft.int64)
+    assert set(r.tolist()) == {-2, -1, 0, 1, 2}
+    eq(weft.randint(4, [2, 2], dtype=weft.uint8).dtype, weft.uint8)
+    eq(sorted(weft.randperm(50).tolist()), list(range(50)))
+    weft.manual_seed(11)
+    eq(weft.randint(-2, 3, (1000,)).tolist(), r.tolist())
+    t = weft.zeros(2, 3)
+    t.bernoulli_(weft.tensor([0.0, 1.0, 0.0]))
+    eq(t.tolist(), [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    eq(weft.bernoulli(weft.tensor([1.0, 0.0])).tolist(), [1.0, 0.0])
+    s = weft.tensor([0.0, 1.0, 1.0, 1.0]).multinomial(3)
+    eq(sorted(s.tolist()), [1, 2, 3])
+    raises(RuntimeError, t.bernoulli_, 2.0, contains="[0, 1]")
+    raises(RuntimeError, weft.randint, 3, 3, (2,), contains="low < high")
+    raises(RuntimeError, weft.multinomial, weft.tensor([0.0, 0.0]), 1, contains="sum of probabilities")
+
+
 done()
