@@ -685,6 +685,162 @@ static const formula split_formulas[] = {
     {"unbind", "UnbindBackward", split_backward, NULL, 0x1, false},
 };
 
+/* ------------------------------------------------------------ index_put */
+
+/* The flat position, among self's first K dims, that index_put's indices
+ * name: each index tensor (a mask: its nonzero columns) wrapped, weighted
+ * by the row-major stride of its dim, summed with broadcasting.  *k_out
+ * gets K.  Made of weft operators, so it runs on any device. */
+static int linear_index(weft_tensor **out, int *k_out, weft_tensor *const *indices, int n,
+                        const int64_t *sizes)
+{
+    weft_tensor *cols[WEFT_MAX_DIMS];
+    int K = 0, rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        weft_dtype dt = (weft_dtype)indices[i]->dtype;
+        if (dt == WEFT_BOOL || dt == WEFT_UINT8) {
+            weft_tensor *nz = NULL;
+            rc = weft_nonzero(&nz, indices[i]);
+            for (int d = 0; rc == 0 && d < indices[i]->ndim && K < WEFT_MAX_DIMS; d++)
+                rc = weft_select(&cols[K++], nz, 1, d);
+            weft_tensor_release(nz);
+        } else if (K < WEFT_MAX_DIMS) {
+            cols[K++] = weft_tensor_retain(indices[i]);
+        }
+    }
+    weft_tensor *sum = NULL;
+    int64_t stride = 1;
+    for (int k = K - 1; rc == 0 && k >= 0; k--) {
+        weft_tensor *neg = NULL, *shifted = NULL, *wrapped = NULL, *scaled = NULL, *next = NULL;
+        rc = weft_lt_scalar(&neg, cols[k], 0);
+        if (rc == 0)
+            rc = weft_add_scalar(&shifted, cols[k], (double)sizes[k]);
+        if (rc == 0)
+            rc = weft_where(&wrapped, neg, shifted, cols[k]);
+        if (rc == 0)
+            rc = weft_mul_scalar(&scaled, wrapped, (double)stride);
+        if (rc == 0 && sum) {
+            rc = weft_add(&next, sum, scaled);
+            weft_tensor_release(sum);
+            sum = next;
+        } else if (rc == 0) {
+            sum = weft_tensor_retain(scaled);
+        }
+        stride *= sizes[k];
+        weft_tensor *temps[] = {neg, shifted, wrapped, scaled};
+        for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+            weft_tensor_release(temps[i]);
+    }
+    for (int k = 0; k < K; k++)
+        weft_tensor_release(cols[k]);
+    if (rc < 0) {
+        weft_tensor_release(sum);
+        return rc;
+    }
+    *out = sum;
+    *k_out = K;
+    return 0;
+}
+
+/* index_put: info is [self shape, values shape, accumulate]; the index
+ * tensors are saved.  self's gradient is the output's, with the written
+ * positions zeroed unless accumulating; values' is the output's gradient
+ * at the indexed positions, summed back to values' shape. */
+static int index_put_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    const int nidx = n->n_saved;
+    weft_tensor *indices[WEFT_MAX_DIMS];
+    int rc = 0;
+    for (int i = 0; i < nidx; i++)
+        if (!(indices[i] = saved(n, i, &rc)))
+            return rc;
+    bool accumulate = extra_info(n, 2)[0] != 0;
+    const int64_t *self_sizes;
+    int self_ndim;
+    weft_dtype dt;
+    shape_of(n, 0, &self_sizes, &self_ndim, &dt);
+    if (wants(n, 0)) {
+        if (accumulate) {
+            gi[0] = weft_tensor_retain(go[0]);
+        } else {
+            weft_tensor *zero = NULL;
+            TRY(weft_zeros(&zero, NULL, 0, (weft_dtype)go[0]->dtype, go[0]->device));
+            rc = weft_index_put(&gi[0], go[0], indices, nidx, zero, false);
+            weft_tensor_release(zero);
+            TRY(rc);
+        }
+    }
+    if (!wants(n, 1))
+        return 0;
+    weft_tensor *lin = NULL, *flat_lin = NULL, *flat = NULL, *picked = NULL, *shaped = NULL;
+    int K = 0;
+    TRY(linear_index(&lin, &K, indices, nidx, self_sizes));
+    int64_t rows = 1, minus_one = -1, flat_sizes[WEFT_MAX_DIMS + 1], full[2 * WEFT_MAX_DIMS];
+    for (int k = 0; k < K; k++)
+        rows *= self_sizes[k];
+    flat_sizes[0] = rows;
+    memcpy(flat_sizes + 1, self_sizes + K, (size_t)(self_ndim - K) * sizeof(int64_t));
+    memcpy(full, lin->sizes, (size_t)lin->ndim * sizeof(int64_t));
+    memcpy(full + lin->ndim, self_sizes + K, (size_t)(self_ndim - K) * sizeof(int64_t));
+    rc = weft_reshape(&flat_lin, lin, &minus_one, 1);
+    if (rc == 0)
+        rc = weft_reshape(&flat, go[0], flat_sizes, self_ndim - K + 1);
+    if (rc == 0)
+        rc = weft_index_select(&picked, flat, 0, flat_lin);
+    if (rc == 0)
+        rc = weft_reshape(&shaped, picked, full, lin->ndim + self_ndim - K);
+    if (rc == 0)
+        rc = fit_grad(&gi[1], n, 1, shaped);
+    weft_tensor *temps[] = {lin, flat_lin, flat, picked, shaped};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
+/* The Autograd kernel of index_put: edges to self and values, the index
+ * tensors (a list) saved. */
+static int index_put_autograd_kernel(weft_call *call, void *ctx)
+{
+    const formula *f = ctx;
+    const weft_tensor *self = call->args[0].u.tensor, *values = call->args[2].u.tensor;
+    weft_tensor *const *indices = call->args[1].u.tensors;
+    const int nidx = call->args[1].len;
+    bool need = wf__requires_grad(self) || wf__requires_grad(values);
+    int rc = call_below(call);
+    if (rc < 0 || !need)
+        return rc;
+    weft_tensor *result = call->rets[0].u.tensor;
+    wf_node *node = wf__node_new(f->node_name, f->backward, 2, 1);
+    if (!node)
+        rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
+    if (rc == 0)
+        rc = wf__edge_of(&node->edges[0], (weft_tensor *)self);
+    if (rc == 0)
+        rc = wf__edge_of(&node->edges[1], (weft_tensor *)values);
+    const weft_tensor *shapes[2] = {self, values};
+    if (rc == 0)
+        rc = store_shapes(node, shapes, 2);
+    int64_t acc = call->args[3].u.b;
+    if (rc == 0)
+        rc = append_info(node, &acc, 1);
+    if (rc == 0 && nidx > WEFT_MAX_DIMS)
+        rc = wf__errorf(WEFT_ESHAPE, "%s: too many indices", f->op);
+    for (int i = 0; rc == 0 && i < nidx; i++)
+        rc = wf__node_save(node, i, indices[i], result);
+    if (rc == 0)
+        rc = wf__set_history(result, node, 0);
+    if (node)
+        wf__node_release(node);
+    if (rc < 0) {
+        weft_tensor_release(result);
+        call->rets[0].u.tensor = NULL;
+    }
+    return rc;
+}
+
+static const formula index_put_formula = {"index_put", "IndexPutBackward", index_put_backward,
+                                          NULL, 0x5, false};
+
 /* ------------------------------------------------------------ the table */
 
 static const formula list_formulas[] = {
@@ -724,6 +880,9 @@ void wf__autograd_register_shape(void)
                                  WEFT_ALL_BACKENDS, list_autograd_kernel,
                                  (void *)&list_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+    if (weft_register_kernel(wf__core_registrar, "index_put", WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
+                             index_put_autograd_kernel, (void *)&index_put_formula, NULL) < 0)
+        fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof split_formulas / sizeof split_formulas[0]; i++)
         if (weft_register_kernel(wf__core_registrar, split_formulas[i].op, WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, split_autograd_kernel,

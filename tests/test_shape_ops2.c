@@ -354,6 +354,341 @@ static void test_list_schema(void)
     drop_all();
 }
 
+/* ------------------------------------------------------------ tile, take */
+
+static void test_tile_take(void)
+{
+    weft_tensor *x = iota(WEFT_INT16, INTS(2, 3), 2), *r = NULL;
+    ok(weft_tile(&r, x, INTS(2), 1) == 0 && same_shape(keep(r), INTS(2, 6), 2) &&
+           values_are(r, (double[]){0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5}),
+       "tile([2]) of [2, 3] int16: dims padded with a leading 1");
+    ok(weft_tile(&r, x, INTS(2, 1, 1), 3) == 0 && same_shape(keep(r), INTS(2, 2, 3), 3),
+       "tile with more dims than self adds dims");
+    weft_tensor *s0 = NULL;
+    weft_full(&s0, NULL, 0, 7, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    ok(weft_tile(&r, keep(s0), INTS(3), 1) == 0 && values_are(keep(r), (double[]){7, 7, 7}),
+       "tile of a 0-d tensor");
+    ok(weft_tile(&r, x, NULL, 0) == 0 && same_shape(keep(r), INTS(2, 3), 2), "tile with no dims");
+    ok(weft_tile(&r, x, INTS(0, 2), 2) == 0 && same_shape(keep(r), INTS(0, 6), 2), "tile by 0");
+    ok(weft_tile(&r, x, INTS(-1), 1) < 0 && r == NULL, "tile by -1 fails");
+    like(weft_last_error(), "tile", "  the message names tile");
+
+    weft_tensor *y = iota(WEFT_FLOAT64, INTS(3, 4), 2), *yt = NULL;
+    weft_transpose(&yt, y, 0, 1); /* [4, 3], row-major order 0 4 8 1 5 9 ... */
+    keep(yt);
+    weft_tensor *idx = NULL;
+    weft_tensor *i64 = NULL;
+    weft_empty(&i64, INTS(2, 2), 2, WEFT_INT64, WEFT_DEVICE_CPU);
+    memcpy(weft_tensor_data_ptr(i64), (int64_t[]){0, 4, -1, 11}, 4 * sizeof(int64_t));
+    idx = keep(i64);
+    ok(weft_take(&r, yt, idx) == 0 && same_shape(keep(r), INTS(2, 2), 2) &&
+           values_are(r, (double[]){0, 5, 11, 11}),
+       "take from a transposed tensor, index [2, 2] with -1: shaped like index");
+    weft_tensor *i32 = NULL;
+    weft_to_dtype(&i32, idx, WEFT_INT32);
+    ok(weft_take(&r, yt, keep(i32)) == 0 && values_are(keep(r), (double[]){0, 5, 11, 11}),
+       "take with int32 indices");
+    weft_tensor *oob = NULL;
+    weft_empty(&oob, INTS(1), 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    *(int64_t *)weft_tensor_data_ptr(oob) = 12;
+    ok(weft_take(&r, yt, keep(oob)) == WEFT_ERANGE && r == NULL, "take index 12 of 12 elements fails");
+    like(weft_last_error(), "take", "  the message names take");
+    *(int64_t *)weft_tensor_data_ptr(oob) = -13;
+    ok(weft_take(&r, yt, oob) == WEFT_ERANGE, "take index -13 fails");
+    ok(weft_take(&r, yt, y) == WEFT_EDTYPE, "take with a float64 index fails");
+    weft_tensor *e = iota(WEFT_INT64, INTS(0), 1);
+    ok(weft_take(&r, yt, e) == 0 && weft_tensor_numel(keep(r)) == 0, "take with an empty index");
+    drop_all();
+}
+
+/* ------------------------------------------------------------ index_put */
+
+static weft_tensor *ints_tensor(const int64_t *sizes, int nd, const int64_t *v)
+{
+    return keep_int64(sizes, nd, v);
+}
+
+static weft_tensor *bool_tensor(const int64_t *sizes, int nd, const double *v)
+{
+    return make(WEFT_BOOL, sizes, nd, v);
+}
+
+static void test_index_put(void)
+{
+    weft_tensor *x = iota(WEFT_FLOAT32, INTS(3, 4), 2), *r = NULL;
+    /* x[[0, 2], [1, 3]] = [10, 20] */
+    weft_tensor *ind[2] = {ints_tensor(INTS(2), 1, (int64_t[]){0, 2}),
+                           ints_tensor(INTS(2), 1, (int64_t[]){1, -1})};
+    weft_tensor *vals = make(WEFT_FLOAT32, INTS(2), 1, (double[]){10, 20});
+    ok(weft_index_put(&r, x, ind, 2, vals, false) == 0 &&
+           values_are(keep(r), (double[]){0, 10, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20}),
+       "index_put with two index tensors (one negative)");
+    ok(values_are(x, (double[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}), "  self is unchanged");
+    /* one index: whole rows, values broadcast */
+    weft_tensor *rows = ints_tensor(INTS(2), 1, (int64_t[]){2, 0});
+    weft_tensor *row = make(WEFT_FLOAT32, INTS(4), 1, (double[]){-1, -2, -3, -4});
+    ok(weft_index_put(&r, x, &rows, 1, row, false) == 0 &&
+           values_are(keep(r), (double[]){-1, -2, -3, -4, 4, 5, 6, 7, -1, -2, -3, -4}),
+       "index_put of rows, values [4] broadcast to [2, 4]");
+    /* accumulate with duplicates */
+    weft_tensor *dup = ints_tensor(INTS(5), 1, (int64_t[]){1, 1, 0, 1, 2});
+    weft_tensor *ones = make(WEFT_FLOAT32, NULL, 0, (double[]){1});
+    ok(weft_index_put(&r, x, &dup, 1, ones, true) == 0 &&
+           values_are(keep(r), (double[]){1, 2, 3, 4, 7, 8, 9, 10, 9, 10, 11, 12}),
+       "accumulate: row 1 three times, 0-d values broadcast");
+    /* boolean mask over both dims, and over the first */
+    weft_tensor *mask = bool_tensor(INTS(3, 4), 2, (double[]){1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
+    weft_tensor *three = make(WEFT_FLOAT32, INTS(3), 1, (double[]){100, 200, 300});
+    ok(weft_index_put(&r, x, &mask, 1, three, false) == 0 &&
+           values_are(keep(r), (double[]){100, 1, 2, 3, 4, 5, 200, 7, 8, 9, 10, 300}),
+       "a [3, 4] bool mask selects 3 elements in order");
+    weft_tensor *rmask = bool_tensor(INTS(3), 1, (double[]){0, 1, 1});
+    ok(weft_index_put(&r, x, &rmask, 1, ones, true) == 0 &&
+           values_are(keep(r), (double[]){0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12}),
+       "a [3] row mask with accumulate");
+    /* index tensors broadcast: [2, 1] with [3] → [2, 3] positions */
+    weft_tensor *bi[2] = {ints_tensor(INTS(2, 1), 2, (int64_t[]){0, 2}),
+                          ints_tensor(INTS(3), 1, (int64_t[]){0, 1, 3})};
+    weft_tensor *zero = make(WEFT_FLOAT32, NULL, 0, (double[]){0});
+    ok(weft_index_put(&r, x, bi, 2, zero, false) == 0 &&
+           values_are(keep(r), (double[]){0, 0, 2, 0, 4, 5, 6, 7, 0, 0, 10, 0}),
+       "index tensors [2, 1] and [3] broadcast to 6 positions");
+    /* in place, on a non-contiguous self, int64 dtype */
+    weft_tensor *m = iota(WEFT_INT64, INTS(4, 3), 2), *mt = NULL;
+    weft_transpose(&mt, m, 0, 1); /* [3, 4]: mt[i][j] = m[j][i] = 3j + i */
+    keep(mt);
+    weft_tensor *ci = ints_tensor(INTS(2), 1, (int64_t[]){1, 1});
+    weft_tensor *cv = make(WEFT_INT64, INTS(2, 4), 2, (double[]){1, 1, 1, 1, 10, 10, 10, 10});
+    ok(weft_index_put_(mt, &ci, 1, cv, true) == 0 &&
+           values_are(m, (double[]){0, 12, 2, 3, 15, 5, 6, 18, 8, 9, 21, 11}),
+       "index_put_ accumulate into a transposed int64 view: duplicates sum (11 added)");
+    /* bad input: nothing written */
+    weft_tensor *snap = NULL;
+    weft_clone(&snap, x);
+    keep(snap);
+    weft_tensor *big = ints_tensor(INTS(2), 1, (int64_t[]){0, 3});
+    ok(weft_index_put_(x, &big, 1, ones, false) == WEFT_ERANGE, "index 3 of 3 rows fails");
+    like(weft_last_error(), "index_put_", "  the message names the operator");
+    weft_tensor *badmask = bool_tensor(INTS(2), 1, (double[]){1, 0});
+    ok(weft_index_put_(x, &badmask, 1, ones, false) == WEFT_ESHAPE, "a mask of the wrong shape fails");
+    like(weft_last_error(), "does not match", "  the message says the shapes do not match");
+    weft_tensor *two_vals = make(WEFT_FLOAT32, INTS(3), 1, (double[]){1, 2, 3});
+    ok(weft_index_put_(x, &rows, 1, two_vals, false) == WEFT_ESHAPE, "values that do not broadcast");
+    like(weft_last_error(), "cannot be broadcast", "  the message says so");
+    weft_tensor *three_idx[3] = {rows, rows, rows};
+    ok(weft_index_put_(x, three_idx, 3, ones, false) == WEFT_ESHAPE, "three indices for 2 dims");
+    weft_tensor *f64 = make(WEFT_FLOAT64, NULL, 0, (double[]){1});
+    ok(weft_index_put_(x, &rows, 1, f64, false) == WEFT_EDTYPE, "values of another dtype");
+    weft_tensor *fidx = make(WEFT_FLOAT32, INTS(1), 1, (double[]){0});
+    ok(weft_index_put_(x, &fidx, 1, ones, false) == WEFT_EDTYPE, "a float index");
+    weft_tensor *nb[2] = {ints_tensor(INTS(2), 1, (int64_t[]){0, 1}),
+                          ints_tensor(INTS(3), 1, (int64_t[]){0, 1, 2})};
+    ok(weft_index_put_(x, nb, 2, ones, false) == WEFT_ESHAPE, "index tensors that do not broadcast");
+    ok(values_are(x, values_of(snap)), "  the failed calls wrote nothing");
+    drop_all();
+}
+
+/* ------------------------------------------------------- scatter_reduce */
+
+/* the plain-loop meaning along dim 0 of 1-d tensors */
+static void reference_scatter_reduce(double *out, const double *self, int n, const int64_t *idx,
+                                     const double *src, int m, const char *reduce, bool include)
+{
+    int count[16] = {0};
+    for (int i = 0; i < n; i++)
+        out[i] = self[i];
+    for (int p = 0; p < m; p++) {
+        int64_t t = idx[p];
+        if (count[t] == 0 && !include) {
+            out[t] = src[p];
+            count[t] = 1;
+            continue;
+        }
+        if (count[t] == 0)
+            count[t] = 1;
+        if (!strcmp(reduce, "sum") || !strcmp(reduce, "mean"))
+            out[t] += src[p];
+        else if (!strcmp(reduce, "prod"))
+            out[t] *= src[p];
+        else if (!strcmp(reduce, "amax"))
+            out[t] = out[t] > src[p] ? out[t] : src[p];
+        else
+            out[t] = out[t] < src[p] ? out[t] : src[p];
+        count[t]++;
+    }
+    if (!strcmp(reduce, "mean"))
+        for (int i = 0; i < n; i++)
+            if (count[i] > 1)
+                out[i] /= count[i];
+}
+
+static void test_scatter_reduce(void)
+{
+    static const char *const reduces[] = {"sum", "prod", "mean", "amax", "amin"};
+    const double self_v[5] = {1, 2, 3, 4, 5}, src_v[6] = {2, -3, 4, 0.5, 6, -1};
+    const int64_t idx_v[6] = {0, 0, 2, 4, 2, 0};
+    weft_tensor *self = make(WEFT_FLOAT64, INTS(5), 1, self_v);
+    weft_tensor *src = make(WEFT_FLOAT64, INTS(6), 1, src_v);
+    weft_tensor *idx = ints_tensor(INTS(6), 1, idx_v);
+    for (int k = 0; k < 5; k++)
+        for (int inc = 0; inc < 2; inc++) {
+            double want[5];
+            reference_scatter_reduce(want, self_v, 5, idx_v, src_v, 6, reduces[k], inc);
+            weft_tensor *r = NULL;
+            int rc = weft_scatter_reduce_ex(&r, self, 0, idx, src, reduces[k], inc);
+            bool good = rc == 0 && values_of(keep(r));
+            const double *v = good ? values_of(r) : NULL;
+            for (int i = 0; good && i < 5; i++)
+                good = fabs(v[i] - want[i]) < 1e-12;
+            ok(good, "scatter_reduce %s include_self=%d matches the reference", reduces[k], inc);
+        }
+    /* integers: mean floors, prod wraps like torch; 2-d along dim 1 */
+    weft_tensor *xi = make(WEFT_INT32, INTS(2, 3), 2, (double[]){1, 1, 1, -7, 0, 0});
+    weft_tensor *si = make(WEFT_INT32, INTS(2, 2), 2, (double[]){2, 2, 0, 0});
+    weft_tensor *ii = ints_tensor(INTS(2, 2), 2, (int64_t[]){0, 0, 0, 2});
+    weft_tensor *r = NULL;
+    ok(weft_scatter_reduce_ex(&r, xi, 1, ii, si, "mean", true) == 0 &&
+           values_are(keep(r), (double[]){1, 1, 1, -4, 0, 0}),
+       "int32 mean along dim 1: (1+2+2)/3 = 1, floor(-7/2) = -4");
+    /* NaN propagates through amax */
+    weft_tensor *fn = make(WEFT_FLOAT32, INTS(2), 1, (double[]){1, 1});
+    weft_tensor *sn = make(WEFT_FLOAT32, INTS(2), 1, (double[]){NAN, 5});
+    weft_tensor *in = ints_tensor(INTS(2), 1, (int64_t[]){0, 1});
+    ok(weft_scatter_reduce_ex(&r, fn, 0, in, sn, "amax", true) == 0 &&
+           values_are(keep(r), (double[]){NAN, 5}),
+       "amax propagates NaN");
+    /* in place, bfloat16 */
+    weft_tensor *bf = make(WEFT_BFLOAT16, INTS(3), 1, (double[]){1, 2, 3});
+    weft_tensor *sb = make(WEFT_BFLOAT16, INTS(2), 1, (double[]){4, 8});
+    weft_tensor *ib = ints_tensor(INTS(2), 1, (int64_t[]){2, 2});
+    ok(weft_scatter_reduce_ex_(bf, 0, ib, sb, "prod", false) == 0 &&
+           values_are(bf, (double[]){1, 2, 32}),
+       "scatter_reduce_ prod without self, bfloat16");
+    /* bad input */
+    ok(weft_scatter_reduce(&r, self, 0, idx, src, "max") == WEFT_EINVAL && r == NULL,
+       "reduce 'max' is refused");
+    like(weft_last_error(), "sum, prod, mean, amax, amin", "  the message lists the choices");
+    weft_tensor *far = ints_tensor(INTS(1), 1, (int64_t[]){5});
+    ok(weft_scatter_reduce(&r, self, 0, far, src, "sum") == WEFT_ERANGE, "index 5 of 5 fails");
+    ok(weft_scatter_reduce(&r, self, 0, idx, fn, "sum") == WEFT_EDTYPE, "src of another dtype fails");
+    weft_tensor *bools = make(WEFT_BOOL, INTS(2), 1, (double[]){1, 0});
+    ok(weft_scatter_reduce(&r, bools, 0, in, bools, "sum") == WEFT_EDTYPE, "bool is not supported");
+    weft_tensor *idx2 = ints_tensor(INTS(1, 1), 2, (int64_t[]){0});
+    ok(weft_scatter_reduce(&r, self, 0, idx2, src, "sum") == WEFT_ESHAPE, "an index of another rank");
+    drop_all();
+}
+
+/* --------------------------------------------------------------- unique */
+
+static void test_unique(void)
+{
+    weft_tensor *x = make(WEFT_INT64, INTS(2, 4), 2, (double[]){3, 1, 3, -2, 1, 7, 3, 1});
+    weft_tensor *u = NULL, *inv = NULL, *cnt = NULL;
+    ok(weft_unique(&u, &inv, &cnt, x, true, true, true, NULL) == 0, "unique of int64 [2, 4]");
+    keep(u), keep(inv), keep(cnt);
+    ok(same_shape(u, INTS(4), 1) && values_are(u, (double[]){-2, 1, 3, 7}), "  sorted values");
+    ok(same_shape(inv, INTS(2, 4), 2) && values_are(inv, (double[]){2, 1, 2, 0, 1, 3, 2, 1}),
+       "  inverse shaped like the input");
+    ok(values_are(cnt, (double[]){1, 3, 3, 1}), "  counts");
+    ok(weft_unique(&u, &inv, &cnt, x, true, false, false, NULL) == 0 &&
+           weft_tensor_numel(keep(inv)) == 0 && weft_tensor_numel(keep(cnt)) == 0,
+       "inverse and counts are empty unless asked for");
+    keep(u);
+    /* floats with NaN and -0.0, non-contiguous */
+    weft_tensor *f = make(WEFT_FLOAT32, INTS(3, 2), 2, (double[]){0.5, NAN, -0.0, 0.5, 0.0, NAN}), *ft = NULL;
+    weft_transpose(&ft, f, 0, 1);
+    keep(ft);
+    ok(weft_unique(&u, &inv, &cnt, ft, true, true, true, NULL) == 0 &&
+           values_are(keep(u), (double[]){0, 0.5, NAN, NAN}),
+       "float32: -0.0 equals 0.0, each NaN is its own entry, last");
+    keep(inv), keep(cnt);
+    ok(values_are(cnt, (double[]){2, 2, 1, 1}), "  counts 2 2 1 1");
+    /* inverse reconstructs the input: u[inv] == x */
+    weft_tensor *big = NULL, *back = NULL, *eq = NULL;
+    weft_randint(&big, -50, 50, INTS(1000), 1, WEFT_INT32, WEFT_DEVICE_CPU, NULL);
+    keep(big);
+    weft_unique(&u, &inv, &cnt, big, true, true, true, NULL);
+    keep(u), keep(inv), keep(cnt);
+    weft_take(&back, u, inv);
+    weft_eq(&eq, keep(back), big);
+    double all = 0, total = 0;
+    weft_tensor *t = NULL;
+    weft_all(&t, keep(eq), NULL, 0, false);
+    weft_tensor_item(keep(t), &all);
+    weft_sum(&t, cnt, NULL, 0, false);
+    weft_tensor_item(keep(t), &total);
+    const double *uv = values_of(u);
+    bool increasing = true;
+    for (int64_t i = 1; i < weft_tensor_numel(u); i++)
+        increasing &= uv[i] > uv[i - 1];
+    ok(all == 1 && total == 1000 && increasing, "random int32: strictly increasing, u[inverse] == x, "
+       "counts add up");
+    /* edge cases */
+    weft_tensor *e = iota(WEFT_FLOAT64, INTS(0), 1);
+    ok(weft_unique(&u, &inv, &cnt, e, true, true, true, NULL) == 0 && weft_tensor_numel(keep(u)) == 0,
+       "unique of an empty tensor");
+    keep(inv), keep(cnt);
+    weft_tensor *b = make(WEFT_BOOL, INTS(3), 1, (double[]){1, 1, 1});
+    ok(weft_unique(&u, &inv, &cnt, b, true, false, true, NULL) == 0 &&
+           values_are(keep(u), (double[]){1}) && values_are(keep(cnt), (double[]){3}),
+       "unique of bools");
+    keep(inv);
+    weft_tensor *z = make(WEFT_FLOAT16, NULL, 0, (double[]){2});
+    ok(weft_unique(&u, &inv, &cnt, z, true, true, false, NULL) == 0 && same_shape(keep(u), INTS(1), 1) &&
+           same_shape(keep(inv), NULL, 0),
+       "unique of a 0-d float16: inverse is 0-d");
+    keep(cnt);
+    ok(weft_unique(&u, &inv, &cnt, x, true, false, false, INTS(0)) == WEFT_ENOTSUP && u == NULL,
+       "unique with a dim is refused clearly");
+    like(weft_last_error(), "dim=0", "  the message names the dim");
+    weft_tensor *c = iota(WEFT_COMPLEX64, INTS(2), 1);
+    ok(weft_unique(&u, &inv, &cnt, c, true, false, false, NULL) == WEFT_EDTYPE, "complex fails");
+    drop_all();
+}
+
+/* ------------------------------------------------------------ gradients */
+
+enum grad2_case { G_TILE, G_TAKE, G_INDEX_PUT, G_INDEX_PUT_ACC, G2_COUNT };
+static const char *const grad2_names[] = {"tile", "take", "index_put", "index_put accumulate"};
+static weft_tensor *g_take_index, *g_put_index;
+
+static int apply_grad2(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    switch ((enum grad2_case)(intptr_t)ctx) {
+    case G_TILE:
+        return weft_tile(out, in[0], INTS(2, 1, 2), 3);
+    case G_TAKE:
+        return weft_take(out, in[0], g_take_index);
+    case G_INDEX_PUT:
+        return weft_index_put(out, in[0], &g_put_index, 1, in[1], false);
+    default:
+        return weft_index_put(out, in[0], &g_put_index, 1, in[1], true);
+    }
+}
+
+static void test_gradients2(void)
+{
+    weft_tensor *x = make(WEFT_FLOAT64, INTS(3, 2), 2, (double[]){0.5, -1, 2, 0.25, 3, 1});
+    weft_tensor *v = make(WEFT_FLOAT64, INTS(2), 1, (double[]){1.5, -0.5});
+    weft_tensor_set_requires_grad(x, true);
+    weft_tensor_set_requires_grad(v, true);
+    g_take_index = ints_tensor(INTS(2, 2), 2, (int64_t[]){0, 5, -1, 3});
+    g_put_index = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 2});
+    for (int c = 0; c < G2_COUNT; c++) {
+        weft_tensor *in[2] = {x, v};
+        int n = c >= G_INDEX_PUT ? 2 : 1;
+        if (c == G_INDEX_PUT) /* duplicates make the plain put's gradient ill-defined */
+            g_put_index = ints_tensor(INTS(2), 1, (int64_t[]){2, 0});
+        if (c == G_INDEX_PUT_ACC)
+            g_put_index = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 2});
+        int rc = weft_gradcheck(apply_grad2, (void *)(intptr_t)c, in, n, 1e-6, 1e-6, 1e-4);
+        if (!ok(rc == 0, "gradcheck: %s", grad2_names[c]))
+            diag("%s", weft_last_error());
+    }
+    drop_all();
+}
+
 int main(void)
 {
     int loaded = weft_load_default_plugins();
@@ -362,5 +697,10 @@ int main(void)
     test_split_family();
     test_split_grad();
     test_list_schema();
+    test_tile_take();
+    test_index_put();
+    test_scatter_reduce();
+    test_unique();
+    test_gradients2();
     return done_testing();
 }

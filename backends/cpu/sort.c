@@ -177,12 +177,94 @@ static int sort_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
+/* ------------------------------------------------------------ unique */
+
+/* unique(self, sorted, return_inverse, return_counts, dim=None): the
+ * flattened input sorted (stably, by the sort above), then cut into runs of
+ * equal values in a wide dtype (exact for every supported dtype).  NaN
+ * equals nothing, so each NaN is its own entry, last.  The result is always
+ * sorted (sorted=False leaves the order unspecified, as torch says);
+ * inverse and counts are empty int64 tensors when not asked for. */
+static int unique_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "unique";
+    const weft_tensor *self = call->args[0].u.tensor;
+    bool want_inverse = call->args[2].u.b, want_counts = call->args[3].u.b;
+    weft_dtype dt = weft_tensor_dtype(self);
+    int rc = cpu__check_cpu(op, "self", self);
+    if (rc < 0)
+        return rc;
+    if (call->args[4].tag == WEFT_VALUE_INT)
+        return weft_set_error(WEFT_ENOTSUP, "%s: dim=%lld is not supported yet, only dim=None "
+                              "(the flattened input)", op, (long long)call->args[4].u.i);
+    if (weft_dtype_is_complex(dt))
+        return cpu__unsupported_dtype(op, dt);
+    const int64_t n = weft_tensor_numel(self), minus_one = -1, zero = 0;
+    weft_tensor *flat = NULL, *sorted = NULL, *order = NULL, *wide = NULL, *starts = NULL,
+                *values = NULL, *inverse = NULL, *counts = NULL;
+    rc = weft_reshape(&flat, self, &minus_one, 1);
+    if (rc == 0)
+        rc = weft_sort(&sorted, &order, flat, 0, false);
+    if (rc == 0)
+        rc = weft_to_dtype(&wide, sorted, weft_dtype_is_floating(dt) ? WEFT_FLOAT64 : WEFT_INT64);
+    if (rc == 0)
+        rc = weft_empty(&starts, &n, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    int64_t groups = 0;
+    if (rc == 0) {
+        int64_t *st = weft_tensor_data_ptr(starts);
+        if (weft_dtype_is_floating(dt)) {
+            const double *v = weft_tensor_data_ptr(wide);
+            for (int64_t i = 0; i < n; i++)
+                if (i == 0 || !(v[i] == v[i - 1]))
+                    st[groups++] = i;
+        } else {
+            const int64_t *v = weft_tensor_data_ptr(wide);
+            for (int64_t i = 0; i < n; i++)
+                if (i == 0 || v[i] != v[i - 1])
+                    st[groups++] = i;
+        }
+    }
+    weft_tensor *used = NULL;
+    if (rc == 0)
+        rc = weft_narrow(&used, starts, 0, 0, groups);
+    if (rc == 0)
+        rc = weft_index_select(&values, sorted, 0, used);
+    weft_tensor_release(used);
+    if (rc == 0)
+        rc = want_inverse ? weft_empty(&inverse, weft_tensor_sizes(self), weft_tensor_ndim(self),
+                                       WEFT_INT64, WEFT_DEVICE_CPU)
+                          : weft_empty(&inverse, &zero, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    if (rc == 0)
+        rc = weft_empty(&counts, want_counts ? &groups : &zero, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        const int64_t *st = weft_tensor_data_ptr(starts), *ord = weft_tensor_data_ptr(order);
+        int64_t *inv = weft_tensor_data_ptr(inverse), *cnt = weft_tensor_data_ptr(counts);
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t end = g + 1 < groups ? st[g + 1] : n;
+            if (want_counts)
+                cnt[g] = end - st[g];
+            for (int64_t i = st[g]; want_inverse && i < end; i++)
+                inv[ord[i]] = g;
+        }
+        cpu__set_ret(call, 0, values);
+        cpu__set_ret(call, 1, inverse);
+        cpu__set_ret(call, 2, counts);
+        values = inverse = counts = NULL;
+    }
+    weft_tensor *temps[] = {flat, sorted, order, wide, starts, values, inverse, counts};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
 static const sort_kind sort_values = SORT_VALUES, argsort = ARGSORT, topk = TOPK;
 
 static const cpu_kernel_entry sort_entries[] = {
     {"sort", sort_kernel, &sort_values},
     {"argsort", sort_kernel, &argsort},
     {"topk", sort_kernel, &topk},
+    {"unique", unique_kernel, NULL},
 };
 
 int cpu__register_sort(weft_registrar *reg)

@@ -303,4 +303,22 @@ def random_operators():
     raises(RuntimeError, weft.multinomial, weft.tensor([0.0, 0.0]), 1, contains="sum of probabilities")
 
 
+@test
+def indexing_operators():
+    """tile, take, index_put(_) with masks, scatter_reduce, unique"""
+    x = weft.arange(6.0).reshape([2, 3])
+    eq(x.tile([2]).shape, (2, 6))
+    eq(x.take(weft.tensor([0, -1])).tolist(), [0.0, 5.0])
+    eq(x.index_put([weft.tensor([1, 1])], weft.tensor(1.0), True).tolist()[1], [5.0, 6.0, 7.0])
+    y = x.clone()
+    y.index_put_([weft.tensor([True, False])], weft.tensor(9.0))
+    eq(y.tolist(), [[9.0, 9.0, 9.0], [3.0, 4.0, 5.0]])
+    r = x.scatter_reduce(1, weft.tensor([[0, 0], [2, 2]]), weft.ones(2, 2), "sum", include_self=False)
+    eq(r.tolist(), [[2.0, 1.0, 2.0], [3.0, 4.0, 2.0]])
+    u, inv, cnt = weft.unique(weft.tensor([3, 1, 3]), return_inverse=True, return_counts=True)
+    eq((u.tolist(), inv.tolist(), cnt.tolist()), ([1, 3], [1, 0, 1], [1, 2]))
+    raises(IndexError, x.take, weft.tensor([6]), contains="take")
+    raises(RuntimeError, x.scatter_reduce, 0, weft.tensor([[0]]), x, "max", contains="amax")
+
+
 done()
