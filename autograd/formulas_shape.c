@@ -685,6 +685,130 @@ static const formula split_formulas[] = {
     {"unbind", "UnbindBackward", split_backward, NULL, 0x1, false},
 };
 
+/* ------------------------------------------------------- scatter_reduce */
+
+enum { SR_SUM, SR_PROD, SR_MEAN, SR_AMAX, SR_AMIN };
+
+/* scatter_reduce(self, dim, index, src, reduce, *, include_self): self's
+ * and src's shapes, then [dim, reduce, include_self]; saves index, and for
+ * amax/amin self, src and the result. */
+static int record_scatter_reduce(wf_node *n, const weft_call *call, weft_tensor *result,
+                                 weft_tensor *old)
+{
+    (void)old;
+    static const char *const names[] = {"sum", "prod", "mean", "amax", "amin"};
+    const char *reduce = call->args[4].u.string;
+    int64_t kind = 0;
+    while (kind < 5 && strcmp(reduce, names[kind]) != 0)
+        kind++;
+    const weft_tensor *self = call->args[0].u.tensor, *index = call->args[2].u.tensor,
+                      *src = call->args[3].u.tensor;
+    if (kind == SR_PROD)
+        return wf__errorf(WEFT_ENOTSUP, "scatter_reduce: the derivative of reduce='prod' is not "
+                          "implemented (run it with grad mode off or on detached tensors)");
+    if ((kind == SR_AMAX || kind == SR_AMIN) &&
+        (index->ndim != src->ndim || memcmp(index->sizes, src->sizes, (size_t)src->ndim * sizeof(int64_t))))
+        return wf__errorf(WEFT_ENOTSUP, "scatter_reduce: the derivative of reduce='%s' needs "
+                          "index and src of one shape", reduce);
+    const weft_tensor *ts[2] = {self, src};
+    TRY(store_shapes(n, ts, 2));
+    int64_t extra[3] = {call->args[1].u.i, kind, call->args[5].u.b};
+    TRY(append_info(n, extra, 3));
+    TRY(wf__node_save(n, 0, index, result));
+    if (kind == SR_AMAX || kind == SR_AMIN) {
+        TRY(wf__node_save(n, 1, self, result));
+        TRY(wf__node_save(n, 2, src, result));
+        TRY(wf__node_save(n, 3, result, result));
+    }
+    return 0;
+}
+
+/* sum: self's gradient passes (zeroed where written, without self), src's
+ * is gathered; mean: both divided by how many values met at the position;
+ * amax/amin: shared evenly among the values equal to the result. */
+static int scatter_reduce_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *extra = extra_info(n, 2);
+    int dim = (int)extra[0], kind = (int)extra[1];
+    bool include_self = extra[2] != 0;
+    const int64_t *self_sizes, *src_sizes;
+    int self_nd, src_nd;
+    weft_dtype dt;
+    shape_of(n, 0, &self_sizes, &self_nd, &dt);
+    shape_of(n, 1, &src_sizes, &src_nd, &dt);
+    weft_dtype gdt = (weft_dtype)go[0]->dtype;
+    weft_tensor *count = NULL, *base = NULL, *ones = NULL, *grad = NULL, *zeros = NULL,
+                *self_is = NULL, *src_is = NULL, *picked = NULL, *self_f = NULL, *src_f = NULL,
+                *spread = NULL, *tmp = NULL, *gathered = NULL;
+    if (kind == SR_SUM) {
+        grad = weft_tensor_retain(go[0]);
+    } else if (kind == SR_MEAN) {
+        rc = include_self ? weft_ones(&base, self_sizes, self_nd, gdt, go[0]->device)
+                          : weft_zeros(&base, self_sizes, self_nd, gdt, go[0]->device);
+        if (rc == 0)
+            rc = weft_ones(&ones, src_sizes, src_nd, gdt, go[0]->device);
+        if (rc == 0)
+            rc = weft_scatter_add(&tmp, base, dim, index, ones);
+        if (rc == 0)
+            rc = weft_clamp_min(&count, tmp, 1);
+        if (rc == 0)
+            rc = weft_div(&grad, go[0], count);
+    } else {
+        weft_tensor *self = saved(n, 1, &rc), *src = self ? saved(n, 2, &rc) : NULL,
+                    *result = src ? saved(n, 3, &rc) : NULL;
+        if (rc < 0)
+            return rc;
+        rc = weft_eq(&self_is, self, result);
+        if (rc == 0 && !include_self) { /* self's value did not take part where written */
+            weft_tensor *f = NULL, *masked = NULL;
+            rc = weft_zeros(&f, src_sizes, src_nd, WEFT_BOOL, go[0]->device);
+            if (rc == 0)
+                rc = weft_scatter(&masked, self_is, dim, index, f);
+            weft_tensor_release(f);
+            weft_tensor_release(self_is);
+            self_is = masked;
+        }
+        if (rc == 0)
+            rc = weft_gather(&picked, result, dim, index);
+        if (rc == 0)
+            rc = weft_eq(&src_is, src, picked);
+        if (rc == 0)
+            rc = weft_to_dtype(&self_f, self_is, gdt);
+        if (rc == 0)
+            rc = weft_to_dtype(&src_f, src_is, gdt);
+        if (rc == 0)
+            rc = weft_scatter_add(&tmp, self_f, dim, index, src_f);
+        if (rc == 0)
+            rc = weft_clamp_min(&count, tmp, 1);
+        if (rc == 0)
+            rc = weft_div(&spread, go[0], count);
+        if (rc == 0 && wants(n, 0))
+            rc = weft_mul(&gi[0], spread, self_f);
+        if (rc == 0 && wants(n, 1))
+            rc = weft_gather(&gathered, spread, dim, index);
+        if (rc == 0 && wants(n, 1))
+            rc = weft_mul(&gi[1], gathered, src_f);
+    }
+    if (rc == 0 && grad && wants(n, 0)) {
+        if (include_self) {
+            gi[0] = weft_tensor_retain(grad);
+        } else if ((rc = weft_zeros(&zeros, src_sizes, src_nd, gdt, go[0]->device)) == 0) {
+            rc = weft_scatter(&gi[0], grad, dim, index, zeros);
+        }
+    }
+    if (rc == 0 && grad && wants(n, 1))
+        rc = src_grad(n, grad, index, dim, &gi[1]);
+    weft_tensor *temps[] = {count, base, ones, grad, zeros, self_is, src_is, picked, self_f,
+                            src_f, spread, tmp, gathered};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
 /* ------------------------------------------------------------ index_put */
 
 /* The flat position, among self's first K dims, that index_put's indices
@@ -871,6 +995,8 @@ static const formula shape_formulas[] = {
     {"topk", "TopkBackward", sorted_backward, record_sorted, 0x1, false},
     {"masked_select", "MaskedSelectBackward", masked_select_backward, record_masked_select, 0x1,
      false},
+    {"scatter_reduce", "ScatterReduceBackward", scatter_reduce_backward, record_scatter_reduce,
+     0x9, false},
 };
 
 void wf__autograd_register_shape(void)

@@ -648,8 +648,13 @@ static void test_unique(void)
 
 /* ------------------------------------------------------------ gradients */
 
-enum grad2_case { G_TILE, G_TAKE, G_INDEX_PUT, G_INDEX_PUT_ACC, G2_COUNT };
-static const char *const grad2_names[] = {"tile", "take", "index_put", "index_put accumulate"};
+enum grad2_case { G_TILE, G_TAKE, G_INDEX_PUT, G_INDEX_PUT_ACC, G_SR_SUM, G_SR_SUM_EX, G_SR_MEAN,
+                  G_SR_MEAN_EX, G_SR_AMAX, G_SR_AMIN_EX, G2_COUNT };
+static const char *const grad2_names[] = {
+    "tile", "take", "index_put", "index_put accumulate", "scatter_reduce sum",
+    "scatter_reduce sum without self", "scatter_reduce mean", "scatter_reduce mean without self",
+    "scatter_reduce amax", "scatter_reduce amin without self"};
+static weft_tensor *g_sr_index;
 static weft_tensor *g_take_index, *g_put_index;
 
 static int apply_grad2(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
@@ -662,8 +667,20 @@ static int apply_grad2(weft_tensor **out, weft_tensor *const *in, int n, void *c
         return weft_take(out, in[0], g_take_index);
     case G_INDEX_PUT:
         return weft_index_put(out, in[0], &g_put_index, 1, in[1], false);
-    default:
+    case G_INDEX_PUT_ACC:
         return weft_index_put(out, in[0], &g_put_index, 1, in[1], true);
+    case G_SR_SUM:
+    case G_SR_SUM_EX:
+        return weft_scatter_reduce_ex(out, in[0], 1, g_sr_index, in[1], "sum",
+                                      (intptr_t)ctx == G_SR_SUM);
+    case G_SR_MEAN:
+    case G_SR_MEAN_EX:
+        return weft_scatter_reduce_ex(out, in[0], -1, g_sr_index, in[1], "mean",
+                                      (intptr_t)ctx == G_SR_MEAN);
+    case G_SR_AMAX:
+        return weft_scatter_reduce_ex(out, in[0], 1, g_sr_index, in[1], "amax", true);
+    default:
+        return weft_scatter_reduce_ex(out, in[0], 1, g_sr_index, in[1], "amin", false);
     }
 }
 
@@ -675,6 +692,10 @@ static void test_gradients2(void)
     weft_tensor_set_requires_grad(v, true);
     g_take_index = ints_tensor(INTS(2, 2), 2, (int64_t[]){0, 5, -1, 3});
     g_put_index = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 2});
+    /* distinct values everywhere, so amax/amin have no ties */
+    weft_tensor *src2 = make(WEFT_FLOAT64, INTS(3, 2), 2, (double[]){0.75, 2.5, -3, 1.25, 0.1, 4});
+    weft_tensor_set_requires_grad(src2, true);
+    g_sr_index = ints_tensor(INTS(3, 2), 2, (int64_t[]){0, 0, 1, 0, 1, 1});
     for (int c = 0; c < G2_COUNT; c++) {
         weft_tensor *in[2] = {x, v};
         int n = c >= G_INDEX_PUT ? 2 : 1;
@@ -682,10 +703,18 @@ static void test_gradients2(void)
             g_put_index = ints_tensor(INTS(2), 1, (int64_t[]){2, 0});
         if (c == G_INDEX_PUT_ACC)
             g_put_index = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 2});
+        if (c >= G_SR_SUM) {
+            in[1] = src2;
+            n = 2;
+        }
         int rc = weft_gradcheck(apply_grad2, (void *)(intptr_t)c, in, n, 1e-6, 1e-6, 1e-4);
         if (!ok(rc == 0, "gradcheck: %s", grad2_names[c]))
             diag("%s", weft_last_error());
     }
+    weft_tensor *r = NULL;
+    ok(weft_scatter_reduce(&r, x, 1, g_sr_index, src2, "prod") == WEFT_ENOTSUP && r == NULL,
+       "scatter_reduce prod with grad: refused clearly");
+    like(weft_last_error(), "prod", "  the message names the reduction");
     drop_all();
 }
 
