@@ -716,7 +716,7 @@ static int record_scatter_reduce(wf_node *n, const weft_call *call, weft_tensor 
     TRY(append_info(n, extra, 3));
     TRY(wf__node_save(n, 0, index, result));
     if (kind == SR_AMAX || kind == SR_AMIN) {
-        TRY(wf__node_save(n, 1, self, result));
+        TRY(wf__node_save(n, 1, old ? old : self, result)); /* in place: self before */
         TRY(wf__node_save(n, 2, src, result));
         TRY(wf__node_save(n, 3, result, result));
     }
@@ -921,49 +921,23 @@ static int index_put_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     return rc;
 }
 
-/* The Autograd kernel of index_put: edges to self and values, the index
- * tensors (a list) saved. */
-static int index_put_autograd_kernel(weft_call *call, void *ctx)
+/* index_put(self, indices, values, accumulate) and index_put_: self's and
+ * values' shapes, accumulate; the index tensors (a list) saved in order */
+static int record_index_put(wf_node *n, const weft_call *call, weft_tensor *result,
+                            weft_tensor *old)
 {
-    const formula *f = ctx;
-    const weft_tensor *self = call->args[0].u.tensor, *values = call->args[2].u.tensor;
-    weft_tensor *const *indices = call->args[1].u.tensors;
-    const int nidx = call->args[1].len;
-    bool need = wf__requires_grad(self) || wf__requires_grad(values);
-    int rc = call_below(call);
-    if (rc < 0 || !need)
-        return rc;
-    weft_tensor *result = call->rets[0].u.tensor;
-    wf_node *node = wf__node_new(f->node_name, f->backward, 2, 1);
-    if (!node)
-        rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
-    if (rc == 0)
-        rc = wf__edge_of(&node->edges[0], (weft_tensor *)self);
-    if (rc == 0)
-        rc = wf__edge_of(&node->edges[1], (weft_tensor *)values);
-    const weft_tensor *shapes[2] = {self, values};
-    if (rc == 0)
-        rc = store_shapes(node, shapes, 2);
+    (void)old;
+    const weft_value *list = &call->args[1];
+    if (list->len > WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_ESHAPE, "index_put: too many indices");
+    const weft_tensor *ts[2] = {call->args[0].u.tensor, call->args[2].u.tensor};
+    TRY(store_shapes(n, ts, 2));
     int64_t acc = call->args[3].u.b;
-    if (rc == 0)
-        rc = append_info(node, &acc, 1);
-    if (rc == 0 && nidx > WEFT_MAX_DIMS)
-        rc = wf__errorf(WEFT_ESHAPE, "%s: too many indices", f->op);
-    for (int i = 0; rc == 0 && i < nidx; i++)
-        rc = wf__node_save(node, i, indices[i], result);
-    if (rc == 0)
-        rc = wf__set_history(result, node, 0);
-    if (node)
-        wf__node_release(node);
-    if (rc < 0) {
-        weft_tensor_release(result);
-        call->rets[0].u.tensor = NULL;
-    }
-    return rc;
+    TRY(append_info(n, &acc, 1));
+    for (int i = 0; i < list->len; i++)
+        TRY(wf__node_save(n, i, list->u.tensors[i], result));
+    return 0;
 }
-
-static const formula index_put_formula = {"index_put", "IndexPutBackward", index_put_backward,
-                                          NULL, 0x5, false};
 
 /* ------------------------------------------------------------ the table */
 
@@ -997,6 +971,10 @@ static const formula shape_formulas[] = {
      false},
     {"scatter_reduce", "ScatterReduceBackward", scatter_reduce_backward, record_scatter_reduce,
      0x9, false},
+    {"scatter_reduce_", "ScatterReduceBackward", scatter_reduce_backward, record_scatter_reduce,
+     0x9, true},
+    {"index_put", "IndexPutBackward", index_put_backward, record_index_put, 0x5, false},
+    {"index_put_", "IndexPutBackward", index_put_backward, record_index_put, 0x5, false},
 };
 
 void wf__autograd_register_shape(void)
@@ -1006,9 +984,6 @@ void wf__autograd_register_shape(void)
                                  WEFT_ALL_BACKENDS, list_autograd_kernel,
                                  (void *)&list_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
-    if (weft_register_kernel(wf__core_registrar, "index_put", WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
-                             index_put_autograd_kernel, (void *)&index_put_formula, NULL) < 0)
-        fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof split_formulas / sizeof split_formulas[0]; i++)
         if (weft_register_kernel(wf__core_registrar, split_formulas[i].op, WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, split_autograd_kernel,

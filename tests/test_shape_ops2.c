@@ -648,12 +648,17 @@ static void test_unique(void)
 
 /* ------------------------------------------------------------ gradients */
 
-enum grad2_case { G_TILE, G_TAKE, G_INDEX_PUT, G_INDEX_PUT_ACC, G_SR_SUM, G_SR_SUM_EX, G_SR_MEAN,
-                  G_SR_MEAN_EX, G_SR_AMAX, G_SR_AMIN_EX, G2_COUNT };
+enum grad2_case { G_TILE, G_TAKE, G_INDEX_PUT, G_INDEX_PUT_ACC, G_INDEX_PUT_INPLACE, G_SR_SUM,
+                  G_SR_SUM_EX, G_SR_MEAN, G_SR_MEAN_EX, G_SR_AMAX, G_SR_AMIN_EX, G_SR_AMAX_INPLACE,
+                  G2_COUNT };
 static const char *const grad2_names[] = {
-    "tile", "take", "index_put", "index_put accumulate", "scatter_reduce sum",
-    "scatter_reduce sum without self", "scatter_reduce mean", "scatter_reduce mean without self",
-    "scatter_reduce amax", "scatter_reduce amin without self"};
+    "tile", "take", "index_put", "index_put accumulate", "index_put_ accumulate on a copy",
+    "scatter_reduce sum", "scatter_reduce sum without self", "scatter_reduce mean",
+    "scatter_reduce mean without self", "scatter_reduce amax", "scatter_reduce amin without self",
+    "scatter_reduce_ amax on a copy"};
+
+/* in place on a non-leaf copy of in[0] */
+static int inplace_on_copy(weft_tensor **out, weft_tensor *const *in, enum grad2_case c);
 static weft_tensor *g_sr_index;
 static weft_tensor *g_take_index, *g_put_index;
 
@@ -679,9 +684,27 @@ static int apply_grad2(weft_tensor **out, weft_tensor *const *in, int n, void *c
                                       (intptr_t)ctx == G_SR_MEAN);
     case G_SR_AMAX:
         return weft_scatter_reduce_ex(out, in[0], 1, g_sr_index, in[1], "amax", true);
+    case G_INDEX_PUT_INPLACE:
+    case G_SR_AMAX_INPLACE:
+        return inplace_on_copy(out, in, (enum grad2_case)(intptr_t)ctx);
     default:
         return weft_scatter_reduce_ex(out, in[0], 1, g_sr_index, in[1], "amin", false);
     }
+}
+
+static int inplace_on_copy(weft_tensor **out, weft_tensor *const *in, enum grad2_case c)
+{
+    weft_tensor *copy = NULL;
+    int rc = weft_mul_scalar(&copy, in[0], 2.0);
+    if (rc == 0)
+        rc = c == G_INDEX_PUT_INPLACE
+                 ? weft_index_put_(copy, &g_put_index, 1, in[1], true)
+                 : weft_scatter_reduce_ex_(copy, 1, g_sr_index, in[1], "amax", true);
+    if (rc == 0)
+        *out = copy;
+    else
+        weft_tensor_release(copy);
+    return rc;
 }
 
 static void test_gradients2(void)
@@ -702,6 +725,8 @@ static void test_gradients2(void)
         if (c == G_INDEX_PUT) /* duplicates make the plain put's gradient ill-defined */
             g_put_index = ints_tensor(INTS(2), 1, (int64_t[]){2, 0});
         if (c == G_INDEX_PUT_ACC)
+            g_put_index = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 2});
+        if (c == G_INDEX_PUT_INPLACE)
             g_put_index = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 2});
         if (c >= G_SR_SUM) {
             in[1] = src2;
