@@ -282,6 +282,12 @@ static void test_split_grad(void)
         if (!ok(rc == 0, "gradcheck: %s", names[c]))
             diag("%s", weft_last_error());
     }
+    /* the backward (cat/stack of the pieces' gradients) differentiates again */
+    for (int c = S_SPLIT; c <= S_UNBIND; c += 3) {
+        int rc = weft_gradgradcheck(apply_split, (void *)(intptr_t)c, &x, 1, 1e-6, 1e-5, 1e-3);
+        if (!ok(rc == 0, "gradgradcheck: %s", names[c]))
+            diag("%s", weft_last_error());
+    }
     /* one node for all pieces, and the exact gradient of an unused piece */
     weft_tensor **list = NULL;
     int n = 0;
