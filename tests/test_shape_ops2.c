@@ -644,9 +644,33 @@ static void test_unique(void)
            same_shape(keep(inv), NULL, 0),
        "unique of a 0-d float16: inverse is 0-d");
     keep(cnt);
-    ok(weft_unique(&u, &inv, &cnt, x, true, false, false, INTS(0)) == WEFT_ENOTSUP && u == NULL,
-       "unique with a dim is refused clearly");
-    like(weft_last_error(), "dim=0", "  the message names the dim");
+    /* along a dim: distinct rows / columns, sorted lexicographically */
+    weft_tensor *m = make(WEFT_INT32, INTS(4, 3), 2,
+                          (double[]){2, 0, 1, 1, 5, 5, 2, 0, 1, 1, 5, 4});
+    ok(weft_unique(&u, &inv, &cnt, m, true, true, true, INTS(0)) == 0 &&
+           same_shape(keep(u), INTS(3, 3), 2) &&
+           values_are(u, (double[]){1, 5, 4, 1, 5, 5, 2, 0, 1}),
+       "unique(dim=0) of int32 [4, 3]: 3 distinct rows, sorted");
+    keep(inv), keep(cnt);
+    ok(values_are(inv, (double[]){2, 1, 2, 0}) && values_are(cnt, (double[]){1, 1, 2}),
+       "  inverse [4] and counts");
+    weft_tensor *mt = NULL;
+    weft_transpose(&mt, m, 0, 1);
+    keep(mt);
+    ok(weft_unique(&u, &inv, &cnt, mt, true, true, false, INTS(-1)) == 0 &&
+           same_shape(keep(u), INTS(3, 3), 2) && values_are(keep(inv), (double[]){2, 1, 2, 0}),
+       "unique(dim=-1) of the transpose: the same, as columns");
+    keep(cnt);
+    weft_tensor *fr = make(WEFT_FLOAT64, INTS(3, 2), 2, (double[]){NAN, 1, NAN, 1, 0, 1});
+    ok(weft_unique(&u, &inv, &cnt, fr, true, false, true, INTS(0)) == 0 &&
+           weft_tensor_size(keep(u), 0) == 3 && values_are(keep(cnt), (double[]){1, 1, 1}),
+       "unique(dim=0): rows holding NaN equal no other row");
+    keep(inv);
+    weft_tensor *s0 = make(WEFT_FLOAT32, NULL, 0, (double[]){1});
+    ok(weft_unique(&u, &inv, &cnt, s0, true, false, false, INTS(0)) == WEFT_ESHAPE && u == NULL,
+       "unique with a dim of a 0-d tensor fails");
+    ok(weft_unique(&u, &inv, &cnt, x, true, false, false, INTS(2)) == WEFT_ERANGE,
+       "unique with dim out of range fails");
     weft_tensor *c = iota(WEFT_COMPLEX64, INTS(2), 1);
     ok(weft_unique(&u, &inv, &cnt, c, true, false, false, NULL) == WEFT_EDTYPE, "complex fails");
     drop_all();
