@@ -554,6 +554,367 @@ static int list_autograd_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
+/* ------------------------------------------ split, chunk, unbind (Tensor[]) */
+
+/* One node for all the pieces: info is [ndim, self sizes..., dtype, dim,
+ * unbind?, pieces, length of each piece along dim...].  The input's
+ * gradient is the pieces' gradients put back together (cat, or stack for
+ * unbind), a piece that got none contributing zeros — one pass over the
+ * input, however many pieces there are. */
+static int split_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    if (!wants(n, 0))
+        return 0;
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    const int64_t *extra = extra_info(n, 1);
+    int dim = (int)extra[0];
+    bool unbind = extra[1] != 0;
+    int count = (int)extra[2];
+    const int64_t *lengths = extra + 3;
+    const weft_tensor *like = NULL;
+    for (int k = 0; k < count && !like; k++)
+        like = go[k];
+    if (!like)
+        return 0; /* no piece was used */
+    weft_tensor **parts = calloc((size_t)count, sizeof *parts);
+    if (!parts)
+        return wf__errorf(WEFT_ENOMEM, "SplitBackward: out of memory");
+    int rc = 0;
+    int64_t piece[WEFT_MAX_DIMS];
+    for (int k = 0; rc == 0 && k < count; k++) {
+        if (go[k]) {
+            parts[k] = weft_tensor_retain(go[k]);
+            continue;
+        }
+        int pn = 0;
+        for (int d = 0; d < ndim; d++) {
+            if (d == dim && unbind)
+                continue;
+            piece[pn++] = d == dim ? lengths[k] : sizes[d];
+        }
+        rc = weft_zeros(&parts[k], piece, pn, (weft_dtype)like->dtype, like->device);
+    }
+    if (rc == 0)
+        rc = unbind ? weft_stack(&gi[0], parts, count, dim) : weft_cat(&gi[0], parts, count, dim);
+    for (int k = 0; k < count; k++)
+        weft_tensor_release(parts[k]);
+    free(parts);
+    return rc;
+}
+
+/* The Autograd kernel of split, split_with_sizes, chunk and unbind: the
+ * pieces (views made below with autograd off, so they record nothing of
+ * their own) all become outputs of one node. */
+static int split_autograd_kernel(weft_call *call, void *ctx)
+{
+    const formula *f = ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    bool need = wf__requires_grad(self);
+    int rc = call_below(call);
+    if (rc < 0 || !need)
+        return rc;
+    weft_tensor **pieces = (weft_tensor **)call->rets[0].u.tensors;
+    const int count = call->rets[0].len;
+    const bool unbind = !strcmp(f->op, "unbind");
+    const int dim_arg = unbind ? 1 : 2;
+    int dim = 0;
+    wf_node *node = NULL;
+    if (count == 0)
+        return 0; /* nothing to differentiate: an empty list */
+    rc = wf__wrap_dim(&dim, (int)call->args[dim_arg].u.i, self->ndim, f->op);
+    if (rc == 0) {
+        node = wf__node_new(f->node_name, f->backward, 1, count);
+        if (!node)
+            rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
+    }
+    if (rc == 0)
+        rc = wf__edge_of(&node->edges[0], (weft_tensor *)self);
+    if (rc == 0)
+        rc = store_shapes(node, &self, 1);
+    int64_t head[3] = {dim, unbind, count};
+    if (rc == 0)
+        rc = append_info(node, head, 3);
+    for (int k = 0; rc == 0 && k < count; k++) {
+        int64_t len = unbind ? 1 : pieces[k]->sizes[dim];
+        rc = append_info(node, &len, 1);
+    }
+    for (int k = 0; rc == 0 && k < count; k++)
+        rc = wf__set_history(pieces[k], node, k);
+    if (node)
+        wf__node_release(node);
+    if (rc < 0) {
+        weft_tensor_list_free(pieces, count);
+        call->rets[0].tag = WEFT_VALUE_NONE;
+        call->rets[0].len = 0;
+        call->rets[0].u.tensors = NULL;
+    }
+    return rc;
+}
+
+static const formula split_formulas[] = {
+    {"split", "SplitBackward", split_backward, NULL, 0x1, false},
+    {"split_with_sizes", "SplitWithSizesBackward", split_backward, NULL, 0x1, false},
+    {"chunk", "SplitBackward", split_backward, NULL, 0x1, false},
+    {"unbind", "UnbindBackward", split_backward, NULL, 0x1, false},
+};
+
+/* ------------------------------------------------------- scatter_reduce */
+
+enum { SR_SUM, SR_PROD, SR_MEAN, SR_AMAX, SR_AMIN };
+
+/* scatter_reduce(self, dim, index, src, reduce, *, include_self): self's
+ * and src's shapes, then [dim, reduce, include_self]; saves index, and for
+ * amax/amin self, src and the result. */
+static int record_scatter_reduce(wf_node *n, const weft_call *call, weft_tensor *result,
+                                 weft_tensor *old)
+{
+    (void)old;
+    static const char *const names[] = {"sum", "prod", "mean", "amax", "amin"};
+    const char *reduce = call->args[4].u.string;
+    int64_t kind = 0;
+    while (kind < 5 && strcmp(reduce, names[kind]) != 0)
+        kind++;
+    const weft_tensor *self = call->args[0].u.tensor, *index = call->args[2].u.tensor,
+                      *src = call->args[3].u.tensor;
+    if (kind == SR_PROD)
+        return wf__errorf(WEFT_ENOTSUP, "scatter_reduce: the derivative of reduce='prod' is not "
+                          "implemented (run it with grad mode off or on detached tensors)");
+    if ((kind == SR_AMAX || kind == SR_AMIN) &&
+        (index->ndim != src->ndim || memcmp(index->sizes, src->sizes, (size_t)src->ndim * sizeof(int64_t))))
+        return wf__errorf(WEFT_ENOTSUP, "scatter_reduce: the derivative of reduce='%s' needs "
+                          "index and src of one shape", reduce);
+    const weft_tensor *ts[2] = {self, src};
+    TRY(store_shapes(n, ts, 2));
+    int64_t extra[3] = {call->args[1].u.i, kind, call->args[5].u.b};
+    TRY(append_info(n, extra, 3));
+    TRY(wf__node_save(n, 0, index, result));
+    if (kind == SR_AMAX || kind == SR_AMIN) {
+        TRY(wf__node_save(n, 1, old ? old : self, result)); /* in place: self before */
+        TRY(wf__node_save(n, 2, src, result));
+        TRY(wf__node_save(n, 3, result, result));
+    }
+    return 0;
+}
+
+/* sum: self's gradient passes (zeroed where written, without self), src's
+ * is gathered; mean: both divided by how many values met at the position;
+ * amax/amin: shared evenly among the values equal to the result. */
+static int scatter_reduce_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *index = saved(n, 0, &rc);
+    if (rc < 0)
+        return rc;
+    const int64_t *extra = extra_info(n, 2);
+    int dim = (int)extra[0], kind = (int)extra[1];
+    bool include_self = extra[2] != 0;
+    const int64_t *self_sizes, *src_sizes;
+    int self_nd, src_nd;
+    weft_dtype dt;
+    shape_of(n, 0, &self_sizes, &self_nd, &dt);
+    shape_of(n, 1, &src_sizes, &src_nd, &dt);
+    weft_dtype gdt = (weft_dtype)go[0]->dtype;
+    weft_tensor *count = NULL, *base = NULL, *ones = NULL, *grad = NULL, *zeros = NULL,
+                *self_is = NULL, *src_is = NULL, *picked = NULL, *self_f = NULL, *src_f = NULL,
+                *spread = NULL, *tmp = NULL, *gathered = NULL;
+    if (kind == SR_SUM) {
+        grad = weft_tensor_retain(go[0]);
+    } else if (kind == SR_MEAN) {
+        rc = include_self ? weft_ones(&base, self_sizes, self_nd, gdt, go[0]->device)
+                          : weft_zeros(&base, self_sizes, self_nd, gdt, go[0]->device);
+        if (rc == 0)
+            rc = weft_ones(&ones, src_sizes, src_nd, gdt, go[0]->device);
+        if (rc == 0)
+            rc = weft_scatter_add(&tmp, base, dim, index, ones);
+        if (rc == 0)
+            rc = weft_clamp_min(&count, tmp, 1);
+        if (rc == 0)
+            rc = weft_div(&grad, go[0], count);
+    } else {
+        weft_tensor *self = saved(n, 1, &rc), *src = self ? saved(n, 2, &rc) : NULL,
+                    *result = src ? saved(n, 3, &rc) : NULL;
+        if (rc < 0)
+            return rc;
+        rc = weft_eq(&self_is, self, result);
+        if (rc == 0 && !include_self) { /* self's value did not take part where written */
+            weft_tensor *f = NULL, *masked = NULL;
+            rc = weft_zeros(&f, src_sizes, src_nd, WEFT_BOOL, go[0]->device);
+            if (rc == 0)
+                rc = weft_scatter(&masked, self_is, dim, index, f);
+            weft_tensor_release(f);
+            weft_tensor_release(self_is);
+            self_is = masked;
+        }
+        if (rc == 0)
+            rc = weft_gather(&picked, result, dim, index);
+        if (rc == 0)
+            rc = weft_eq(&src_is, src, picked);
+        if (rc == 0)
+            rc = weft_to_dtype(&self_f, self_is, gdt);
+        if (rc == 0)
+            rc = weft_to_dtype(&src_f, src_is, gdt);
+        if (rc == 0)
+            rc = weft_scatter_add(&tmp, self_f, dim, index, src_f);
+        if (rc == 0)
+            rc = weft_clamp_min(&count, tmp, 1);
+        if (rc == 0)
+            rc = weft_div(&spread, go[0], count);
+        if (rc == 0 && wants(n, 0))
+            rc = weft_mul(&gi[0], spread, self_f);
+        if (rc == 0 && wants(n, 1))
+            rc = weft_gather(&gathered, spread, dim, index);
+        if (rc == 0 && wants(n, 1))
+            rc = weft_mul(&gi[1], gathered, src_f);
+    }
+    if (rc == 0 && grad && wants(n, 0)) {
+        if (include_self) {
+            gi[0] = weft_tensor_retain(grad);
+        } else if ((rc = weft_zeros(&zeros, src_sizes, src_nd, gdt, go[0]->device)) == 0) {
+            rc = weft_scatter(&gi[0], grad, dim, index, zeros);
+        }
+    }
+    if (rc == 0 && grad && wants(n, 1))
+        rc = src_grad(n, grad, index, dim, &gi[1]);
+    weft_tensor *temps[] = {count, base, ones, grad, zeros, self_is, src_is, picked, self_f,
+                            src_f, spread, tmp, gathered};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
+/* ------------------------------------------------------------ index_put */
+
+/* The flat position, among self's first K dims, that index_put's indices
+ * name: each index tensor (a mask: its nonzero columns) wrapped, weighted
+ * by the row-major stride of its dim, summed with broadcasting.  *k_out
+ * gets K.  Made of weft operators, so it runs on any device. */
+static int linear_index(weft_tensor **out, int *k_out, weft_tensor *const *indices, int n,
+                        const int64_t *sizes)
+{
+    weft_tensor *cols[WEFT_MAX_DIMS];
+    int K = 0, rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        weft_dtype dt = (weft_dtype)indices[i]->dtype;
+        if (dt == WEFT_BOOL || dt == WEFT_UINT8) {
+            weft_tensor *nz = NULL;
+            rc = weft_nonzero(&nz, indices[i]);
+            for (int d = 0; rc == 0 && d < indices[i]->ndim && K < WEFT_MAX_DIMS; d++)
+                rc = weft_select(&cols[K++], nz, 1, d);
+            weft_tensor_release(nz);
+        } else if (K < WEFT_MAX_DIMS) {
+            cols[K++] = weft_tensor_retain(indices[i]);
+        }
+    }
+    weft_tensor *sum = NULL;
+    int64_t stride = 1;
+    for (int k = K - 1; rc == 0 && k >= 0; k--) {
+        weft_tensor *neg = NULL, *shifted = NULL, *wrapped = NULL, *scaled = NULL, *next = NULL;
+        rc = weft_lt_scalar(&neg, cols[k], 0);
+        if (rc == 0)
+            rc = weft_add_scalar(&shifted, cols[k], (double)sizes[k]);
+        if (rc == 0)
+            rc = weft_where(&wrapped, neg, shifted, cols[k]);
+        if (rc == 0)
+            rc = weft_mul_scalar(&scaled, wrapped, (double)stride);
+        if (rc == 0 && sum) {
+            rc = weft_add(&next, sum, scaled);
+            weft_tensor_release(sum);
+            sum = next;
+        } else if (rc == 0) {
+            sum = weft_tensor_retain(scaled);
+        }
+        stride *= sizes[k];
+        weft_tensor *temps[] = {neg, shifted, wrapped, scaled};
+        for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+            weft_tensor_release(temps[i]);
+    }
+    for (int k = 0; k < K; k++)
+        weft_tensor_release(cols[k]);
+    if (rc < 0) {
+        weft_tensor_release(sum);
+        return rc;
+    }
+    *out = sum;
+    *k_out = K;
+    return 0;
+}
+
+/* index_put: info is [self shape, values shape, accumulate]; the index
+ * tensors are saved.  self's gradient is the output's, with the written
+ * positions zeroed unless accumulating; values' is the output's gradient
+ * at the indexed positions, summed back to values' shape. */
+static int index_put_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    const int nidx = n->n_saved;
+    weft_tensor *indices[WEFT_MAX_DIMS];
+    int rc = 0;
+    for (int i = 0; i < nidx; i++)
+        if (!(indices[i] = saved(n, i, &rc)))
+            return rc;
+    bool accumulate = extra_info(n, 2)[0] != 0;
+    const int64_t *self_sizes;
+    int self_ndim;
+    weft_dtype dt;
+    shape_of(n, 0, &self_sizes, &self_ndim, &dt);
+    if (wants(n, 0)) {
+        if (accumulate) {
+            gi[0] = weft_tensor_retain(go[0]);
+        } else {
+            weft_tensor *zero = NULL;
+            TRY(weft_zeros(&zero, NULL, 0, (weft_dtype)go[0]->dtype, go[0]->device));
+            rc = weft_index_put(&gi[0], go[0], indices, nidx, zero, false);
+            weft_tensor_release(zero);
+            TRY(rc);
+        }
+    }
+    if (!wants(n, 1))
+        return 0;
+    weft_tensor *lin = NULL, *flat_lin = NULL, *flat = NULL, *picked = NULL, *shaped = NULL;
+    int K = 0;
+    TRY(linear_index(&lin, &K, indices, nidx, self_sizes));
+    int64_t rows = 1, minus_one = -1, flat_sizes[WEFT_MAX_DIMS + 1], full[2 * WEFT_MAX_DIMS];
+    for (int k = 0; k < K; k++)
+        rows *= self_sizes[k];
+    flat_sizes[0] = rows;
+    memcpy(flat_sizes + 1, self_sizes + K, (size_t)(self_ndim - K) * sizeof(int64_t));
+    memcpy(full, lin->sizes, (size_t)lin->ndim * sizeof(int64_t));
+    memcpy(full + lin->ndim, self_sizes + K, (size_t)(self_ndim - K) * sizeof(int64_t));
+    rc = weft_reshape(&flat_lin, lin, &minus_one, 1);
+    if (rc == 0)
+        rc = weft_reshape(&flat, go[0], flat_sizes, self_ndim - K + 1);
+    if (rc == 0)
+        rc = weft_index_select(&picked, flat, 0, flat_lin);
+    if (rc == 0)
+        rc = weft_reshape(&shaped, picked, full, lin->ndim + self_ndim - K);
+    if (rc == 0)
+        rc = fit_grad(&gi[1], n, 1, shaped);
+    weft_tensor *temps[] = {lin, flat_lin, flat, picked, shaped};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
+/* index_put(self, indices, values, accumulate) and index_put_: self's and
+ * values' shapes, accumulate; the index tensors (a list) saved in order */
+static int record_index_put(wf_node *n, const weft_call *call, weft_tensor *result,
+                            weft_tensor *old)
+{
+    (void)old;
+    const weft_value *list = &call->args[1];
+    if (list->len > WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_ESHAPE, "index_put: too many indices");
+    const weft_tensor *ts[2] = {call->args[0].u.tensor, call->args[2].u.tensor};
+    TRY(store_shapes(n, ts, 2));
+    int64_t acc = call->args[3].u.b;
+    TRY(append_info(n, &acc, 1));
+    for (int i = 0; i < list->len; i++)
+        TRY(wf__node_save(n, i, list->u.tensors[i], result));
+    return 0;
+}
+
 /* ------------------------------------------------------------ the table */
 
 static const formula list_formulas[] = {
@@ -584,6 +945,12 @@ static const formula shape_formulas[] = {
     {"topk", "TopkBackward", sorted_backward, record_sorted, 0x1, false},
     {"masked_select", "MaskedSelectBackward", masked_select_backward, record_masked_select, 0x1,
      false},
+    {"scatter_reduce", "ScatterReduceBackward", scatter_reduce_backward, record_scatter_reduce,
+     0x9, false},
+    {"scatter_reduce_", "ScatterReduceBackward", scatter_reduce_backward, record_scatter_reduce,
+     0x9, true},
+    {"index_put", "IndexPutBackward", index_put_backward, record_index_put, 0x5, false},
+    {"index_put_", "IndexPutBackward", index_put_backward, record_index_put, 0x5, false},
 };
 
 void wf__autograd_register_shape(void)
@@ -592,6 +959,11 @@ void wf__autograd_register_shape(void)
         if (weft_register_kernel(wf__core_registrar, list_formulas[i].op, WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, list_autograd_kernel,
                                  (void *)&list_formulas[i], NULL) < 0)
+            fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
+    for (size_t i = 0; i < sizeof split_formulas / sizeof split_formulas[0]; i++)
+        if (weft_register_kernel(wf__core_registrar, split_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, split_autograd_kernel,
+                                 (void *)&split_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof shape_formulas / sizeof shape_formulas[0]; i++)
         if (weft_register_kernel(wf__core_registrar, shape_formulas[i].op, WEFT_KEY_AUTOGRAD,

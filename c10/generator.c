@@ -117,6 +117,43 @@ WEFT_API int weft_randn(weft_tensor **out, const int64_t *sizes, int ndim, weft_
     return factory(out, sizes, ndim, dtype, device, g, true);
 }
 
+WEFT_API int weft_randint(weft_tensor **out, int64_t low, int64_t high, const int64_t *sizes,
+                          int ndim, weft_dtype dtype, weft_device device, weft_generator *g)
+{
+    if (!out)
+        return wf__errorf(WEFT_EINVAL, "randint: out is NULL");
+    *out = NULL;
+    if (low >= high)
+        return wf__errorf(WEFT_EINVAL, "randint: expects low < high, but got low=%lld, high=%lld",
+                          (long long)low, (long long)high);
+    int rc = weft_empty(out, sizes, ndim, dtype, device);
+    if (rc == 0)
+        rc = weft_random_ex_(*out, low, &high, g);
+    if (rc < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+WEFT_API int weft_randperm(weft_tensor **out, int64_t n, weft_dtype dtype, weft_device device,
+                           weft_generator *g)
+{
+    if (!out)
+        return wf__errorf(WEFT_EINVAL, "randperm: out is NULL");
+    *out = NULL;
+    if (n < 0)
+        return wf__errorf(WEFT_EINVAL, "randperm: n must be non-negative, got %lld", (long long)n);
+    int rc = weft_empty(out, &n, 1, dtype, device);
+    if (rc == 0)
+        rc = weft_randperm_out_ex(*out, n, g);
+    if (rc < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 WEFT_API int weft_arange(weft_tensor **out, double start, double end, double step,
                          weft_dtype dtype, weft_device device)
 {

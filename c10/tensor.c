@@ -175,6 +175,29 @@ WEFT_API void weft_tensor_release(weft_tensor *t)
     free(t);
 }
 
+WEFT_API int weft_tensor_list_new(weft_tensor ***out, int len)
+{
+    if (!out)
+        return wf__errorf(WEFT_EINVAL, "tensor_list_new: out is NULL");
+    *out = NULL;
+    if (len < 0)
+        return wf__errorf(WEFT_EINVAL, "tensor_list_new: negative length %d", len);
+    /* one entry even for an empty list, so that the result is never NULL */
+    *out = calloc(len > 0 ? (size_t)len : 1, sizeof(weft_tensor *));
+    if (!*out)
+        return wf__errorf(WEFT_ENOMEM, "tensor_list_new: out of memory for %d entries", len);
+    return 0;
+}
+
+WEFT_API void weft_tensor_list_free(weft_tensor **list, int len)
+{
+    if (!list)
+        return;
+    for (int i = 0; i < len; i++)
+        weft_tensor_release(list[i]);
+    free(list);
+}
+
 WEFT_API int weft_empty(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
                         weft_device device)
 {

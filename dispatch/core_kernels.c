@@ -1,8 +1,10 @@
 /* dispatch/core_kernels.c — the few kernels the core provides itself,
  * registered under the "core" registrar at start-up: copy_ between any two
  * devices and dtypes (the core owns host memory and the device interfaces),
- * and matmul as a composite of mm/bmm and views, so every backend that has mm
- * and bmm gets all of matmul's rank cases. */
+ * matmul as a composite of mm/bmm and views, so every backend that has mm
+ * and bmm gets all of matmul's rank cases, and tile and take as composites
+ * of repeat and of index_select, whose derivatives serve them too. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,11 +182,87 @@ static int matmul_kernel(weft_call *call, void *ctx)
     return 0;
 }
 
+/* ------------------------------------------------------ tile and take */
+
+/* tile(self, dims): repeat with dims padded by leading 1s up to self's
+ * rank (torch.tile).  A composite, so repeat's derivative serves it. */
+static int tile_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    const weft_value *dims = &call->args[1];
+    int64_t reps[WEFT_MAX_DIMS];
+    int n = dims->len, pad = self->ndim > n ? self->ndim - n : 0;
+    if (n > WEFT_MAX_DIMS)
+        return wf__errorf(WEFT_ESHAPE, "tile: %d dims are more than the %d a tensor may have", n,
+                          WEFT_MAX_DIMS);
+    for (int i = 0; i < pad; i++)
+        reps[i] = 1;
+    if (n)
+        memcpy(reps + pad, dims->u.ints, (size_t)n * sizeof(int64_t));
+    weft_tensor *r = NULL;
+    int rc = weft_repeat(&r, self, reps, pad + n);
+    if (rc < 0 && (rc == WEFT_EINVAL || rc == WEFT_ESHAPE)) {
+        char why[512]; /* the message buffer is about to be rewritten */
+        snprintf(why, sizeof why, "%s", weft_last_error());
+        return wf__errorf(rc, "tile: %s", why);
+    }
+    if (rc < 0)
+        return rc;
+    call->rets[0].tag = WEFT_VALUE_TENSOR;
+    call->rets[0].u.tensor = r;
+    return 0;
+}
+
+/* take(self, index): self as a flat row-major vector, indexed (negative
+ * indices count from the end), shaped like index.  Made of reshape,
+ * where and index_select, so it runs and differentiates wherever those
+ * do; index_select checks the range. */
+static int take_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = call->args[0].u.tensor, *index = call->args[1].u.tensor;
+    if (index->dtype != WEFT_INT64 && index->dtype != WEFT_INT32)
+        return wf__errorf(WEFT_EDTYPE, "take: index must be int64 (or int32), got %s",
+                          weft_dtype_name(index->dtype));
+    int64_t minus_one = -1, n = self->numel;
+    weft_tensor *flat = NULL, *negative = NULL, *shifted = NULL, *wrapped = NULL,
+                *flat_index = NULL, *picked = NULL, *r = NULL;
+    int rc = weft_reshape(&flat, self, &minus_one, 1);
+    if (rc == 0)
+        rc = weft_lt_scalar(&negative, index, 0);
+    if (rc == 0)
+        rc = weft_add_scalar(&shifted, index, (double)n);
+    if (rc == 0)
+        rc = weft_where(&wrapped, negative, shifted, index);
+    if (rc == 0)
+        rc = weft_reshape(&flat_index, wrapped, &minus_one, 1);
+    if (rc == 0 && (rc = weft_index_select(&picked, flat, 0, flat_index)) == WEFT_ERANGE) {
+        char why[512]; /* the message buffer is about to be rewritten */
+        snprintf(why, sizeof why, "%s", weft_last_error());
+        rc = wf__errorf(rc, "take: an index is out of range for self with %lld elements (%s)",
+                        (long long)n, why);
+    }
+    if (rc == 0)
+        rc = weft_reshape(&r, picked, index->sizes, index->ndim);
+    weft_tensor *temps[] = {flat, negative, shifted, wrapped, flat_index, picked};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    if (rc < 0)
+        return rc;
+    call->rets[0].tag = WEFT_VALUE_TENSOR;
+    call->rets[0].u.tensor = r;
+    return 0;
+}
+
 void wf__core_kernels_register(void)
 {
     weft_register_kernel(wf__core_registrar, "copy_", WEFT_KEY_COMPOSITE, 0, copy_kernel, NULL, NULL);
     weft_register_kernel(wf__core_registrar, "matmul", WEFT_KEY_COMPOSITE, 0, matmul_kernel, NULL,
                          NULL);
+    weft_register_kernel(wf__core_registrar, "tile", WEFT_KEY_COMPOSITE, 0, tile_kernel, NULL, NULL);
+    weft_register_kernel(wf__core_registrar, "take", WEFT_KEY_COMPOSITE, 0, take_kernel, NULL, NULL);
+    wf__split_kernels_register();
 }
 
 /* The core is ready before main(): devices, the operator table and its own

@@ -378,6 +378,7 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
     ks = (ks | wf__tls_included) & ~wf__tls_excluded;
     for (int i = 0; i < s->nrets; i++) {
         rets[i].tag = WEFT_VALUE_NONE;
+        rets[i].len = 0;
         rets[i].u.tensor = NULL;
     }
     /* the write's version is taken before the kernels run, so a layer that
@@ -386,6 +387,15 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
         weft_tensor_bump_version(args[0].u.tensor);
     weft_call call = {op, ks, args, nargs, rets, s->nrets};
     int rc = call_table(op, &call, ks);
+    if (rc >= 0 && s->list_result && rets[0].tag != WEFT_VALUE_TENSOR_LIST) {
+        /* callers free what they get with weft_tensor_list_free: anything
+         * else would be freed wrongly */
+        if (rets[0].tag == WEFT_VALUE_TENSOR)
+            weft_tensor_release(rets[0].u.tensor);
+        rets[0].tag = WEFT_VALUE_NONE;
+        rets[0].u.tensor = NULL;
+        return wf__errorf(WEFT_EINTERNAL, "%s: the kernel did not return a tensor list", s->name);
+    }
     return rc > 0 ? 0 : rc;
 }
 

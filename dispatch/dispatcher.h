@@ -46,6 +46,7 @@ typedef struct wf_schema {
     int nargs;
     int nrets;
     bool mutating; /* writes args[0] */
+    bool list_result; /* "-> Tensor[]": rets[0] is a WEFT_VALUE_TENSOR_LIST */
     wf_arg args[WF_MAX_ARGS];
 } wf_schema;
 
@@ -116,6 +117,8 @@ int wf__slot_for(int key, int device_type);
 
 weft_op *wf__op_by_id(int id);
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
+/* Registers split, split_with_sizes, chunk and unbind (dispatch/split_kernels.c). */
+void wf__split_kernels_register(void);
 /* Recomputes op's hot table from the registrations (registry lock held). */
 void wf__op_recompute(weft_op *op);
 void wf__dispatch_init(void);

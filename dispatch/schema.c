@@ -122,7 +122,14 @@ int wf__schema_parse(wf_schema *out, const char *text)
         out->nrets = 0;
     } else if (strncmp(r, "Tensor", 6) == 0 && *skip_space(r + 6) == '\0') {
         out->nrets = 1;
+    } else if (strncmp(r, "Tensor[]", 8) == 0 && *skip_space(r + 8) == '\0') {
+        /* one result slot holding a list (see weft_tensor_list_new) */
+        out->nrets = 1;
+        out->list_result = true;
     } else if (*r == '(') {
+        if (strstr(r, "[]"))
+            return wf__errorf(WEFT_EINVAL, "schema '%s': a Tensor[] result must be the only result",
+                              text);
         for (const char *q = r; (q = strstr(q, "Tensor")) != NULL; q += 6)
             out->nrets++;
     }

@@ -249,6 +249,67 @@ static PyObject *py_ones(PyObject *m, PyObject *a, PyObject *k) { return sized_f
 static PyObject *py_rand(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_RAND, a, k); }
 static PyObject *py_randn(PyObject *m, PyObject *a, PyObject *k) { return sized_factory(F_RANDN, a, k); }
 
+/* randint(high, size) or randint(low, high, size), as torch.randint; int64
+ * unless dtype says otherwise; from the default generator. */
+static PyObject *py_randint(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"low", "high", "size", "dtype", "device", "requires_grad", NULL};
+    long long low = 0, high = 0;
+    PyObject *high_o = Py_None, *size = Py_None, *dtype_o = NULL, *device_o = NULL;
+    int requires_grad = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|OO$OOp", kwlist, &low, &high_o, &size,
+                                     &dtype_o, &device_o, &requires_grad))
+        return NULL;
+    if (size == Py_None) { /* randint(high, size) */
+        size = high_o;
+        high = low;
+        low = 0;
+    } else {
+        high = PyLong_AsLongLong(high_o);
+        if (high == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (size == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "randint() needs high and size");
+        return NULL;
+    }
+    int64_t sizes[WEFT_MAX_DIMS];
+    int ndim;
+    weft_dtype dtype;
+    weft_device device;
+    PyObject *none = PyTuple_New(0);
+    int rc = none ? parse_sizes(none, size, sizes, &ndim) : -1;
+    Py_XDECREF(none);
+    if (rc < 0 || wpy_parse_dtype(dtype_o, &dtype) < 0 || wpy_parse_device(device_o, &device) < 0)
+        return NULL;
+    weft_tensor *t = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = weft_randint(&t, low, high, sizes, ndim, dtype == WEFT_DTYPE_UNSET ? WEFT_INT64 : dtype,
+                      device, NULL);
+    Py_END_ALLOW_THREADS
+    return wpy_factory_result(rc, t, requires_grad);
+}
+
+/* randperm(n): a random permutation of 0..n-1, int64 unless dtype says */
+static PyObject *py_randperm(PyObject *m, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"n", "dtype", "device", NULL};
+    long long n = 0;
+    PyObject *dtype_o = NULL, *device_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|$OO", kwlist, &n, &dtype_o, &device_o))
+        return NULL;
+    weft_dtype dtype;
+    weft_device device;
+    if (wpy_parse_dtype(dtype_o, &dtype) < 0 || wpy_parse_device(device_o, &device) < 0)
+        return NULL;
+    weft_tensor *t = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = weft_randperm(&t, n, dtype == WEFT_DTYPE_UNSET ? WEFT_INT64 : dtype, device, NULL);
+    Py_END_ALLOW_THREADS
+    return wpy_factory_result(rc, t, 0);
+}
+
 /* The dtype a Python number gives a new tensor, as torch.full and
  * torch.arange choose it: bool, int64, float32 (the default dtype). */
 static weft_dtype dtype_of_number(PyObject *o)
@@ -443,6 +504,10 @@ static PyMethodDef module_methods[] = {
      "rand(*size, dtype=None, device=None, requires_grad=False): uniform on [0, 1)"},
     {"randn", (PyCFunction)(void (*)(void))py_randn, METH_VARARGS | METH_KEYWORDS,
      "randn(*size, dtype=None, device=None, requires_grad=False): standard normal"},
+    {"randint", (PyCFunction)(void (*)(void))py_randint, METH_VARARGS | METH_KEYWORDS,
+     "randint(low=0, high, size, *, dtype=int64, device=None): integers uniform in [low, high)"},
+    {"randperm", (PyCFunction)(void (*)(void))py_randperm, METH_VARARGS | METH_KEYWORDS,
+     "randperm(n, *, dtype=int64, device=None): a random permutation of 0..n-1"},
     {"full", (PyCFunction)(void (*)(void))py_full, METH_VARARGS | METH_KEYWORDS,
      "full(size, fill_value, *, dtype=None, device=None, requires_grad=False)"},
     {"arange", (PyCFunction)(void (*)(void))py_arange, METH_VARARGS | METH_KEYWORDS,
@@ -464,7 +529,7 @@ static PyMethodDef module_methods[] = {
     {NULL},
 };
 
-/* What is simplest written in Python: context managers and randint. */
+/* What is simplest written in Python: the context managers. */
 static const char prelude[] =
     "class no_grad:\n"
     "    '''Context manager (and decorator) that turns gradient recording off in this thread.'''\n"
@@ -483,20 +548,7 @@ static const char prelude[] =
     "        return wrapper\n"
     "class enable_grad(no_grad):\n"
     "    '''Context manager (and decorator) that turns gradient recording on in this thread.'''\n"
-    "    _mode = True\n"
-    "def randint(low=0, high=None, size=None, *, dtype=None, device=None, requires_grad=False):\n"
-    "    '''randint(low=0, high, size): integers drawn uniformly from [low, high).'''\n"
-    "    if size is None:\n"
-    "        low, high, size = 0, low, high\n"
-    "    if high is None or size is None:\n"
-    "        raise TypeError('randint() needs high and size')\n"
-    "    if high <= low:\n"
-    "        raise RuntimeError(f'random_ expects \\'from\\' to be less than \\'to\\', but got from=%d >= to=%d' % (low, high))\n"
-    "    u = rand(size, dtype=float64, device=device)\n"
-    "    r = floor(u * (high - low) + low).to(dtype if dtype is not None else int64)\n"
-    "    if requires_grad:\n"
-    "        r.requires_grad = True\n"
-    "    return r\n";
+    "    _mode = True\n";
 
 static struct PyModuleDef weft_module = {
     PyModuleDef_HEAD_INIT,

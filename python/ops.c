@@ -5,7 +5,7 @@
  * the single source of truth.
  *
  * Overloads: the table spells PyTorch's overloads as suffixes (add_scalar,
- * div_mode, div_scalar_mode, max_dim) and `out=` as NAME_out.  Operators
+ * div_mode, div_scalar_mode, max_dim, split_with_sizes, bernoulli_tensor_) and `out=` as NAME_out.  Operators
  * that differ only by those suffixes form one Python function that tries
  * each schema in table order and calls the first whose arguments fit. */
 #include "weftpy.h"
@@ -190,7 +190,8 @@ static void group_name(const sig *s, char *out, size_t size)
         out[n -= 4] = '\0';
     else if (s->inplace)
         out[--n] = '\0';
-    static const char *suffixes[] = {"_scalar_mode", "_scalar", "_mode", "_dim"};
+    static const char *suffixes[] = {"_scalar_mode", "_scalar", "_mode", "_dim", "_with_sizes",
+                                     "_tensor"};
     for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
         size_t k = strlen(suffixes[i]);
         if (n > k && !strcmp(out + n - k, suffixes[i])) {
@@ -455,6 +456,26 @@ static int bind(const sig *s, PyObject *prefix, PyObject *args, PyObject *kwargs
     return 0;
 }
 
+/* A Tensor[] result as a tuple (torch.split and friends return tuples).
+ * Consumes the list whatever happens; NULL with an exception set when
+ * `failed` already or when wrapping fails. */
+static PyObject *wrap_list(const weft_value *v, bool failed)
+{
+    weft_tensor **list = (weft_tensor **)v->u.tensors;
+    PyObject *tuple = failed ? NULL : PyTuple_New(v->len);
+    for (int i = 0; tuple && i < v->len; i++) {
+        PyObject *o = wpy_wrap(list[i]); /* takes the reference, also on failure */
+        list[i] = NULL;
+        if (!o) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, i, o);
+    }
+    weft_tensor_list_free(list, v->len);
+    return tuple;
+}
+
 /* Calls op and turns its results into Python objects; the GIL is released
  * while the kernel runs. */
 static PyObject *call(const sig *s, const weft_value *args, PyObject *first)
@@ -481,6 +502,8 @@ static PyObject *call(const sig *s, const weft_value *args, PyObject *first)
             objects[i] = failed ? NULL : wpy_wrap(rets[i].u.tensor);
             if (failed)
                 weft_tensor_release(rets[i].u.tensor);
+        } else if (rets[i].tag == WEFT_VALUE_TENSOR_LIST) {
+            objects[i] = wrap_list(&rets[i], failed);
         } else if (rets[i].tag == WEFT_VALUE_INT) {
             objects[i] = PyLong_FromLongLong(rets[i].u.i);
         } else if (rets[i].tag == WEFT_VALUE_DOUBLE) {

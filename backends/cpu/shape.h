@@ -79,5 +79,6 @@ int cpu__index_select(const char *op, const weft_tensor *self, int dim, const we
 int cpu__register_shape(weft_registrar *reg);
 int cpu__register_index(weft_registrar *reg);
 int cpu__register_sort(weft_registrar *reg);
+int cpu__register_index_write(weft_registrar *reg);
 
 #endif

@@ -88,6 +88,17 @@ typedef struct weft_call {
     int nrets;
 } weft_call;
 
+/* A kernel of an operator whose schema returns Tensor[] puts one list into
+ * rets[0]: tag WEFT_VALUE_TENSOR_LIST, len the count, u.tensors an array
+ * from weft_tensor_list_new holding a new reference per entry.  The array is
+ * core memory, so whoever receives it (the C entry point's caller, a boxed
+ * caller) frees it with weft_tensor_list_free, whatever plugin made it.  On
+ * error a kernel frees its list itself and leaves rets[0] untouched. */
+/* Allocates a zeroed array of len tensor pointers for such a result (len
+ * may be 0: the array is then still a valid, freeable pointer).  Errors:
+ * WEFT_EINVAL (negative len), WEFT_ENOMEM.  Thread-safe. */
+WEFT_API int weft_tensor_list_new(weft_tensor ***out, int len);
+
 /* A boxed kernel.  ctx is what was given at registration.  Returns 0 or a
  * negative code after setting a message with weft_set_error. */
 typedef int (*weft_kernel_fn)(weft_call *call, void *ctx);

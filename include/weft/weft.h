@@ -172,6 +172,11 @@ WEFT_API weft_tensor *weft_tensor_retain(const weft_tensor *t);
 /* Drops a reference; the last one frees the tensor (and its storage when no
  * other view holds it).  NULL is a no-op. */
 WEFT_API void weft_tensor_release(weft_tensor *t);
+/* Gives back a list that an operator returning Tensor[] put into its out
+ * pointer (weft_split, weft_unbind, ...): releases each of the len tensors
+ * (NULL entries are skipped) and frees the array, which the core allocated.
+ * NULL is a no-op.  Thread-safe for distinct lists. */
+WEFT_API void weft_tensor_list_free(weft_tensor **list, int len);
 
 /* Allocates an uninitialised contiguous tensor.  sizes may be NULL when
  * ndim == 0 (a 0-d tensor holding one element).  Returns a new reference.
@@ -315,6 +320,17 @@ WEFT_API int weft_rand(weft_tensor **out, const int64_t *sizes, int ndim, weft_d
                        weft_device device, weft_generator *g);
 WEFT_API int weft_randn(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
                         weft_device device, weft_generator *g);
+/* torch.randint: integers uniform in [low, high) of dtype (WEFT_INT64 is
+ * torch's default), from g (NULL: the default generator) through the
+ * random_ operator.  Errors: WEFT_EINVAL (low >= high, bounds the dtype
+ * cannot hold), those of weft_empty.  Thread-safe. */
+WEFT_API int weft_randint(weft_tensor **out, int64_t low, int64_t high, const int64_t *sizes,
+                          int ndim, weft_dtype dtype, weft_device device, weft_generator *g);
+/* torch.randperm: a random permutation of 0..n-1 (a uniform shuffle) of
+ * dtype, through the randperm_out operator.  Errors: WEFT_EINVAL (n < 0, n
+ * too large for the dtype).  Thread-safe. */
+WEFT_API int weft_randperm(weft_tensor **out, int64_t n, weft_dtype dtype, weft_device device,
+                           weft_generator *g);
 /* arange(start, end, step) with PyTorch's length rule ceil((end-start)/step). */
 WEFT_API int weft_arange(weft_tensor **out, double start, double end, double step,
                          weft_dtype dtype, weft_device device);

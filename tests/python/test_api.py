@@ -263,4 +263,62 @@ def module_extras():
     raises(RuntimeError, weft.load_plugin, "/nonexistent/libweft-nothing.so")
 
 
+@test
+def tensor_list_results():
+    """split, split with sizes, chunk, unbind return tuples of views"""
+    t = weft.arange(10.0).reshape([2, 5])
+    parts = weft.split(t, 2, 1)
+    assert isinstance(parts, tuple)
+    eq([p.shape for p in parts], [(2, 2), (2, 2), (2, 1)])
+    eq(parts[2].tolist(), [[4.0], [9.0]])
+    eq([p.shape for p in t.split([1, 4], 1)], [(2, 1), (2, 4)])
+    eq([p.tolist() for p in t.unbind(1)][3], [3.0, 8.0])
+    eq(len(t.chunk(3, 1)), 3)
+    eq(weft.unbind(weft.zeros(0, 3)), ())
+    parts[0].fill_(-1.0)
+    eq(t.tolist()[1][:2], [-1.0, -1.0])
+    raises(RuntimeError, t.split, 0, 1, contains="split_size 0")
+    raises(RuntimeError, t.split, [1, 1], 1, contains="add up to")
+
+
+@test
+def random_operators():
+    """randint, randperm, bernoulli_, bernoulli, multinomial"""
+    weft.manual_seed(11)
+    r = weft.randint(-2, 3, (1000,))
+    eq(r.dtype, weft.int64)
+    assert set(r.tolist()) == {-2, -1, 0, 1, 2}
+    eq(weft.randint(4, [2, 2], dtype=weft.uint8).dtype, weft.uint8)
+    eq(sorted(weft.randperm(50).tolist()), list(range(50)))
+    weft.manual_seed(11)
+    eq(weft.randint(-2, 3, (1000,)).tolist(), r.tolist())
+    t = weft.zeros(2, 3)
+    t.bernoulli_(weft.tensor([0.0, 1.0, 0.0]))
+    eq(t.tolist(), [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    eq(weft.bernoulli(weft.tensor([1.0, 0.0])).tolist(), [1.0, 0.0])
+    s = weft.tensor([0.0, 1.0, 1.0, 1.0]).multinomial(3)
+    eq(sorted(s.tolist()), [1, 2, 3])
+    raises(RuntimeError, t.bernoulli_, 2.0, contains="[0, 1]")
+    raises(RuntimeError, weft.randint, 3, 3, (2,), contains="low < high")
+    raises(RuntimeError, weft.multinomial, weft.tensor([0.0, 0.0]), 1, contains="sum of probabilities")
+
+
+@test
+def indexing_operators():
+    """tile, take, index_put(_) with masks, scatter_reduce, unique"""
+    x = weft.arange(6.0).reshape([2, 3])
+    eq(x.tile([2]).shape, (2, 6))
+    eq(x.take(weft.tensor([0, -1])).tolist(), [0.0, 5.0])
+    eq(x.index_put([weft.tensor([1, 1])], weft.tensor(1.0), True).tolist()[1], [5.0, 6.0, 7.0])
+    y = x.clone()
+    y.index_put_([weft.tensor([True, False])], weft.tensor(9.0))
+    eq(y.tolist(), [[9.0, 9.0, 9.0], [3.0, 4.0, 5.0]])
+    r = x.scatter_reduce(1, weft.tensor([[0, 0], [2, 2]]), weft.ones(2, 2), "sum", include_self=False)
+    eq(r.tolist(), [[2.0, 1.0, 2.0], [3.0, 4.0, 2.0]])
+    u, inv, cnt = weft.unique(weft.tensor([3, 1, 3]), return_inverse=True, return_counts=True)
+    eq((u.tolist(), inv.tolist(), cnt.tolist()), ([1, 3], [1, 0, 1], [1, 2]))
+    raises(IndexError, x.take, weft.tensor([6]), contains="take")
+    raises(RuntimeError, x.scatter_reduce, 0, weft.tensor([[0]]), x, "max", contains="amax")
+
+
 done()
