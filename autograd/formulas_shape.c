@@ -613,7 +613,7 @@ static int split_autograd_kernel(weft_call *call, void *ctx)
     const formula *f = ctx;
     const weft_tensor *self = call->args[0].u.tensor;
     bool need = wf__requires_grad(self);
-    int rc = call_below(call);
+    int rc = wf__autograd_call_below(call);
     if (rc < 0 || !need)
         return rc;
     weft_tensor **pieces = (weft_tensor **)call->rets[0].u.tensors;
