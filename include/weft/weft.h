@@ -519,8 +519,17 @@ WEFT_API int weft_load_default_plugins(void);
  * WEFT_ENOTFOUND, WEFT_EPLUGIN (dlopen failed, no entry symbol, init failed:
  * everything it registered is rolled back), WEFT_EABI. */
 WEFT_API int weft_load_plugin(const char *path);
-/* Unloads a plugin by name: releases all its registrations and closes it.
- * Errors: WEFT_ENOTFOUND, WEFT_EBUSY while storage it allocated is alive. */
+/* Unloads a plugin by name: releases all its registrations, waits until no
+ * thread is running an operator, allocation or device call that began
+ * before (so none can still be in the plugin's code), calls its fini and
+ * closes it.  Loading the same path again afterwards runs a new init.
+ * Errors: WEFT_ENOTFOUND; WEFT_EBUSY, with a message naming what and how
+ * many, while storages its allocators made, streams or events on its
+ * devices, or registrations of other registrars that depend on it (kernels,
+ * fallbacks or allocators for its device types, kernels for operators it
+ * defined) are alive, or when called from inside an operator.  An allocation
+ * on the plugin's devices racing with the unload may fail with WEFT_EBUSY.
+ * Thread-safe: other threads may dispatch meanwhile. */
 WEFT_API int weft_unload_plugin(const char *name);
 
 /* The load report: one row per candidate file considered. */
