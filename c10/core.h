@@ -84,6 +84,11 @@ typedef struct wf_allocator_copy {
     weft_allocator a;
     struct weft_registrar *owner;
 } wf_allocator_copy;
+/* The same for a device interface: streams and events count against it. */
+typedef struct wf_iface_copy {
+    weft_device_interface i;
+    struct weft_registrar *owner;
+} wf_iface_copy;
 
 /* Readers outside the registry lock (dispatch, allocation, name lookups)
  * see allocator, iface and registered change under them: they are atomic.

@@ -67,9 +67,11 @@ static int host_sync(void *ctx, int index)
     return 0;
 }
 
-static const weft_device_interface host_interface = {
-    sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, host_count,
-    host_copy, host_copy, host_copy_device, host_sync, 1 /* kDLCPU */,
+/* every interface in the table is a wf_iface_copy: the host's has no owner */
+static const wf_iface_copy host_interface = {
+    {sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, host_count, host_copy,
+     host_copy, host_copy_device, host_sync, 1 /* kDLCPU */},
+    NULL,
 };
 
 void wf__device_init(void)
@@ -78,7 +80,7 @@ void wf__device_init(void)
     strcpy(cpu->name, "cpu");
     atomic_store(&cpu->allocator, &host_allocator);
     cpu->base_allocator = &host_allocator;
-    atomic_store(&cpu->iface, &host_interface);
+    atomic_store(&cpu->iface, &host_interface.i);
     cpu->registered = true;
     strcpy(wf__device_types[WEFT_DEVICE_TYPE_CUDA].name, "cuda");
     wf__device_types[WEFT_DEVICE_TYPE_CUDA].registered = true;

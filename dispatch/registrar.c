@@ -476,6 +476,18 @@ static weft_allocator *copy_allocator(weft_registrar *reg, const weft_allocator 
     return &c->a;
 }
 
+static weft_device_interface *copy_iface(weft_registrar *reg, const weft_device_interface *iface)
+{
+    uint32_t n = iface->struct_size < sizeof(weft_device_interface)
+                     ? iface->struct_size
+                     : (uint32_t)sizeof(weft_device_interface);
+    wf_iface_copy *c = copy_struct(iface, n, sizeof *c);
+    if (!c)
+        return NULL;
+    c->owner = reg;
+    return &c->i;
+}
+
 static void refresh_allocator(int type)
 {
     wf_device_type *dt = &wf__device_types[type];
@@ -511,7 +523,7 @@ static int check_interface(const weft_device_interface *iface, const char *what)
 static int install_device(weft_registrar *reg, int type, const char *name,
                           const weft_device_interface *iface, const weft_allocator *alloc)
 {
-    weft_device_interface *ic = copy_struct(iface, iface->struct_size, sizeof *ic);
+    weft_device_interface *ic = copy_iface(reg, iface);
     weft_allocator *ac = copy_allocator(reg, alloc);
     weft_registration *r = ic && ac ? new_registration(reg, REG_DEVICE) : NULL;
     if (!r) {
