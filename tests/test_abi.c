@@ -66,6 +66,9 @@ int main(void)
     is_int(weft_tensor_dlpack_device(on, &code, &id), WEFT_EDEVICE,
            "no DLPack code: the field past its struct reads as 0, not the 12 behind it");
     like(weft_last_error(), "dlpack_device_code is 0", "the message shows the zero");
+    weft_stream *stream = NULL;
+    is_int(weft_stream_create(&stream, dev), WEFT_ENOTSUP,
+           "no streams: the slots past its struct read as NULL, not the traps behind it");
     weft_tensor *copy2 = NULL;
     is_int(weft_to_device(&copy2, on, (weft_device){dev.type, 0}), 0, "a device-to-device copy");
     weft_tensor_release(copy2);
