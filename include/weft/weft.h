@@ -596,7 +596,9 @@ typedef struct weft_plugin_report {
 } weft_plugin_report;
 
 /* Number of rows in the load report, and row i.  The strings stay valid
- * until the next load call.  Thread-safe. */
+ * until the next load call.  Thread-safe.  Like every loader call, from
+ * inside an operator while weft_unload_plugin waits for operators to end,
+ * these return WEFT_EBUSY instead of waiting for the loader. */
 WEFT_API int weft_plugin_report_count(void);
 WEFT_API int weft_plugin_report_get(int i, weft_plugin_report *out);
 /* The report as text, malloc'd (free()). */
