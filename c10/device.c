@@ -103,10 +103,16 @@ int wf__check_device(weft_device device, const char *op)
         return wf__errorf(WEFT_EDEVICE,
                           "%s: device type '%s' has no allocator: is its plugin loaded?", op,
                           dt->name);
-    const weft_device_interface *iface = atomic_load_explicit(&dt->iface, memory_order_acquire);
-    wf_reader_tls *rt = wf__reader_enter();
-    int count = iface && iface->device_count ? iface->device_count(iface->ctx) : 0;
-    wf__reader_exit(rt);
+    int count = 1; /* the host: no plugin code to guard */
+    if (device.type != WEFT_DEVICE_TYPE_CPU) {
+        /* in the section before the interface is read, so an unload that
+         * misses this thread also kept it from finding the old interface */
+        wf_reader_tls *rt = wf__reader_enter();
+        const weft_device_interface *iface =
+            atomic_load_explicit(&dt->iface, memory_order_acquire);
+        count = iface && iface->device_count ? iface->device_count(iface->ctx) : 0;
+        wf__reader_exit(rt);
+    }
     if (device.index < 0 || device.index >= count)
         return wf__errorf(WEFT_EDEVICE, "%s: device %s:%d does not exist (%d device%s of that type)",
                           op, dt->name, device.index, count, count == 1 ? "" : "s");

@@ -88,10 +88,12 @@ int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device)
     const weft_allocator *alloc = atomic_load_explicit(&dt->allocator, memory_order_acquire);
     if (alloc == wf__host_allocator)
         return host_storage_new(out, nbytes, device);
-    if (!alloc)
-        return wf__errorf(WEFT_EDEVICE, "no allocator for device type '%s'", dt->name);
+    /* a plugin's allocator: read again inside the section (an unload that
+     * does not wait for this thread has unpublished it before) */
     wf_reader_tls *rt = wf__reader_enter();
-    int rc = plugin_storage_new(out, alloc, nbytes, device);
+    alloc = atomic_load_explicit(&dt->allocator, memory_order_acquire);
+    int rc = alloc ? plugin_storage_new(out, alloc, nbytes, device)
+                   : wf__errorf(WEFT_EDEVICE, "no allocator for device type '%s'", dt->name);
     wf__reader_exit(rt);
     return rc;
 }
