@@ -78,14 +78,29 @@ int wf__wrap_dim(int *out, int dim, int ndim, const char *op);
 const char *wf__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim);
 
 /* ----- devices (c10/device.c) */
+/* The core's copy of a plugin's allocator (zero-extended) and the registrar
+ * that registered it, whose storages it counts. */
+typedef struct wf_allocator_copy {
+    weft_allocator a;
+    struct weft_registrar *owner;
+} wf_allocator_copy;
+/* The same for a device interface: streams and events count against it. */
+typedef struct wf_iface_copy {
+    weft_device_interface i;
+    struct weft_registrar *owner;
+} wf_iface_copy;
+
+/* Readers outside the registry lock (dispatch, allocation, name lookups)
+ * see allocator, iface and registered change under them: they are atomic.
+ * name is written before registered is set and kept after it is cleared,
+ * so a racing reader never reads a half-written name (see device.c). */
 typedef struct wf_device_type {
     char name[32];
     _Atomic(const weft_allocator *) allocator; /* core-owned copy */
-    const weft_device_interface *iface;        /* core-owned copy, or NULL */
+    _Atomic(const weft_device_interface *) iface; /* core-owned copy, or NULL */
     struct weft_registrar *owner;              /* NULL for built-in */
-    struct weft_registrar *allocator_owner;
     const weft_allocator *base_allocator;      /* the device's own, before overrides */
-    bool registered;
+    atomic_bool registered;
 } wf_device_type;
 
 extern wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
@@ -99,6 +114,7 @@ int wf__copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device 
                    size_t nbytes);
 /* Called by the registrar on rollback / release. */
 void wf__device_type_unregister(int type);
+int wf__device_type_pick_free(const char *name, int fallback);
 void wf__device_init(void);
 
 /* ----- conversion (c10/convert.c) */
@@ -118,5 +134,13 @@ uint16_t wf__float_to_bfloat16(float f);
 /* ----- registrar bookkeeping used by storage (dispatch/registrar.c) */
 void wf__registrar_hold(struct weft_registrar *reg);
 void wf__registrar_drop(struct weft_registrar *reg);
+/* What keeps a plugin loaded: storages from its allocators, streams and
+ * events on its device types.  try_hold fails while an unload decides. */
+enum { WF_HOLD_STORAGE, WF_HOLD_STREAM };
+bool wf__registrar_try_hold(struct weft_registrar *reg, int kind);
+void wf__registrar_drop_kind(struct weft_registrar *reg, int kind);
+long wf__registrar_live_kind(struct weft_registrar *reg, int kind);
+void wf__registrar_set_closing(struct weft_registrar *reg, bool closing);
+const char *wf__registrar_name(const struct weft_registrar *reg);
 
 #endif

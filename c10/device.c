@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "c10/core.h"
+#include "plugins/quiesce.h"
 
 wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
 
@@ -66,9 +67,11 @@ static int host_sync(void *ctx, int index)
     return 0;
 }
 
-static const weft_device_interface host_interface = {
-    sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, host_count,
-    host_copy, host_copy, host_copy_device, host_sync, 1 /* kDLCPU */,
+/* every interface in the table is a wf_iface_copy: the host's has no owner */
+static const wf_iface_copy host_interface = {
+    {sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, host_count, host_copy,
+     host_copy, host_copy_device, host_sync, 1 /* kDLCPU */},
+    NULL,
 };
 
 void wf__device_init(void)
@@ -77,7 +80,7 @@ void wf__device_init(void)
     strcpy(cpu->name, "cpu");
     atomic_store(&cpu->allocator, &host_allocator);
     cpu->base_allocator = &host_allocator;
-    cpu->iface = &host_interface;
+    atomic_store(&cpu->iface, &host_interface.i);
     cpu->registered = true;
     strcpy(wf__device_types[WEFT_DEVICE_TYPE_CUDA].name, "cuda");
     wf__device_types[WEFT_DEVICE_TYPE_CUDA].registered = true;
@@ -100,7 +103,16 @@ int wf__check_device(weft_device device, const char *op)
         return wf__errorf(WEFT_EDEVICE,
                           "%s: device type '%s' has no allocator: is its plugin loaded?", op,
                           dt->name);
-    int count = dt->iface && dt->iface->device_count ? dt->iface->device_count(dt->iface->ctx) : 0;
+    int count = 1; /* the host: no plugin code to guard */
+    if (device.type != WEFT_DEVICE_TYPE_CPU) {
+        /* in the section before the interface is read, so an unload that
+         * misses this thread also kept it from finding the old interface */
+        wf_reader_tls *rt = wf__reader_enter();
+        const weft_device_interface *iface =
+            atomic_load_explicit(&dt->iface, memory_order_acquire);
+        count = iface && iface->device_count ? iface->device_count(iface->ctx) : 0;
+        wf__reader_exit(rt);
+    }
     if (device.index < 0 || device.index >= count)
         return wf__errorf(WEFT_EDEVICE, "%s: device %s:%d does not exist (%d device%s of that type)",
                           op, dt->name, device.index, count, count == 1 ? "" : "s");
@@ -110,18 +122,32 @@ int wf__check_device(weft_device device, const char *op)
 void wf__device_type_unregister(int type)
 {
     wf_device_type *dt = &wf__device_types[type];
-    if (type < WEFT_DEVICE_TYPE_FIRST_DYNAMIC) {
-        /* a reserved type keeps its name; only the plugin's part goes */
-        atomic_store(&dt->allocator, NULL);
-        dt->iface = NULL;
-        dt->owner = NULL;
-        return;
-    }
     atomic_store(&dt->allocator, NULL);
-    dt->iface = NULL;
+    atomic_store(&dt->iface, NULL);
     dt->owner = NULL;
-    dt->registered = false;
-    dt->name[0] = '\0';
+    /* a reserved type keeps its name; only the plugin's part goes.  A
+     * dynamic one keeps its name text too, unregistered: a thread that read
+     * `registered` a moment ago may still be comparing it. */
+    if (type >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC)
+        atomic_store(&dt->registered, false);
+}
+
+/* Which free dynamic id a new type gets (registry lock held): the one that
+ * last carried the same name, else one never used, else `fallback`, so a
+ * name is rewritten only once all 37 ids have been used by other names. */
+int wf__device_type_pick_free(const char *name, int fallback)
+{
+    int never_used = -1;
+    for (int i = WEFT_DEVICE_TYPE_FIRST_DYNAMIC; i < WEFT_MAX_DEVICE_TYPES; i++) {
+        const wf_device_type *dt = &wf__device_types[i];
+        if (atomic_load(&dt->registered))
+            continue;
+        if (strcmp(dt->name, name) == 0)
+            return i;
+        if (never_used < 0 && !dt->name[0])
+            never_used = i;
+    }
+    return never_used >= 0 ? never_used : fallback;
 }
 
 WEFT_API const char *weft_device_type_name(int type)
@@ -145,10 +171,11 @@ WEFT_API int weft_device_count(int type)
 {
     if (type < 0 || type >= WEFT_MAX_DEVICE_TYPES || !wf__device_types[type].registered)
         return 0;
-    const weft_device_interface *iface = wf__device_types[type].iface;
-    if (!iface || !iface->device_count)
-        return 0;
-    int n = iface->device_count(iface->ctx);
+    wf_reader_tls *rt = wf__reader_enter();
+    const weft_device_interface *iface =
+        atomic_load_explicit(&wf__device_types[type].iface, memory_order_acquire);
+    int n = iface && iface->device_count ? iface->device_count(iface->ctx) : 0;
+    wf__reader_exit(rt);
     return n < 0 ? 0 : n;
 }
 
@@ -191,13 +218,28 @@ WEFT_API int weft_device_to_string(weft_device device, char *buf, size_t size)
     return snprintf(buf, size, "%s:%d", name, device.index);
 }
 
+static int copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device src_dev,
+                      size_t nbytes);
+
+/* Runs plugin copy functions: a section unload waits for. */
 int wf__copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device src_dev,
                    size_t nbytes)
 {
     if (nbytes == 0)
         return 0;
-    const weft_device_interface *di = wf__device_types[dst_dev.type].iface;
-    const weft_device_interface *si = wf__device_types[src_dev.type].iface;
+    wf_reader_tls *rt = wf__reader_enter();
+    int rc = copy_bytes(dst, dst_dev, src, src_dev, nbytes);
+    wf__reader_exit(rt);
+    return rc;
+}
+
+static int copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device src_dev,
+                      size_t nbytes)
+{
+    const weft_device_interface *di =
+        atomic_load_explicit(&wf__device_types[dst_dev.type].iface, memory_order_acquire);
+    const weft_device_interface *si =
+        atomic_load_explicit(&wf__device_types[src_dev.type].iface, memory_order_acquire);
     if (src_dev.type == WEFT_DEVICE_TYPE_CPU && dst_dev.type == WEFT_DEVICE_TYPE_CPU) {
         memmove(dst, src, nbytes);
         return 0;
@@ -220,9 +262,9 @@ int wf__copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_device 
     void *tmp = malloc(nbytes);
     if (!tmp)
         return wf__errorf(WEFT_ENOMEM, "out of memory staging a %zu-byte copy", nbytes);
-    int rc = wf__copy_bytes(tmp, WEFT_DEVICE_CPU, src, src_dev, nbytes);
+    int rc = copy_bytes(tmp, WEFT_DEVICE_CPU, src, src_dev, nbytes);
     if (rc == 0)
-        rc = wf__copy_bytes(dst, dst_dev, tmp, WEFT_DEVICE_CPU, nbytes);
+        rc = copy_bytes(dst, dst_dev, tmp, WEFT_DEVICE_CPU, nbytes);
     free(tmp);
     return rc;
 }

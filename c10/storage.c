@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "c10/core.h"
+#include "plugins/quiesce.h"
 
 wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device,
                              struct weft_registrar *owner)
@@ -51,6 +52,35 @@ static int host_storage_new(wf_storage **out, size_t nbytes, weft_device device)
     return 0;
 }
 
+/* Memory from a plugin's allocator.  The storage holds the allocator's
+ * registrar from before allocate() runs until after the deleter has run, so
+ * the plugin is not unloaded in between; the caller marks this as a section
+ * that unload waits for (the allocator copy and its registrar are read
+ * here). */
+static int plugin_storage_new(wf_storage **out, const weft_allocator *alloc, size_t nbytes,
+                              weft_device device)
+{
+    /* every allocator but the core's host one is a registrar's copy */
+    struct weft_registrar *owner = ((const wf_allocator_copy *)alloc)->owner;
+    if (owner && !wf__registrar_try_hold(owner, WF_HOLD_STORAGE))
+        return wf__errorf(WEFT_EBUSY,
+                          "cannot allocate on %s: its plugin '%s' is being unloaded",
+                          wf__device_types[device.type].name, wf__registrar_name(owner));
+    weft_data_ptr data = {NULL, NULL, NULL};
+    int rc = alloc->allocate(alloc->ctx, nbytes, device.index, &data);
+    wf_storage *s = rc < 0 ? NULL : wf__storage_wrap(data, nbytes, device, NULL);
+    if (!s) {
+        if (rc == 0 && data.deleter)
+            data.deleter(data.data, data.ctx);
+        if (owner)
+            wf__registrar_drop_kind(owner, WF_HOLD_STORAGE);
+        return rc < 0 ? rc : wf__errorf(WEFT_ENOMEM, "out of memory allocating a storage");
+    }
+    s->owner = owner;
+    *out = s;
+    return 0;
+}
+
 int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device)
 {
     *out = NULL;
@@ -58,20 +88,14 @@ int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device)
     const weft_allocator *alloc = atomic_load_explicit(&dt->allocator, memory_order_acquire);
     if (alloc == wf__host_allocator)
         return host_storage_new(out, nbytes, device);
-    if (!alloc)
-        return wf__errorf(WEFT_EDEVICE, "no allocator for device type '%s'", dt->name);
-    weft_data_ptr data = {NULL, NULL, NULL};
-    int rc = alloc->allocate(alloc->ctx, nbytes, device.index, &data);
-    if (rc < 0)
-        return rc;
-    wf_storage *s = wf__storage_wrap(data, nbytes, device, dt->allocator_owner);
-    if (!s) {
-        if (data.deleter)
-            data.deleter(data.data, data.ctx);
-        return wf__errorf(WEFT_ENOMEM, "out of memory allocating a storage");
-    }
-    *out = s;
-    return 0;
+    /* a plugin's allocator: read again inside the section (an unload that
+     * does not wait for this thread has unpublished it before) */
+    wf_reader_tls *rt = wf__reader_enter();
+    alloc = atomic_load_explicit(&dt->allocator, memory_order_acquire);
+    int rc = alloc ? plugin_storage_new(out, alloc, nbytes, device)
+                   : wf__errorf(WEFT_EDEVICE, "no allocator for device type '%s'", dt->name);
+    wf__reader_exit(rt);
+    return rc;
 }
 
 void wf__storage_retain(wf_storage *s)

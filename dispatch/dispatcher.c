@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dispatch/dispatcher.h"
+#include "plugins/quiesce.h"
 
 _Thread_local weft_keyset wf__tls_included;
 _Thread_local weft_keyset wf__tls_excluded;
@@ -426,10 +427,16 @@ static int dispatch_checked(const weft_op *op, const weft_value *args, int nargs
     return dispatch_trusted(op, args, nargs, rets);
 }
 
+/* Both entry points mark the call as a section that may run plugin code, so
+ * weft_unload_plugin can wait for it (plugins/quiesce.h); nested calls from
+ * kernels only count the depth. */
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
 {
     (void)nrets;
-    return dispatch_trusted(&builtin_ops[op_id], args, nargs, rets);
+    wf_reader_tls *rt = wf__reader_enter();
+    int rc = dispatch_trusted(&builtin_ops[op_id], args, nargs, rets);
+    wf__reader_exit(rt);
+    return rc;
 }
 
 WEFT_API int weft_call_boxed(const weft_op *op, const weft_value *args, int nargs,
@@ -437,7 +444,10 @@ WEFT_API int weft_call_boxed(const weft_op *op, const weft_value *args, int narg
 {
     if (!op)
         return wf__errorf(WEFT_EINVAL, "call_boxed: op is NULL");
-    return dispatch_checked(op, args, nargs, rets, nrets);
+    wf_reader_tls *rt = wf__reader_enter();
+    int rc = dispatch_checked(op, args, nargs, rets, nrets);
+    wf__reader_exit(rt);
+    return rc;
 }
 
 WEFT_API int weft_redispatch(weft_call *call, weft_keyset done)

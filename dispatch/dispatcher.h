@@ -82,7 +82,7 @@ typedef struct wf_kernel {
 
 struct weft_op {
     int id;
-    bool defined; /* false once a plugin that defined it is rolled back */
+    atomic_bool defined; /* false once a plugin that defined it is rolled back; read unlocked */
     const char *schema_text;
     wf_schema schema;
     uint32_t tensor_arg_mask; /* which args carry dispatch keys */

@@ -37,6 +37,8 @@ struct weft_registrar {
     char name[48];
     weft_registration *regs; /* newest first */
     atomic_long live;        /* storages made by this registrar's allocators */
+    atomic_long live_streams; /* streams and events on its device types */
+    atomic_bool closing;     /* an unload is deciding: refuse new holds */
 };
 
 static weft_registration *global_regs; /* fallbacks and allocators */
@@ -56,6 +58,39 @@ void wf__registrar_drop(weft_registrar *reg)
 long wf__registrar_live(weft_registrar *reg)
 {
     return atomic_load_explicit(&reg->live, memory_order_acquire);
+}
+
+/* Holds for unload (plugins/loader.c).  A holder increments, then looks at
+ * closing; the unloader sets closing, then reads the counts.  Both sides are
+ * sequentially consistent, so either the holder backs out or the unloader
+ * sees the hold: nothing is created behind an unload's back. */
+static atomic_long *hold_counter(weft_registrar *reg, int kind)
+{
+    return kind == WF_HOLD_STREAM ? &reg->live_streams : &reg->live;
+}
+
+bool wf__registrar_try_hold(weft_registrar *reg, int kind)
+{
+    atomic_fetch_add(hold_counter(reg, kind), 1);
+    if (!atomic_load(&reg->closing))
+        return true;
+    atomic_fetch_sub(hold_counter(reg, kind), 1);
+    return false;
+}
+
+void wf__registrar_drop_kind(weft_registrar *reg, int kind)
+{
+    atomic_fetch_sub_explicit(hold_counter(reg, kind), 1, memory_order_release);
+}
+
+long wf__registrar_live_kind(weft_registrar *reg, int kind)
+{
+    return atomic_load(hold_counter(reg, kind));
+}
+
+void wf__registrar_set_closing(weft_registrar *reg, bool closing)
+{
+    atomic_store(&reg->closing, closing);
 }
 
 const char *wf__registrar_name(const weft_registrar *reg)
@@ -428,18 +463,40 @@ static void *copy_struct(const void *src, uint32_t src_size, size_t full_size)
     return dst;
 }
 
+/* The owner travels with the copy, so an allocation reads allocator and
+ * owner with one atomic load and can never pair one with the other's. */
+static weft_allocator *copy_allocator(weft_registrar *reg, const weft_allocator *alloc)
+{
+    uint32_t n = alloc->struct_size < sizeof(weft_allocator) ? alloc->struct_size
+                                                            : (uint32_t)sizeof(weft_allocator);
+    wf_allocator_copy *c = copy_struct(alloc, n, sizeof *c);
+    if (!c)
+        return NULL;
+    c->owner = reg;
+    return &c->a;
+}
+
+static weft_device_interface *copy_iface(weft_registrar *reg, const weft_device_interface *iface)
+{
+    uint32_t n = iface->struct_size < sizeof(weft_device_interface)
+                     ? iface->struct_size
+                     : (uint32_t)sizeof(weft_device_interface);
+    wf_iface_copy *c = copy_struct(iface, n, sizeof *c);
+    if (!c)
+        return NULL;
+    c->owner = reg;
+    return &c->i;
+}
+
 static void refresh_allocator(int type)
 {
     wf_device_type *dt = &wf__device_types[type];
     const weft_allocator *a = dt->base_allocator;
-    weft_registrar *owner = dt->owner;
     for (weft_registration *r = global_regs; r; r = r->all_next)
         if (r->kind == REG_ALLOCATOR && r->device_type == type) {
             a = r->allocator;
-            owner = r->registrar;
             break;
         }
-    dt->allocator_owner = owner;
     atomic_store_explicit(&dt->allocator, a, memory_order_release);
 }
 
@@ -466,8 +523,8 @@ static int check_interface(const weft_device_interface *iface, const char *what)
 static int install_device(weft_registrar *reg, int type, const char *name,
                           const weft_device_interface *iface, const weft_allocator *alloc)
 {
-    weft_device_interface *ic = copy_struct(iface, iface->struct_size, sizeof *ic);
-    weft_allocator *ac = copy_struct(alloc, alloc->struct_size, sizeof *ac);
+    weft_device_interface *ic = copy_iface(reg, iface);
+    weft_allocator *ac = copy_allocator(reg, alloc);
     weft_registration *r = ic && ac ? new_registration(reg, REG_DEVICE) : NULL;
     if (!r) {
         free(ic);
@@ -478,7 +535,10 @@ static int install_device(weft_registrar *reg, int type, const char *name,
     r->iface = ic;
     r->allocator = ac;
     wf_device_type *dt = &wf__device_types[type];
-    snprintf(dt->name, sizeof dt->name, "%s", name);
+    /* names are read without the lock: never rewrite one that is already
+     * there (see c10/core.h) */
+    if (strcmp(dt->name, name) != 0)
+        snprintf(dt->name, sizeof dt->name, "%s", name);
     dt->iface = ic;
     dt->owner = reg;
     dt->base_allocator = ac;
@@ -518,6 +578,7 @@ WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
         if (free_id < 0 && i >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC && !dt->registered)
             free_id = i;
     }
+    free_id = wf__device_type_pick_free(name, free_id);
     if (free_id < 0) {
         wf__registry_unlock();
         return wf__errorf(WEFT_ENOMEM, "all %d device type ids are in use",
@@ -571,7 +632,7 @@ WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_a
     if (rc < 0)
         return rc;
     wf__registry_lock();
-    weft_allocator *ac = copy_struct(alloc, alloc->struct_size, sizeof *ac);
+    weft_allocator *ac = copy_allocator(reg, alloc);
     weft_registration *r = ac ? new_registration(reg, REG_ALLOCATOR) : NULL;
     if (!r) {
         free(ac);
@@ -586,4 +647,76 @@ WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_a
     if (handle)
         *handle = r;
     return 0;
+}
+
+/* ------------------------------------------------------ unloading */
+
+/* The backend (device type) of a per-backend slot, or -1. */
+static int slot_backend(int slot)
+{
+    return slot >= 0 && slot < WF_PER_BACKEND_FUNCS * WEFT_MAX_DEVICE_TYPES
+               ? slot % WEFT_MAX_DEVICE_TYPES
+               : -1;
+}
+
+static bool owns_type(const weft_registrar *reg, int type)
+{
+    return type >= 0 && type < WEFT_MAX_DEVICE_TYPES && wf__device_types[type].owner == reg;
+}
+
+/* Whether r, made by another registrar, depends on reg: a kernel or fallback
+ * for one of reg's device types, an allocator for one, or a kernel for an
+ * operator reg defined.  Releasing reg would leave r pointing at an id that
+ * the next plugin may get, or at an operator that no longer exists. */
+static bool depends_on(const weft_registration *r, const weft_registrar *reg)
+{
+    if (r->registrar == reg)
+        return false;
+    switch (r->kind) {
+    case REG_KERNEL:
+        return (r->op && r->op->definer == reg) || owns_type(reg, slot_backend(r->slot));
+    case REG_FALLBACK:
+        return owns_type(reg, slot_backend(r->slot));
+    case REG_ALLOCATOR:
+        return owns_type(reg, r->device_type);
+    default:
+        return false;
+    }
+}
+
+static void note_dependent(const weft_registration *r, char *buf, size_t size, size_t *n)
+{
+    if (*n >= size || strstr(buf, r->registrar->name))
+        return;
+    *n += (size_t)snprintf(buf + *n, size - *n, "%s'%s'", *n ? ", " : "", r->registrar->name);
+}
+
+/* For weft_unload_plugin: if no other registrar's registration depends on
+ * reg, releases everything reg registered, in the same critical section as
+ * the check (so nothing can come to depend on it in between) and returns 0;
+ * otherwise releases nothing, returns how many registrations depend on it
+ * and names their registrars in buf. */
+long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size)
+{
+    long count = 0;
+    size_t n = 0;
+    buf[0] = '\0';
+    wf__registry_lock();
+    int total = wf__op_total_locked();
+    for (int i = 0; i < total; i++)
+        for (weft_registration *r = wf__op_at_locked(i)->regs; r; r = r->op_next)
+            if (depends_on(r, reg)) {
+                count++;
+                note_dependent(r, buf, size, &n);
+            }
+    for (weft_registration *r = global_regs; r; r = r->all_next)
+        if (depends_on(r, reg)) {
+            count++;
+            note_dependent(r, buf, size, &n);
+        }
+    if (count == 0)
+        while (reg->regs)
+            release_locked(reg->regs);
+    wf__registry_unlock();
+    return count;
 }

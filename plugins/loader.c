@@ -12,6 +12,8 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +21,11 @@
 
 #include "dispatch/dispatcher.h"
 
+#include "plugins/quiesce.h"
+
 int wf__registrar_new(weft_registrar **out, const char *name);
 void wf__registrar_release_all(weft_registrar *reg);
-long wf__registrar_live(weft_registrar *reg);
+long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size);
 
 typedef struct plugin {
     char *path;
@@ -40,6 +44,29 @@ typedef struct report_row {
 } report_row;
 
 static pthread_mutex_t loader_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* Set while an unload holds the mutex and waits for sections to end. */
+static atomic_bool quiescing;
+
+/* Locks the loader.  A thread inside a section (a kernel calling into the
+ * loader) must not block on the mutex: an unload may hold it while waiting
+ * for that very thread.  It waits only while the holder is not quiescing,
+ * else gives up with WEFT_EBUSY. */
+static int loader_lock(const char *what)
+{
+    if (!wf__reader_inside()) {
+        pthread_mutex_lock(&loader_mutex);
+        return 0;
+    }
+    while (pthread_mutex_trylock(&loader_mutex) != 0) {
+        if (atomic_load(&quiescing))
+            return wf__errorf(WEFT_EBUSY,
+                              "%s: the plugin loader is waiting for running operators to finish "
+                              "an unload, and this call comes from inside one",
+                              what);
+        sched_yield();
+    }
+    return 0;
+}
 /* Files weft_load_default_plugins has already decided on (a losing variant,
  * a failure, an unsupported build): a later call neither opens them again
  * nor repeats their report rows.  weft_load_plugin still takes them. */
@@ -120,7 +147,9 @@ WEFT_API int weft_plugin_add_search_path(const char *dir)
 {
     if (!dir || !*dir)
         return wf__errorf(WEFT_EINVAL, "plugin_add_search_path: empty directory");
-    pthread_mutex_lock(&loader_mutex);
+    int lrc = loader_lock("plugin_add_search_path");
+    if (lrc < 0)
+        return lrc;
     char **grown = realloc(api_paths, (size_t)(n_api_paths + 1) * sizeof *grown);
     char *copy = strdup(dir);
     if (!grown || !copy) {
@@ -364,7 +393,9 @@ WEFT_API int weft_load_default_plugins(void)
     const char *off = getenv("WEFT_NO_AUTOLOAD");
     if (off && *off && strcmp(off, "0") != 0)
         return 0;
-    pthread_mutex_lock(&loader_mutex);
+    int lrc = loader_lock("load_default_plugins");
+    if (lrc < 0)
+        return lrc;
     char **dirs;
     int ndirs = search_dirs(&dirs);
     if (ndirs < 0) {
@@ -471,7 +502,9 @@ WEFT_API int weft_load_plugin(const char *path)
 {
     if (!path || !*path)
         return wf__errorf(WEFT_EINVAL, "load_plugin: path is empty");
-    pthread_mutex_lock(&loader_mutex);
+    int lrc = loader_lock("load_plugin");
+    if (lrc < 0)
+        return lrc;
     char found[PATH_MAX];
     int rc = 0;
     if (!strchr(path, '/')) {
@@ -532,10 +565,37 @@ WEFT_API int weft_load_plugin(const char *path)
     return rc;
 }
 
+/* Appends ", N what" to an EBUSY message when n > 0. */
+static void busy_part(char *buf, size_t size, size_t *len, long n, const char *one,
+                      const char *many)
+{
+    if (n <= 0 || *len >= size)
+        return;
+    *len += (size_t)snprintf(buf + *len, size - *len, "%s%ld %s", *len ? ", " : "", n,
+                             n == 1 ? one : many);
+}
+
+/* Unloading in three steps, so that no thread can be left running the
+ * plugin's code or holding its memory:
+ *   1. decide: with the registrar "closing" (new storages, streams and events
+ *      of the plugin are refused meanwhile), count what is alive; then, under
+ *      the registry lock, check that no other registrar's registration
+ *      depends on the plugin and, in the same critical section, release all
+ *      of the plugin's registrations (kernels leave the tables, its device
+ *      types their slots);
+ *   2. wait for every thread that was inside a dispatch, an allocation or a
+ *      device call to leave it once (wf__quiesce): after that no thread can
+ *      still be in, or about to call, the plugin's code;
+ *   3. fini, dlclose. */
 WEFT_API int weft_unload_plugin(const char *name)
 {
     if (!name)
         return wf__errorf(WEFT_EINVAL, "unload_plugin: name is NULL");
+    if (wf__reader_inside())
+        return wf__errorf(WEFT_EBUSY,
+                          "plugin '%s' cannot be unloaded from inside an operator, allocator or "
+                          "device call (the code it would return to could be the plugin's)",
+                          name);
     pthread_mutex_lock(&loader_mutex);
     plugin **pp = &loaded;
     while (*pp && strcmp((*pp)->name, name) != 0)
@@ -545,18 +605,39 @@ WEFT_API int weft_unload_plugin(const char *name)
         pthread_mutex_unlock(&loader_mutex);
         return wf__errorf(WEFT_ENOTFOUND, "no plugin named '%s' is loaded", name);
     }
-    long live = wf__registrar_live(p->reg);
-    if (live > 0) {
+    wf__registrar_set_closing(p->reg, true);
+    long storages = wf__registrar_live_kind(p->reg, WF_HOLD_STORAGE);
+    long streams = wf__registrar_live_kind(p->reg, WF_HOLD_STREAM);
+    char who[256] = "";
+    long dependents = 0;
+    if (storages == 0 && streams == 0)
+        dependents = wf__registrar_release_unless_depended(p->reg, who, sizeof who);
+    if (storages || streams || dependents) {
+        wf__registrar_set_closing(p->reg, false);
         pthread_mutex_unlock(&loader_mutex);
-        return wf__errorf(WEFT_EBUSY,
-                          "plugin '%s' cannot be unloaded: %ld storage%s it allocated %s still alive",
-                          name, live, live == 1 ? "" : "s", live == 1 ? "is" : "are");
+        char what[512];
+        size_t len = 0;
+        what[0] = '\0';
+        busy_part(what, sizeof what, &len, storages, "storage it allocated",
+                  "storages it allocated");
+        busy_part(what, sizeof what, &len, streams, "stream or event on its devices",
+                  "streams and events on its devices");
+        busy_part(what, sizeof what, &len, dependents, "registration by another registrar",
+                  "registrations by other registrars");
+        if (dependents && len < sizeof what)
+            snprintf(what + len, sizeof what - len, " (%s: kernels, fallbacks or allocators for "
+                     "its device types, or kernels for its operators)", who);
+        return wf__errorf(WEFT_EBUSY, "plugin '%s' cannot be unloaded: still alive: %s", name,
+                          what);
     }
     *pp = p->next;
     /* its variants, and whatever lost to it, are candidates again */
     n_decided = 0;
-    /* first make the plugin unreachable, then let it tear down */
-    wf__registrar_release_all(p->reg);
+    /* The loader mutex stays held, so nobody reloads the same file before
+     * fini; sections never take it blocking (loader_lock). */
+    atomic_store(&quiescing, true);
+    wf__quiesce();
+    atomic_store(&quiescing, false);
     if (p->desc->struct_size >= offsetof(weft_plugin_descriptor, fini) + sizeof(void *) &&
         p->desc->fini)
         p->desc->fini();
@@ -571,7 +652,9 @@ WEFT_API int weft_unload_plugin(const char *name)
 
 WEFT_API int weft_plugin_report_count(void)
 {
-    pthread_mutex_lock(&loader_mutex);
+    int lrc = loader_lock("plugin_report_count");
+    if (lrc < 0)
+        return lrc;
     int n = report_rows;
     pthread_mutex_unlock(&loader_mutex);
     return n;
@@ -581,7 +664,9 @@ WEFT_API int weft_plugin_report_get(int i, weft_plugin_report *out)
 {
     if (!out)
         return wf__errorf(WEFT_EINVAL, "plugin_report_get: out is NULL");
-    pthread_mutex_lock(&loader_mutex);
+    int lrc = loader_lock("plugin_report_get");
+    if (lrc < 0)
+        return lrc;
     report_row *row = report_head;
     for (int k = 0; row && k < i; k++)
         row = row->next;
@@ -606,7 +691,12 @@ WEFT_API int weft_plugin_report_string(char **out)
     FILE *f = open_memstream(&buf, &size);
     if (!f)
         return wf__errorf(WEFT_ENOMEM, "plugin_report_string: out of memory");
-    pthread_mutex_lock(&loader_mutex);
+    int lrc = loader_lock("plugin_report_string");
+    if (lrc < 0) {
+        fclose(f);
+        free(buf);
+        return lrc;
+    }
     char **dirs;
     int ndirs = search_dirs(&dirs);
     fprintf(f, "plugin search path:\n");
@@ -639,7 +729,10 @@ WEFT_API int weft_plugin_report_string(char **out)
  * loader looked. */
 void wf__loader_summary(char *buf, size_t size)
 {
-    pthread_mutex_lock(&loader_mutex);
+    if (loader_lock("loader_summary") < 0) {
+        snprintf(buf, size, "loaded plugins: (the loader is busy unloading one)");
+        return;
+    }
     size_t n = (size_t)snprintf(buf, size, "loaded plugins: ");
     if (!loaded && n < size)
         n += (size_t)snprintf(buf + n, size - n, "none (call weft_load_default_plugins)");

@@ -21,7 +21,7 @@ extern "C" {
  * grows when something is appended: a plugin built against an older minor
  * keeps working. */
 #define WEFT_PLUGIN_ABI_MAJOR 1
-#define WEFT_PLUGIN_ABI_MINOR 0
+#define WEFT_PLUGIN_ABI_MINOR 1 /* 1: streams and events in weft_device_interface */
 
 /* The one symbol a plugin exports: a data object, so the loader can read the
  * ABI and the score function without running any code compiled for an ISA
@@ -192,6 +192,29 @@ typedef struct weft_device_interface {
                        size_t nbytes);
     int (*synchronize)(void *ctx, int device_index);
     int dlpack_device_code; /* DLPack's device code for this type, or 0 */
+
+    /* ABI 1.1 — streams and events, optional: a device without them runs
+     * everything in order (weft_stream_create says WEFT_ENOTSUP).  create
+     * and destroy come in pairs; the others may each be NULL (the public
+     * call then says WEFT_ENOTSUP).  Handles are the plugin's own; a NULL
+     * stream handle means the device's default stream.  A kernel finds the
+     * stream to use with weft_current_stream and weft_stream_handle.  Every
+     * function returns 0 (query: 1 done, 0 not yet) or a negative WEFT_E*
+     * code after weft_set_error. */
+    int (*stream_create)(void *ctx, int device_index, void **stream);
+    void (*stream_destroy)(void *ctx, int device_index, void *stream);
+    int (*stream_synchronize)(void *ctx, int device_index, void *stream);
+    int (*stream_query)(void *ctx, int device_index, void *stream);
+    int (*event_create)(void *ctx, int device_index, void **event);
+    void (*event_destroy)(void *ctx, int device_index, void *event);
+    /* event completes when the work queued on stream so far has */
+    int (*event_record)(void *ctx, int device_index, void *event, void *stream);
+    /* work queued on stream later waits for event */
+    int (*stream_wait_event)(void *ctx, int device_index, void *stream, void *event);
+    int (*event_query)(void *ctx, int device_index, void *event);
+    int (*event_synchronize)(void *ctx, int device_index, void *event);
+    /* time between two recorded events of one device, in milliseconds */
+    int (*event_elapsed_ms)(void *ctx, int device_index, void *start, void *end, float *ms);
 } weft_device_interface;
 
 /* The statistics of the allocator that serves device (allocated, peak,

@@ -158,6 +158,51 @@ WEFT_API int weft_device_from_string(weft_device *out, const char *text);
  * length the full text needs, like snprintf. */
 WEFT_API int weft_device_to_string(weft_device device, char *buf, size_t size);
 
+/* Streams and events (issue 7): queues of device work and markers in them,
+ * for devices whose plugin provides them (weft_device_interface, ABI 1.1).
+ * A live stream or event keeps its plugin loaded (weft_unload_plugin says
+ * WEFT_EBUSY).  Errors of every call below: WEFT_EINVAL (NULL argument),
+ * WEFT_EDEVICE (unknown or absent device, or two objects of different
+ * devices), WEFT_ENOTSUP (the plugin does not provide that function),
+ * WEFT_EBUSY (the plugin is being unloaded), or the plugin's own code.
+ * Thread-safe: a stream may be used from several threads at once as far as
+ * its plugin allows. */
+typedef struct weft_stream weft_stream;
+typedef struct weft_event weft_event;
+/* A new stream on device; *out gets the caller's reference. */
+WEFT_API int weft_stream_create(weft_stream **out, weft_device device);
+/* Drops the caller's reference; the plugin's stream is destroyed when no
+ * thread has it as its current stream either.  NULL is a no-op. */
+WEFT_API void weft_stream_destroy(weft_stream *stream);
+/* Waits until everything queued on the stream has finished. */
+WEFT_API int weft_stream_synchronize(weft_stream *stream);
+/* 1 if everything queued has finished, 0 if not, or a negative code. */
+WEFT_API int weft_stream_query(weft_stream *stream);
+WEFT_API weft_device weft_stream_device(const weft_stream *stream);
+/* The plugin's handle of the stream (NULL for NULL: the default stream). */
+WEFT_API void *weft_stream_handle(const weft_stream *stream);
+/* Makes stream the calling thread's current stream for device (holding a
+ * reference to it until replaced, or until the thread exits); NULL goes
+ * back to the default stream.  The stream must be on device. */
+WEFT_API int weft_set_current_stream(weft_device device, weft_stream *stream);
+/* The calling thread's current stream for device (borrowed), or NULL for
+ * the device's default stream. */
+WEFT_API weft_stream *weft_current_stream(weft_device device);
+/* A new event on device; *out is owned by the caller. */
+WEFT_API int weft_event_create(weft_event **out, weft_device device);
+/* Destroys an event.  NULL is a no-op. */
+WEFT_API void weft_event_destroy(weft_event *event);
+/* Records event on stream (NULL: the thread's current stream of the
+ * event's device). */
+WEFT_API int weft_event_record(weft_event *event, weft_stream *stream);
+/* Makes work queued later on stream (NULL: current) wait for event. */
+WEFT_API int weft_stream_wait_event(weft_stream *stream, weft_event *event);
+/* 1 if the event has completed, 0 if not, or a negative code. */
+WEFT_API int weft_event_query(weft_event *event);
+WEFT_API int weft_event_synchronize(weft_event *event);
+/* Milliseconds from start to end, two recorded events of one device. */
+WEFT_API int weft_event_elapsed_ms(float *ms, const weft_event *start, const weft_event *end);
+
 /* --------------------------------------------------------------- tensors */
 
 /* A strided view of a storage: sizes, strides (in elements), offset, dtype,
@@ -535,8 +580,17 @@ WEFT_API int weft_load_default_plugins(void);
  * WEFT_ENOTFOUND, WEFT_EPLUGIN (dlopen failed, no entry symbol, init failed:
  * everything it registered is rolled back), WEFT_EABI. */
 WEFT_API int weft_load_plugin(const char *path);
-/* Unloads a plugin by name: releases all its registrations and closes it.
- * Errors: WEFT_ENOTFOUND, WEFT_EBUSY while storage it allocated is alive. */
+/* Unloads a plugin by name: releases all its registrations, waits until no
+ * thread is running an operator, allocation or device call that began
+ * before (so none can still be in the plugin's code), calls its fini and
+ * closes it.  Loading the same path again afterwards runs a new init.
+ * Errors: WEFT_ENOTFOUND; WEFT_EBUSY, with a message naming what and how
+ * many, while storages its allocators made, streams or events on its
+ * devices, or registrations of other registrars that depend on it (kernels,
+ * fallbacks or allocators for its device types, kernels for operators it
+ * defined) are alive, or when called from inside an operator.  An allocation
+ * on the plugin's devices racing with the unload may fail with WEFT_EBUSY.
+ * Thread-safe: other threads may dispatch meanwhile. */
 WEFT_API int weft_unload_plugin(const char *name);
 
 /* The load report: one row per candidate file considered. */
@@ -558,7 +612,9 @@ typedef struct weft_plugin_report {
 } weft_plugin_report;
 
 /* Number of rows in the load report, and row i.  The strings stay valid
- * until the next load call.  Thread-safe. */
+ * until the next load call.  Thread-safe.  Like every loader call, from
+ * inside an operator while weft_unload_plugin waits for operators to end,
+ * these return WEFT_EBUSY instead of waiting for the loader. */
 WEFT_API int weft_plugin_report_count(void);
 WEFT_API int weft_plugin_report_get(int i, weft_plugin_report *out);
 /* The report as text, malloc'd (free()). */

@@ -105,7 +105,8 @@ int wf__dlpack_device_of(DLDevice *out, weft_device device, const char *op)
                                        : NULL;
         if (!dt || !dt->registered)
             return wf__errorf(WEFT_EDEVICE, "%s: unknown device type %d", op, device.type);
-        code = dt->iface ? dt->iface->dlpack_device_code : 0;
+        const weft_device_interface *iface = atomic_load(&dt->iface); /* may go meanwhile */
+        code = iface ? iface->dlpack_device_code : 0;
         if (code <= 0)
             return wf__errorf(WEFT_EDEVICE,
                               "%s: device type '%s' declares no DLPack device code "
@@ -139,7 +140,8 @@ int wf__dlpack_device_to_weft(weft_device *out, DLDevice dev, const char *op)
             break;
         for (int i = WEFT_DEVICE_TYPE_FIRST_DYNAMIC; i < WEFT_MAX_DEVICE_TYPES; i++) {
             const wf_device_type *dt = &wf__device_types[i];
-            if (dt->registered && dt->iface && dt->iface->dlpack_device_code == code) {
+            const weft_device_interface *iface = atomic_load(&dt->iface);
+            if (dt->registered && iface && iface->dlpack_device_code == code) {
                 type = i;
                 break;
             }
