@@ -856,4 +856,5 @@ void wf__autograd_register(void)
                            no_formula_fallback, NULL, NULL);
     wf__autograd_register_nn();
     wf__autograd_register_shape();
+    wf__autograd_register_nn_grad();
 }

@@ -2,8 +2,7 @@
  * operators (issue 3, part 2): addmm, softmax, the fused losses,
  * convolution and pooling.  Each backward is written with weft operators,
  * mostly the *_backward operators of the operator table, so it runs on any
- * device that has them.  The backward operators have no formulas of their
- * own yet: differentiating these twice is refused, never silently zero.
+ * device that has them.  Double backward: see formulas_nn_grad.c.
  * Composite operators (linear, conv1d, max_pool2d, the elementwise losses)
  * need nothing here: their parts record the graph. */
 #include <stdio.h>
@@ -111,6 +110,8 @@ static int softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     weft_tensor *y = saved(n, 0, &rc);
     if (rc < 0)
         return rc;
+    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
+        return wf__softmax_backward_composite(&gi[0], go[0], y, n->info[0], false);
     return weft__softmax_backward_data(&gi[0], go[0], y, n->info[0]);
 }
 
@@ -120,6 +121,8 @@ static int log_softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     weft_tensor *y = saved(n, 0, &rc);
     if (rc < 0)
         return rc;
+    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
+        return wf__softmax_backward_composite(&gi[0], go[0], y, n->info[0], true);
     return weft__log_softmax_backward_data(&gi[0], go[0], y, n->info[0]);
 }
 
@@ -169,6 +172,9 @@ static int loss_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool lo
     const char *reduction = reduction_names[n->info[0]];
     double smoothing;
     memcpy(&smoothing, &n->info[2], sizeof smoothing);
+    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
+        return wf__loss_backward_composite(&gi[0], go[0], self, target, weight, reduction,
+                                           n->info[1], smoothing, logits);
     if (logits)
         return weft_cross_entropy_backward(&gi[0], go[0], self, target, weight, reduction,
                                            n->info[1], smoothing);
