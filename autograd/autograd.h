@@ -82,6 +82,12 @@ typedef struct wf_autograd_meta {
     wf_node *grad_fn;   /* strong: the node that produced this tensor */
     int output_nr;
     wf_node *accumulator; /* a leaf's AccumulateGrad node (strong; its leaf pointer is weak) */
+    /* views: the version at which grad_fn was last set, so that a write to
+     * the base (or another view of it) since is seen and grad_fn taken again
+     * from the base; and whether the view was taken in no-grad mode from a
+     * tensor that requires grad (an in-place write to it is then refused) */
+    uint32_t attr_version;
+    bool no_grad_view;
 } wf_autograd_meta;
 
 /* A hook on a whole node (weft_node_register_pre_hook / _post_hook). */
@@ -135,6 +141,19 @@ typedef enum wf_view_kind {
 } wf_view_kind;
 int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
                       const int64_t *dims, int ndims);
+/* A view whose base's history changed since its grad_fn was set (an
+ * in-place write through the base or another view) takes its grad_fn again,
+ * as a strided view of the base.  Called wherever grad_fn is read. */
+int wf__view_refresh(weft_tensor *t);
+/* The Autograd kernel's part for an in-place operator on a view: checks
+ * that it may be differentiated (before the write), ... */
+int wf__view_inplace_check(weft_tensor *view, const char *op);
+/* ... and, after the write, gives the base the history of the write
+ * (CopySlices: fn, the operator's node, applied to the view's slice of the
+ * base's gradient; fn's edge 0 is the view's old value when self_edge) and
+ * the view a strided view of the base's new history. */
+int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge);
+
 /* out is a copy of src converted to out's dtype (contiguous, to_dtype). */
 int wf__autograd_copy(weft_tensor *out, const weft_tensor *src);
 

@@ -237,7 +237,8 @@ static bool differentiable(const weft_function_ctx *c, const weft_tensor *out)
 
 /* What forward returned and marked must make sense before anything is
  * recorded: dirty inputs returned as outputs, not leaves that require grad. */
-static int check_marks(const weft_function_ctx *c, weft_tensor *const *inputs, weft_tensor **outputs)
+static int check_marks(const weft_function_ctx *c, weft_tensor *const *inputs, weft_tensor **outputs,
+                       bool track)
 {
     for (int o = 0; o < c->noutputs; o++)
         if (!outputs[o])
@@ -251,6 +252,12 @@ static int check_marks(const weft_function_ctx *c, weft_tensor *const *inputs, w
             return wf__errorf(WEFT_EINVAL,
                               "%s: an input marked dirty (modified in place) must be returned as "
                               "an output",
+                              c->name);
+        if (track && t->is_view && t->view_base &&
+            (wf__requires_grad(t) || wf__requires_grad(t->view_base)))
+            return wf__errorf(WEFT_ENOTSUP,
+                              "%s: marking a view dirty (in place through a custom function) is "
+                              "not supported; modify a copy, or the base itself",
                               c->name);
         if (wf__requires_grad(t) && weft_tensor_is_leaf(t))
             return wf__errorf(WEFT_EINVAL,
@@ -350,7 +357,7 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
         rc = wf__errorf(rc, "%s: forward failed: %s", c->name, why);
     }
     if (rc == 0)
-        rc = check_marks(c, inputs, outputs);
+        rc = check_marks(c, inputs, outputs, track);
     wf_node *node = NULL;
     if (rc == 0 && track) {
         node = wf__node_new(c->name, custom_backward, ninputs, noutputs);

@@ -148,6 +148,17 @@ int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor 
         int rc = weft_detach(&keep, t);
         if (rc < 0)
             return rc;
+    } else if (t->is_view && t->view_base) {
+        /* a view holds its root, whose history a later in-place write may
+         * point at this node: kept as an alias with the view's history but
+         * without the root, that would be a reference cycle */
+        int rc = weft_detach(&keep, t);
+        const wf_autograd_meta *m = t->autograd_meta;
+        if (rc == 0 && m && m->grad_fn && wf__requires_grad(t) &&
+            (rc = wf__set_history(keep, m->grad_fn, m->output_nr)) < 0)
+            weft_tensor_release(keep);
+        if (rc < 0)
+            return rc;
     } else {
         keep = weft_tensor_retain(t);
     }
@@ -254,6 +265,11 @@ int wf__edge_of(wf_edge *edge, weft_tensor *t)
 {
     edge->node = NULL;
     edge->input_nr = 0;
+    if (t->is_view) {
+        int rc = wf__view_refresh(t);
+        if (rc < 0)
+            return rc;
+    }
     if (!wf__requires_grad(t))
         return 0;
     wf_autograd_meta *m = t->autograd_meta;
@@ -366,6 +382,8 @@ WEFT_API bool weft_tensor_is_leaf(const weft_tensor *t)
 
 WEFT_API const char *weft_tensor_grad_fn_name(const weft_tensor *t)
 {
+    if (t && t->is_view && wf__view_refresh((weft_tensor *)t) < 0)
+        return NULL;
     const wf_autograd_meta *m = t ? t->autograd_meta : NULL;
     return m && m->grad_fn ? m->grad_fn->name : NULL;
 }
@@ -479,6 +497,11 @@ WEFT_API int weft_tensor_grad_fn(weft_node **out, const weft_tensor *t)
         *out = NULL;
     if (!out || !t)
         return wf__errorf(WEFT_EINVAL, "tensor_grad_fn: NULL argument");
+    if (t->is_view) {
+        int rc = wf__view_refresh((weft_tensor *)t); /* a write through its base since */
+        if (rc < 0)
+            return rc;
+    }
     const wf_autograd_meta *m = t->autograd_meta;
     if (m && m->grad_fn && wf__requires_grad(t)) {
         wf__node_retain(m->grad_fn);

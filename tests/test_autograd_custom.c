@@ -490,6 +490,16 @@ static void test_marks(void)
     like(weft_last_error(), "must be returned", "message");
     weft_tensor_release(h);
 
+    /* in place on a view through a custom function: refused */
+    weft_tensor *hv = NULL;
+    weft_mul_scalar(&h, x, 1.0);
+    weft_slice(&hv, h, 0, 0, 2, 1);
+    is_int(weft_function_apply(&y, 1, &scale, NULL, NULL, &hv, 1), WEFT_ENOTSUP,
+           "marking a view dirty");
+    like(weft_last_error(), "view", "message");
+    weft_tensor_release(hv);
+    weft_tensor_release(h);
+
     /* an input returned as is: a new alias with the function's history */
     is_int(weft_function_apply(&y, 1, &identity, NULL, NULL, &x, 1), 0, "identity");
     ok(y != x && weft_tensor_is_leaf(x), "the output is an alias; the input stays a leaf");
