@@ -68,6 +68,9 @@ struct wf_node {
     void *ctx;                /* what the backward function needs beyond the
                                * fields above (custom functions), freed with the node */
     void (*ctx_free)(void *ctx);
+    /* frees what ctx keeps for backward, when a backward without
+     * retain_graph has run the node (CopySlices: its operator's saved tensors) */
+    void (*ctx_release_saved)(void *ctx);
     wf_node *next_dead;       /* work list while being freed */
     /* engine state during one backward pass */
     int dependencies;

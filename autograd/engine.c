@@ -273,6 +273,8 @@ static int run_node(task *t, wf_node *n, bool retain_graph)
         }
         if (n->n_saved)
             n->released = true;
+        if (n->ctx_release_saved)
+            n->ctx_release_saved(n->ctx);
     }
     return rc;
 }

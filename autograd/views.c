@@ -194,6 +194,19 @@ typedef struct copy_slices {
     int64_t *geometry; /* base sizes, base strides, view sizes, view strides */
 } copy_slices;
 
+/* after a backward without retain_graph: the operator's saved tensors go
+ * as a node's own would, and a second backward says so, naming it */
+static void copy_slices_release_saved(void *p)
+{
+    wf_node *fn = ((copy_slices *)p)->fn;
+    for (int i = 0; i < fn->n_saved; i++) {
+        weft_tensor_release(fn->saved[i].tensor);
+        fn->saved[i].tensor = NULL;
+    }
+    if (fn->n_saved)
+        fn->released = true;
+}
+
 static void copy_slices_free(void *p)
 {
     copy_slices *c = p;
@@ -284,6 +297,7 @@ int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge)
     memcpy(p + 2 * bnd + vnd, view->strides, (size_t)vnd * sizeof(int64_t));
     cs->ctx = c;
     cs->ctx_free = copy_slices_free;
+    cs->ctx_release_saved = copy_slices_release_saved;
     /* edge 0: the base's history before the write */
     int rc = wf__edge_of(&cs->edges[0], base);
     for (int e = skip, k = 1; rc == 0 && e < fn->n_edges; e++, k++) {

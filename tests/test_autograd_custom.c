@@ -112,6 +112,48 @@ static int apply_mulexp(weft_tensor **out, weft_tensor *const *in, int n, void *
     return weft_function_apply(out, 1, &mulexp, ctx, NULL, in, 1);
 }
 
+/* ---------------------------------------------------- exp, saving its output */
+
+static int exp_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin, weft_tensor **out,
+                       int nout)
+{
+    (void)nin;
+    (void)nout;
+    int rc = weft_exp(&out[0], in[0]);
+    if (rc == 0)
+        rc = weft_function_save_for_backward(ctx, out, 1);
+    return rc;
+}
+
+/* g * y: under create_graph the saved output comes back attached to this
+ * node, so the second derivative reaches x through y */
+static int exp_backward(weft_function_ctx *ctx, weft_tensor *const *go, int nout,
+                        weft_tensor **gi, int nin)
+{
+    (void)nout;
+    (void)nin;
+    weft_tensor *y = NULL;
+    int rc = weft_function_saved(&y, ctx, 0);
+    if (rc == 0)
+        rc = weft_mul(&gi[0], go[0], y);
+    weft_tensor_release(y);
+    return rc;
+}
+
+static const weft_function my_exp = {"MyExpBackward", exp_forward, exp_backward, false};
+
+static int apply_exp_squared(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    (void)ctx;
+    weft_tensor *y = NULL;
+    int rc = weft_function_apply(&y, 1, &my_exp, NULL, NULL, in, 1);
+    if (rc == 0)
+        rc = weft_mul(out, y, in[0]);
+    weft_tensor_release(y);
+    return rc;
+}
+
 /* ---------------------------------------------------- two outputs */
 
 /* (x * y, x + y^2) */
@@ -221,6 +263,9 @@ static void test_gradchecks(void)
         diag("%s", weft_last_error());
     rc = weft_gradgradcheck(apply_mulexp, NULL, &x, 1, 1e-6, 1e-5, 1e-3);
     if (!ok(rc == 0, "gradgradcheck: custom x*exp(x), its backward written with weft operators"))
+        diag("%s", weft_last_error());
+    rc = weft_gradgradcheck(apply_exp_squared, NULL, &x, 1, 1e-6, 1e-5, 1e-3);
+    if (!ok(rc == 0, "gradgradcheck: custom exp saving its output (re-attached under create_graph)"))
         diag("%s", weft_last_error());
     weft_tensor *in[2] = {x, leaf(s23, 2, 0.4, -0.17)};
     rc = weft_gradcheck(apply_two, NULL, in, 2, 1e-6, 1e-6, 1e-4);

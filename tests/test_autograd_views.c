@@ -94,6 +94,22 @@ static void test_slice_mul(void)
     weft_tensor_release(s);
     double want_b[4] = {0, 2, 2, 0};
     same(grad_of(x), want_b, 4, "d sum(b)/dx through the view after the write");
+
+    /* a write that saved something (mul_ by a tensor): a second backward
+     * without retain_graph is refused, naming the operator */
+    weft_tensor *y = filled(s4 + 0, 1, 0.5, 0.5, true), *c = NULL, *cv = NULL, *y2 = NULL;
+    weft_mul_scalar(&c, x, 1.0);
+    keep(c);
+    weft_slice(&cv, c, 0, 0, 2, 1);
+    keep(cv);
+    weft_slice(&y2, y, 0, 0, 2, 1);
+    keep(y2);
+    weft_mul_(cv, y2);
+    weft_sum(&s, c, NULL, 0, false);
+    keep(s);
+    is_int(weft_backward(&s, 1, NULL, false, false), 0, "backward through a CopySlices that saved");
+    is_int(weft_backward(&s, 1, NULL, false, false), WEFT_EINVAL, "a second backward");
+    like(weft_last_error(), "MulBackward", "names the operator inside CopySlices");
     drop_all();
 }
 

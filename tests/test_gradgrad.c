@@ -25,7 +25,7 @@ static weft_tensor *leaf(const int64_t *sizes, int ndim, double start, double st
 }
 
 typedef enum {
-    G_CONV, G_CONV_STRIDED, G_MAXPOOL, G_AVGPOOL, G_AVGPOOL_PAD, G_ADAPTIVE, G_SOFTMAX,
+    G_CONV, G_CONV_STRIDED, G_MAXPOOL, G_MAXPOOL_PAD, G_AVGPOOL, G_AVGPOOL_PAD, G_ADAPTIVE, G_SOFTMAX,
     G_LOG_SOFTMAX, G_CE_MEAN, G_CE_WEIGHTED, G_CE_NONE_4D, G_CE_PROBS, G_NLL_MEAN, G_NLL_NONE,
     G_NLL_OF_LOG_SOFTMAX, G_MSE, G_RELU, G_SIGMOID, G_TANH, G_LINEAR, G_MM, G_BMM, G_SUM,
     G_MEAN, G_SCALARS, G_COUNT
@@ -33,6 +33,7 @@ typedef enum {
 
 static const char *const names[G_COUNT] = {
     "conv2d with bias", "conv2d stride 2, padding 1, dilation 2, groups 2", "max_pool2d",
+    "max_pool2d kernel 3, stride 2, padding 1, ceil_mode, on [C,H,W]",
     "avg_pool2d", "avg_pool2d padding 1, ceil_mode, count_include_pad off", "adaptive_avg_pool2d",
     "softmax", "log_softmax", "cross_entropy mean", "cross_entropy weight, ignore_index, smoothing",
     "cross_entropy none on [N,C,H,W]", "cross_entropy class probabilities, smoothing",
@@ -53,6 +54,20 @@ static int apply(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
     case G_CONV: return weft_conv2d(out, a, b, c, one, 1, zero, 1, one, 1, 1);
     case G_CONV_STRIDED: return weft_conv2d(out, a, b, NULL, two, 1, one, 1, two, 1, 2);
     case G_MAXPOOL: return weft_max_pool2d(out, a, k2, 1, one, 1, zero, 1, one, 1, false);
+    case G_MAXPOOL_PAD: {
+        weft_tensor *sq = NULL;
+        int64_t chw[3] = {2, 4, 5};
+        rc = weft_reshape(&t, a, chw, 3);
+        if (rc == 0)
+            rc = weft_max_pool2d(&u, t, k3, 1, two, 1, one, 1, one, 1, true);
+        if (rc == 0)
+            rc = weft_mul(&sq, u, u);
+        if (rc == 0)
+            *out = sq;
+        weft_tensor_release(t);
+        weft_tensor_release(u);
+        return rc;
+    }
     case G_AVGPOOL: return weft_avg_pool2d(out, a, k2, 1, one, 1, zero, 1, false, true, NULL);
     case G_AVGPOOL_PAD: return weft_avg_pool2d(out, a, k3, 1, two, 1, one, 1, true, false, NULL);
     case G_ADAPTIVE: {
@@ -193,6 +208,7 @@ int main(void)
     int64_t p4[4] = {1, 2, 4, 5};
     weft_tensor *pool = leaf(p4, 4, -1.0, 0.23);
     check(G_MAXPOOL, &pool, 1);
+    check(G_MAXPOOL_PAD, &pool, 1);
     check(G_AVGPOOL, &pool, 1);
     check(G_AVGPOOL_PAD, &pool, 1);
     check(G_ADAPTIVE, &pool, 1);

@@ -421,7 +421,9 @@ WEFT_API int weft_tensor_grad_accumulator(weft_node **out, weft_tensor *t);
  * gradients it computed for its n_in inputs (NULL: none) and the gradients
  * of its outputs it got; it may replace grad_inputs the same way.  Both
  * return 0 or an error code, which stops the backward pass and is its
- * result (the message is prefixed with the node's name). */
+ * result (the message is prefixed with the node's name).  A node that no
+ * gradient reaches in a pass does not run, nor do its hooks.  Hooks run on
+ * the thread that runs the backward pass. */
 typedef int (*weft_node_pre_hook_fn)(const weft_tensor *const *grad_outputs, int n,
                                      weft_tensor **replace, void *ctx);
 typedef int (*weft_node_post_hook_fn)(const weft_tensor *const *grad_inputs, int n_in,
@@ -470,7 +472,9 @@ WEFT_API int weft_node_remove_hook(weft_node *node, uint64_t handle);
  * fn is copied: it need not outlive the call.  Errors: WEFT_EINVAL for bad
  * arguments (NULL outputs, dirty input not returned, in-place on a leaf
  * that requires grad), and any error of forward (message prefixed with the
- * name); on error every outputs[i] is NULL and nothing was recorded. */
+ * name); on error every outputs[i] is NULL and nothing was recorded.
+ * Thread safety: forward runs on the calling thread, backward on the thread
+ * running the backward pass; the ctx functions are for those callbacks only. */
 typedef struct weft_function_ctx weft_function_ctx;
 typedef int (*weft_function_forward_fn)(weft_function_ctx *ctx, weft_tensor *const *inputs,
                                         int ninputs, weft_tensor **outputs, int noutputs);
