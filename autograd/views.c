@@ -128,14 +128,26 @@ int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kin
 
 /* ------------------------------------------------------------ in place on views */
 
-int wf__view_refresh(weft_tensor *t)
+/* pending: version bumps that are not writes yet (1 for the bump the
+ * dispatcher made for the write about to happen) */
+static int refresh(weft_tensor *t, uint32_t pending)
 {
     if (!t->is_view || !t->view_base || !wf__requires_grad(t->view_base))
         return 0;
-    const wf_autograd_meta *m = t->autograd_meta;
-    if (m && (m->no_grad_view || (m->grad_fn && m->attr_version == weft_tensor_version(t))))
+    wf_autograd_meta *m = t->autograd_meta;
+    uint32_t now = weft_tensor_version(t);
+    if (m && m->no_grad_view)
         return 0;
+    if (m && m->grad_fn && m->attr_version + pending == now) {
+        m->attr_version = now;
+        return 0;
+    }
     return record_view(t, t->view_base, WF_VIEW_STRIDED, NULL, 0);
+}
+
+int wf__view_refresh(weft_tensor *t)
+{
+    return refresh(t, 0);
 }
 
 /* The number of storage elements from a layout's first element to past
@@ -182,7 +194,9 @@ int wf__view_inplace_check(weft_tensor *view, const char *op)
                         extent_of(base->sizes, base->strides, base->ndim)))
         return wf__errorf(WEFT_ENOTSUP,
                           "%s: in-place write to a view that reaches outside its base", op);
-    return wf__view_refresh(view);
+    /* the dispatcher has bumped the version for this write already: that
+     * bump alone does not make the view's history stale */
+    return refresh(view, 1);
 }
 
 /* What CopySlices needs: the operator's node and both layouts. */
