@@ -34,7 +34,7 @@ static weft_tensor *grad_of(weft_tensor *t)
 /* got (may be NULL) equals the n values want */
 static void same(weft_tensor *got, const double *want, int64_t n, const char *what)
 {
-    const double *v = got ? values_of(got) : NULL;
+    const double *v = got && want ? values_of(got) : NULL;
     bool equal = v && weft_tensor_numel(got) == n;
     int64_t bad = -1;
     for (int64_t i = 0; equal && i < n; i++)
@@ -252,6 +252,100 @@ static int inplace_views(weft_tensor **out, weft_tensor *const *in, int n, void 
     return rc;
 }
 
+/* The same function written with in-place writes through views and out
+ * of place (masks and broadcasting): x [3, 4], y [4]; a = x * x, then row
+ * 1 of a := y, then columns 0 and 2 of a *= 3; returns sum(a * a * x). */
+static int written(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    bool in_place = ctx != NULL;
+    weft_tensor *a = NULL, *r = NULL, *cols = NULL, *m = NULL, *keep_rows = NULL, *yb = NULL,
+                *t = NULL, *u = NULL, *p = NULL;
+    int rc = weft_mul(&a, in[0], in[0]);
+    if (in_place) {
+        if (rc == 0)
+            rc = weft_select(&r, a, 0, 1);
+        if (rc == 0)
+            rc = weft_copy_(r, in[1]);
+        if (rc == 0)
+            rc = weft_slice(&cols, a, 1, 0, 4, 2);
+        if (rc == 0)
+            rc = weft_mul_scalar_(cols, 3.0);
+    } else {
+        int64_t s31[2] = {3, 1}, s4[1] = {4}, s34[2] = {3, 4};
+        double rowmask[3] = {1, 0, 1}, colscale[4] = {3, 1, 3, 1};
+        weft_tensor *rm = NULL, *cs = NULL;
+        weft_empty(&rm, s31, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+        weft_empty(&cs, s4, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+        memcpy(weft_tensor_data_ptr(rm), rowmask, sizeof rowmask);
+        memcpy(weft_tensor_data_ptr(cs), colscale, sizeof colscale);
+        weft_tensor *notrm = NULL;
+        if (rc == 0)
+            rc = weft_mul(&keep_rows, a, rm);             /* rows 0 and 2 of a */
+        if (rc == 0)
+            rc = weft_neg(&t, rm);
+        if (rc == 0)
+            rc = weft_add_scalar(&notrm, t, 1.0);         /* row 1 */
+        if (rc == 0)
+            rc = weft_expand(&yb, in[1], s34, 2);
+        if (rc == 0)
+            rc = weft_mul(&u, yb, notrm);
+        if (rc == 0)
+            rc = weft_add(&m, keep_rows, u);
+        weft_tensor_release(a);
+        a = NULL;
+        if (rc == 0)
+            rc = weft_mul(&a, m, cs);
+        weft_tensor_release(rm);
+        weft_tensor_release(cs);
+        weft_tensor_release(notrm);
+        weft_tensor_release(t);
+        t = NULL;
+    }
+    if (rc == 0)
+        rc = weft_mul(&t, a, a);
+    if (rc == 0)
+        rc = weft_mul(&p, t, in[0]);
+    if (rc == 0)
+        rc = weft_sum(out, p, NULL, 0, false);
+    weft_tensor *tmp[] = {a, r, cols, m, keep_rows, yb, t, u, p};
+    for (int i = 0; i < 9; i++)
+        weft_tensor_release(tmp[i]);
+    return rc;
+}
+
+static void test_against_out_of_place(void)
+{
+    int64_t s34[2] = {3, 4}, s4[1] = {4};
+    weft_tensor *in[2] = {filled(s34, 2, -0.6, 0.13, true), filled(s4, 1, 0.7, -0.3, true)};
+    weft_tensor *yi = NULL, *yo = NULL, *gi[2] = {NULL, NULL}, *go[2] = {NULL, NULL};
+    int rc = written(&yi, in, 2, (void *)1);
+    if (rc == 0)
+        rc = written(&yo, in, 2, NULL);
+    keep(yi);
+    keep(yo);
+    ok(rc == 0 && fabs(values_of(yi)[0] - values_of(yo)[0]) < 1e-12, "same value in place and out of place");
+    if (rc == 0)
+        rc = weft_autograd_grad(gi, &yi, 1, NULL, in, 2, false, false, false);
+    if (rc == 0)
+        rc = weft_autograd_grad(go, &yo, 1, NULL, in, 2, false, false, false);
+    for (int i = 0; i < 2; i++) {
+        keep(gi[i]);
+        keep(go[i]);
+    }
+    if (!ok(rc == 0, "gradients of both"))
+        diag("%s", weft_last_error());
+    same(gi[0], go[0] ? values_of(go[0]) : NULL, 12, "x's gradient matches the out-of-place one");
+    same(gi[1], go[1] ? values_of(go[1]) : NULL, 4, "y's gradient matches the out-of-place one");
+    rc = weft_gradcheck(written, (void *)1, in, 2, 1e-6, 1e-6, 1e-4);
+    if (!ok(rc == 0, "gradcheck: copy_ into a row and mul_ of strided columns"))
+        diag("%s", weft_last_error());
+    rc = weft_gradgradcheck(written, (void *)1, in, 2, 1e-6, 1e-5, 1e-3);
+    if (!ok(rc == 0, "gradgradcheck: the same"))
+        diag("%s", weft_last_error());
+    drop_all();
+}
+
 static void test_gradchecks(void)
 {
     int64_t s34[2] = {3, 4}, s2[1] = {2};
@@ -342,6 +436,7 @@ int main(void)
     test_view_add();
     test_select_copy();
     test_stale_views();
+    test_against_out_of_place();
     test_gradchecks();
     test_refused();
     return done_testing();
