@@ -240,9 +240,14 @@ static bool differentiable(const weft_function_ctx *c, const weft_tensor *out)
 static int check_marks(const weft_function_ctx *c, weft_tensor *const *inputs, weft_tensor **outputs,
                        bool track)
 {
-    for (int o = 0; o < c->noutputs; o++)
+    for (int o = 0; o < c->noutputs; o++) {
         if (!outputs[o])
             return wf__errorf(WEFT_EINVAL, "%s: forward left output %d NULL", c->name, o);
+        for (int p = 0; p < o; p++)
+            if (outputs[p] == outputs[o]) /* one tensor cannot be two outputs of the node */
+                return wf__errorf(WEFT_EINVAL, "%s: forward returned the same tensor as outputs %d "
+                                               "and %d", c->name, p, o);
+    }
     for (int d = 0; d < c->n_dirty; d++) {
         const weft_tensor *t = c->dirty[d];
         if (!contains((const weft_tensor *const *)inputs, c->ninputs, t))

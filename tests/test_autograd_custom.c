@@ -490,6 +490,20 @@ static int misuse_forward(weft_function_ctx *ctx, weft_tensor *const *in, int ni
 
 static const weft_function misuse = {"MisuseBackward", misuse_forward, identity_backward, false};
 
+static int twice_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin,
+                         weft_tensor **out, int nout)
+{
+    (void)ctx;
+    (void)nin;
+    (void)nout;
+    int rc = weft_mul_scalar(&out[0], in[0], 2.0);
+    if (rc == 0)
+        out[1] = weft_tensor_retain(out[0]);
+    return rc;
+}
+
+static const weft_function twice = {"TwiceBackward", twice_forward, identity_backward, false};
+
 static void test_marks(void)
 {
     int64_t s3[1] = {3};
@@ -562,6 +576,10 @@ static void test_marks(void)
     is_int(weft_function_apply(&y, 1, &misuse, NULL, NULL, &x, 1), 0, "saved() refused in forward");
     weft_tensor_release(y);
     is_int(weft_function_apply(&y, 0, &misuse, NULL, NULL, &x, 1), WEFT_EINVAL, "no outputs");
+    weft_tensor *pair[2] = {NULL, NULL};
+    is_int(weft_function_apply(pair, 2, &twice, NULL, NULL, &x, 1), WEFT_EINVAL,
+           "one tensor returned as two outputs");
+    ok(pair[0] == NULL && pair[1] == NULL, "both outputs NULL after the error");
     drop_all();
 }
 
