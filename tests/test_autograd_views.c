@@ -346,6 +346,34 @@ static void test_against_out_of_place(void)
     drop_all();
 }
 
+static weft_tensor *index01;
+
+/* x [3, 4], y [2, 2]: a = x * x; a[:, 1:3].index_add_(0, [0, 2], y);
+ * a[1].fill_(0.5); returns sum(a * a) */
+static int indexed(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    (void)ctx;
+    weft_tensor *a = NULL, *v = NULL, *r = NULL, *sq = NULL;
+    int rc = weft_mul(&a, in[0], in[0]);
+    if (rc == 0)
+        rc = weft_slice(&v, a, 1, 1, 3, 1);
+    if (rc == 0)
+        rc = weft_index_add_(v, 0, index01, in[1]);
+    if (rc == 0)
+        rc = weft_select(&r, a, 0, 1);
+    if (rc == 0)
+        rc = weft_fill_(r, 0.5);
+    if (rc == 0)
+        rc = weft_mul(&sq, a, a);
+    if (rc == 0)
+        rc = weft_sum(out, sq, NULL, 0, false);
+    weft_tensor *tmp[] = {a, v, r, sq};
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(tmp[i]);
+    return rc;
+}
+
 static void test_gradchecks(void)
 {
     int64_t s34[2] = {3, 4}, s2[1] = {2};
@@ -355,6 +383,15 @@ static void test_gradchecks(void)
         diag("%s", weft_last_error());
     rc = weft_gradgradcheck(inplace_views, NULL, in, 2, 1e-6, 1e-5, 1e-3);
     if (!ok(rc == 0, "gradgradcheck: the same (CopySlices under create_graph)"))
+        diag("%s", weft_last_error());
+    int64_t s22[2] = {2, 2};
+    index01 = keep_int64(s2, 1, (const int64_t[]){0, 2});
+    weft_tensor *in2[2] = {in[0], filled(s22, 2, 0.3, -0.2, true)};
+    rc = weft_gradcheck(indexed, NULL, in2, 2, 1e-6, 1e-6, 1e-4);
+    if (!ok(rc == 0, "gradcheck: index_add_ into a column slice, fill_ of a row"))
+        diag("%s", weft_last_error());
+    rc = weft_gradgradcheck(indexed, NULL, in2, 2, 1e-6, 1e-5, 1e-3);
+    if (!ok(rc == 0, "gradgradcheck: the same"))
         diag("%s", weft_last_error());
     drop_all();
 }
