@@ -24,6 +24,9 @@ typedef struct wf_saved {
     weft_tensor *tensor; /* an input itself, or a detached alias of the node's output */
     uint32_t version;
     bool was_output;
+    int output_nr;          /* which output of the node, when was_output */
+    weft_tensor *unpacked;  /* create_graph: the output re-attached to the node
+                             * (a cycle through the node, broken when it has run) */
 } wf_saved;
 
 /* Computes gradients of the node's inputs (grads_in, n_edges of them, NULL
@@ -60,6 +63,14 @@ struct wf_node {
     int64_t *info;
     struct weft_tensor *leaf; /* AccumulateGrad: the leaf (weak, cleared when it dies) */
     wf_hook *pre_hooks;       /* on the gradients of the node's outputs */
+    struct wf_node_hook *node_pre_hooks;  /* weft_node_register_pre_hook */
+    struct wf_node_hook *post_hooks;      /* weft_node_register_post_hook */
+    void *ctx;                /* what the backward function needs beyond the
+                               * fields above (custom functions), freed with the node */
+    void (*ctx_free)(void *ctx);
+    /* frees what ctx keeps for backward, when a backward without
+     * retain_graph has run the node (CopySlices: its operator's saved tensors) */
+    void (*ctx_release_saved)(void *ctx);
     wf_node *next_dead;       /* work list while being freed */
     /* engine state during one backward pass */
     int dependencies;
@@ -74,7 +85,22 @@ typedef struct wf_autograd_meta {
     wf_node *grad_fn;   /* strong: the node that produced this tensor */
     int output_nr;
     wf_node *accumulator; /* a leaf's AccumulateGrad node (strong; its leaf pointer is weak) */
+    /* views: the version at which grad_fn was last set, so that a write to
+     * the base (or another view of it) since is seen and grad_fn taken again
+     * from the base; and whether the view was taken in no-grad mode from a
+     * tensor that requires grad (an in-place write to it is then refused) */
+    uint32_t attr_version;
+    bool no_grad_view;
 } wf_autograd_meta;
+
+/* A hook on a whole node (weft_node_register_pre_hook / _post_hook). */
+typedef struct wf_node_hook {
+    uint64_t handle;
+    weft_node_pre_hook_fn pre;
+    weft_node_post_hook_fn post;
+    void *ctx;
+    struct wf_node_hook *next;
+} wf_node_hook;
 
 /* Lifecycle: called by weft_tensor_release before freeing. */
 void wf__autograd_meta_free(weft_tensor *t);
@@ -85,8 +111,16 @@ void wf__node_retain(wf_node *n);
 void wf__node_release(wf_node *n);
 /* Saves t for backward; output is the node's output (saved detached). */
 int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output);
-/* The saved tensor, checked against its version; NULL with an error set. */
+/* Saves t, output number output_nr of the node (kept detached). */
+int wf__node_save_output(wf_node *n, int slot, const weft_tensor *t, int output_nr);
+/* The saved tensor, checked against its version; NULL with an error set.
+ * A saved output read with grad mode on (create_graph) comes back with the
+ * node as its grad_fn, so the formula's own graph reaches the node's
+ * inputs through it (borrowed until the node has run). */
 weft_tensor *wf__node_saved(wf_node *n, int slot);
+/* Drops the re-attached outputs of wf__node_saved (the engine, after the
+ * node ran). */
+void wf__node_drop_unpacked(wf_node *n);
 
 /* Whether t takes part in autograd (requires grad, or has a grad_fn). */
 static inline bool wf__requires_grad(const weft_tensor *t)
@@ -110,6 +144,19 @@ typedef enum wf_view_kind {
 } wf_view_kind;
 int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
                       const int64_t *dims, int ndims);
+/* A view whose base's history changed since its grad_fn was set (an
+ * in-place write through the base or another view) takes its grad_fn again,
+ * as a strided view of the base.  Called wherever grad_fn is read. */
+int wf__view_refresh(weft_tensor *t);
+/* The Autograd kernel's part for an in-place operator on a view: checks
+ * that it may be differentiated (before the write), ... */
+int wf__view_inplace_check(weft_tensor *view, const char *op);
+/* ... and, after the write, gives the base the history of the write
+ * (CopySlices: fn, the operator's node, applied to the view's slice of the
+ * base's gradient; fn's edge 0 is the view's old value when self_edge) and
+ * the view a strided view of the base's new history. */
+int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge);
+
 /* out is a copy of src converted to out's dtype (contiguous, to_dtype). */
 int wf__autograd_copy(weft_tensor *out, const weft_tensor *src);
 

@@ -3,6 +3,7 @@
  * buffer, and runs ready nodes newest first (highest sequence number).
  * Runs on the calling thread.  Without retain_graph a node frees its saved
  * tensors right after it runs. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,66 @@ static int run_hooks(wf_node *n)
     return 0;
 }
 
+/* A hook's error, with the node's name in front. */
+static int hook_failed(const wf_node *n, int rc, const char *kind)
+{
+    char why[768];
+    snprintf(why, sizeof why, "%s", weft_last_error());
+    return wf__errorf(rc, "%s: %s hook failed: %s", n->name, kind, why);
+}
+
+/* Checks a hook's replacement against the gradient it replaces, then puts
+ * it in *slot (consuming it). */
+static int replace_grad(const wf_node *n, weft_tensor **slot, weft_tensor *r, const char *kind, int i)
+{
+    const weft_tensor *old = *slot;
+    if (old && (old->ndim != r->ndim ||
+                memcmp(old->sizes, r->sizes, (size_t)r->ndim * sizeof(int64_t)) != 0)) {
+        char a[128], b[128];
+        int rc = wf__errorf(WEFT_ESHAPE, "%s: %s hook replaced gradient %d of shape %s by one of shape %s",
+                            n->name, kind, i, wf__shape_str(a, sizeof a, old->sizes, old->ndim),
+                            wf__shape_str(b, sizeof b, r->sizes, r->ndim));
+        weft_tensor_release(r);
+        return rc;
+    }
+    weft_tensor_release(*slot);
+    *slot = r;
+    return 0;
+}
+
+/* Runs the hooks registered with weft_node_register_pre_hook (pre) or
+ * _post_hook (grads_in non-NULL): each may replace gradients. */
+static int run_node_hooks(wf_node *n, wf_node_hook *hooks, weft_tensor **grads_in)
+{
+    int n_grads = grads_in ? n->n_edges : n->n_outputs;
+    weft_tensor **target = grads_in ? grads_in : n->buffer;
+    const char *kind = grads_in ? "post" : "pre";
+    for (wf_node_hook *h = hooks; h; h = h->next) {
+        weft_tensor *stack_replace[8];
+        weft_tensor **replace = n_grads <= 8 ? stack_replace : calloc((size_t)n_grads, sizeof *replace);
+        if (!replace)
+            return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
+        for (int i = 0; i < n_grads; i++)
+            replace[i] = NULL;
+        int rc = grads_in ? h->post((const weft_tensor *const *)grads_in, n_grads,
+                                    (const weft_tensor *const *)n->buffer, n->n_outputs, replace, h->ctx)
+                          : h->pre((const weft_tensor *const *)n->buffer, n_grads, replace, h->ctx);
+        if (rc < 0)
+            rc = hook_failed(n, rc, kind);
+        for (int i = 0; i < n_grads; i++) {
+            if (replace[i] && rc == 0)
+                rc = replace_grad(n, &target[i], replace[i], kind, i);
+            else
+                weft_tensor_release(replace[i]);
+        }
+        if (replace != stack_replace)
+            free(replace);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int capture_index(const task *t, const wf_node *n, int output_nr)
 {
     for (int i = 0; i < t->n_capture; i++)
@@ -161,6 +222,8 @@ static int capture_index(const task *t, const wf_node *n, int output_nr)
 static int run_node(task *t, wf_node *n, bool retain_graph)
 {
     int rc = run_hooks(n);
+    if (rc == 0 && n->node_pre_hooks)
+        rc = run_node_hooks(n, n->node_pre_hooks, NULL);
     if (rc < 0)
         return rc;
     if (t->n_capture) {
@@ -181,8 +244,12 @@ static int run_node(task *t, wf_node *n, bool retain_graph)
         return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
     for (int e = 0; e < n->n_edges; e++)
         grads_in[e] = NULL;
-    if (any)
+    if (any) {
         rc = n->backward(n, n->buffer, grads_in);
+        wf__node_drop_unpacked(n);
+        if (rc == 0 && n->post_hooks)
+            rc = run_node_hooks(n, n->post_hooks, grads_in);
+    }
     for (int e = 0; e < n->n_edges && rc == 0; e++) {
         wf_node *child = n->edges[e].node;
         if (!child) {
@@ -206,6 +273,8 @@ static int run_node(task *t, wf_node *n, bool retain_graph)
         }
         if (n->n_saved)
             n->released = true;
+        if (n->ctx_release_saved)
+            n->ctx_release_saved(n->ctx);
     }
     return rc;
 }

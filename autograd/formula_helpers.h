@@ -38,6 +38,16 @@ void wf__autograd_register_nn(void);
 /* Registers the shape and indexing formulas (autograd/formulas_shape.c). */
 void wf__autograd_register_shape(void);
 
+/* Registers the formulas of the NN gradient operators, and provides the
+ * differentiable compositions the NN formulas use under create_graph
+ * (autograd/formulas_nn_grad.c). */
+void wf__autograd_register_nn_grad(void);
+int wf__softmax_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *y, int64_t dim,
+                                   bool log);
+int wf__loss_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *self,
+                                weft_tensor *target, weft_tensor *weight, const char *reduction,
+                                int64_t ignore_index, double smoothing, bool logits);
+
 #define TRY(expr)                                                                     \
     do {                                                                              \
         int rc_ = (expr);                                                             \

@@ -757,16 +757,27 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
                           "%s: a leaf tensor that requires grad is being used in an in-place "
                           "operation (do it with grad mode off, or on a detached tensor)",
                           s->name);
-    if (self && self->is_view && (need || self_tracked))
-        return wf__errorf(WEFT_ENOTSUP,
-                          "%s: in-place operations on a view of a tensor that requires grad are "
-                          "not differentiable yet; apply it to a copy (weft_contiguous) instead",
-                          s->name);
+    /* in place on a view: the write is recorded on the view's base too
+     * (CopySlices), when anything involved takes part in autograd */
+    bool on_view = self && self->is_view && self->view_base && !is_out_form(call->op);
+    if (on_view && (need || self_tracked || wf__requires_grad(self->view_base) ||
+                    (self->autograd_meta && ((wf_autograd_meta *)self->autograd_meta)->no_grad_view))) {
+        int rc = wf__view_inplace_check(self, s->name);
+        if (rc < 0)
+            return rc;
+        self_tracked = wf__requires_grad(self); /* a view made stale by a write to its base */
+        need |= self_tracked && (f->diff & 1);
+    } else {
+        on_view = false;
+    }
     weft_tensor *old_self = NULL;
     int rc = 0;
     if (self && need && f->needs_old_self) {
+        /* a tracked self's copy records its history (CopyBackward), so
+         * that a formula reading the old value is differentiable again */
         weft_keyset excluded = wf__tls_excluded;
-        wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+        if (!self_tracked)
+            wf__tls_excluded |= WF_AUTOGRAD_KEYS;
         rc = weft_empty_like(&old_self, self);
         if (rc == 0 && (rc = weft_copy_(old_self, self)) < 0) {
             weft_tensor_release(old_self);
@@ -777,7 +788,7 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
             return rc;
     }
     rc = wf__autograd_call_below(call);
-    if (rc < 0 || !(need || self_tracked)) {
+    if (rc < 0 || !(need || self_tracked || on_view)) {
         weft_tensor_release(old_self);
         return rc;
     }
@@ -793,8 +804,17 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
     weft_tensor *result = self ? self : call->rets[0].u.tensor;
     if (rc == 0)
         rc = f->record(node, call, result, old_self);
+    /* an operand that shares self's storage (a.mul_(a), or another view of
+     * the same base) was read before the write but is saved after it: it is
+     * given the version it had before, so backward reports the write
+     * instead of using the new values */
+    for (int i = 0; rc == 0 && self && i < node->n_saved; i++) {
+        wf_saved *sv = &node->saved[i];
+        if (sv->tensor && sv->tensor->storage == self->storage)
+            sv->version--;
+    }
     if (rc == 0)
-        rc = wf__set_history(result, node, 0);
+        rc = on_view ? wf__view_rebase(self, node, f->diff & 1) : wf__set_history(result, node, 0);
     wf__node_release(node);
     weft_tensor_release(old_self);
     if (rc < 0 && !self) {
@@ -854,4 +874,5 @@ void wf__autograd_register(void)
                            no_formula_fallback, NULL, NULL);
     wf__autograd_register_nn();
     wf__autograd_register_shape();
+    wf__autograd_register_nn_grad();
 }

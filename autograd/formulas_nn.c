@@ -3,9 +3,8 @@
  * products, softmax, the fused losses, convolution (and transposed
  * convolution), pooling and upsampling.  Each backward is written with weft
  * operators, mostly the *_backward operators of the operator table, so it
- * runs on any device that has them.  Of the backward operators, the
- * convolution and upsample ones have formulas of their own: differentiating
- * the others twice is refused, never silently zero.
+ * runs on any device that has them.  Double backward: the formulas of the
+ * backward operators themselves are in formulas_nn_grad.c.
  * Composite operators (linear, conv1d, max_pool2d, the elementwise losses)
  * need nothing here: their parts record the graph. */
 #include <stdio.h>
@@ -101,6 +100,8 @@ static int softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     weft_tensor *y = saved(n, 0, &rc);
     if (rc < 0)
         return rc;
+    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
+        return wf__softmax_backward_composite(&gi[0], go[0], y, n->info[0], false);
     return weft__softmax_backward_data(&gi[0], go[0], y, n->info[0]);
 }
 
@@ -110,6 +111,8 @@ static int log_softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     weft_tensor *y = saved(n, 0, &rc);
     if (rc < 0)
         return rc;
+    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
+        return wf__softmax_backward_composite(&gi[0], go[0], y, n->info[0], true);
     return weft__log_softmax_backward_data(&gi[0], go[0], y, n->info[0]);
 }
 
@@ -159,6 +162,9 @@ static int loss_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool lo
     const char *reduction = reduction_names[n->info[0]];
     double smoothing;
     memcpy(&smoothing, &n->info[2], sizeof smoothing);
+    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
+        return wf__loss_backward_composite(&gi[0], go[0], self, target, weight, reduction,
+                                           n->info[1], smoothing, logits);
     if (logits)
         return weft_cross_entropy_backward(&gi[0], go[0], self, target, weight, reduction,
                                            n->info[1], smoothing);
@@ -447,63 +453,6 @@ static int conv_transpose2d_backward(wf_node *n, weft_tensor **go, weft_tensor *
     return rc;
 }
 
-/* convolution_backward_input(grad_output, weight, input_size, stride,
- * padding, dilation, groups) and convolution_backward_weight(grad_output,
- * input, weight_size, ...) are bilinear, each the adjoint of conv2d in one
- * argument, so their derivatives are conv2d and the other backward
- * operator; this gives conv2d and conv_transpose2d a second derivative.
- * Saves both tensors; info: stride, padding, dilation (pairs), groups. */
-static int record_conv_grad(wf_node *n, const weft_call *call, weft_tensor *result,
-                            weft_tensor *old_self)
-{
-    (void)old_self;
-    static const int64_t zero[2] = {0, 0}, one[2] = {1, 1};
-    int64_t info[7];
-    pair_of(&call->args[3], one, &info[0]);
-    pair_of(&call->args[4], zero, &info[2]);
-    pair_of(&call->args[5], one, &info[4]);
-    info[6] = call->args[6].u.i;
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 7;
-    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
-    return wf__node_save(n, 1, call->args[1].u.tensor, result);
-}
-
-/* dX = backward_input(G, W): d G = conv2d(ggX, W), d W = backward_weight(G, ggX) */
-static int conv_input_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
-{
-    int rc = 0;
-    weft_tensor *g = saved(n, 0, &rc), *w = saved(n, 1, &rc);
-    if (rc < 0)
-        return rc;
-    const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
-    if (wants(n, 0))
-        rc = weft_conv2d(&gi[0], go[0], w, NULL, s, 2, p, 2, d, 2, n->info[6]);
-    if (rc == 0 && wants(n, 1))
-        rc = weft_convolution_backward_weight(&gi[1], g, go[0], weft_tensor_sizes(w),
-                                              weft_tensor_ndim(w), s, 2, p, 2, d, 2, n->info[6]);
-    return rc;
-}
-
-/* dW = backward_weight(G, X): d G = conv2d(X, ggW), d X = backward_input(G, ggW) */
-static int conv_weight_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
-{
-    int rc = 0;
-    weft_tensor *g = saved(n, 0, &rc), *x = saved(n, 1, &rc);
-    if (rc < 0)
-        return rc;
-    const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
-    if (wants(n, 0))
-        rc = weft_conv2d(&gi[0], x, go[0], NULL, s, 2, p, 2, d, 2, n->info[6]);
-    if (rc == 0 && wants(n, 1))
-        rc = weft_convolution_backward_input(&gi[1], g, go[0], weft_tensor_sizes(x),
-                                             weft_tensor_ndim(x), s, 2, p, 2, d, 2, n->info[6]);
-    return rc;
-}
-
 /* upsample_nearest2d(self, output_size, scales_h?, scales_w?) and
  * upsample_bilinear2d(self, output_size, align_corners, scales_h?,
  * scales_w?): info: output size (2), self's sizes (4), align_corners, and
@@ -644,10 +593,6 @@ static const formula nn_formulas[] = {
      record_upsample, 0x1, false},
     {"upsample_bilinear2d", "UpsampleBilinear2DBackward", upsample_bilinear_backward,
      record_upsample, 0x1, false},
-    {"convolution_backward_input", "ConvolutionBackwardInputBackward", conv_input_grad_backward,
-     record_conv_grad, 0x3, false},
-    {"convolution_backward_weight", "ConvolutionBackwardWeightBackward",
-     conv_weight_grad_backward, record_conv_grad, 0x3, false},
     {"upsample_nearest2d_backward", "UpsampleNearest2DBackwardBackward",
      upsample_nearest_grad_backward, record_upsample_grad, 0x1, false},
     {"upsample_bilinear2d_backward", "UpsampleBilinear2DBackwardBackward",

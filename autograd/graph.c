@@ -68,11 +68,31 @@ static void free_hooks(wf_hook *h)
     }
 }
 
+static void free_node_hooks(wf_node_hook *h)
+{
+    while (h) {
+        wf_node_hook *next = h->next;
+        free(h);
+        h = next;
+    }
+}
+
 static void release_saved(wf_node *n)
 {
     for (int i = 0; i < n->n_saved; i++) {
         weft_tensor_release(n->saved[i].tensor);
+        weft_tensor_release(n->saved[i].unpacked);
         n->saved[i].tensor = NULL;
+        n->saved[i].unpacked = NULL;
+    }
+}
+
+void wf__node_drop_unpacked(wf_node *n)
+{
+    for (int i = 0; i < n->n_saved; i++) {
+        weft_tensor *u = n->saved[i].unpacked;
+        n->saved[i].unpacked = NULL;
+        weft_tensor_release(u); /* may release the last outside reference to n: not here */
     }
 }
 
@@ -91,6 +111,10 @@ void wf__node_release(wf_node *n)
         free(d->saved);
         free(d->info);
         free_hooks(d->pre_hooks);
+        free_node_hooks(d->node_pre_hooks);
+        free_node_hooks(d->post_hooks);
+        if (d->ctx_free)
+            d->ctx_free(d->ctx);
         for (int i = 0; i < d->n_edges; i++) {
             wf_node *child = d->edges[i].node;
             if (child && atomic_fetch_sub_explicit(&child->refcount, 1, memory_order_acq_rel) == 1) {
@@ -124,13 +148,36 @@ int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor 
         int rc = weft_detach(&keep, t);
         if (rc < 0)
             return rc;
+    } else if (t->is_view && t->view_base) {
+        /* a view holds its root, whose history a later in-place write may
+         * point at this node: kept as an alias with the view's history but
+         * without the root, that would be a reference cycle */
+        int rc = weft_detach(&keep, t);
+        const wf_autograd_meta *m = t->autograd_meta;
+        if (rc == 0 && m && m->grad_fn && wf__requires_grad(t) &&
+            (rc = wf__set_history(keep, m->grad_fn, m->output_nr)) < 0)
+            weft_tensor_release(keep);
+        if (rc < 0)
+            return rc;
     } else {
         keep = weft_tensor_retain(t);
     }
+    weft_tensor_release(n->saved[slot].tensor);
+    weft_tensor_release(n->saved[slot].unpacked);
     n->saved[slot].tensor = keep;
+    n->saved[slot].unpacked = NULL;
     n->saved[slot].version = weft_tensor_version(t);
     n->saved[slot].was_output = t == output;
+    n->saved[slot].output_nr = 0;
     return 0;
+}
+
+int wf__node_save_output(wf_node *n, int slot, const weft_tensor *t, int output_nr)
+{
+    int rc = wf__node_save(n, slot, t, t);
+    if (rc == 0 && t)
+        n->saved[slot].output_nr = output_nr;
+    return rc;
 }
 
 weft_tensor *wf__node_saved(wf_node *n, int slot)
@@ -157,6 +204,21 @@ weft_tensor *wf__node_saved(wf_node *n, int slot)
                    weft_dtype_name(t->dtype), wf__shape_str(shape, sizeof shape, t->sizes, t->ndim),
                    n->name, now, n->saved[slot].version);
         return NULL;
+    }
+    if (n->saved[slot].was_output && wf__grad_enabled()) {
+        /* create_graph: the output's value depends on the node's inputs, so
+         * the formula must see it with its history, as the output itself */
+        if (!n->saved[slot].unpacked) {
+            weft_tensor *alias;
+            if (weft_detach(&alias, t) < 0)
+                return NULL;
+            if (wf__set_history(alias, n, n->saved[slot].output_nr) < 0) {
+                weft_tensor_release(alias);
+                return NULL;
+            }
+            n->saved[slot].unpacked = alias;
+        }
+        return n->saved[slot].unpacked;
     }
     return t;
 }
@@ -203,6 +265,11 @@ int wf__edge_of(wf_edge *edge, weft_tensor *t)
 {
     edge->node = NULL;
     edge->input_nr = 0;
+    if (t->is_view) {
+        int rc = wf__view_refresh(t);
+        if (rc < 0)
+            return rc;
+    }
     if (!wf__requires_grad(t))
         return 0;
     wf_autograd_meta *m = t->autograd_meta;
@@ -315,6 +382,8 @@ WEFT_API bool weft_tensor_is_leaf(const weft_tensor *t)
 
 WEFT_API const char *weft_tensor_grad_fn_name(const weft_tensor *t)
 {
+    if (t && t->is_view && wf__view_refresh((weft_tensor *)t) < 0)
+        return NULL;
     const wf_autograd_meta *m = t ? t->autograd_meta : NULL;
     return m && m->grad_fn ? m->grad_fn->name : NULL;
 }
@@ -411,4 +480,152 @@ WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t)
     if (rc == 0)
         (*out)->keys = t->keys & ~WF_AUTOGRAD_KEYS;
     return rc;
+}
+
+/* ------------------------------------------------------------ node handles */
+
+/* A weft_node is a wf_node: the public name is an incomplete type that
+ * only this file converts. */
+static wf_node *node_of(const weft_node *n)
+{
+    return (wf_node *)n;
+}
+
+WEFT_API int weft_tensor_grad_fn(weft_node **out, const weft_tensor *t)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !t)
+        return wf__errorf(WEFT_EINVAL, "tensor_grad_fn: NULL argument");
+    if (t->is_view) {
+        int rc = wf__view_refresh((weft_tensor *)t); /* a write through its base since */
+        if (rc < 0)
+            return rc;
+    }
+    const wf_autograd_meta *m = t->autograd_meta;
+    if (m && m->grad_fn && wf__requires_grad(t)) {
+        wf__node_retain(m->grad_fn);
+        *out = (weft_node *)m->grad_fn;
+    }
+    return 0;
+}
+
+WEFT_API int weft_tensor_grad_accumulator(weft_node **out, weft_tensor *t)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !t)
+        return wf__errorf(WEFT_EINVAL, "tensor_grad_accumulator: NULL argument");
+    if (!wf__requires_grad(t) || !weft_tensor_is_leaf(t))
+        return wf__errorf(WEFT_EINVAL, "tensor_grad_accumulator: only a leaf tensor that requires "
+                                       "grad has an AccumulateGrad node");
+    wf_edge edge;
+    int rc = wf__edge_of(&edge, t);
+    if (rc == 0)
+        *out = (weft_node *)edge.node;
+    return rc;
+}
+
+WEFT_API weft_node *weft_node_retain(weft_node *node)
+{
+    wf__node_retain(node_of(node));
+    return node;
+}
+
+WEFT_API void weft_node_release(weft_node *node)
+{
+    wf__node_release(node_of(node));
+}
+
+WEFT_API const char *weft_node_name(const weft_node *node)
+{
+    return node ? node_of(node)->name : NULL;
+}
+
+WEFT_API int weft_node_num_outputs(const weft_node *node)
+{
+    return node ? node_of(node)->n_outputs : 0;
+}
+
+WEFT_API int weft_node_num_next(const weft_node *node)
+{
+    return node ? node_of(node)->n_edges : 0;
+}
+
+WEFT_API int weft_node_next(weft_node **out, int *input_nr, const weft_node *node, int i)
+{
+    if (out)
+        *out = NULL;
+    if (input_nr)
+        *input_nr = 0;
+    if (!out || !node)
+        return wf__errorf(WEFT_EINVAL, "node_next: NULL argument");
+    const wf_node *n = node_of(node);
+    if (i < 0 || i >= n->n_edges)
+        return wf__errorf(WEFT_EINVAL, "node_next: %s has %d next edges; index %d is out of range",
+                          n->name, n->n_edges, i);
+    wf__node_retain(n->edges[i].node);
+    *out = (weft_node *)n->edges[i].node;
+    if (input_nr)
+        *input_nr = n->edges[i].input_nr;
+    return 0;
+}
+
+static atomic_uint_fast64_t next_hook_handle = 1;
+
+static int add_node_hook(wf_node_hook **list, weft_node_pre_hook_fn pre, weft_node_post_hook_fn post,
+                         void *ctx, uint64_t *handle)
+{
+    wf_node_hook *h = malloc(sizeof *h);
+    if (!h)
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering a node hook");
+    h->handle = atomic_fetch_add(&next_hook_handle, 1);
+    h->pre = pre;
+    h->post = post;
+    h->ctx = ctx;
+    h->next = NULL;
+    while (*list)
+        list = &(*list)->next;
+    *list = h;
+    if (handle)
+        *handle = h->handle;
+    return 0;
+}
+
+WEFT_API int weft_node_register_pre_hook(weft_node *node, weft_node_pre_hook_fn fn, void *ctx,
+                                         uint64_t *handle)
+{
+    if (handle)
+        *handle = 0;
+    if (!node || !fn)
+        return wf__errorf(WEFT_EINVAL, "node_register_pre_hook: NULL argument");
+    return add_node_hook(&node_of(node)->node_pre_hooks, fn, NULL, ctx, handle);
+}
+
+WEFT_API int weft_node_register_post_hook(weft_node *node, weft_node_post_hook_fn fn, void *ctx,
+                                          uint64_t *handle)
+{
+    if (handle)
+        *handle = 0;
+    if (!node || !fn)
+        return wf__errorf(WEFT_EINVAL, "node_register_post_hook: NULL argument");
+    return add_node_hook(&node_of(node)->post_hooks, NULL, fn, ctx, handle);
+}
+
+WEFT_API int weft_node_remove_hook(weft_node *node, uint64_t handle)
+{
+    if (!node)
+        return wf__errorf(WEFT_EINVAL, "node_remove_hook: node is NULL");
+    wf_node *n = node_of(node);
+    wf_node_hook **lists[2] = {&n->node_pre_hooks, &n->post_hooks};
+    for (int l = 0; l < 2; l++)
+        for (wf_node_hook **h = lists[l]; *h; h = &(*h)->next)
+            if ((*h)->handle == handle) {
+                wf_node_hook *dead = *h;
+                *h = dead->next;
+                free(dead);
+                return 0;
+            }
+    return wf__errorf(WEFT_EINVAL, "node_remove_hook: %s has no hook with handle %llu", n->name,
+                      (unsigned long long)handle);
 }

@@ -42,6 +42,9 @@ struct weft_tensor {
     wf_storage *storage;
     char *data;           /* cached: storage data + offset, for kernels' hot path */
     void *autograd_meta;  /* created lazily by autograd */
+    struct weft_tensor *view_base; /* a view's root (strong): the non-view tensor its
+                                    * source chain starts at, whose history an
+                                    * in-place write through the view rebases */
     int64_t *sizes;       /* point at the inline arrays for ndim <= 5 */
     int64_t *strides;
     int64_t inline_sizes[WF_INLINE_DIMS];

@@ -128,6 +128,7 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     t->keys = wf__dense_keys(s->device);
     t->storage_offset = offset;
     t->autograd_meta = NULL;
+    t->view_base = NULL;
     t->is_view = false;
     if (!strides && ndim <= WF_INLINE_DIMS) {
         /* the common case, a fresh contiguous tensor: no temporaries */
@@ -169,6 +170,7 @@ WEFT_API void weft_tensor_release(weft_tensor *t)
         return;
     if (t->autograd_meta)
         wf__autograd_meta_free(t);
+    weft_tensor_release(t->view_base); /* a root, never itself a view: no deep recursion */
     wf__storage_release(t->storage);
     if (t->sizes != t->inline_sizes)
         free(t->sizes);

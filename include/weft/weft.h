@@ -441,6 +441,135 @@ WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t);
 typedef int (*weft_grad_hook_fn)(const weft_tensor *grad, weft_tensor **replace, void *ctx);
 WEFT_API int weft_tensor_register_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx);
 
+/* ---- graph nodes (torch's grad_fn): handles, names, edges and hooks.
+ * A weft_node is a reference-counted handle to a node of the graph; every
+ * function that gives one out gives a new reference, released with
+ * weft_node_release.  Nodes are shared with the graph: hooks added through a
+ * handle fire whenever a backward pass runs the node.  Registering or
+ * removing hooks while a backward pass runs through the same node is not
+ * thread-safe (and a hook must not add or remove hooks of its own node). */
+typedef struct weft_node weft_node;
+
+/* The node that produced t (its grad_fn): a new reference, or NULL in *out
+ * for a leaf or a tensor that does not require grad (as torch, a leaf's
+ * AccumulateGrad node is reached through the next edges of its users).
+ * Errors: WEFT_EINVAL for NULL arguments. */
+WEFT_API int weft_tensor_grad_fn(weft_node **out, const weft_tensor *t);
+WEFT_API weft_node *weft_node_retain(weft_node *node);
+WEFT_API void weft_node_release(weft_node *node);
+/* "MulBackward", "AccumulateGrad", or a custom function's name; valid while
+ * the node lives. */
+WEFT_API const char *weft_node_name(const weft_node *node);
+/* The number of outputs the node has gradients for (the number of
+ * gradients its pre-hooks see) and of next edges (one per differentiable
+ * input: the gradients its post-hooks see). */
+WEFT_API int weft_node_num_outputs(const weft_node *node);
+WEFT_API int weft_node_num_next(const weft_node *node);
+/* Next edge i (torch's next_functions[i]): the node the gradient of input i
+ * flows to (a new reference, or NULL for an input that needs no gradient)
+ * and which of that node's outputs it feeds (input_nr may be NULL).
+ * Errors: WEFT_EINVAL for NULL arguments or i out of range. */
+WEFT_API int weft_node_next(weft_node **out, int *input_nr, const weft_node *node, int i);
+/* The gradient of t's leaf accumulator (AccumulateGrad), created if needed:
+ * a new reference.  Errors: WEFT_EINVAL for a non-leaf or a tensor that
+ * does not require grad. */
+WEFT_API int weft_tensor_grad_accumulator(weft_node **out, weft_tensor *t);
+
+/* A pre-hook runs before the node, after the tensor hooks of its outputs,
+ * with the summed gradients of its n outputs (NULL: none arrived); it may
+ * put a replacement (a new reference, same shape) in replace[i], which
+ * starts NULL, meaning keep.  A post-hook runs after the node with the
+ * gradients it computed for its n_in inputs (NULL: none) and the gradients
+ * of its outputs it got; it may replace grad_inputs the same way.  Both
+ * return 0 or an error code, which stops the backward pass and is its
+ * result (the message is prefixed with the node's name).  A node that no
+ * gradient reaches in a pass does not run, nor do its hooks.  Hooks run on
+ * the thread that runs the backward pass. */
+typedef int (*weft_node_pre_hook_fn)(const weft_tensor *const *grad_outputs, int n,
+                                     weft_tensor **replace, void *ctx);
+typedef int (*weft_node_post_hook_fn)(const weft_tensor *const *grad_inputs, int n_in,
+                                      const weft_tensor *const *grad_outputs, int n_out,
+                                      weft_tensor **replace, void *ctx);
+/* Registers a hook; *handle (optional) gets a nonzero number that removes
+ * it.  Hooks run in registration order.  ctx is the caller's and must live
+ * as long as the hook.  Errors: WEFT_EINVAL (NULL), WEFT_ENOMEM. */
+WEFT_API int weft_node_register_pre_hook(weft_node *node, weft_node_pre_hook_fn fn, void *ctx,
+                                         uint64_t *handle);
+WEFT_API int weft_node_register_post_hook(weft_node *node, weft_node_post_hook_fn fn, void *ctx,
+                                          uint64_t *handle);
+/* Removes the hook with this handle.  Errors: WEFT_EINVAL when the node has
+ * no such hook (already removed, or another node's). */
+WEFT_API int weft_node_remove_hook(weft_node *node, uint64_t handle);
+
+/* ---- custom differentiable functions (torch.autograd.Function).
+ * weft_function_apply runs forward with grad mode off; when grad mode is on
+ * and an input requires grad it then records one node, named fn->name, whose
+ * backward calls fn->backward.  Inside the callbacks, ctx gives access to
+ * the user pointer, the saved tensors and needs_input_grad.
+ *
+ * forward: fills outputs[0..noutputs-1] with new references (never NULL);
+ * it may return an input itself (then a new alias of it is the output,
+ * unless it was marked dirty).  It may save tensors for backward (inputs,
+ * outputs or anything else), mark outputs non-differentiable (integer
+ * outputs always are), and mark inputs it modified in place dirty (they
+ * must then be returned as outputs: their history moves to the new node;
+ * a leaf that requires grad is refused).
+ *
+ * backward: gets the gradients of the outputs — NULL for an output no
+ * gradient arrived at (unused, or non-differentiable) unless
+ * fn->materialize_grads, which turns those into zeros of the output's
+ * shape — and fills grad_inputs[i] (they start NULL) with new references
+ * shaped like input i, or leaves NULL for no gradient (a gradient for an
+ * input that needs none is dropped).  A gradient of another dtype is
+ * converted.  Written with weft operators, it is itself differentiable:
+ * with create_graph it records its own graph (double backward).  An error
+ * code it returns ends the backward pass with that code and its message
+ * prefixed with the function's name.
+ *
+ * user and destroy: user is passed through ctx; destroy (optional) is
+ * called with it exactly once: when the recorded node is freed (the last
+ * output and every graph using it are released), or before
+ * weft_function_apply returns when no node was recorded or on error.
+ * fn is copied: it need not outlive the call.  Errors: WEFT_EINVAL for bad
+ * arguments (NULL outputs, dirty input not returned, in-place on a leaf
+ * that requires grad), and any error of forward (message prefixed with the
+ * name); on error every outputs[i] is NULL and nothing was recorded.
+ * Thread safety: forward runs on the calling thread, backward on the thread
+ * running the backward pass; the ctx functions are for those callbacks only. */
+typedef struct weft_function_ctx weft_function_ctx;
+typedef int (*weft_function_forward_fn)(weft_function_ctx *ctx, weft_tensor *const *inputs,
+                                        int ninputs, weft_tensor **outputs, int noutputs);
+typedef int (*weft_function_backward_fn)(weft_function_ctx *ctx,
+                                         weft_tensor *const *grad_outputs, int noutputs,
+                                         weft_tensor **grad_inputs, int ninputs);
+typedef struct weft_function {
+    const char *name; /* the node's name in errors and weft_node_name ("MyExpBackward") */
+    weft_function_forward_fn forward;
+    weft_function_backward_fn backward;
+    bool materialize_grads; /* zeros instead of NULL grad_outputs */
+} weft_function;
+WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft_function *fn,
+                                 void *user, void (*destroy)(void *user),
+                                 weft_tensor *const *inputs, int ninputs);
+/* The user pointer given to weft_function_apply. */
+WEFT_API void *weft_function_user(const weft_function_ctx *ctx);
+/* forward only: keeps tensors for backward, with their version at the end of
+ * forward (a later in-place write makes weft_function_saved fail, naming the
+ * function).  Replaces what was saved before.  Errors: WEFT_EINVAL outside
+ * forward or for a NULL tensor, WEFT_ENOMEM. */
+WEFT_API int weft_function_save_for_backward(weft_function_ctx *ctx, weft_tensor *const *tensors,
+                                             int n);
+/* backward only: saved tensor i as a new reference.  Errors: WEFT_EINVAL for
+ * an index out of range, a graph already freed, or a tensor modified in place
+ * since it was saved (the message names the function and both versions). */
+WEFT_API int weft_function_saved(weft_tensor **out, weft_function_ctx *ctx, int i);
+/* forward only: output (one of the outputs forward returns) carries no
+ * gradient.  input (one of the inputs) was modified in place. */
+WEFT_API int weft_function_mark_non_differentiable(weft_function_ctx *ctx, const weft_tensor *output);
+WEFT_API int weft_function_mark_dirty(weft_function_ctx *ctx, const weft_tensor *input);
+/* Whether input i needs a gradient (false outside the range). */
+WEFT_API bool weft_function_needs_input_grad(const weft_function_ctx *ctx, int i);
+
 /* A function of tensors for the gradient checkers: computes one output from
  * n inputs (a new reference in *out).  Returns 0 or an error code. */
 typedef int (*weft_tensor_fn)(weft_tensor **out, weft_tensor *const *inputs, int n, void *ctx);
