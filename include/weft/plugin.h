@@ -184,12 +184,17 @@ typedef struct weft_device_interface {
 } weft_device_interface;
 
 /* Registers a new device type by name; *type_out receives its id.  The
- * allocator is required.  Errors: WEFT_EEXIST (name taken; the message names
+ * allocator is required.  The type gets the core's CPU fallback (see
+ * weft_cpu_fallback_set_mode in <weft/weft.h>) for its Dense key at the
+ * lowest priority: every operator without a kernel of the plugin's runs on
+ * the CPU through the interface's copies, so a plugin may start with an
+ * allocator and copies only and add kernels one by one.  Errors: WEFT_EEXIST (name taken; the message names
  * the plugin that holds it), WEFT_ENOMEM (every id is used), WEFT_EINVAL. */
 WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
                                        const weft_device_interface *iface,
                                        const weft_allocator *alloc, int *type_out);
-/* Provides the interface and allocator of a reserved type (CUDA, HIP). */
+/* Provides the interface and allocator of a reserved type (CUDA, HIP); it
+ * gets the CPU fallback too. */
 WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
                                            const weft_device_interface *iface,
                                            const weft_allocator *alloc);
