@@ -396,3 +396,15 @@ int wf__cpu_fallback_kernel(weft_call *call, void *ctx)
     atomic_fetch_add_explicit(&fallback_calls, 1, memory_order_relaxed);
     return wf__run_on_host(call, device);
 }
+
+WEFT_API int weft_call_cpu_fallback(weft_call *call)
+{
+    if (!call || !call->op)
+        return wf__errorf(WEFT_EINVAL, "call_cpu_fallback: call is NULL");
+    weft_keyset backends = call->keys & WF_BACKEND_MASK;
+    int type = backends ? 63 - __builtin_clzll(backends) : 0;
+    if (type == WEFT_DEVICE_TYPE_CPU)
+        return wf__errorf(WEFT_EINVAL, "%s: call_cpu_fallback needs a call on a device, not the CPU",
+                          call->op->schema.name);
+    return wf__cpu_fallback_kernel(call, (void *)(intptr_t)type);
+}

@@ -399,6 +399,16 @@ static int own_neg(weft_call *call, void *ctx)
     return rc;
 }
 
+/* a kernel that hands every call over to the fallback, as one that handles
+ * only some dtypes does for the others */
+static int handed_over;
+static int hand_over(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    handed_over++;
+    return weft_call_cpu_fallback(call);
+}
+
 static void test_modes_and_priority(weft_registrar *reg)
 {
     weft_tensor *a = randn(1, 5, 0, 0), *da = on_dev(a), *r = NULL;
@@ -476,6 +486,22 @@ static void test_modes_and_priority(weft_registrar *reg)
     keep(r);
     ok(neg_calls == 2 && weft_cpu_fallback_calls() == before + 1, "the device's fallback ran");
     weft_registration_release(fh);
+
+    /* a kernel of the device's own may hand a call to the fallback */
+    weft_registration *hh = NULL;
+    weft_register_kernel(reg, "abs", WEFT_KEY_DENSE, dev0.type, hand_over, NULL, &hh);
+    before = weft_cpu_fallback_calls();
+    is_int(weft_abs(&r, da), 0, "a kernel calls weft_call_cpu_fallback");
+    keep(r);
+    weft_abs(&w, a);
+    ok(handed_over == 1 && weft_cpu_fallback_calls() == before + 1 && same(r, keep(w), 0),
+       "it ran once, through the fallback, with the CPU's values");
+    weft_registration_release(hh);
+    weft_registration *hc = NULL;
+    weft_register_kernel(reg, "abs", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, hand_over, NULL, &hc);
+    is_int(weft_abs(&r, a), WEFT_EINVAL, "weft_call_cpu_fallback on a CPU call is refused");
+    like(weft_last_error(), "needs a call on a device", "saying why");
+    weft_registration_release(hc);
     drop_all();
 }
 

@@ -205,6 +205,15 @@ WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_a
 
 /* ------------------------------------------------- helpers for kernels */
 
+/* Runs call through the core's CPU fallback, exactly as if the device had
+ * no kernel for the operator (mode, warning and count included): for a
+ * kernel that handles only some cases itself (float32, contiguous) and
+ * hands the rest over with `return weft_call_cpu_fallback(call);`.  The
+ * device is the highest backend of call->keys.  Errors: those of the
+ * fallback (WEFT_ENOKERNEL in error mode) and of the CPU kernel;
+ * WEFT_EINVAL when the call is on the CPU. */
+WEFT_API int weft_call_cpu_fallback(weft_call *call);
+
 /* The dispatch key set of a tensor. */
 WEFT_API weft_keyset weft_tensor_keys(const weft_tensor *t);
 /* Marks an in-place write: bumps the storage's version.  Kernels that write
