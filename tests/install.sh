@@ -20,13 +20,8 @@ check() { # check DESCRIPTION COMMAND...
         fail=1
     fi
 }
-# a make of our own, not a part of the make that runs the tests
-unset MAKEFLAGS MFLAGS MAKELEVEL
-check "make install DESTDIR=..." make -s -C "$builddir" install DESTDIR="$tmp/stage"
-prefix=$(sed -n 's/^prefix=//p' "$builddir/weft.pc")
-libdir=$(cd "$builddir" && make -s --no-print-directory -f Makefile print-libdir 2>/dev/null)
-[ -n "$libdir" ] || libdir="$prefix/lib"
-root="$tmp/stage"
+. "$(dirname "$0")/stage.sh"
+check "make install DESTDIR=..." stage_install "$tmp/stage"
 check "headers, library, plugin and pkg-config files are installed" test -f "$root$prefix/include/weft/weft.h" \
     -a -f "$root$prefix/include/weft/plugin.h" -a -f "$root$prefix/include/weft/ops.h" \
     -a -f "$root$libdir/weft/plugins/libweft-cpu.so" -a -f "$root$libdir/pkgconfig/weft.pc" \
@@ -57,7 +52,6 @@ int main(void)
     return v == 4.0 ? 0 : 1;
 }
 APP
-export PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_PATH="$root$libdir/pkgconfig"
 check "a program compiles against pkg-config weft" \
     sh -c "${CC:-cc} -o '$tmp/app' '$tmp/app.c' \$(pkg-config --cflags --libs weft)"
 unset WEFT_PLUGIN_PATH
