@@ -4,6 +4,7 @@
 # `pkg-config weft`, run it without WEFT_PLUGIN_PATH, and check that the
 # plugins are found beside the staged libweft (a relocated install).  TAP.
 builddir=${WEFT_BUILDDIR:-.}
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
@@ -59,5 +60,24 @@ check "it runs and finds the staged plugins beside the staged libweft" \
     env LD_LIBRARY_PATH="$root$libdir" "$tmp/app"
 check "weft-info from the staging directory lists a staged CPU plugin as loaded" \
     sh -c "LD_LIBRARY_PATH='$root$libdir' '$root$prefix/bin/weft-info' | grep -q 'loaded *$root$libdir/weft/plugins/libweft-cpu'"
+
+# docs/writing-a-backend.md is tested: the plugin it builds step by step (its
+# blocks marked "file: NAME") is extracted, built against the staged install
+# with the guide's Makefile, and checked with the staged weft-conformance
+mkdir "$tmp/guide"
+awk -v dir="$tmp/guide" '
+    /^<!-- file: [^ ]* -->$/ { file = $3; next }
+    /^```/ { if (inside) { inside = 0; file = "" } else if (file != "") inside = 1; next }
+    inside { print >> (dir "/" file) }' "$srcdir/docs/writing-a-backend.md"
+check "the guide's plugin builds with the guide's Makefile" make -C "$tmp/guide"
+LD_LIBRARY_PATH="$root$libdir" "$root$prefix/bin/weft-conformance" \
+    --plugin "$tmp/guide/libweft-mydev.so" mydev:1 >"$tmp/guide/conformance" 2>&1
+guide_status=$?
+check "weft-conformance passes on the guide's device" \
+    sh -c "[ $guide_status = 0 ] && grep -q '^# mydev:1: [0-9]* cases, 0 failed' '$tmp/guide/conformance' ||
+           { grep -v '^ok' '$tmp/guide/conformance'; exit 1; }"
+check "its own neg ran for float32, the CPU fallback for float64" \
+    sh -c "grep -q '^ok [0-9]* - neg float32 \[5,7\]\$' '$tmp/guide/conformance' &&
+           grep -q '^ok [0-9]* - neg float64 \[5,7\] (CPU fallback)' '$tmp/guide/conformance'"
 echo "1..$n"
 exit $fail
