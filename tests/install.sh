@@ -22,7 +22,7 @@ check() { # check DESCRIPTION COMMAND...
     fi
 }
 . "$(dirname "$0")/stage.sh"
-check "make install DESTDIR=..." stage_install "$tmp/stage"
+check "make install DESTDIR=..." stage_install "$STAGED_DIR"
 check "headers, library, plugin and pkg-config files are installed" test -f "$root$prefix/include/weft/weft.h" \
     -a -f "$root$prefix/include/weft/plugin.h" -a -f "$root$prefix/include/weft/ops.h" \
     -a -f "$root$libdir/weft/plugins/libweft-cpu.so" -a -f "$root$libdir/pkgconfig/weft.pc" \

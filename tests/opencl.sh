@@ -45,7 +45,11 @@ check() { # check DESCRIPTION COMMAND...
     fi
 }
 
-check "make install DESTDIR=..." stage_install "$tmp/stage"
+if [ -f "$STAGED_DIR/.complete" ]; then
+    check "use the staging of tests/install.sh" stage_use "$STAGED_DIR"
+else
+    check "make install DESTDIR=..." stage_install "$tmp/stage"
+fi
 cp -R "$srcdir/examples/opencl-backend" "$tmp/example"
 chmod -R u+w "$tmp/example"
 rm -f "$tmp/example/libweft-opencl.so"
