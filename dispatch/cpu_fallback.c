@@ -312,20 +312,29 @@ static bool find_device(const weft_call *call, int type, weft_device *out)
     return false;
 }
 
-static void warn_once(weft_op *op, weft_device device)
+/* handed_over: a kernel of the device's own gave the call to the fallback
+ * (weft_call_cpu_fallback), so the device does have a kernel, not for this */
+static void warn_once(weft_op *op, weft_device device, bool handed_over)
 {
     uint64_t bit = (uint64_t)1 << device.type;
     if (atomic_fetch_or_explicit(&op->fallback_warned, bit, memory_order_relaxed) & bit)
         return;
     fprintf(stderr,
-            "weft: warning: operator '%s' has no kernel for device type '%s'; it runs on the CPU, "
-            "with its tensors copied to the host and back (WEFT_CPU_FALLBACK=silent hides this "
-            "warning, =error forbids the fallback)\n",
-            op->schema.name, wf__device_types[device.type].name);
+            "weft: warning: operator '%s' runs on the CPU for device type '%s' (%s); its tensors "
+            "are copied to the host and back (WEFT_CPU_FALLBACK=silent hides this warning, "
+            "=error forbids the fallback)\n",
+            op->schema.name, wf__device_types[device.type].name,
+            handed_over ? "its kernel handed the call over" : "the device has no kernel for it");
 }
 
-static int refuse(const weft_call *call, int type)
+static int refuse(const weft_call *call, int type, bool handed_over)
 {
+    if (handed_over)
+        return wf__errorf(WEFT_ENOKERNEL,
+                          "%s: the kernel of device type '%s' handed this call to the CPU "
+                          "fallback, which is off (WEFT_CPU_FALLBACK=error or "
+                          "weft_cpu_fallback_set_mode)",
+                          call->op->schema.name, wf__device_types[type].name);
     wf__missing_kernel(call->op, call->keys);
     char detail[1024];
     snprintf(detail, sizeof detail, "%s", weft_last_error());
@@ -380,21 +389,25 @@ int wf__run_on_host(weft_call *call, weft_device device)
     return rc;
 }
 
-int wf__cpu_fallback_kernel(weft_call *call, void *ctx)
+static int fall_back(weft_call *call, int type, bool handed_over)
 {
-    int type = (int)(intptr_t)ctx;
     weft_op *op = (weft_op *)call->op;
     int mode = current_mode();
     if (mode == WEFT_CPU_FALLBACK_ERROR)
-        return refuse(call, type);
+        return refuse(call, type, handed_over);
     weft_device device;
     if (!find_device(call, type, &device))
         return wf__errorf(WEFT_EINTERNAL, "%s: the CPU fallback for '%s' found no tensor on it",
                           op->schema.name, wf__device_types[type].name);
     if (mode == WEFT_CPU_FALLBACK_WARN)
-        warn_once(op, device);
+        warn_once(op, device, handed_over);
     atomic_fetch_add_explicit(&fallback_calls, 1, memory_order_relaxed);
     return wf__run_on_host(call, device);
+}
+
+int wf__cpu_fallback_kernel(weft_call *call, void *ctx)
+{
+    return fall_back(call, (int)(intptr_t)ctx, false);
 }
 
 WEFT_API int weft_call_cpu_fallback(weft_call *call)
@@ -406,5 +419,5 @@ WEFT_API int weft_call_cpu_fallback(weft_call *call)
     if (type == WEFT_DEVICE_TYPE_CPU)
         return wf__errorf(WEFT_EINVAL, "%s: call_cpu_fallback needs a call on a device, not the CPU",
                           call->op->schema.name);
-    return wf__cpu_fallback_kernel(call, (void *)(intptr_t)type);
+    return fall_back(call, type, true);
 }

@@ -496,6 +496,17 @@ static void test_modes_and_priority(weft_registrar *reg)
     weft_abs(&w, a);
     ok(handed_over == 1 && weft_cpu_fallback_calls() == before + 1 && same(r, keep(w), 0),
        "it ran once, through the fallback, with the CPU's values");
+    weft_cpu_fallback_set_mode(WEFT_CPU_FALLBACK_ERROR);
+    is_int(weft_abs(&r, da), WEFT_ENOKERNEL, "handing over in error mode fails");
+    like(weft_last_error(), "abs: the kernel of device type 'fbdev' handed this call to the CPU fallback, which is off",
+         "saying that the device's kernel handed it over");
+    weft_cpu_fallback_set_mode(WEFT_CPU_FALLBACK_WARN);
+    capture_stderr();
+    weft_abs(&r, da);
+    keep(r);
+    is_int(captured_lines("'abs'", "its kernel handed the call over"), 1,
+           "the warning says the kernel handed the call over");
+    weft_cpu_fallback_set_mode(WEFT_CPU_FALLBACK_SILENT);
     weft_registration_release(hh);
     weft_registration *hc = NULL;
     weft_register_kernel(reg, "abs", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, hand_over, NULL, &hc);
