@@ -47,6 +47,11 @@ status=$?
     ! grep -q '^ok [0-9]* - [^#]*$' "$tmp/nofb"
 result $? "--no-fallback: every case without a kernel of the device's own is a skip"
 
+WEFT_CPU_FALLBACK=loud "$kit" --plugin "$plugins/test-hostdev.so" --only add_scalar hostdev \
+    >"$tmp/bogus" 2>&1
+grep -q "WEFT_CPU_FALLBACK='loud' is not one of warn, silent, error; using warn" "$tmp/bogus"
+result $? "an unknown WEFT_CPU_FALLBACK value is named in a warning"
+
 "$kit" nosuchdevice >"$tmp/unknown" 2>&1
 status=$?
 sed 's/^/# /' "$tmp/unknown"
