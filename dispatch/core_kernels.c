@@ -22,6 +22,13 @@ static int copy_kernel(weft_call *call, void *ctx)
         return wf__host_copy(dst, src);
     if (dst->numel == 0)
         return 0;
+    bool dst_dev = dst->device.type != WEFT_DEVICE_TYPE_CPU;
+    bool src_dev = src->device.type != WEFT_DEVICE_TYPE_CPU;
+    /* strided views on one device: stage the bytes they span, copy on the
+     * host, write the span back (the device needs no strided copy kernel) */
+    if (((dst_dev && !dst->is_contiguous) || (src_dev && !src->is_contiguous)) &&
+        (!dst_dev || !src_dev || weft_device_equal(dst->device, src->device)))
+        return wf__run_on_host(call, dst_dev ? dst->device : src->device);
     weft_tensor *host_src = NULL, *host_dst = NULL;
     int rc = 0;
     if (src->device.type != WEFT_DEVICE_TYPE_CPU) {

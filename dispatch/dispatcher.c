@@ -248,7 +248,7 @@ int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_regist
 
 /* ---------------------------------------------------------- the call */
 
-static int missing_kernel(const weft_op *op, weft_keyset ks)
+int wf__missing_kernel(const weft_op *op, weft_keyset ks)
 {
     char keys[256], have[512];
     weft_keyset_to_string(ks, keys, sizeof keys);
@@ -258,7 +258,10 @@ static int missing_kernel(const weft_op *op, weft_keyset ks)
         bool per_backend = key <= WEFT_KEY_SPARSE || key == WEFT_KEY_AUTOGRAD;
         for (int b = 0; b < (per_backend ? WEFT_MAX_DEVICE_TYPES : 1) && n < sizeof have; b++) {
             const wf_kernel *k = atomic_load(&op->table[wf__slot_for(key, b)]);
-            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || (per_backend && !weft_device_type_name(b)))
+            /* the CPU fallback fills every device's Dense slot: listing it
+             * would hide which backends really have a kernel */
+            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || k->fn == wf__cpu_fallback_kernel ||
+                (per_backend && !weft_device_type_name(b)))
                 continue;
             if (per_backend)
                 n += (size_t)snprintf(have + n, sizeof have - n, "%s%s[%s] (%s)", n ? ", " : "",
@@ -290,7 +293,7 @@ static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
                 ks &= ~WEFT_KEYSET_BIT(func);
                 continue;
             }
-            return missing_kernel(op, ks);
+            return wf__missing_kernel(op, ks);
         }
         if (k->kind == WF_KERNEL_FALLTHROUGH) {
             ks &= ~WEFT_KEYSET_BIT(func);

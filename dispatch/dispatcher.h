@@ -89,6 +89,7 @@ struct weft_op {
     _Atomic(const wf_kernel *) table[WF_NUM_SLOTS];
     struct weft_registrar *definer; /* NULL for the built-in table */
     struct weft_registration *regs; /* every kernel registration, newest first (cold) */
+    _Atomic uint64_t fallback_warned; /* device types the CPU fallback warned about */
 };
 
 /* Slot of a key set, or -1 if it has no functionality bit. */
@@ -128,6 +129,17 @@ void wf__registry_unlock(void);
 /* The core registers its own kernels (CPU copy, composites) through this. */
 extern weft_registrar *wf__core_registrar;
 void wf__core_kernels_register(void);
+
+/* The CPU fallback (dispatch/cpu_fallback.c): registered for the Dense key
+ * of every device type at the lowest priority; ctx is the device type. */
+int wf__cpu_fallback_kernel(weft_call *call, void *ctx);
+/* Runs call on the host: its tensors on `device` are staged to host memory
+ * through the device's copies, written ones are copied back and new
+ * results are copied to `device`.  What the fallback does, without the
+ * mode, the warning and the count; copy_ uses it for strided views. */
+int wf__run_on_host(weft_call *call, weft_device device);
+/* Sets the "no kernel for these keys" error for op and returns it. */
+int wf__missing_kernel(const weft_op *op, weft_keyset ks);
 
 /* Thread-local dispatch state. */
 extern _Thread_local weft_keyset wf__tls_included;

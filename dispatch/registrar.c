@@ -27,6 +27,7 @@ struct weft_registration {
     weft_op *op;
     int slot;          /* -1 for composite and all-backend registrations */
     int all_backends_key; /* the per-backend key of a WEFT_ALL_BACKENDS registration, or 0 */
+    bool lowest;       /* a fallback below every other one (the core's CPU fallback) */
     wf_kernel *kernel; /* REG_KERNEL / REG_FALLBACK */
     int device_type;   /* REG_DEVICE / REG_ALLOCATOR */
     weft_allocator *allocator;
@@ -131,10 +132,14 @@ static const wf_kernel *compute_slot(const weft_op *op, int slot)
             if (r->slot == -1 && !r->all_backends_key)
                 return r->kernel;
     for (weft_registration *r = global_regs; r; r = r->all_next)
-        if (r->kind == REG_FALLBACK && r->slot == slot)
+        if (r->kind == REG_FALLBACK && !r->lowest && r->slot == slot)
             return r->kernel;
     for (weft_registration *r = global_regs; key && r; r = r->all_next)
-        if (r->kind == REG_FALLBACK && r->all_backends_key == key)
+        if (r->kind == REG_FALLBACK && !r->lowest && r->all_backends_key == key)
+            return r->kernel;
+    /* last of all, so any kernel or fallback a plugin registers wins */
+    for (weft_registration *r = global_regs; r; r = r->all_next)
+        if (r->kind == REG_FALLBACK && r->lowest && r->slot == slot)
             return r->kernel;
     return NULL;
 }
@@ -389,6 +394,29 @@ WEFT_API int weft_register_fallthrough(weft_registrar *reg, const char *op_name,
                            WF_KERNEL_FALLTHROUGH, handle);
 }
 
+/* Records a fallback and recomputes every table (registry lock held). */
+static int add_fallback_locked(weft_registration **out, weft_registrar *reg, int slot,
+                               int all_backends_key, weft_kernel_fn fn, void *ctx, bool lowest)
+{
+    *out = NULL;
+    wf_kernel *k = new_kernel(reg, fn, ctx, WF_KERNEL_FALLBACK);
+    weft_registration *r = k ? new_registration(reg, REG_FALLBACK) : NULL;
+    if (!r) {
+        free(k);
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering a fallback");
+    }
+    if (lowest)
+        snprintf(k->owner, sizeof k->owner, "core CPU fallback");
+    r->slot = slot;
+    r->all_backends_key = all_backends_key;
+    r->lowest = lowest;
+    r->kernel = k;
+    link_global(r);
+    recompute_all_ops();
+    *out = r;
+    return 0;
+}
+
 WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_type,
                                     weft_kernel_fn fn, void *ctx, weft_registration **handle)
 {
@@ -409,22 +437,12 @@ WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_typ
                           device_type);
     }
     wf__registry_lock();
-    wf_kernel *k = new_kernel(reg, fn, ctx, WF_KERNEL_FALLBACK);
-    weft_registration *r = k ? new_registration(reg, REG_FALLBACK) : NULL;
-    if (!r) {
-        free(k);
-        wf__registry_unlock();
-        return wf__errorf(WEFT_ENOMEM, "out of memory registering a fallback");
-    }
-    r->slot = slot;
-    r->all_backends_key = all_backends_key;
-    r->kernel = k;
-    link_global(r);
-    recompute_all_ops();
+    weft_registration *r;
+    int rc = add_fallback_locked(&r, reg, slot, all_backends_key, fn, ctx, false);
     wf__registry_unlock();
-    if (handle)
+    if (rc == 0 && handle)
         *handle = r;
-    return 0;
+    return rc;
 }
 
 WEFT_API int weft_register_op(weft_registrar *reg, const char *schema, const weft_op **out)
@@ -544,7 +562,15 @@ static int install_device(weft_registrar *reg, int type, const char *name,
     dt->base_allocator = ac;
     dt->registered = true;
     refresh_allocator(type);
-    return 0;
+    /* Every device gets the CPU fallback for the operators it lacks, under
+     * its own registrar so that it goes with the device type; newer than the
+     * device record, so a rollback releases it first. */
+    weft_registration *fb;
+    int rc = add_fallback_locked(&fb, reg, wf__slot_for(WEFT_KEY_DENSE, type), 0,
+                                 wf__cpu_fallback_kernel, (void *)(intptr_t)type, true);
+    if (rc < 0)
+        release_locked(r);
+    return rc;
 }
 
 WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,

@@ -4,6 +4,7 @@
 # `pkg-config weft`, run it without WEFT_PLUGIN_PATH, and check that the
 # plugins are found beside the staged libweft (a relocated install).  TAP.
 builddir=${WEFT_BUILDDIR:-.}
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0
@@ -20,13 +21,8 @@ check() { # check DESCRIPTION COMMAND...
         fail=1
     fi
 }
-# a make of our own, not a part of the make that runs the tests
-unset MAKEFLAGS MFLAGS MAKELEVEL
-check "make install DESTDIR=..." make -s -C "$builddir" install DESTDIR="$tmp/stage"
-prefix=$(sed -n 's/^prefix=//p' "$builddir/weft.pc")
-libdir=$(cd "$builddir" && make -s --no-print-directory -f Makefile print-libdir 2>/dev/null)
-[ -n "$libdir" ] || libdir="$prefix/lib"
-root="$tmp/stage"
+. "$(dirname "$0")/stage.sh"
+check "make install DESTDIR=..." stage_install "$STAGED_DIR"
 check "headers, library, plugin and pkg-config files are installed" test -f "$root$prefix/include/weft/weft.h" \
     -a -f "$root$prefix/include/weft/plugin.h" -a -f "$root$prefix/include/weft/ops.h" \
     -a -f "$root$libdir/weft/plugins/libweft-cpu.so" -a -f "$root$libdir/pkgconfig/weft.pc" \
@@ -57,7 +53,6 @@ int main(void)
     return v == 4.0 ? 0 : 1;
 }
 APP
-export PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_PATH="$root$libdir/pkgconfig"
 check "a program compiles against pkg-config weft" \
     sh -c "${CC:-cc} -o '$tmp/app' '$tmp/app.c' \$(pkg-config --cflags --libs weft)"
 unset WEFT_PLUGIN_PATH
@@ -65,5 +60,24 @@ check "it runs and finds the staged plugins beside the staged libweft" \
     env LD_LIBRARY_PATH="$root$libdir" "$tmp/app"
 check "weft-info from the staging directory lists a staged CPU plugin as loaded" \
     sh -c "LD_LIBRARY_PATH='$root$libdir' '$root$prefix/bin/weft-info' | grep -q 'loaded *$root$libdir/weft/plugins/libweft-cpu'"
+
+# docs/writing-a-backend.md is tested: the plugin it builds step by step (its
+# blocks marked "file: NAME") is extracted, built against the staged install
+# with the guide's Makefile, and checked with the staged weft-conformance
+mkdir "$tmp/guide"
+awk -v dir="$tmp/guide" '
+    /^<!-- file: [^ ]* -->$/ { file = $3; next }
+    /^```/ { if (inside) { inside = 0; file = "" } else if (file != "") inside = 1; next }
+    inside { print >> (dir "/" file) }' "$srcdir/docs/writing-a-backend.md"
+check "the guide's plugin builds with the guide's Makefile" make -C "$tmp/guide"
+LD_LIBRARY_PATH="$root$libdir" "$root$prefix/bin/weft-conformance" \
+    --plugin "$tmp/guide/libweft-mydev.so" mydev:1 >"$tmp/guide/conformance" 2>&1
+guide_status=$?
+check "weft-conformance passes on the guide's device" \
+    sh -c "[ $guide_status = 0 ] && grep -q '^# mydev:1: [0-9]* cases, 0 failed' '$tmp/guide/conformance' ||
+           { grep -v '^ok' '$tmp/guide/conformance'; exit 1; }"
+check "its own neg ran for float32, the CPU fallback for float64" \
+    sh -c "grep -q '^ok [0-9]* - neg float32 \[5,7\]\$' '$tmp/guide/conformance' &&
+           grep -q '^ok [0-9]* - neg float64 \[5,7\] (CPU fallback)' '$tmp/guide/conformance'"
 echo "1..$n"
 exit $fail

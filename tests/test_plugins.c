@@ -139,9 +139,23 @@ int main(void)
     is_double(v, 4.0, 0, "the CPU kernel ran for a CPU tensor (factor 2)");
     weft_tensor_release(rets[0].u.tensor);
     weft_tensor *sum = NULL;
-    is_int(weft_add(&sum, td, td), WEFT_ENOKERNEL, "an operator testdev lacks");
+    /* an operator testdev lacks: refused with the CPU fallback off, run on
+     * the CPU with it on */
+    int mode = weft_cpu_fallback_set_mode(WEFT_CPU_FALLBACK_ERROR);
+    is_int(weft_add(&sum, td, td), WEFT_ENOKERNEL, "an operator testdev lacks, fallback off");
     like(weft_last_error(), "add: no kernel for dispatch keys {Dense, testdev}", "names the operator and keys");
     like(weft_last_error(), "Dense[cpu] (cpu)", "and where kernels do exist");
+    weft_cpu_fallback_set_mode(WEFT_CPU_FALLBACK_SILENT);
+    is_int(weft_add(&sum, td, td), 0, "with the CPU fallback on, add runs");
+    weft_tensor *sum_host = NULL;
+    weft_to_device(&sum_host, sum, WEFT_DEVICE_CPU);
+    v = 0;
+    if (sum_host)
+        weft_tensor_get(sum_host, &i0, &v);
+    ok(sum && weft_tensor_device(sum).type == type && v == 4.0, "its result is on testdev: 2 + 2 = %g", v);
+    weft_tensor_release(sum_host);
+    weft_tensor_release(sum);
+    weft_cpu_fallback_set_mode((weft_cpu_fallback_mode)mode);
 
     /* a duplicate device-type name */
     char *exp_before = table_of("exp");

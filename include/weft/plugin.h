@@ -229,12 +229,17 @@ WEFT_API int weft_device_memory_stats(weft_device device, weft_allocator_stats *
 WEFT_API int weft_device_empty_cache(weft_device device);
 
 /* Registers a new device type by name; *type_out receives its id.  The
- * allocator is required.  Errors: WEFT_EEXIST (name taken; the message names
+ * allocator is required.  The type gets the core's CPU fallback (see
+ * weft_cpu_fallback_set_mode in <weft/weft.h>) for its Dense key at the
+ * lowest priority: every operator without a kernel of the plugin's runs on
+ * the CPU through the interface's copies, so a plugin may start with an
+ * allocator and copies only and add kernels one by one.  Errors: WEFT_EEXIST (name taken; the message names
  * the plugin that holds it), WEFT_ENOMEM (every id is used), WEFT_EINVAL. */
 WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
                                        const weft_device_interface *iface,
                                        const weft_allocator *alloc, int *type_out);
-/* Provides the interface and allocator of a reserved type (CUDA, HIP). */
+/* Provides the interface and allocator of a reserved type (CUDA, HIP); it
+ * gets the CPU fallback too. */
 WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
                                            const weft_device_interface *iface,
                                            const weft_allocator *alloc);
@@ -323,6 +328,15 @@ WEFT_API int weft_caching_allocator_destroy(weft_caching_allocator *a);
 WEFT_API int weft_record_stream(const weft_tensor *t, void *stream);
 
 /* ------------------------------------------------- helpers for kernels */
+
+/* Runs call through the core's CPU fallback, exactly as if the device had
+ * no kernel for the operator (mode, warning and count included): for a
+ * kernel that handles only some cases itself (float32, contiguous) and
+ * hands the rest over with `return weft_call_cpu_fallback(call);`.  The
+ * device is the highest backend of call->keys.  Errors: those of the
+ * fallback (WEFT_ENOKERNEL in error mode) and of the CPU kernel;
+ * WEFT_EINVAL when the call is on the CPU. */
+WEFT_API int weft_call_cpu_fallback(weft_call *call);
 
 /* The dispatch key set of a tensor. */
 WEFT_API weft_keyset weft_tensor_keys(const weft_tensor *t);

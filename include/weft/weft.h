@@ -691,6 +691,45 @@ WEFT_API int weft_call_boxed(const weft_op *op, const weft_value *args, int narg
  * keys. */
 WEFT_API int weft_op_dump_table(char **out, const weft_op *op);
 
+/* ---------------------------------------------------------- CPU fallback */
+
+/* An operator that a device's plugin has no kernel for runs on the CPU
+ * backend instead: the device tensors it reads are copied to the host
+ * through the device interface, the CPU kernel runs, the tensors it wrote
+ * are copied back, and new results are copied to the device (functional
+ * forms return new tensors on that device; in-place and out= forms write
+ * into the device tensor).  Every device type registered by a plugin gets
+ * this for its Dense key at the lowest priority, so any kernel, composite or
+ * fallback a plugin registers wins.  Tensors on another device (not the
+ * host) than the dispatching one are an error (WEFT_EDEVICE).  It costs two
+ * copies of every argument, of the bytes each view spans in its storage.
+ *
+ * The mode says what happens when the fallback is reached:
+ *  - WARN (the default): run it, and print one line on stderr the first
+ *    time each operator falls back on each device type, naming both;
+ *  - SILENT: run it without a word;
+ *  - ERROR: do not run it: the call fails with WEFT_ENOKERNEL naming the
+ *    operator and the device type.
+ * The environment variable WEFT_CPU_FALLBACK=warn|silent|error sets the
+ * initial mode (read at the first use); the API overrides it. */
+typedef enum weft_cpu_fallback_mode {
+    WEFT_CPU_FALLBACK_WARN = 0,
+    WEFT_CPU_FALLBACK_SILENT = 1,
+    WEFT_CPU_FALLBACK_ERROR = 2
+} weft_cpu_fallback_mode;
+
+/* Sets the process-wide mode; returns the previous one (>= 0), or
+ * WEFT_EINVAL for an unknown mode.  Thread-safe: calls running in other
+ * threads see the new mode at their next fallback. */
+WEFT_API int weft_cpu_fallback_set_mode(weft_cpu_fallback_mode mode);
+/* The current mode.  Thread-safe. */
+WEFT_API weft_cpu_fallback_mode weft_cpu_fallback_get_mode(void);
+/* How many operator calls ran through the CPU fallback in this process
+ * (counted in WARN and SILENT modes, also when the call then failed).  For
+ * tests and profiling: a plugin author sees whether a kernel of theirs is
+ * used.  Thread-safe. */
+WEFT_API uint64_t weft_cpu_fallback_calls(void);
+
 /* --------------------------------------------------------------- plugins */
 
 /* Adds a directory searched before WEFT_PLUGIN_PATH and the installation's
