@@ -9,7 +9,7 @@ builddir=${WEFT_BUILDDIR:-.}
 n=0
 fail=0
 out=$(mktemp)
-for t in test_core test_views test_dispatch test_plugins test_autograd test_cpu_ops test_cpu_ops2 test_nn_ops test_nn_optim test_shape_ops test_dlpack test_host_alloc test_nn_norm; do
+for t in test_core test_views test_dispatch test_plugins test_autograd test_cpu_ops test_cpu_ops2 test_nn_ops test_nn_optim test_shape_ops test_dlpack test_host_alloc test_nn_norm test_vec_math; do
     n=$((n + 1))
     prog="$builddir/tests/$t"
     if [ ! -x "$prog" ]; then
