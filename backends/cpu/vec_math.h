@@ -61,10 +61,11 @@ static inline double vec_hsum(vec_f32 v)
 static inline bool vec_within(vec_f32 a, float lo, float hi)
 {
     vec_i32 in = (a >= lo) & (a <= hi);
-    int all = -1;
-    for (int k = 0; k < VLANES; k++)
-        all &= in[k];
-    return all != 0;
+    /* a tree of shuffles, not eight lane extractions */
+    in &= __builtin_shuffle(in, (vec_i32){4, 5, 6, 7, 0, 1, 2, 3});
+    in &= __builtin_shuffle(in, (vec_i32){2, 3, 0, 1, 2, 3, 0, 1});
+    in &= __builtin_shuffle(in, (vec_i32){1, 0, 1, 0, 1, 0, 1, 0});
+    return in[0] != 0;
 }
 
 /* exp for x in [-87, 88] */
