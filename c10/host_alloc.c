@@ -10,8 +10,9 @@
  * far more to fill than the mutex costs to take).  Blocks that are free are
  * "cached"; when caching one more would pass the limit (the high-water
  * mark, WEFT_HOST_CACHE_LIMIT or weft_host_cache_set_limit) it goes back to
- * the system instead.  Under valgrind the default limit is 0, so every free
- * is a real free and use-after-free stays detectable. */
+ * the system instead.  Under valgrind and AddressSanitizer the default
+ * limit is 0, so every free is a real free and use-after-free stays
+ * detectable. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +29,18 @@
 #endif
 #ifndef RUNNING_ON_VALGRIND
 #define RUNNING_ON_VALGRIND 0
+#endif
+/* AddressSanitizer cannot see into cached blocks either: with it, nothing
+ * is cached unless asked for, and large blocks come from its malloc. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CHECKED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHECKED_BUILD 1
+#endif
+#endif
+#ifndef CHECKED_BUILD
+#define CHECKED_BUILD 0
 #endif
 
 #include "c10/core.h"
@@ -68,8 +81,9 @@ static void init_limit(void)
 {
     for (int i = 0; i < N_CLASSES; i++)
         pthread_mutex_init(&small[i].lock, NULL);
-    use_mmap = !RUNNING_ON_VALGRIND;
-    size_t limit = RUNNING_ON_VALGRIND ? 0 : DEFAULT_LIMIT;
+    bool checked = CHECKED_BUILD || RUNNING_ON_VALGRIND;
+    use_mmap = !checked;
+    size_t limit = checked ? 0 : DEFAULT_LIMIT;
     const char *env = getenv("WEFT_HOST_CACHE_LIMIT");
     if (env && *env) {
         char *end;

@@ -166,8 +166,9 @@ typedef struct weft_allocator_stats {
 
 /* The core's caching host allocator (c10/host_alloc.c).  Freed host blocks
  * are kept, bucketed by size, and reused; past the limit they go back to
- * the system.  The limit defaults to 1 GiB (0 under valgrind, so freed
- * memory is really freed and use-after-free stays visible), or
+ * the system.  The limit defaults to 1 GiB (0 under valgrind and in
+ * AddressSanitizer builds, so freed memory is really freed and
+ * use-after-free stays visible), or
  * WEFT_HOST_CACHE_LIMIT (bytes, or with a K/M/G suffix) read at first use.
  * All of these are thread-safe. */
 /* Fills *out (set out->struct_size first; a smaller, older struct gets its
