@@ -438,6 +438,195 @@ static void stream_stop(stream_pool *s)
 
 /* weft_load_default_plugins, with the hint that matters when it finds
  * nothing: outside bench/run, WEFT_PLUGIN_PATH does not point at the build. */
+/* ------------------------------------------- issue 3: the operator rows */
+
+/* The inputs of the operator rows (bench.h: bench_ops), made on first use. */
+typedef struct ops_ctx {
+    weft_tensor *a, *b, *out;           /* 16M float32 */
+    weft_tensor *m2d, *out2d;           /* 4096 x 4096 */
+    weft_tensor *mm[3][2];              /* 256, 1024, 2048 */
+    weft_tensor *conv[2][4];            /* small, big: input, weight, bias, grad_output */
+    weft_tensor *bn[4];                 /* weight, bias, running mean, running var */
+    weft_tensor *ln[3];                 /* input, weight, bias */
+    weft_tensor *xent[2];               /* logits, targets */
+} ops_ctx;
+
+static weft_tensor *ops_full(const int64_t *sizes, int nd, double v)
+{
+    weft_tensor *t = NULL;
+    CHECK(weft_full(&t, sizes, nd, v, WEFT_FLOAT32, WEFT_DEVICE_CPU));
+    return t;
+}
+
+static void ops_prepare(ops_ctx *o, int id)
+{
+    const int64_t big = BENCH_BIG_NUMEL, sq[2] = {BENCH_ROWS2D, BENCH_ROWS2D};
+    if (id <= BENCH_OP_GELU && !o->a) {
+        o->a = ops_full(&big, 1, BENCH_ADD_A);
+        o->b = ops_full(&big, 1, BENCH_ADD_B);
+        o->out = ops_full(&big, 1, 0); /* filled: its pages are mapped */
+    }
+    if ((id == BENCH_OP_SUM || id == BENCH_OP_SOFTMAX) && !o->m2d)
+        o->m2d = ops_full(sq, 2, BENCH_ADD_A);
+    if (id >= BENCH_OP_MM256 && id <= BENCH_OP_MM2048 && !o->mm[id - BENCH_OP_MM256][0]) {
+        static const int64_t sizes[3] = {256, 1024, 2048};
+        int64_t n = sizes[id - BENCH_OP_MM256], s[2] = {n, n};
+        o->mm[id - BENCH_OP_MM256][0] = ops_full(s, 2, BENCH_MM_A);
+        o->mm[id - BENCH_OP_MM256][1] = ops_full(s, 2, BENCH_MM_B);
+    }
+    if (id >= BENCH_OP_CONV_SMALL && id <= BENCH_OP_BATCH_NORM) {
+        int k = id >= BENCH_OP_CONV_BIG;
+        if (!o->conv[k][0]) {
+            int64_t N = k ? BENCH_CONV_BIG_N : BENCH_CONV_SMALL_N,
+                    C = k ? BENCH_CONV_BIG_C : BENCH_CONV_SMALL_C,
+                    HW = k ? BENCH_CONV_BIG_HW : BENCH_CONV_SMALL_HW,
+                    OC = k ? BENCH_CONV_BIG_OC : BENCH_CONV_SMALL_OC;
+            int64_t xs[4] = {N, C, HW, HW}, ws[4] = {OC, C, 3, 3}, ys[4] = {N, OC, HW, HW};
+            o->conv[k][0] = ops_full(xs, 4, BENCH_MM_A);
+            o->conv[k][1] = ops_full(ws, 4, BENCH_MM_B);
+            o->conv[k][2] = ops_full(&OC, 1, 0);
+            o->conv[k][3] = ops_full(ys, 4, 1);
+        }
+    }
+    if (id == BENCH_OP_BATCH_NORM && !o->bn[0]) {
+        const int64_t c = BENCH_CONV_BIG_C;
+        o->bn[0] = ops_full(&c, 1, 1);
+        o->bn[1] = ops_full(&c, 1, 0);
+        o->bn[2] = ops_full(&c, 1, 0);
+        o->bn[3] = ops_full(&c, 1, 1);
+    }
+    if (id == BENCH_OP_LAYER_NORM && !o->ln[0]) {
+        const int64_t s[2] = {BENCH_LN_ROWS, BENCH_LN_D}, d = BENCH_LN_D;
+        o->ln[0] = ops_full(s, 2, BENCH_ADD_A);
+        o->ln[1] = ops_full(&d, 1, 1);
+        o->ln[2] = ops_full(&d, 1, 0);
+    }
+    if (id == BENCH_OP_CROSS_ENTROPY && !o->xent[0]) {
+        const int64_t s[2] = {BENCH_XENT_N, BENCH_XENT_C}, n = BENCH_XENT_N;
+        o->xent[0] = ops_full(s, 2, BENCH_ADD_A);
+        CHECK(weft_zeros(&o->xent[1], &n, 1, WEFT_INT64, WEFT_DEVICE_CPU));
+    }
+}
+
+/* conv2d forward, and with `backward` a backward from ones into the
+ * input's and weight's gradients (which are then read and cleared) */
+static int ops_conv(weft_tensor **res, weft_tensor *const *c, bool backward)
+{
+    static const int64_t one[2] = {1, 1};
+    if (backward) {
+        CHECK(weft_tensor_set_requires_grad(c[0], true));
+        CHECK(weft_tensor_set_requires_grad(c[1], true));
+    }
+    weft_tensor *y = NULL;
+    int rc = weft_conv2d(&y, c[0], c[1], c[2], one, 2, one, 2, one, 2, 1);
+    if (rc == 0 && backward) {
+        rc = weft_backward(&y, 1, &c[3], false, false);
+        weft_tensor_release(y);
+        y = NULL;
+        if (rc == 0)
+            rc = weft_tensor_grad(&y, c[0]);
+        weft_tensor_set_grad(c[0], NULL);
+        weft_tensor_set_grad(c[1], NULL);
+    }
+    if (backward) {
+        weft_tensor_set_requires_grad(c[0], false);
+        weft_tensor_set_requires_grad(c[1], false);
+    }
+    *res = y;
+    return rc;
+}
+
+/* One call of operator id; *res: the tensor to check (a new reference, or
+ * NULL when the result went to a preallocated output). */
+static int ops_call(ops_ctx *o, int id, weft_tensor **res)
+{
+    static const int64_t last = -1, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1},
+                         d1[2] = {1, 1}, lnd = BENCH_LN_D;
+    *res = NULL;
+    switch (id) {
+    case BENCH_OP_ADD_OUT: return weft_add_out(o->out, o->a, o->b);
+    case BENCH_OP_ADD: return weft_add(res, o->a, o->b);
+    case BENCH_OP_MUL_OUT: return weft_mul_out(o->out, o->a, o->b);
+    case BENCH_OP_MUL: return weft_mul(res, o->a, o->b);
+    case BENCH_OP_EXP_OUT: return weft_exp_out(o->out, o->a);
+    case BENCH_OP_EXP: return weft_exp(res, o->a);
+    case BENCH_OP_SIGMOID_OUT: return weft_sigmoid_out(o->out, o->a);
+    case BENCH_OP_SIGMOID: return weft_sigmoid(res, o->a);
+    case BENCH_OP_GELU_OUT: return weft_gelu_out(o->out, o->a);
+    case BENCH_OP_GELU: return weft_gelu(res, o->a);
+    case BENCH_OP_SUM: return weft_sum(res, o->m2d, &last, 1, false);
+    case BENCH_OP_SOFTMAX: return weft_softmax(res, o->m2d, -1);
+    case BENCH_OP_MM256: case BENCH_OP_MM1024: case BENCH_OP_MM2048:
+        return weft_mm(res, o->mm[id - BENCH_OP_MM256][0], o->mm[id - BENCH_OP_MM256][1]);
+    case BENCH_OP_CONV_SMALL: return ops_conv(res, o->conv[0], false);
+    case BENCH_OP_CONV_SMALL_BWD: return ops_conv(res, o->conv[0], true);
+    case BENCH_OP_CONV_BIG: return ops_conv(res, o->conv[1], false);
+    case BENCH_OP_CONV_BIG_BWD: return ops_conv(res, o->conv[1], true);
+    case BENCH_OP_MAX_POOL:
+        return weft_max_pool2d(res, o->conv[1][0], k3, 2, s2, 2, p1, 2, d1, 2, false);
+    case BENCH_OP_BATCH_NORM:
+        return weft_batch_norm(res, o->conv[1][0], o->bn[0], o->bn[1], o->bn[2], o->bn[3], true,
+                               0.1, 1e-5);
+    case BENCH_OP_LAYER_NORM: return weft_layer_norm(res, o->ln[0], &lnd, 1, o->ln[1], o->ln[2], 1e-5);
+    case BENCH_OP_CROSS_ENTROPY:
+        return weft_cross_entropy(res, o->xent[0], o->xent[1], NULL, "mean", -100, 0.0);
+    default: return WEFT_EINVAL; /* not reached: ids come from bench_op_find */
+    }
+}
+
+/* The element of a result bench_op_expected describes: for convolutions
+ * an interior one ([0, 0, 1, 1]), else the last. */
+static double ops_checked_value(const weft_tensor *t, int id)
+{
+    weft_tensor *f = NULL;
+    if (weft_to_dtype(&f, t, WEFT_FLOAT64) != 0)
+        return NOT_MEASURED;
+    const double *p = weft_tensor_data_ptr(f);
+    int64_t at = weft_tensor_numel(f) - 1;
+    if (id >= BENCH_OP_CONV_SMALL && id <= BENCH_OP_CONV_BIG_BWD)
+        at = weft_tensor_size(f, 3) + 1;
+    double v = p[at];
+    weft_tensor_release(f);
+    return v;
+}
+
+/* A batch of operator id: ns per call, or NaN with the error printed as
+ * the answer (the caller must not print another). */
+static double weft_ops_batch(ops_ctx *o, int id, long calls, bool *answered)
+{
+    ops_prepare(o, id);
+    weft_tensor *res = NULL;
+    int rc = 0;
+    double t0 = bench_now_ns();
+    for (long i = 0; i < calls && rc == 0; i++) {
+        /* the previous result dies after the new one is made, as in
+         * torch-bench's `r = op(...)` */
+        weft_tensor *next = NULL;
+        rc = ops_call(o, id, &next);
+        weft_tensor_release(res);
+        res = next;
+    }
+    double ns = (bench_now_ns() - t0) / (double)calls;
+    double got = NOT_MEASURED;
+    if (rc == 0)
+        got = ops_checked_value(res ? res : o->out, id);
+    weft_tensor_release(res);
+    if (rc < 0 || !bench_close(got, bench_op_expected(id))) {
+        printf("error %s: %s\n", bench_ops[id].kind,
+               rc < 0 ? weft_last_error() : "wrong result");
+        *answered = true;
+        return NOT_MEASURED;
+    }
+    return ns;
+}
+
+static void ops_free(ops_ctx *o)
+{
+    weft_tensor **all = (weft_tensor **)o;
+    for (size_t i = 0; i < sizeof *o / sizeof(weft_tensor *); i++)
+        weft_tensor_release(all[i]);
+}
+
 static void load_plugins_or_die(void)
 {
     int loaded = weft_load_default_plugins();
@@ -459,6 +648,7 @@ static int serve(int threads)
     fflush(stdout);
     binary_ctx add1 = {0}, add_out = {0}, mm = {0};
     autograd_ctx autograd = {0};
+    ops_ctx ops = {0};
     stream_pool *stream = NULL;
     char line[256], kind[64];
     long calls;
@@ -503,6 +693,13 @@ static int serve(int threads)
                 CHECK(weft_full(&mm.b, sizes, 2, BENCH_MM_B, WEFT_FLOAT32, WEFT_DEVICE_CPU));
             }
             ns = weft_mm_batch(&mm, calls);
+        } else if (bench_op_find(kind) >= 0) {
+            bool answered = false;
+            ns = weft_ops_batch(&ops, bench_op_find(kind), calls, &answered);
+            if (answered) {
+                fflush(stdout);
+                continue;
+            }
         } else {
             printf("error unknown measurement %s\n", kind);
             fflush(stdout);
@@ -524,6 +721,7 @@ static int serve(int threads)
     binary_free(&add1);
     binary_free(&add_out);
     binary_free(&mm);
+    ops_free(&ops);
     weft_tensor_release(autograd.x);
     return 0;
 }
@@ -1167,6 +1365,19 @@ int main(int argc, char **argv)
                          {"mm libtorch", torch_fn, &t_mm_job}};
     run_rounds(c_mm, 2, plan.mm_calls, plan.mm_batches, true);
 
+    /* 5. issue 3's operator rows, each alternating the two sides */
+    server_job w_op_jobs[BENCH_NUM_OPS], t_op_jobs[BENCH_NUM_OPS];
+    contender c_ops[BENCH_NUM_OPS][2];
+    int op_batches[BENCH_NUM_OPS];
+    for (int i = 0; i < BENCH_NUM_OPS; i++) {
+        w_op_jobs[i] = (server_job){&weft_srv, bench_ops[i].kind};
+        t_op_jobs[i] = (server_job){&torch_srv, bench_ops[i].kind};
+        c_ops[i][0] = (contender){bench_ops[i].kind, server_batch, &w_op_jobs[i], {0}};
+        c_ops[i][1] = (contender){bench_ops[i].kind, torch_fn, &t_op_jobs[i], {0}};
+        op_batches[i] = quick ? 2 : bench_ops[i].batches;
+        run_rounds(c_ops[i], 2, quick ? 1 : bench_ops[i].calls, op_batches[i], true);
+    }
+
     if (torch)
         server_stop(&torch_srv);
     bool weft_alive = weft_srv.alive;
@@ -1219,9 +1430,20 @@ int main(int argc, char **argv)
          GOAL_STARTUP_RSS_MAX_FRACTION},
     };
     int nrows = (int)(sizeof rows / sizeof rows[0]);
+    row all_rows[sizeof rows / sizeof rows[0] + BENCH_NUM_OPS];
+    memcpy(all_rows, rows, sizeof rows);
+    for (int i = 0; i < BENCH_NUM_OPS; i++) {
+        const bench_op *op = &bench_ops[i];
+        /* bytes per ns are GB/s, flops per ns GFLOP/s */
+        all_rows[nrows++] = (row){
+            op->label, op->kind, op->unit, "throughput",
+            op->work / contender_median(&c_ops[i][0], op_batches[i]),
+            op->work / contender_median(&c_ops[i][1], op_batches[i]),
+            contender_ratio(&c_ops[i][1], &c_ops[i][0], op_batches[i]), GOAL_MIN_RATIO, op->goal};
+    }
 
     if (json) {
-        print_json(rows, nrows, threads, quick, model, torch ? torch_srv.version : NULL);
+        print_json(all_rows, nrows, threads, quick, model, torch ? torch_srv.version : NULL);
         return 0;
     }
     if (torch)
@@ -1234,9 +1456,11 @@ int main(int argc, char **argv)
         print_batches(c_autograd, 2, plan.autograd_batches);
         print_batches(c_add_out, 3, plan.big_batches);
         print_batches(c_mm, 2, plan.mm_batches);
+        for (int i = 0; i < BENCH_NUM_OPS; i++)
+            print_batches(c_ops[i], 2, op_batches[i]);
     }
     printf("\n");
-    print_table(rows, nrows);
+    print_table(all_rows, nrows);
     printf("\nadd_out reaches %.0f%% (weft)",
            100 * contender_ratio(&c_add_out[2], &c_add_out[0], plan.big_batches));
     if (have(t_add_out_gbs))
@@ -1250,7 +1474,7 @@ int main(int argc, char **argv)
     printf("; this process held %.1f MiB when it spawned them.\n", parent_hwm_kb / 1024.0);
     int misses = 0, compared = 0;
     for (int i = 0; i < nrows; i++) {
-        int met = row_met(&rows[i]);
+        int met = row_met(&all_rows[i]);
         compared += met >= 0;
         misses += met == 0;
     }

@@ -132,6 +132,131 @@ static inline bench_plan bench_plan_get(int quick)
 #define BENCH_KEY_STARTUP_RESULT "startup_result"
 #define BENCH_KEY_VMHWM_KB "vmhwm_kb"
 
+/* ------------------------------------------- issue 3: the operator table */
+
+/* The operator rows of issue 3.  Every input is a constant (BENCH_ADD_A for
+ * the first operand, BENCH_ADD_B for the second, BENCH_MM_A/B for matrices
+ * and convolution inputs/weights, zero bias), so each side checks a known
+ * answer after every batch (bench_op_expected); the work is the same as
+ * with random data (no kernel here looks at values to skip work).
+ * Convolutions: stride 1, padding 1, with bias; "+ backward" is the
+ * forward and a backward from a grad_output of ones into the input's and
+ * weight's gradients.  Throughput is `work` (bytes moved: inputs read and
+ * outputs written once; or flops) per second; ratio = weft's throughput /
+ * libtorch's (libtorch's time / weft's, paired per round). */
+typedef enum bench_op_id {
+    BENCH_OP_ADD_OUT, BENCH_OP_ADD, BENCH_OP_MUL_OUT, BENCH_OP_MUL,
+    BENCH_OP_EXP_OUT, BENCH_OP_EXP, BENCH_OP_SIGMOID_OUT, BENCH_OP_SIGMOID,
+    BENCH_OP_GELU_OUT, BENCH_OP_GELU,
+    BENCH_OP_SUM, BENCH_OP_SOFTMAX,
+    BENCH_OP_MM256, BENCH_OP_MM1024, BENCH_OP_MM2048,
+    BENCH_OP_CONV_SMALL, BENCH_OP_CONV_SMALL_BWD, BENCH_OP_CONV_BIG, BENCH_OP_CONV_BIG_BWD,
+    BENCH_OP_MAX_POOL, BENCH_OP_BATCH_NORM, BENCH_OP_LAYER_NORM, BENCH_OP_CROSS_ENTROPY,
+    BENCH_NUM_OPS
+} bench_op_id;
+
+#define BENCH_ROWS2D 4096 /* sum, softmax: [4096, 4096], over the last dim */
+#define BENCH_LN_ROWS 16384 /* layer_norm: [16384, 1024] over the last dim */
+#define BENCH_LN_D 1024
+#define BENCH_XENT_N 8192 /* cross_entropy: [8192, 1000] logits, class 0 */
+#define BENCH_XENT_C 1000
+/* convolutions: [N, C, H, W] inputs, OC 3x3 filters */
+#define BENCH_CONV_SMALL_N 32
+#define BENCH_CONV_SMALL_C 3
+#define BENCH_CONV_SMALL_HW 64
+#define BENCH_CONV_SMALL_OC 16
+#define BENCH_CONV_BIG_N 32
+#define BENCH_CONV_BIG_C 64
+#define BENCH_CONV_BIG_HW 56
+#define BENCH_CONV_BIG_OC 64
+/* max_pool2d (3x3, stride 2, padding 1) and batch_norm (training, with
+ * weight, bias and running statistics): on the big convolution's input */
+
+#define BENCH_MiB (1024.0 * 1024.0)
+#define BENCH_CONV_FLOPS(N, C, HW, OC) (2.0 * (N) * (OC) * (HW) * (HW) * (C) * 9.0)
+
+typedef struct bench_op {
+    const char *kind;  /* the request name, and the --json key */
+    const char *label; /* the table's row */
+    const char *unit;  /* "GB/s" or "GFLOP/s": work per ns */
+    double work;       /* bytes or flops per call */
+    int calls, batches; /* full run (--quick: 1 call, 2 batches) */
+    double goal;       /* minimum weft/libtorch throughput */
+} bench_op;
+
+static const bench_op bench_ops[BENCH_NUM_OPS] = {
+    {"op_add_out", "add, 16M float32, preallocated output", "GB/s", 3 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_add", "add, 16M float32, fresh output", "GB/s", 3 * 64 * BENCH_MiB, 4, 10, 10.0},
+    {"op_mul_out", "mul, 16M float32, preallocated output", "GB/s", 3 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_mul", "mul, 16M float32, fresh output", "GB/s", 3 * 64 * BENCH_MiB, 4, 10, 10.0},
+    {"op_exp_out", "exp, 16M float32, preallocated output", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_exp", "exp, 16M float32, fresh output", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 10.0},
+    {"op_sigmoid_out", "sigmoid, 16M float32, preallocated output", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_sigmoid", "sigmoid, 16M float32, fresh output", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 10.0},
+    {"op_gelu_out", "gelu (exact), 16M float32, preallocated output", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_gelu", "gelu (exact), 16M float32, fresh output", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 10.0},
+    {"op_sum", "sum over the last dim, 4096 x 4096", "GB/s", 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_softmax", "softmax over the last dim, 4096 x 4096", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_mm256", "sgemm 256 (mm, result allocated)", "GFLOP/s", 2.0 * 256 * 256 * 256, 100, 10, 1.0},
+    {"op_mm1024", "sgemm 1024 (mm, result allocated)", "GFLOP/s", 2.0 * 1024 * 1024 * 1024, 4, 10, 1.0},
+    {"op_mm2048", "sgemm 2048 (mm, result allocated)", "GFLOP/s", 2.0 * 2048 * 2048 * 2048, 1, 8, 1.0},
+    {"op_conv_small", "conv2d 32x3x64x64, 16 3x3 filters, forward", "GFLOP/s",
+     BENCH_CONV_FLOPS(32, 3, 64, 16), 4, 10, 0.8},
+    {"op_conv_small_bwd", "conv2d 32x3x64x64, 16 3x3 filters, forward + backward", "GFLOP/s",
+     3 * BENCH_CONV_FLOPS(32, 3, 64, 16), 2, 10, 0.8},
+    {"op_conv_big", "conv2d 32x64x56x56, 64 3x3 filters, forward", "GFLOP/s",
+     BENCH_CONV_FLOPS(32, 64, 56, 64), 1, 8, 0.8},
+    {"op_conv_big_bwd", "conv2d 32x64x56x56, 64 3x3 filters, forward + backward", "GFLOP/s",
+     3 * BENCH_CONV_FLOPS(32, 64, 56, 64), 1, 6, 0.8},
+    {"op_max_pool", "max_pool2d 3x3 stride 2 pad 1, 32x64x56x56", "GB/s",
+     (32.0 * 64 * 56 * 56 + 32.0 * 64 * 28 * 28) * 4, 4, 10, 1.0},
+    {"op_batch_norm", "batch_norm training, 32x64x56x56", "GB/s", 2 * 32.0 * 64 * 56 * 56 * 4, 4, 10, 1.0},
+    {"op_layer_norm", "layer_norm over the last dim, 16384 x 1024", "GB/s", 2 * 64 * BENCH_MiB, 4, 10, 1.0},
+    {"op_cross_entropy", "cross_entropy forward, 8192 x 1000 logits", "GB/s",
+     8192.0 * 1000 * 4, 4, 10, 1.0},
+};
+
+/* The value each operator's result must hold at a checked element (an
+ * interior one for convolutions; for "+ backward" the input's gradient). */
+static inline double bench_op_expected(int id)
+{
+    const double a = BENCH_ADD_A, b = BENCH_ADD_B;
+    switch (id) {
+    case BENCH_OP_ADD_OUT: case BENCH_OP_ADD: return a + b;
+    case BENCH_OP_MUL_OUT: case BENCH_OP_MUL: return a * b;
+    case BENCH_OP_EXP_OUT: case BENCH_OP_EXP: return 4.4816890703380645; /* exp(1.5) */
+    case BENCH_OP_SIGMOID_OUT: case BENCH_OP_SIGMOID: return 0.8175744761936437;
+    case BENCH_OP_GELU_OUT: case BENCH_OP_GELU: return 1.399789198096713; /* 1.5 Phi(1.5) */
+    case BENCH_OP_SUM: return a * BENCH_ROWS2D;
+    case BENCH_OP_SOFTMAX: return 1.0 / BENCH_ROWS2D;
+    case BENCH_OP_MM256: return 256 * BENCH_MM_A * BENCH_MM_B;
+    case BENCH_OP_MM1024: return 1024 * BENCH_MM_A * BENCH_MM_B;
+    case BENCH_OP_MM2048: return 2048 * BENCH_MM_A * BENCH_MM_B;
+    case BENCH_OP_CONV_SMALL: return BENCH_CONV_SMALL_C * 9 * BENCH_MM_A * BENCH_MM_B;
+    case BENCH_OP_CONV_SMALL_BWD: return BENCH_CONV_SMALL_OC * 9 * BENCH_MM_B;
+    case BENCH_OP_CONV_BIG: return BENCH_CONV_BIG_C * 9 * BENCH_MM_A * BENCH_MM_B;
+    case BENCH_OP_CONV_BIG_BWD: return BENCH_CONV_BIG_OC * 9 * BENCH_MM_B;
+    case BENCH_OP_MAX_POOL: return BENCH_MM_A; /* the big convolution input */
+    case BENCH_OP_BATCH_NORM: case BENCH_OP_LAYER_NORM: return 0; /* constant input */
+    case BENCH_OP_CROSS_ENTROPY: return 6.907755278982137; /* log(1000) */
+    default: return 0;
+    }
+}
+
+static inline int bench_op_find(const char *kind)
+{
+    for (int i = 0; i < BENCH_NUM_OPS; i++)
+        if (strcmp(bench_ops[i].kind, kind) == 0)
+            return i;
+    return -1;
+}
+
+static inline int bench_close(double got, double want)
+{
+    return got == got && (got - want <= 1e-4 * (1 + (want < 0 ? -want : want))) &&
+           (want - got <= 1e-4 * (1 + (want < 0 ? -want : want)));
+}
+
 /* ----------------------------------------------------------------- helpers */
 
 /* CLOCK_MONOTONIC: unaffected by NTP steps, and its vDSO read costs ~20 ns,

@@ -47,11 +47,127 @@ public:
             return mm(calls);
         if (kind == BENCH_KIND_AUTOGRAD)
             return autograd(calls);
+        int id = bench_op_find(kind.c_str());
+        if (id >= 0)
+            return op(id, calls);
         throw std::runtime_error("unknown measurement " + kind);
     }
 
 private:
     at::Tensor a1_, b1_, big_a_, big_b_, big_out_, mm_a_, mm_b_, grad_x_;
+    // issue 3's operator rows (bench.h: bench_ops), made on first use
+    at::Tensor oa_, ob_, oout_, m2d_, omm_[3][2], conv_[2][4], bn_[4], ln_[3], xent_[2];
+
+    void op_prepare(int id)
+    {
+        auto f = at::kFloat;
+        if (id <= BENCH_OP_GELU && !oa_.defined()) {
+            oa_ = at::full({BENCH_BIG_NUMEL}, BENCH_ADD_A, f);
+            ob_ = at::full({BENCH_BIG_NUMEL}, BENCH_ADD_B, f);
+            oout_ = at::zeros({BENCH_BIG_NUMEL}, f); // touched: no page faults timed
+        }
+        if ((id == BENCH_OP_SUM || id == BENCH_OP_SOFTMAX) && !m2d_.defined())
+            m2d_ = at::full({BENCH_ROWS2D, BENCH_ROWS2D}, BENCH_ADD_A, f);
+        if (id >= BENCH_OP_MM256 && id <= BENCH_OP_MM2048 && !omm_[id - BENCH_OP_MM256][0].defined()) {
+            static const int64_t sizes[3] = {256, 1024, 2048};
+            int64_t n = sizes[id - BENCH_OP_MM256];
+            omm_[id - BENCH_OP_MM256][0] = at::full({n, n}, BENCH_MM_A, f);
+            omm_[id - BENCH_OP_MM256][1] = at::full({n, n}, BENCH_MM_B, f);
+        }
+        if (id >= BENCH_OP_CONV_SMALL && id <= BENCH_OP_BATCH_NORM) {
+            int k = id >= BENCH_OP_CONV_BIG;
+            if (!conv_[k][0].defined()) {
+                int64_t N = k ? BENCH_CONV_BIG_N : BENCH_CONV_SMALL_N,
+                        C = k ? BENCH_CONV_BIG_C : BENCH_CONV_SMALL_C,
+                        HW = k ? BENCH_CONV_BIG_HW : BENCH_CONV_SMALL_HW,
+                        OC = k ? BENCH_CONV_BIG_OC : BENCH_CONV_SMALL_OC;
+                conv_[k][0] = at::full({N, C, HW, HW}, BENCH_MM_A, f);
+                conv_[k][1] = at::full({OC, C, 3, 3}, BENCH_MM_B, f);
+                conv_[k][2] = at::zeros({OC}, f);
+                conv_[k][3] = at::ones({N, OC, HW, HW}, f);
+            }
+        }
+        if (id == BENCH_OP_BATCH_NORM && !bn_[0].defined()) {
+            bn_[0] = at::ones({BENCH_CONV_BIG_C}, f);
+            bn_[1] = at::zeros({BENCH_CONV_BIG_C}, f);
+            bn_[2] = at::zeros({BENCH_CONV_BIG_C}, f);
+            bn_[3] = at::ones({BENCH_CONV_BIG_C}, f);
+        }
+        if (id == BENCH_OP_LAYER_NORM && !ln_[0].defined()) {
+            ln_[0] = at::full({BENCH_LN_ROWS, BENCH_LN_D}, BENCH_ADD_A, f);
+            ln_[1] = at::ones({BENCH_LN_D}, f);
+            ln_[2] = at::zeros({BENCH_LN_D}, f);
+        }
+        if (id == BENCH_OP_CROSS_ENTROPY && !xent_[0].defined()) {
+            xent_[0] = at::full({BENCH_XENT_N, BENCH_XENT_C}, BENCH_ADD_A, f);
+            xent_[1] = at::zeros({BENCH_XENT_N}, at::kLong);
+        }
+    }
+
+    // conv2d forward; with backward, a backward from ones, returning the
+    // input's gradient (the gradients are then cleared)
+    at::Tensor op_conv(at::Tensor *c, bool backward)
+    {
+        if (!backward)
+            return at::conv2d(c[0], c[1], c[2], {1, 1}, {1, 1});
+        c[0].requires_grad_(true);
+        c[1].requires_grad_(true);
+        at::Tensor y = at::conv2d(c[0], c[1], c[2], {1, 1}, {1, 1});
+        y.backward(c[3]);
+        at::Tensor g = c[0].grad();
+        c[0].mutable_grad().reset();
+        c[1].mutable_grad().reset();
+        c[0].requires_grad_(false);
+        c[1].requires_grad_(false);
+        return g;
+    }
+
+    at::Tensor op_call(int id)
+    {
+        switch (id) {
+        case BENCH_OP_ADD_OUT: return at::add_out(oout_, oa_, ob_);
+        case BENCH_OP_ADD: return at::add(oa_, ob_);
+        case BENCH_OP_MUL_OUT: return at::mul_out(oout_, oa_, ob_);
+        case BENCH_OP_MUL: return at::mul(oa_, ob_);
+        case BENCH_OP_EXP_OUT: return at::exp_out(oout_, oa_);
+        case BENCH_OP_EXP: return at::exp(oa_);
+        case BENCH_OP_SIGMOID_OUT: return at::sigmoid_out(oout_, oa_);
+        case BENCH_OP_SIGMOID: return at::sigmoid(oa_);
+        case BENCH_OP_GELU_OUT: return at::gelu_out(oout_, oa_);
+        case BENCH_OP_GELU: return at::gelu(oa_);
+        case BENCH_OP_SUM: return at::sum(m2d_, {-1});
+        case BENCH_OP_SOFTMAX: return at::softmax(m2d_, -1);
+        case BENCH_OP_MM256: case BENCH_OP_MM1024: case BENCH_OP_MM2048:
+            return at::mm(omm_[id - BENCH_OP_MM256][0], omm_[id - BENCH_OP_MM256][1]);
+        case BENCH_OP_CONV_SMALL: return op_conv(conv_[0], false);
+        case BENCH_OP_CONV_SMALL_BWD: return op_conv(conv_[0], true);
+        case BENCH_OP_CONV_BIG: return op_conv(conv_[1], false);
+        case BENCH_OP_CONV_BIG_BWD: return op_conv(conv_[1], true);
+        case BENCH_OP_MAX_POOL: return at::max_pool2d(conv_[1][0], {3, 3}, {2, 2}, {1, 1});
+        case BENCH_OP_BATCH_NORM:
+            return at::batch_norm(conv_[1][0], bn_[0], bn_[1], bn_[2], bn_[3], true, 0.1, 1e-5, false);
+        case BENCH_OP_LAYER_NORM: return at::layer_norm(ln_[0], {BENCH_LN_D}, ln_[1], ln_[2], 1e-5);
+        case BENCH_OP_CROSS_ENTROPY: return at::cross_entropy_loss(xent_[0], xent_[1]);
+        default: throw std::runtime_error("unknown operator row");
+        }
+    }
+
+    double op(int id, long calls)
+    {
+        op_prepare(id);
+        at::Tensor r;
+        double t0 = bench_now_ns();
+        for (long i = 0; i < calls; i++)
+            r = op_call(id); // the previous result is freed here, as in weft's loop
+        double ns = (bench_now_ns() - t0) / (double)calls;
+        at::Tensor f = r.to(at::kDouble).contiguous();
+        int64_t at = f.numel() - 1;
+        if (id >= BENCH_OP_CONV_SMALL && id <= BENCH_OP_CONV_BIG_BWD)
+            at = f.size(3) + 1;
+        check(bench_close(f.data_ptr<double>()[at], bench_op_expected(id)),
+              "an operator row gave a wrong result");
+        return ns;
+    }
 
     // The fixed cost of at::add on one-element tensors that do not require
     // grad: dispatch (through the autograd layer, as for any user tensor),

@@ -27,6 +27,9 @@ typedef struct wf_storage {
     /* The registrar whose allocator made this memory, or NULL for the core's
      * own: a plugin is not unloaded while its memory is alive. */
     struct weft_registrar *owner;
+    /* Nonzero: the storage and its data are one block of the caching host
+     * allocator, of this size (c10/host_alloc.c). */
+    size_t host_block_size;
 } wf_storage;
 
 struct weft_tensor {
@@ -110,6 +113,13 @@ extern wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
 /* The core's host allocator: storages it serves share one block with their
  * header (c10/storage.c). */
 extern const weft_allocator *const wf__host_allocator;
+/* The caching host allocator's blocks: at least n bytes, the block's real
+ * size in *size_out (to be given back to wf__host_block_free); NULL when
+ * out of memory (no error set).  Thread-safe. */
+void *wf__host_block_alloc(size_t n, size_t *size_out);
+void wf__host_block_free(void *block, size_t size);
+/* The size a request of n bytes is rounded to. */
+size_t wf__host_block_size(size_t n);
 weft_keyset wf__dense_keys(weft_device device);
 int wf__check_device(weft_device device, const char *op);
 /* Copies nbytes between any two devices through their interfaces. */

@@ -33,8 +33,24 @@ static int host_allocate(void *ctx, size_t nbytes, int device_index, weft_data_p
     return 0;
 }
 
+/* Storages bypass host_allocate (c10/storage.c takes blocks from the caching
+ * allocator directly); its statistics and empty_cache are the cache's. */
+static int host_stats(void *ctx, int device_index, weft_allocator_stats *out)
+{
+    (void)ctx;
+    (void)device_index;
+    return weft_host_allocator_stats(out);
+}
+
+static void host_empty_cache(void *ctx)
+{
+    (void)ctx;
+    weft_host_empty_cache();
+}
+
 static const weft_allocator host_allocator = {
-    sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, host_allocate, NULL, NULL,
+    sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, host_allocate, host_stats,
+    host_empty_cache,
 };
 
 const weft_allocator *const wf__host_allocator = &host_allocator;

@@ -1,10 +1,12 @@
 /* tools/weft-info.c — what this weft installation can do: the plugin load
  * report, the device types with their device counts, the operators, and with
- * --op NAME the computed kernel table of one operator. */
+ * --op NAME the computed kernel table of one operator, and the caching host
+ * allocator's statistics. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/plugin.h>
 #include <weft/weft.h>
 
 static void usage(FILE *f)
@@ -59,6 +61,18 @@ int main(int argc, char **argv)
             printf("  %-3d %-12s %d device%s\n", type, name, weft_device_count(type),
                    weft_device_count(type) == 1 ? "" : "s");
     }
+
+    weft_allocator_stats hs = {.struct_size = sizeof hs};
+    if (weft_host_allocator_stats(&hs) == 0)
+        printf("\nhost allocator (caching): %llu bytes allocated (peak %llu), %llu cached, "
+               "limit %llu (WEFT_HOST_CACHE_LIMIT)\n"
+               "  %llu allocations, %llu frees, %llu cache hits, %llu system allocations, "
+               "%llu system frees\n",
+               (unsigned long long)hs.allocated_bytes, (unsigned long long)hs.peak_allocated_bytes,
+               (unsigned long long)hs.cached_bytes, (unsigned long long)hs.cache_limit_bytes,
+               (unsigned long long)hs.alloc_calls, (unsigned long long)hs.free_calls,
+               (unsigned long long)hs.cache_hits, (unsigned long long)hs.system_alloc_calls,
+               (unsigned long long)hs.system_free_calls);
 
     if (op_name) {
         const weft_op *op;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "nn.h"
+#include "vec_math.h"
 
 typedef struct loss_job {
     const void *x;        /* self: logits (cross_entropy) or log-probabilities (nll_loss) */
@@ -35,6 +36,12 @@ typedef struct loss_job {
     /* the row's maximum and log-sum-exp */                                                \
     static double lse_##NAME(const T *row, int64_t C, int64_t I)                           \
     {                                                                                      \
+        if (I == 1 && _Generic((row), const float *: true, default: false)) {             \
+            float vmx;                                                                     \
+            double vsum;                                                                   \
+            if (vec_max_sumexp((const float *)(const void *)row, C, &vmx, &vsum))          \
+                return (double)vmx + log(vsum);                                            \
+        }                                                                                  \
         T mx = -INFINITY;                                                                  \
         for (int64_t c = 0; c < C; c++)                                                    \
             mx = row[c * I] > mx ? row[c * I] : mx;                                        \

@@ -6,6 +6,34 @@
  * an all -inf slice gives NaN, as in PyTorch.  float16 and bfloat16 compute
  * in float32. */
 #include "nn.h"
+#include "vec_math.h"
+
+/* A float32 row (inner == 1) with vectorised exp; false: the row holds a
+ * NaN or an infinite maximum, and the scalar loop below takes it. */
+static bool softmax_row_float32(const float *x, float *y, int64_t D, bool log)
+{
+    float mx;
+    double sum;
+    if (!vec_max_sumexp(x, D, &mx, &sum))
+        return false;
+    /* (x - max) - log(sum): two roundings of small numbers, not one of
+     * max + log(sum) */
+    float ls = logf((float)sum), scale = (float)(1 / sum);
+    int64_t d = 0;
+    for (; d + VLANES <= D; d += VLANES) {
+        vec_f32 v = vec_load(x + d) - mx;
+        vec_store(y + d, log ? v - ls : vec_exp_nonpositive(v) * scale);
+    }
+    for (; d < D; d++)
+        y[d] = log ? (x[d] - mx) - ls : (x[d] - mx < -87.0f ? 0.0f : expf(x[d] - mx)) * scale;
+    return true;
+}
+
+static bool softmax_row_float64(const double *x, double *y, int64_t D, bool log)
+{
+    (void)x, (void)y, (void)D, (void)log;
+    return false; /* double rows: libm's exp, already near memory speed */
+}
 
 #define COLUMN_BLOCK 64
 
@@ -26,6 +54,8 @@ typedef struct softmax_job {
         for (int64_t o = begin; o < end; o++) {                                         \
             const T *x = (const T *)j->x + o * D * I;                                   \
             T *y = (T *)j->out + o * D * I;                                             \
+            if (I == 1 && softmax_row_##NAME(x, y, D, j->log))                          \
+                continue;                                                               \
             if (I == 1) {                                                               \
                 T mx = LOWEST, sum = 0;                                                 \
                 for (int64_t d = 0; d < D; d++)                                         \

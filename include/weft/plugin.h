@@ -159,12 +159,39 @@ typedef struct weft_data_ptr {
     void (*deleter)(void *data, void *ctx);
 } weft_data_ptr;
 
+/* Memory statistics of an allocator.  allocated: bytes in live blocks
+ * (rounded sizes); reserved: allocated plus cached; the fields after
+ * free_calls came with version 2 (struct_size tells which a caller has). */
+#define WEFT_ALLOCATOR_STATS_VERSION 2
 typedef struct weft_allocator_stats {
     uint32_t struct_size;
     uint32_t version;
     uint64_t allocated_bytes, peak_allocated_bytes, reserved_bytes;
     uint64_t alloc_calls, free_calls;
+    /* version 2: caching allocators */
+    uint64_t cached_bytes;       /* free blocks kept for reuse */
+    uint64_t cache_hits;         /* allocations served from the cache */
+    uint64_t system_alloc_calls, system_free_calls; /* malloc/mmap, free/munmap */
+    uint64_t cache_limit_bytes;  /* the high-water mark of cached_bytes */
 } weft_allocator_stats;
+
+/* The core's caching host allocator (c10/host_alloc.c).  Freed host blocks
+ * are kept, bucketed by size, and reused; past the limit they go back to
+ * the system.  The limit defaults to 1 GiB (0 under valgrind and in
+ * AddressSanitizer builds, so freed memory is really freed and
+ * use-after-free stays visible), or
+ * WEFT_HOST_CACHE_LIMIT (bytes, or with a K/M/G suffix) read at first use.
+ * All of these are thread-safe. */
+/* Fills *out (set out->struct_size first; a smaller, older struct gets its
+ * prefix).  Errors: WEFT_EINVAL (NULL, or struct_size too small). */
+WEFT_API int weft_host_allocator_stats(weft_allocator_stats *out);
+/* Sets the cache limit in bytes and trims the cache down to it at once. */
+WEFT_API void weft_host_cache_set_limit(size_t bytes);
+WEFT_API size_t weft_host_cache_limit(void);
+/* Gives every cached block back to the system (live blocks are untouched). */
+WEFT_API void weft_host_empty_cache(void);
+/* Restarts peak_allocated_bytes from the bytes allocated now. */
+WEFT_API void weft_host_reset_peak(void);
 
 #define WEFT_ALLOCATOR_VERSION 1
 typedef struct weft_allocator {

@@ -1,0 +1,164 @@
+/* backends/cpu/vec_math.h — float32 math eight lanes at a time, with GCC
+ * vector extensions (AVX registers where the variant has them, SSE pairs in
+ * the baseline build), for the kernels that would otherwise call scalar
+ * libm per element: exp by range reduction to [-ln2/2, ln2/2] (Cody-Waite,
+ * two-part ln 2) and Cephes' degree-6 polynomial (2 ulp) for x in
+ * [-87, 88]; erfc by the Chebyshev fit of Numerical Recipes (relative
+ * error below 1.2e-7, so gelu keeps its relative accuracy for negative
+ * inputs).  Callers check the range (vec_within) and fall back to libm. */
+#ifndef WEFT_BACKENDS_CPU_VEC_MATH_H
+#define WEFT_BACKENDS_CPU_VEC_MATH_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#pragma GCC diagnostic ignored "-Wpsabi" /* static inline helpers: no ABI crossed */
+typedef float vec_f32 __attribute__((vector_size(32)));
+typedef int32_t vec_i32 __attribute__((vector_size(32)));
+enum { VLANES = 8 };
+
+static inline vec_f32 vec_load(const float *p)
+{
+    vec_f32 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vec_store(float *p, vec_f32 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+static inline vec_f32 vec_select(vec_i32 mask, vec_f32 yes, vec_f32 no)
+{
+    return (vec_f32)(((vec_i32)yes & mask) | ((vec_i32)no & ~mask));
+}
+
+static inline vec_f32 vec_max(vec_f32 a, vec_f32 b)
+{
+    return vec_select(a > b, a, b);
+}
+
+static inline float vec_hmax(vec_f32 v)
+{
+    float m = v[0];
+    for (int k = 1; k < VLANES; k++)
+        m = v[k] > m ? v[k] : m;
+    return m;
+}
+
+static inline double vec_hsum(vec_f32 v)
+{
+    double s = 0;
+    for (int k = 0; k < VLANES; k++)
+        s += v[k];
+    return s;
+}
+
+/* whether every lane lies in [lo, hi] (false for NaN) */
+static inline bool vec_within(vec_f32 a, float lo, float hi)
+{
+    vec_i32 in = (a >= lo) & (a <= hi);
+    /* a tree of shuffles, not eight lane extractions */
+    in &= __builtin_shuffle(in, (vec_i32){4, 5, 6, 7, 0, 1, 2, 3});
+    in &= __builtin_shuffle(in, (vec_i32){2, 3, 0, 1, 2, 3, 0, 1});
+    in &= __builtin_shuffle(in, (vec_i32){1, 0, 1, 0, 1, 0, 1, 0});
+    return in[0] != 0;
+}
+
+/* exp for x in [-87, 88] */
+static inline vec_f32 vec_exp(vec_f32 x)
+{
+    vec_f32 fx = x * 1.44269504088896341f + 0.5f;
+    vec_i32 n = __builtin_convertvector(fx, vec_i32); /* truncation */
+    vec_f32 nf = __builtin_convertvector(n, vec_f32);
+    vec_i32 above = nf > fx; /* truncated up (negative fx): floor is one less */
+    n += above;              /* -1 where true */
+    nf = __builtin_convertvector(n, vec_f32);
+    vec_f32 r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
+    vec_f32 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    vec_i32 scale = (n + 127) << 23;
+    return p * (vec_f32)scale;
+}
+
+/* erfc(|z|) for |z| < 9 (Numerical Recipes' erfcc) */
+static inline vec_f32 vec_erfc_abs(vec_f32 z)
+{
+    vec_f32 az = (vec_f32)((vec_i32)z & 0x7fffffff);
+    vec_f32 t = 1.0f / (1.0f + 0.5f * az);
+    vec_f32 q = t * 0.17087277f + -0.82215223f;
+    q = q * t + 1.48851587f;
+    q = q * t + -1.13520398f;
+    q = q * t + 0.27886807f;
+    q = q * t + -0.18628806f;
+    q = q * t + 0.09678418f;
+    q = q * t + 0.37409196f;
+    q = q * t + 1.00002368f;
+    q = q * t + -1.26551223f;
+    return t * vec_exp(q - az * az);
+}
+
+static inline vec_f32 vec_sigmoid(vec_f32 a)
+{
+    return 1.0f / (1.0f + vec_exp(-a));
+}
+
+static inline vec_f32 vec_gelu(vec_f32 a)
+{
+    vec_f32 e = vec_erfc_abs(a * 0.70710678118654752f);
+    vec_i32 neg = a < 0.0f;
+    return 0.5f * a * vec_select(neg, e, 2.0f - e);
+}
+
+/* exp(x) for x <= 0 with underflow to 0 below -87 (where the true value is
+ * below 1.7e-38): what softmax and log-sum-exp add up */
+static inline vec_f32 vec_exp_nonpositive(vec_f32 x)
+{
+    vec_i32 tiny = x < -87.0f;
+    vec_f32 e = vec_exp(vec_select(tiny, (vec_f32){0}, x));
+    return vec_select(tiny, (vec_f32){0}, e);
+}
+
+/* The maximum of x[0..n) and sum of exp(x - max), vectorised; false (and
+ * nothing written) when x holds a NaN or an infinite maximum, which the
+ * caller's scalar loop handles with libm's semantics. */
+static inline bool vec_max_sumexp(const float *x, int64_t n, float *max_out, double *sum_out)
+{
+    vec_f32 m = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                 -INFINITY};
+    vec_i32 nan = {0};
+    int64_t i = 0;
+    for (; i + VLANES <= n; i += VLANES) {
+        vec_f32 v = vec_load(x + i);
+        nan |= v != v;
+        m = vec_max(v, m);
+    }
+    float mx = vec_hmax(m);
+    int any_nan = 0;
+    for (int k = 0; k < VLANES; k++)
+        any_nan |= nan[k];
+    for (; i < n; i++) {
+        any_nan |= x[i] != x[i];
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    if (any_nan || mx == INFINITY || mx == -INFINITY)
+        return false;
+    vec_f32 s = {0};
+    for (i = 0; i + VLANES <= n; i += VLANES)
+        s += vec_exp_nonpositive(vec_load(x + i) - mx);
+    double sum = vec_hsum(s);
+    for (; i < n; i++)
+        sum += x[i] - mx < -87.0f ? 0.0 : (double)expf(x[i] - mx);
+    *max_out = mx;
+    *sum_out = sum;
+    return true;
+}
+
+#endif
