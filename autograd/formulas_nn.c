@@ -1,12 +1,12 @@
 /* autograd/formulas_nn.c — derivative formulas of the neural-network
  * operators (issue 3, parts 2 and B): addmm and the vector and batched
  * products, softmax, the fused losses, convolution (and transposed
- * convolution), pooling, upsampling and the fused batch_norm and
- * layer_norm.  Each backward is written with weft operators, mostly the
- * *_backward operators of the operator table, so it runs on any device that
- * has them.  Double backward: the formulas of the backward operators
- * themselves are in formulas_nn_grad.c; batch_norm and layer_norm write
- * their create_graph backward with weft operators here.
+ * convolution), pooling and upsampling.  Each backward is written with weft
+ * operators, mostly the *_backward operators of the operator table, so it
+ * runs on any device that has them.  Double backward: the formulas of the
+ * backward operators themselves are in formulas_nn_grad.c; batch_norm and
+ * layer_norm, whose backward operators are fused kernels, compute their
+ * gradients with weft operators under create_graph instead.
  * Composite operators (linear, conv1d, max_pool2d, the elementwise losses)
  * need nothing here: their parts record the graph. */
 #include <stdio.h>
@@ -301,6 +301,238 @@ static int adaptive_avg_pool_backward(wf_node *n, weft_tensor **go, weft_tensor 
     return weft_adaptive_avg_pool2d_backward(&gi[0], go[0], self);
 }
 
+/* ------------------------------------------------------------ normalisation */
+
+/* native_batch_norm and native_layer_norm.  Backward calls the fused
+ * backward operator; under create_graph (grad mode on while backward runs)
+ * it computes the same gradients with weft operators instead, from the
+ * saved input, so that they can be differentiated again (the fused
+ * backward operators have no formulas of their own). */
+
+typedef struct norm_temps {
+    weft_tensor *t[16];
+    int n;
+} norm_temps;
+
+/* Keeps a temporary for release at the end; NULL on an earlier error. */
+static weft_tensor *tmp(norm_temps *k, weft_tensor *t)
+{
+    if (t && k->n < 16)
+        k->t[k->n++] = t;
+    return t;
+}
+
+static void norm_temps_release(norm_temps *k)
+{
+    for (int i = 0; i < k->n; i++)
+        weft_tensor_release(k->t[i]);
+}
+
+/* Scatters the three results of a fused backward into the node's edges:
+ * input always, weight and bias where the forward had them. */
+static void scatter_norm_grads(wf_node *n, weft_tensor **gi, weft_tensor *r[3], bool has_w,
+                               bool has_b)
+{
+    int e = 0;
+    bool present[3] = {true, has_w, has_b};
+    for (int i = 0; i < 3; i++) {
+        if (present[i] && wants(n, e)) {
+            gi[e] = r[i];
+            r[i] = NULL;
+        }
+        e += present[i];
+    }
+    for (int i = 0; i < 3; i++)
+        weft_tensor_release(r[i]);
+}
+
+/* The differentiable gradients of a normalisation over `dims` (keepdim
+ * statistics mean and r = 1/std), written with weft operators:
+ *   gx = r (gw - mean(gw) - xhat mean(gw xhat))   (batch statistics)
+ *   gx = r gw                                      (fixed statistics)
+ * with gw = g w, xhat = (x - mean) r; dweight = sum(g xhat), dbias = sum(g)
+ * over param_dims (the dims the parameters are broadcast along). */
+static int norm_grads_composite(const weft_tensor *g, const weft_tensor *x, const weft_tensor *w,
+                                const weft_tensor *mean, const weft_tensor *r, bool batch_stats,
+                                const int64_t *dims, int ndims, const int64_t *param_dims,
+                                int nparam, const int64_t *param_shape, int param_nd,
+                                weft_tensor *out[3])
+{
+    norm_temps k = {{0}, 0};
+    weft_tensor *xc = NULL, *xhat = NULL, *gw = NULL, *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    int rc = weft_sub(&xc, x, mean);
+    if (rc == 0 && (rc = weft_mul(&xhat, tmp(&k, xc), r)) == 0)
+        rc = w ? weft_mul(&gw, g, w) : (gw = weft_tensor_retain((weft_tensor *)g), 0);
+    tmp(&k, xhat);
+    tmp(&k, gw);
+    if (rc == 0 && batch_stats) {
+        if ((rc = weft_mean(&a, gw, dims, ndims, true)) == 0 && tmp(&k, a) &&
+            (rc = weft_mul(&b, gw, xhat)) == 0 &&
+            (rc = weft_mean(&c, tmp(&k, b), dims, ndims, true)) == 0 &&
+            (rc = weft_mul(&d, xhat, tmp(&k, c))) == 0) {
+            weft_tensor *e = NULL, *f = NULL;
+            if ((rc = weft_sub(&e, gw, a)) == 0 && (rc = weft_sub(&f, tmp(&k, e), tmp(&k, d))) == 0)
+                rc = weft_mul(&out[0], tmp(&k, f), r);
+        }
+    } else if (rc == 0) {
+        rc = weft_mul(&out[0], gw, r);
+    }
+    weft_tensor *gx = NULL, *full[2] = {NULL, NULL};
+    if (rc == 0 && (rc = weft_mul(&gx, g, xhat)) == 0) {
+        const weft_tensor *src[2] = {tmp(&k, gx), g};
+        for (int i = 0; i < 2 && rc == 0; i++) {
+            rc = nparam ? weft_sum(&full[i], src[i], param_dims, nparam, false)
+                        : (full[i] = weft_tensor_retain((weft_tensor *)src[i]), 0);
+            if (rc == 0)
+                rc = weft_reshape(&out[1 + i], tmp(&k, full[i]), param_shape, param_nd);
+        }
+    }
+    norm_temps_release(&k);
+    if (rc < 0)
+        for (int i = 0; i < 3; i++) {
+            weft_tensor_release(out[i]);
+            out[i] = NULL;
+        }
+    return rc;
+}
+
+/* native_batch_norm: saves input, weight, save_mean, save_invstd; info:
+ * whether batch statistics were used, eps, has weight, has bias */
+static int record_batch_norm(wf_node *n, const weft_call *call, weft_tensor *result,
+                             weft_tensor *old_self)
+{
+    (void)old_self;
+    const weft_value *a = call->args;
+    double eps = a[7].u.d;
+    int64_t info[4];
+    info[0] = a[5].u.b || !optional_arg(call, 3) || !optional_arg(call, 4);
+    memcpy(&info[1], &eps, sizeof eps);
+    info[2] = optional_arg(call, 1) != NULL;
+    info[3] = optional_arg(call, 2) != NULL;
+    n->info = malloc(sizeof info);
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(n->info, info, sizeof info);
+    n->n_info = 4;
+    TRY(wf__node_save(n, 0, a[0].u.tensor, result));
+    TRY(wf__node_save(n, 1, optional_arg(call, 1), result));
+    TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
+    return wf__node_save(n, 3, call->rets[2].u.tensor, result);
+}
+
+static int batch_norm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    bool batch_stats = n->info[0], has_w = n->info[2], has_b = n->info[3];
+    weft_tensor *x = saved(n, 0, &rc), *mean = saved(n, 2, &rc), *invstd = saved(n, 3, &rc);
+    weft_tensor *w = has_w ? saved(n, 1, &rc) : NULL;
+    if (rc < 0)
+        return rc;
+    weft_tensor *r[3] = {NULL, NULL, NULL};
+    if (!weft_is_grad_enabled()) {
+        rc = weft_native_batch_norm_backward(&r[0], &r[1], &r[2], go[0], x, w, mean, invstd,
+                                             batch_stats);
+    } else {
+        int nd = weft_tensor_ndim(x);
+        int64_t dims[WEFT_MAX_DIMS], shape[WEFT_MAX_DIMS], C = weft_tensor_size(x, 1);
+        int ndims = 0;
+        for (int d = 0; d < nd; d++) {
+            shape[d] = d == 1 ? C : 1;
+            if (d != 1)
+                dims[ndims++] = d;
+        }
+        norm_temps k = {{0}, 0};
+        weft_tensor *m = NULL, *s = NULL, *wv = NULL;
+        if (batch_stats) { /* the statistics again, as functions of x */
+            weft_tensor *xc = NULL, *sq = NULL, *var = NULL, *ve = NULL;
+            double eps;
+            memcpy(&eps, &n->info[1], sizeof eps);
+            if ((rc = weft_mean(&m, x, dims, ndims, true)) == 0 &&
+                (rc = weft_sub(&xc, x, tmp(&k, m))) == 0 &&
+                (rc = weft_mul(&sq, tmp(&k, xc), xc)) == 0 &&
+                (rc = weft_mean(&var, tmp(&k, sq), dims, ndims, true)) == 0 &&
+                (rc = weft_add_scalar(&ve, tmp(&k, var), eps)) == 0)
+                rc = weft_rsqrt(&s, tmp(&k, ve));
+        } else if ((rc = weft_reshape(&m, mean, shape, nd)) == 0) {
+            rc = weft_reshape(&s, invstd, shape, nd);
+            tmp(&k, m);
+        }
+        tmp(&k, s);
+        if (rc == 0 && w)
+            rc = weft_reshape(&wv, w, shape, nd);
+        if (rc == 0)
+            rc = norm_grads_composite(go[0], x, tmp(&k, wv), m, s, batch_stats, dims, ndims,
+                                      dims, ndims, &C, 1, r);
+        norm_temps_release(&k);
+    }
+    if (rc == 0)
+        scatter_norm_grads(n, gi, r, has_w, has_b);
+    return rc;
+}
+
+/* native_layer_norm: saves input, weight, mean, rstd; info: has weight,
+ * has bias, eps, then normalized_shape */
+static int record_layer_norm(wf_node *n, const weft_call *call, weft_tensor *result,
+                             weft_tensor *old_self)
+{
+    (void)old_self;
+    const weft_value *a = call->args;
+    int k = a[1].len;
+    double eps = a[4].u.d;
+    n->info = malloc((size_t)(3 + k) * sizeof(int64_t));
+    if (!n->info)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    n->info[0] = optional_arg(call, 2) != NULL;
+    n->info[1] = optional_arg(call, 3) != NULL;
+    memcpy(&n->info[2], &eps, sizeof eps);
+    memcpy(&n->info[3], a[1].u.ints, (size_t)k * sizeof(int64_t));
+    n->n_info = 3 + k;
+    TRY(wf__node_save(n, 0, a[0].u.tensor, result));
+    TRY(wf__node_save(n, 1, optional_arg(call, 2), result));
+    TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
+    return wf__node_save(n, 3, call->rets[2].u.tensor, result);
+}
+
+static int layer_norm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    bool has_w = n->info[0], has_b = n->info[1];
+    const int64_t *shape = n->info + 3;
+    int k = n->n_info - 3;
+    weft_tensor *x = saved(n, 0, &rc), *mean = saved(n, 2, &rc), *rstd = saved(n, 3, &rc);
+    weft_tensor *w = has_w ? saved(n, 1, &rc) : NULL;
+    if (rc < 0)
+        return rc;
+    weft_tensor *r[3] = {NULL, NULL, NULL};
+    if (!weft_is_grad_enabled()) {
+        rc = weft_native_layer_norm_backward(&r[0], &r[1], &r[2], go[0], x, shape, k, mean, rstd,
+                                             w);
+    } else {
+        int nd = weft_tensor_ndim(x);
+        int64_t dims[WEFT_MAX_DIMS], lead[WEFT_MAX_DIMS];
+        for (int i = 0; i < k; i++)
+            dims[i] = nd - k + i;
+        for (int i = 0; i < nd - k; i++)
+            lead[i] = i;
+        double eps;
+        memcpy(&eps, &n->info[2], sizeof eps);
+        norm_temps t = {{0}, 0};
+        weft_tensor *m = NULL, *xc = NULL, *sq = NULL, *var = NULL, *ve = NULL, *s = NULL;
+        if ((rc = weft_mean(&m, x, dims, k, true)) == 0 &&
+            (rc = weft_sub(&xc, x, tmp(&t, m))) == 0 &&
+            (rc = weft_mul(&sq, tmp(&t, xc), xc)) == 0 &&
+            (rc = weft_mean(&var, tmp(&t, sq), dims, k, true)) == 0 &&
+            (rc = weft_add_scalar(&ve, tmp(&t, var), eps)) == 0 &&
+            (rc = weft_rsqrt(&s, tmp(&t, ve))) == 0)
+            rc = norm_grads_composite(go[0], x, w, m, tmp(&t, s), true, dims, k, lead, nd - k,
+                                      shape, k, r);
+        norm_temps_release(&t);
+    }
+    if (rc == 0)
+        scatter_norm_grads(n, gi, r, has_w, has_b);
+    return rc;
+}
+
 /* ------------------------------------ products, conv_transpose2d, upsample
  * (issue 3, part B).  The products' formulas use only differentiable
  * operators (mul, mm, bmm, mv, outer, views), so they differentiate twice. */
@@ -420,114 +652,6 @@ static int record_conv_transpose2d(wf_node *n, const weft_call *call, weft_tenso
     pair_of(&call->args[5], zero, output_padding);
     for (int i = 0; i < 2; i++) /* rows and columns the kernel pads with zeros */
         info[8 + i] = output_padding[i] >= info[i] ? output_padding[i] - (info[i] - 1) : 0;
-/* ------------------------------------------------------------ normalisation */
-
-/* native_batch_norm and native_layer_norm.  Backward calls the fused
- * backward operator; under create_graph (grad mode on while backward runs)
- * it computes the same gradients with weft operators instead, from the
- * saved input, so that they can be differentiated again (the fused
- * backward operators have no formulas of their own). */
-
-typedef struct norm_temps {
-    weft_tensor *t[16];
-    int n;
-} norm_temps;
-
-/* Keeps a temporary for release at the end; NULL on an earlier error. */
-static weft_tensor *tmp(norm_temps *k, weft_tensor *t)
-{
-    if (t && k->n < 16)
-        k->t[k->n++] = t;
-    return t;
-}
-
-static void norm_temps_release(norm_temps *k)
-{
-    for (int i = 0; i < k->n; i++)
-        weft_tensor_release(k->t[i]);
-}
-
-/* Scatters the three results of a fused backward into the node's edges:
- * input always, weight and bias where the forward had them. */
-static void scatter_norm_grads(wf_node *n, weft_tensor **gi, weft_tensor *r[3], bool has_w,
-                               bool has_b)
-{
-    int e = 0;
-    bool present[3] = {true, has_w, has_b};
-    for (int i = 0; i < 3; i++) {
-        if (present[i] && wants(n, e)) {
-            gi[e] = r[i];
-            r[i] = NULL;
-        }
-        e += present[i];
-    }
-    for (int i = 0; i < 3; i++)
-        weft_tensor_release(r[i]);
-}
-
-/* The differentiable gradients of a normalisation over `dims` (keepdim
- * statistics mean and r = 1/std), written with weft operators:
- *   gx = r (gw - mean(gw) - xhat mean(gw xhat))   (batch statistics)
- *   gx = r gw                                      (fixed statistics)
- * with gw = g w, xhat = (x - mean) r; dweight = sum(g xhat), dbias = sum(g)
- * over param_dims (the dims the parameters are broadcast along). */
-static int norm_grads_composite(const weft_tensor *g, const weft_tensor *x, const weft_tensor *w,
-                                const weft_tensor *mean, const weft_tensor *r, bool batch_stats,
-                                const int64_t *dims, int ndims, const int64_t *param_dims,
-                                int nparam, const int64_t *param_shape, int param_nd,
-                                weft_tensor *out[3])
-{
-    norm_temps k = {{0}, 0};
-    weft_tensor *xc = NULL, *xhat = NULL, *gw = NULL, *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-    int rc = weft_sub(&xc, x, mean);
-    if (rc == 0 && (rc = weft_mul(&xhat, tmp(&k, xc), r)) == 0)
-        rc = w ? weft_mul(&gw, g, w) : (gw = weft_tensor_retain((weft_tensor *)g), 0);
-    tmp(&k, xhat);
-    tmp(&k, gw);
-    if (rc == 0 && batch_stats) {
-        if ((rc = weft_mean(&a, gw, dims, ndims, true)) == 0 && tmp(&k, a) &&
-            (rc = weft_mul(&b, gw, xhat)) == 0 &&
-            (rc = weft_mean(&c, tmp(&k, b), dims, ndims, true)) == 0 &&
-            (rc = weft_mul(&d, xhat, tmp(&k, c))) == 0) {
-            weft_tensor *e = NULL, *f = NULL;
-            if ((rc = weft_sub(&e, gw, a)) == 0 && (rc = weft_sub(&f, tmp(&k, e), tmp(&k, d))) == 0)
-                rc = weft_mul(&out[0], tmp(&k, f), r);
-        }
-    } else if (rc == 0) {
-        rc = weft_mul(&out[0], gw, r);
-    }
-    weft_tensor *gx = NULL, *full[2] = {NULL, NULL};
-    if (rc == 0 && (rc = weft_mul(&gx, g, xhat)) == 0) {
-        const weft_tensor *src[2] = {tmp(&k, gx), g};
-        for (int i = 0; i < 2 && rc == 0; i++) {
-            rc = nparam ? weft_sum(&full[i], src[i], param_dims, nparam, false)
-                        : (full[i] = weft_tensor_retain((weft_tensor *)src[i]), 0);
-            if (rc == 0)
-                rc = weft_reshape(&out[1 + i], tmp(&k, full[i]), param_shape, param_nd);
-        }
-    }
-    norm_temps_release(&k);
-    if (rc < 0)
-        for (int i = 0; i < 3; i++) {
-            weft_tensor_release(out[i]);
-            out[i] = NULL;
-        }
-    return rc;
-}
-
-/* native_batch_norm: saves input, weight, save_mean, save_invstd; info:
- * whether batch statistics were used, eps, has weight, has bias */
-static int record_batch_norm(wf_node *n, const weft_call *call, weft_tensor *result,
-                             weft_tensor *old_self)
-{
-    (void)old_self;
-    const weft_value *a = call->args;
-    double eps = a[7].u.d;
-    int64_t info[4];
-    info[0] = a[5].u.b || !optional_arg(call, 3) || !optional_arg(call, 4);
-    memcpy(&info[1], &eps, sizeof eps);
-    info[2] = optional_arg(call, 1) != NULL;
-    info[3] = optional_arg(call, 2) != NULL;
     n->info = malloc(sizeof info);
     if (!n->info)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
@@ -668,124 +792,6 @@ static int upsample_nearest_backward(wf_node *n, weft_tensor **go, weft_tensor *
 static int upsample_bilinear_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 {
     return upsample_backward(n, go, gi, true);
-    n->n_info = 4;
-    TRY(wf__node_save(n, 0, a[0].u.tensor, result));
-    TRY(wf__node_save(n, 1, optional_arg(call, 1), result));
-    TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
-    return wf__node_save(n, 3, call->rets[2].u.tensor, result);
-}
-
-static int batch_norm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
-{
-    int rc = 0;
-    bool batch_stats = n->info[0], has_w = n->info[2], has_b = n->info[3];
-    weft_tensor *x = saved(n, 0, &rc), *mean = saved(n, 2, &rc), *invstd = saved(n, 3, &rc);
-    weft_tensor *w = has_w ? saved(n, 1, &rc) : NULL;
-    if (rc < 0)
-        return rc;
-    weft_tensor *r[3] = {NULL, NULL, NULL};
-    if (!weft_is_grad_enabled()) {
-        rc = weft_native_batch_norm_backward(&r[0], &r[1], &r[2], go[0], x, w, mean, invstd,
-                                             batch_stats);
-    } else {
-        int nd = weft_tensor_ndim(x);
-        int64_t dims[WEFT_MAX_DIMS], shape[WEFT_MAX_DIMS], C = weft_tensor_size(x, 1);
-        int ndims = 0;
-        for (int d = 0; d < nd; d++) {
-            shape[d] = d == 1 ? C : 1;
-            if (d != 1)
-                dims[ndims++] = d;
-        }
-        norm_temps k = {{0}, 0};
-        weft_tensor *m = NULL, *s = NULL, *wv = NULL;
-        if (batch_stats) { /* the statistics again, as functions of x */
-            weft_tensor *xc = NULL, *sq = NULL, *var = NULL, *ve = NULL;
-            double eps;
-            memcpy(&eps, &n->info[1], sizeof eps);
-            if ((rc = weft_mean(&m, x, dims, ndims, true)) == 0 &&
-                (rc = weft_sub(&xc, x, tmp(&k, m))) == 0 &&
-                (rc = weft_mul(&sq, tmp(&k, xc), xc)) == 0 &&
-                (rc = weft_mean(&var, tmp(&k, sq), dims, ndims, true)) == 0 &&
-                (rc = weft_add_scalar(&ve, tmp(&k, var), eps)) == 0)
-                rc = weft_rsqrt(&s, tmp(&k, ve));
-        } else if ((rc = weft_reshape(&m, mean, shape, nd)) == 0) {
-            rc = weft_reshape(&s, invstd, shape, nd);
-            tmp(&k, m);
-        }
-        tmp(&k, s);
-        if (rc == 0 && w)
-            rc = weft_reshape(&wv, w, shape, nd);
-        if (rc == 0)
-            rc = norm_grads_composite(go[0], x, tmp(&k, wv), m, s, batch_stats, dims, ndims,
-                                      dims, ndims, &C, 1, r);
-        norm_temps_release(&k);
-    }
-    if (rc == 0)
-        scatter_norm_grads(n, gi, r, has_w, has_b);
-    return rc;
-}
-
-/* native_layer_norm: saves input, weight, mean, rstd; info: has weight,
- * has bias, eps, then normalized_shape */
-static int record_layer_norm(wf_node *n, const weft_call *call, weft_tensor *result,
-                             weft_tensor *old_self)
-{
-    (void)old_self;
-    const weft_value *a = call->args;
-    int k = a[1].len;
-    double eps = a[4].u.d;
-    n->info = malloc((size_t)(3 + k) * sizeof(int64_t));
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    n->info[0] = optional_arg(call, 2) != NULL;
-    n->info[1] = optional_arg(call, 3) != NULL;
-    memcpy(&n->info[2], &eps, sizeof eps);
-    memcpy(&n->info[3], a[1].u.ints, (size_t)k * sizeof(int64_t));
-    n->n_info = 3 + k;
-    TRY(wf__node_save(n, 0, a[0].u.tensor, result));
-    TRY(wf__node_save(n, 1, optional_arg(call, 2), result));
-    TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
-    return wf__node_save(n, 3, call->rets[2].u.tensor, result);
-}
-
-static int layer_norm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
-{
-    int rc = 0;
-    bool has_w = n->info[0], has_b = n->info[1];
-    const int64_t *shape = n->info + 3;
-    int k = n->n_info - 3;
-    weft_tensor *x = saved(n, 0, &rc), *mean = saved(n, 2, &rc), *rstd = saved(n, 3, &rc);
-    weft_tensor *w = has_w ? saved(n, 1, &rc) : NULL;
-    if (rc < 0)
-        return rc;
-    weft_tensor *r[3] = {NULL, NULL, NULL};
-    if (!weft_is_grad_enabled()) {
-        rc = weft_native_layer_norm_backward(&r[0], &r[1], &r[2], go[0], x, shape, k, mean, rstd,
-                                             w);
-    } else {
-        int nd = weft_tensor_ndim(x);
-        int64_t dims[WEFT_MAX_DIMS], lead[WEFT_MAX_DIMS];
-        for (int i = 0; i < k; i++)
-            dims[i] = nd - k + i;
-        for (int i = 0; i < nd - k; i++)
-            lead[i] = i;
-        double eps;
-        memcpy(&eps, &n->info[2], sizeof eps);
-        norm_temps t = {{0}, 0};
-        weft_tensor *m = NULL, *xc = NULL, *sq = NULL, *var = NULL, *ve = NULL, *s = NULL;
-        if ((rc = weft_mean(&m, x, dims, k, true)) == 0 &&
-            (rc = weft_sub(&xc, x, tmp(&t, m))) == 0 &&
-            (rc = weft_mul(&sq, tmp(&t, xc), xc)) == 0 &&
-            (rc = weft_mean(&var, tmp(&t, sq), dims, k, true)) == 0 &&
-            (rc = weft_add_scalar(&ve, tmp(&t, var), eps)) == 0 &&
-            (rc = weft_rsqrt(&s, tmp(&t, ve))) == 0)
-            rc = norm_grads_composite(go[0], x, w, m, tmp(&t, s), true, dims, k, lead, nd - k,
-                                      shape, k, r);
-        norm_temps_release(&t);
-    }
-    if (rc == 0)
-        scatter_norm_grads(n, gi, r, has_w, has_b);
-    return rc;
 }
 
 /* ------------------------------------------------------------ the table */
@@ -802,6 +808,10 @@ static const formula nn_formulas[] = {
     {"avg_pool2d", "AvgPool2DBackward", avg_pool_backward, record_avg_pool, 0x1, false},
     {"adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward", adaptive_avg_pool_backward, record_self,
      0x1, false},
+    {"native_batch_norm", "NativeBatchNormBackward", batch_norm_backward, record_batch_norm, 0x7,
+     false},
+    {"native_layer_norm", "NativeLayerNormBackward", layer_norm_backward, record_layer_norm, 0xD,
+     false},
     /* issue 3, part B */
     {"dot", "DotBackward", dot_backward, record_two, 0x3, false},
     {"dot_out", "DotBackward", dot_backward, record_two, 0x6, false},
@@ -825,10 +835,6 @@ static const formula nn_formulas[] = {
      upsample_nearest_grad_backward, record_upsample_grad, 0x1, false},
     {"upsample_bilinear2d_backward", "UpsampleBilinear2DBackwardBackward",
      upsample_bilinear_grad_backward, record_upsample_grad, 0x1, false},
-    {"native_batch_norm", "NativeBatchNormBackward", batch_norm_backward, record_batch_norm, 0x7,
-     false},
-    {"native_layer_norm", "NativeLayerNormBackward", layer_norm_backward, record_layer_norm, 0xD,
-     false},
 };
 
 void wf__autograd_register_nn(void)
