@@ -1,6 +1,7 @@
 /* nn.h — the neural-network library of libweft, in C: parameter
- * initialisation, optimizers with their state, learning-rate schedules, and
- * saving and loading parameters.
+ * initialisation, modules (Linear, Conv2d, BatchNorm2d, ..., Sequential),
+ * optimizers with their state, learning-rate schedules, and saving and
+ * loading parameters.
  *
  * Everything here is written with weft's operators, so it runs on whatever
  * device the tensors live on.  The conventions of <weft/weft.h> hold: 0 or a
@@ -57,6 +58,146 @@ WEFT_API int weft_init_kaiming_normal_(weft_tensor *t, double a, weft_fan_mode m
 WEFT_API int weft_init_xavier_uniform_(weft_tensor *t, double gain, weft_generator *g);
 /* xavier_normal_: N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)). */
 WEFT_API int weft_init_xavier_normal_(weft_tensor *t, double gain, weft_generator *g);
+
+/* --------------------------------------------------------------- modules */
+
+/* Modules in the spirit of torch.nn: an opaque weft_module owns its
+ * parameters (leaf tensors that require grad) and buffers (BatchNorm2d's
+ * running statistics), is in training mode when created, and computes its
+ * forward pass with weft's operators, so autograd records it and it runs on
+ * whatever device its tensors are on.  The constructors take PyTorch's
+ * arguments (their defaults are given beside each one) and initialise as
+ * PyTorch does, drawing from g (NULL: the default generator); tensors are
+ * created float32 on the CPU (see weft_module_to_device/_to_dtype).
+ *
+ * Errors of the constructors: WEFT_EINVAL (NULL out, a size below 1, an
+ * argument out of range — the message names the module and the argument),
+ * WEFT_ENOMEM.  *out is NULL on error.
+ *
+ * Thread safety: a module is not thread-safe; distinct modules may be used
+ * by distinct threads.  A module is destroyed by weft_module_destroy,
+ * except a module appended to a Sequential, which the Sequential owns. */
+typedef struct weft_module weft_module;
+
+/* nn.Linear(in_features, out_features, bias=True): y = x W^T + b over the
+ * last dimension.  weight [out, in] ~ kaiming_uniform(a = sqrt(5)), i.e.
+ * U(-1/sqrt(in), 1/sqrt(in)); bias [out] ~ U(-1/sqrt(in), 1/sqrt(in)). */
+WEFT_API int weft_module_linear(weft_module **out, int64_t in_features, int64_t out_features,
+                                bool bias, weft_generator *g);
+/* nn.Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+ * dilation=1, groups=1, bias=True).  kernel_size, stride, padding and
+ * dilation are (height, width) pairs; NULL stride, padding or dilation
+ * means PyTorch's default.  weight [out, in/groups, kh, kw] and bias [out]
+ * are initialised as nn.Linear's with fan_in = in/groups * kh * kw.  Both
+ * channel counts must be divisible by groups. */
+WEFT_API int weft_module_conv2d(weft_module **out, int64_t in_channels, int64_t out_channels,
+                                const int64_t kernel_size[2], const int64_t stride[2],
+                                const int64_t padding[2], const int64_t dilation[2],
+                                int64_t groups, bool bias, weft_generator *g);
+/* nn.BatchNorm2d(num_features, eps=1e-5, momentum=0.1, affine=True,
+ * track_running_stats=True).  Parameters weight (ones) and bias (zeros)
+ * when affine; buffers running_mean (zeros), running_var (ones) and
+ * num_batches_tracked (int64, 0-d) when tracking.  In training mode the
+ * batch's statistics normalise the input and the running statistics
+ * become (1 - momentum) * running + momentum * batch (the variance
+ * unbiased), as PyTorch does; in eval mode the running statistics are
+ * used.  momentum NaN means PyTorch's momentum=None: a cumulative average
+ * (factor 1 / num_batches_tracked). */
+WEFT_API int weft_module_batch_norm2d(weft_module **out, int64_t num_features, double eps,
+                                      double momentum, bool affine, bool track_running_stats);
+/* nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True): the
+ * last ndim dimensions (1..8) are normalised; weight (ones) and bias
+ * (zeros) of that shape. */
+WEFT_API int weft_module_layer_norm(weft_module **out, const int64_t *normalized_shape, int ndim,
+                                    double eps, bool elementwise_affine);
+/* nn.Dropout(p=0.5): in training mode zeroes each element with
+ * probability p, drawing from g (borrowed: it must outlive the module;
+ * NULL: the default generator), and scales the rest by 1 / (1 - p); the
+ * identity in eval mode.  p must be in [0, 1]. */
+WEFT_API int weft_module_dropout(weft_module **out, double p, weft_generator *g);
+/* nn.Embedding(num_embeddings, embedding_dim, padding_idx=None): weight
+ * [num, dim] ~ N(0, 1) with the padding_idx row zeroed; that row's
+ * gradient stays zero.  padding_idx may be negative (counted from the end,
+ * as PyTorch); WEFT_NO_PADDING_IDX means None.  Inputs are int64 indices
+ * of any shape. */
+#define WEFT_NO_PADDING_IDX INT64_MIN
+WEFT_API int weft_module_embedding(weft_module **out, int64_t num_embeddings,
+                                   int64_t embedding_dim, int64_t padding_idx, weft_generator *g);
+
+/* Parameterless modules: activations, nn.MaxPool2d and nn.Flatten. */
+typedef enum weft_activation {
+    WEFT_ACTIVATION_RELU = 0,
+    WEFT_ACTIVATION_SIGMOID = 1,
+    WEFT_ACTIVATION_TANH = 2,
+    WEFT_ACTIVATION_GELU = 3 /* the exact (erf) form, PyTorch's default */
+} weft_activation;
+WEFT_API int weft_module_activation(weft_module **out, weft_activation kind);
+/* nn.MaxPool2d(kernel_size, stride=None (= kernel_size), padding=0):
+ * NULL stride or padding means the default. */
+WEFT_API int weft_module_max_pool2d(weft_module **out, const int64_t kernel_size[2],
+                                    const int64_t stride[2], const int64_t padding[2]);
+/* nn.Flatten(start_dim=1, end_dim=-1). */
+WEFT_API int weft_module_flatten(weft_module **out, int start_dim, int end_dim);
+
+/* nn.Sequential: an empty container; weft_module_sequential_append adds a
+ * child, named by its position ("0", "1", ...), and takes ownership of it
+ * — also when it fails (then the child is destroyed), so a chain of
+ * appends needs no cleanup of its own.  A NULL child is WEFT_EINVAL (and
+ * nothing is destroyed); a child that already has a parent, or seq itself,
+ * is WEFT_EINVAL and left alone.  forward runs the children in order. */
+WEFT_API int weft_module_sequential(weft_module **out);
+WEFT_API int weft_module_sequential_append(weft_module *seq, weft_module *child);
+
+/* Runs the module on input: a new reference in *out.  The input is
+ * checked first: a wrong rank, channel count or feature size is
+ * WEFT_ESHAPE with a message naming the module (as PyTorch prints it, e.g.
+ * "Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1))") and both shapes;
+ * otherwise the operators' errors. */
+WEFT_API int weft_module_forward(weft_module *m, weft_tensor *input, weft_tensor **out);
+
+/* The module's tensors as PyTorch's named_parameters() (parameters only)
+ * and state_dict() (parameters and buffers, in state_dict order: a
+ * module's own tensors, then its children's, prefixed "0.", "1." ...).
+ * Fills at most capacity entries of tensors and names (either may be NULL
+ * when capacity is 0) and returns how many there are, so a first call
+ * with capacity 0 sizes the arrays.  The tensors and names are borrowed:
+ * they stay valid until the module is destroyed, moved
+ * (weft_module_to_device/_to_dtype) or, for a Sequential, appended to.
+ * Errors: WEFT_EINVAL (NULL m, capacity < 0, NULL arrays with capacity >
+ * 0), WEFT_ENOMEM. */
+WEFT_API int weft_module_parameters(weft_module *m, weft_tensor **tensors, const char **names,
+                                    int capacity);
+WEFT_API int weft_module_state(weft_module *m, weft_tensor **tensors, const char **names,
+                               int capacity);
+
+/* Training (true, the default) or eval mode, for the module and all its
+ * children (Dropout and BatchNorm2d behave differently).  NULL is a no-op;
+ * is_training returns false for NULL. */
+WEFT_API void weft_module_train(weft_module *m, bool training);
+WEFT_API bool weft_module_is_training(const weft_module *m);
+/* Moves every parameter and buffer to device, or converts the floating
+ * ones to a floating dtype (num_batches_tracked stays int64).  Parameters
+ * are replaced by new leaves that require grad (gradients are dropped),
+ * so an optimizer must be made after this.  All or nothing: on error the
+ * module is unchanged.  Errors: WEFT_EINVAL (NULL m), WEFT_EDTYPE (a dtype
+ * that is not floating), the copies' errors. */
+WEFT_API int weft_module_to_device(weft_module *m, weft_device device);
+WEFT_API int weft_module_to_dtype(weft_module *m, weft_dtype dtype);
+/* PyTorch's name of the module's kind ("Linear", "Sequential"); the
+ * string is static.  NULL for NULL. */
+WEFT_API const char *weft_module_kind(const weft_module *m);
+/* The module as PyTorch prints it on one line, without children
+ * ("Linear(in_features=784, out_features=256, bias=True)"); returns the
+ * length the full text needs, like snprintf. */
+WEFT_API int weft_module_describe(const weft_module *m, char *buf, size_t size);
+/* Saves or loads weft_module_state() with weft_save_parameters /
+ * weft_load_parameters (same names as PyTorch's state_dict), with their
+ * errors and guarantees (a failed load changes nothing). */
+WEFT_API int weft_module_save(weft_module *m, const char *path);
+WEFT_API int weft_module_load(weft_module *m, const char *path);
+/* Destroys the module, its children and its references to its tensors.
+ * NULL is a no-op; a module that has a parent must not be destroyed. */
+WEFT_API void weft_module_destroy(weft_module *m);
 
 /* ------------------------------------------------------------ optimizers */
 
