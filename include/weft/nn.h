@@ -242,6 +242,71 @@ WEFT_API int weft_optimizer_adamw(weft_optimizer **out, weft_tensor *const *para
                                   double lr, double beta1, double beta2, double eps,
                                   double weight_decay);
 
+/* ------------------------------------------------------ parameter groups */
+
+/* The hyper-parameters of one parameter group, as torch.optim's
+ * param_groups entries: every group of an optimizer has its own.  The
+ * fields of the other kind are ignored (SGD: momentum, dampening,
+ * nesterov; Adam and AdamW: beta1, beta2, eps). */
+typedef struct weft_optim_group {
+    double lr, weight_decay;
+    double momentum, dampening; /* SGD */
+    bool nesterov;              /* SGD */
+    double beta1, beta2, eps;   /* Adam, AdamW */
+} weft_optim_group;
+
+/* The parameters given to the constructor are group 0, with the
+ * constructor's hyper-parameters.  add_param_group appends a group (index
+ * weft_optimizer_num_groups() - 1) of n more parameters with hyper (NULL:
+ * a copy of the constructor's values, as torch fills missing keys with the
+ * defaults).  Errors: WEFT_EINVAL (NULL opt, a NULL, non-leaf or repeated
+ * parameter — also one already in another group —, a hyper-parameter out
+ * of range, named as the constructors name it), WEFT_EDTYPE, WEFT_ENOMEM;
+ * on error the optimizer is unchanged. */
+WEFT_API int weft_optimizer_add_param_group(weft_optimizer *opt, weft_tensor *const *params,
+                                            int n, const weft_optim_group *hyper);
+/* The number of groups (0 for NULL). */
+WEFT_API int weft_optimizer_num_groups(const weft_optimizer *opt);
+/* Copies group's hyper-parameters into *out / replaces them (checked as
+ * add_param_group checks them).  Errors: WEFT_EINVAL (NULL, a group out of
+ * range, a bad value). */
+WEFT_API int weft_optimizer_get_group(const weft_optimizer *opt, int group, weft_optim_group *out);
+WEFT_API int weft_optimizer_set_group(weft_optimizer *opt, int group,
+                                      const weft_optim_group *hyper);
+
+/* ---------------------------------------------------- optimizer state */
+
+/* Saves the optimizer's state (torch's optimizer.state_dict()) as a
+ * parameter file (see weft_save_parameters) with these entries, <p> being
+ * param_names[i] for the i-th parameter (in group order: group 0's, then
+ * group 1's ...) or, when param_names is NULL, its index "0", "1" ...:
+ *   param_groups.<g>.params        int64 [k]: the indices of group g's
+ *                                  parameters
+ *   param_groups.<g>.lr, .weight_decay, and for SGD .momentum, .dampening,
+ *     .nesterov (0 or 1), for Adam/AdamW .beta1, .beta2, .eps
+ *                                  float64 0-d
+ *   state.<p>.momentum_buffer      SGD, once p has one (p's dtype, shape)
+ *   state.<p>.exp_avg, state.<p>.exp_avg_sq, state.<p>.step (int64 0-d)
+ *                                  Adam/AdamW, once p has stepped
+ * Errors: weft_save_parameters's, WEFT_EINVAL (NULL opt or path, a NULL
+ * name), WEFT_ENOMEM.  Not thread-safe with a step of the same optimizer. */
+WEFT_API int weft_optimizer_save(const weft_optimizer *opt, const char *path,
+                                 const char *const *param_names);
+/* Loads a file written by weft_optimizer_save into an optimizer of the
+ * same kind over parameters of the same shapes and dtypes, grouped the
+ * same way: replaces every group's hyper-parameters and every parameter's
+ * state (a parameter without state in the file has none afterwards), the
+ * state tensors copied to each parameter's device.  Loading then stepping
+ * gives exactly the numbers the saved optimizer would have given.  The
+ * whole file is checked first and on any error the optimizer is
+ * unchanged.  Errors: the file errors of weft_load_parameters (WEFT_EIO),
+ * WEFT_ENOTFOUND (an entry missing, or one this optimizer does not know —
+ * e.g. Adam's state loaded into SGD; the message names it), WEFT_ESHAPE
+ * and WEFT_EDTYPE (naming the entry and both shapes or dtypes),
+ * WEFT_EINVAL (a different grouping, a bad hyper-parameter), WEFT_ENOMEM. */
+WEFT_API int weft_optimizer_load(weft_optimizer *opt, const char *path,
+                                 const char *const *param_names);
+
 /* One update of every parameter that has a gradient (those without one are
  * skipped and their state and step count left alone).  Gradients are read,
  * not cleared.  Errors: those of the operators (WEFT_ENOMEM, a device
@@ -252,7 +317,7 @@ WEFT_API int weft_optimizer_step(weft_optimizer *opt);
  * zero_grad(set_to_none=True)). */
 WEFT_API int weft_optimizer_zero_grad(weft_optimizer *opt);
 /* The learning rate used by the next step; set_lr is how a schedule is
- * applied.  set_lr errors: WEFT_EINVAL for NULL or a negative or
+ * applied.  set_lr sets every group's lr; get_lr returns group 0's.  set_lr errors: WEFT_EINVAL for NULL or a negative or
  * non-finite lr.  get_lr returns NaN for NULL. */
 WEFT_API int weft_optimizer_set_lr(weft_optimizer *opt, double lr);
 WEFT_API double weft_optimizer_get_lr(const weft_optimizer *opt);
