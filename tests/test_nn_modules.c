@@ -15,6 +15,7 @@
 
 #include "tests/tap.h"
 #include "tests/keep.h"
+#include "tests/host_device.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -734,6 +735,51 @@ static void test_moving(void)
     weft_module_destroy(seq);
 }
 
+/* Moving to another device: a fake device whose memory is host memory
+ * (it has no kernels, so only the moves are checked here). */
+static void test_device_move(void)
+{
+    weft_registrar *reg = NULL;
+    weft_registrar_create(&reg, "test_nn_modules");
+    weft_device_interface iface = {
+        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, fake_count,
+        fake_copy, fake_copy, fake_copy_device, fake_sync, 0,
+    };
+    weft_allocator alloc = {
+        sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, fake_allocate, NULL, NULL,
+    };
+    int type = -1;
+    is_int(weft_register_device_type(reg, "nnfake", &iface, &alloc, &type), 0,
+           "register a fake device");
+    weft_device fake = {(int16_t)type, 1};
+    weft_module *seq = NULL, *c = NULL;
+    weft_module_sequential(&seq);
+    weft_module_conv2d(&c, 1, 2, (int64_t[]){3, 3}, NULL, NULL, NULL, 1, true, NULL);
+    weft_module_sequential_append(seq, c);
+    weft_module_batch_norm2d(&c, 2, 1e-5, 0.1, true, true);
+    weft_module_sequential_append(seq, c);
+    weft_tensor *t[8];
+    const char *names[8];
+    int n = weft_module_state(seq, t, names, 8);
+    double before[18];
+    const double *w = values_of(t[0]);
+    if (w)
+        memcpy(before, w, sizeof before);
+    is_int(weft_module_to_device(seq, fake), 0, "Sequential to nnfake:1");
+    is_int(weft_module_state(seq, t, names, 8), n, "the same entries");
+    bool all_there = true;
+    for (int i = 0; i < n; i++)
+        all_there = all_there && weft_device_equal(weft_tensor_device(t[i]), fake);
+    ok(all_there, "every parameter and buffer is on nnfake:1");
+    ok(weft_tensor_is_leaf(t[0]) && weft_tensor_requires_grad(t[0]),
+       "the moved weight is a leaf that requires grad");
+    is_int(weft_module_to_device(seq, WEFT_DEVICE_CPU), 0, "and back to the CPU");
+    weft_module_state(seq, t, names, 8);
+    check_close(t[0], before, 18, 0, "the weight's values made the round trip");
+    weft_module_destroy(seq);
+    weft_registrar_destroy(reg);
+}
+
 int main(void)
 {
     if (weft_load_default_plugins() < 0)
@@ -757,6 +803,8 @@ int main(void)
     test_bad_inputs();
     drop_all();
     test_moving();
+    drop_all();
+    test_device_move();
     drop_all();
     return done_testing();
 }
