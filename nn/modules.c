@@ -527,12 +527,16 @@ int weft_module_describe(const weft_module *m, char *buf, size_t size)
         return snprintf(buf, size, "Conv2d(%lld, %lld, kernel_size=%s, stride=%s%s)",
                         (long long)m->in, (long long)m->out, k, s, extra);
     }
-    case MOD_BATCH_NORM2D:
+    case MOD_BATCH_NORM2D: {
+        char momentum[32] = "None";
+        if (!isnan(m->momentum))
+            snprintf(momentum, sizeof momentum, "%g", m->momentum);
         return snprintf(buf, size,
-                        "BatchNorm2d(%lld, eps=%g, momentum=%g, affine=%s, "
+                        "BatchNorm2d(%lld, eps=%g, momentum=%s, affine=%s, "
                         "track_running_stats=%s)",
-                        (long long)m->in, m->eps, m->momentum, m->has_bias ? "True" : "False",
+                        (long long)m->in, m->eps, momentum, m->has_bias ? "True" : "False",
                         entry(m, "running_mean") ? "True" : "False");
+    }
     case MOD_LAYER_NORM: {
         char shape[8 * 24] = "";
         size_t n = 0;

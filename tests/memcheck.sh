@@ -9,7 +9,7 @@ builddir=${WEFT_BUILDDIR:-.}
 n=0
 fail=0
 out=$(mktemp)
-for t in test_core test_views test_dispatch test_plugins test_autograd test_cpu_ops test_cpu_ops2 test_nn_ops test_nn_optim test_shape_ops test_dlpack; do
+for t in test_core test_views test_dispatch test_plugins test_autograd test_cpu_ops test_cpu_ops2 test_nn_ops test_nn_optim test_nn_modules test_nn_optim_state test_shape_ops test_dlpack; do
     n=$((n + 1))
     prog="$builddir/tests/$t"
     if [ ! -x "$prog" ]; then

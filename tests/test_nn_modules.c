@@ -349,6 +349,10 @@ static void test_batch_norm(void)
     is_int(weft_module_batch_norm2d(&m, 1, 1e-5, NAN, false, true), 0,
            "BatchNorm2d(1, momentum=None, affine=False)");
     is_int(weft_module_parameters(m, NULL, NULL, 0), 0, "affine=False: no parameters");
+    char text[160];
+    weft_module_describe(m, text, sizeof text);
+    is_str(text, "BatchNorm2d(1, eps=1e-05, momentum=None, affine=False, track_running_stats=True)",
+           "momentum NaN is described as None");
     double means[2] = {0, 0};
     for (int step = 0; step < 2; step++) {
         double v[4] = {1 + step, 3 + step, 5 + 3 * step, 7};
