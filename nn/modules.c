@@ -464,9 +464,16 @@ int weft_module_sequential_append(weft_module *seq, weft_module *child)
 {
     if (!child)
         return weft_set_error(WEFT_EINVAL, "Sequential: NULL child");
-    if (child->parent || child == seq)
+    if (child->parent)
         return weft_set_error(WEFT_EINVAL, "Sequential: the %s already has a parent",
                               weft_module_kind(child));
+    /* a module inside itself would make forward and destroy recurse forever */
+    for (const weft_module *up = seq; up; up = up->parent)
+        if (up == child)
+            return weft_set_error(WEFT_EINVAL,
+                                  "Sequential: cannot append a %s to itself or to a module "
+                                  "inside it",
+                                  weft_module_kind(child));
     int rc = 0;
     if (!seq || seq->type != MOD_SEQUENTIAL) {
         rc = weft_set_error(WEFT_EINVAL, "Sequential append: the container is %s",
@@ -877,6 +884,7 @@ static int make_moved(const weft_module *m, const move *how, weft_tensor **moved
 
 static void apply_moved(weft_module *m, weft_tensor **moved, int *n)
 {
+    drop_names(m); /* a child's own cache holds the old tensors too */
     for (int i = 0; i < m->nentries; i++) {
         weft_tensor_release(m->entries[i].tensor);
         m->entries[i].tensor = moved[(*n)++];

@@ -51,10 +51,10 @@ static int state_slots(optimizer_kind kind, const char *names[3])
     return 3;
 }
 
-static char *param_key(const char *const *param_names, int i, char *buf, size_t size)
+static const char *param_key(const char *const *param_names, int i, char *buf, size_t size)
 {
     if (param_names)
-        return (char *)param_names[i];
+        return param_names[i];
     snprintf(buf, size, "%d", i);
     return buf;
 }
@@ -245,8 +245,11 @@ static int read_group(file *f, const weft_optimizer *opt, int g, weft_optim_grou
     }
     out->nesterov = nesterov != 0;
     int rc = wf__optim_check_hyper(opt->kind, out);
-    if (rc < 0)
-        return weft_set_error(rc, "%s: parameter group %d: %s", f->path, g, weft_last_error());
+    if (rc < 0) {
+        char why[512]; /* the message is rewritten from its own buffer */
+        snprintf(why, sizeof why, "%s", weft_last_error());
+        return weft_set_error(rc, "%s: parameter group %d: %s", f->path, g, why);
+    }
     return 0;
 }
 

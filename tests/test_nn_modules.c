@@ -605,6 +605,16 @@ static void test_sequential(void)
            "a child that already has a parent is refused");
     like(weft_last_error(), "Tanh already has a parent", "... saying so");
     is_int(weft_module_sequential_append(seq, NULL), WEFT_EINVAL, "a NULL child is refused");
+    weft_module *outer = NULL, *inner = NULL;
+    weft_module_sequential(&outer);
+    weft_module_sequential(&inner);
+    weft_module_sequential_append(outer, inner);
+    is_int(weft_module_sequential_append(inner, outer), WEFT_EINVAL,
+           "a Sequential cannot go inside its own child");
+    like(weft_last_error(), "cannot append a Sequential to itself or to a module inside it",
+         "... saying so");
+    is_int(weft_module_sequential_append(outer, outer), WEFT_EINVAL, "nor inside itself");
+    weft_module_destroy(outer);
     weft_module_destroy(seq2);
     weft_module_destroy(other);
     weft_module_destroy(seq);
@@ -735,6 +745,18 @@ static void test_moving(void)
     check_close(t[0], before, 6, 1e-7, "values kept");
     is_str(names[0], "0.weight", "names kept");
     is_int(weft_module_to_dtype(seq, WEFT_INT32), WEFT_EDTYPE, "to int32 is refused");
+    /* a child enumerated on its own sees the tensors its parent's move made */
+    weft_module *first = NULL;
+    weft_tensor *ct[2];
+    const char *cn[2];
+    weft_module_sequential(&first);
+    weft_module_linear(&c, 2, 2, true, NULL);
+    weft_module_sequential_append(first, c);
+    weft_module_parameters(c, ct, cn, 2);
+    weft_module_to_dtype(first, WEFT_FLOAT64);
+    weft_module_parameters(c, ct, cn, 2);
+    ok(weft_tensor_dtype(ct[0]) == WEFT_FLOAT64, "a child's own list follows its parent's move");
+    weft_module_destroy(first);
     is_int(weft_module_to_device(seq, WEFT_DEVICE_CPU), 0, "to the CPU (already there)");
     weft_module_destroy(seq);
 }

@@ -143,8 +143,8 @@ WEFT_API int weft_module_flatten(weft_module **out, int start_dim, int end_dim);
  * child, named by its position ("0", "1", ...), and takes ownership of it
  * — also when it fails (then the child is destroyed), so a chain of
  * appends needs no cleanup of its own.  A NULL child is WEFT_EINVAL (and
- * nothing is destroyed); a child that already has a parent, or seq itself,
- * is WEFT_EINVAL and left alone.  forward runs the children in order. */
+ * nothing is destroyed); a child that already has a parent, seq itself or
+ * a module that contains seq is WEFT_EINVAL and left alone.  forward runs the children in order. */
 WEFT_API int weft_module_sequential(weft_module **out);
 WEFT_API int weft_module_sequential_append(weft_module *seq, weft_module *child);
 
