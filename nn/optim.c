@@ -217,6 +217,10 @@ static int sgd_update(const weft_optim_group *opt, param_state *s, weft_tensor *
     if (rc == 0 && opt->momentum != 0) {
         if (!s->first) {
             rc = new_state(&s->first, d, d);
+        } else if (opt->dampening == 0) {
+            /* buf = momentum * buf + d in one pass over buf instead of two:
+             * the optimizer's step is memory-bound */
+            rc = weft_add_out_ex(s->first, d, s->first, opt->momentum);
         } else {
             rc = weft_mul_scalar_(s->first, opt->momentum);
             if (rc == 0)
