@@ -119,11 +119,14 @@ void make_batch(torch::Tensor &x, torch::Tensor &y, const Dataset &d, const long
     y = torch::empty({b}, torch::kLong);
     float *px = x.data_ptr<float>();
     int64_t *py = y.data_ptr<int64_t>();
+    float value[256]; // the same table as weft-train's
+    for (int v = 0; v < 256; v++)
+        value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
     for (long i = 0; i < b; i++) {
         long k = order ? order[start + i] : start + i;
         const unsigned char *img = d.images.data() + (size_t)k * (size_t)pixels;
         for (int64_t p = 0; p < pixels; p++)
-            px[i * pixels + p] = ((float)img[p] / 255.0f - 0.2860f) / 0.3530f;
+            px[i * pixels + p] = value[img[p]];
         py[i] = d.labels[k];
     }
 }

@@ -149,12 +149,16 @@ static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, c
     }
     float *px = weft_tensor_data_ptr(hx);
     int64_t *py = weft_tensor_data_ptr(hy);
+    /* normalised with the training set's mean and standard deviation; a
+     * pixel has 256 values, so the divisions are done once per value */
+    float value[256];
+    for (int v = 0; v < 256; v++)
+        value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
     for (long i = 0; i < b; i++) {
         long k = order ? order[start + i] : start + i;
         const unsigned char *img = d->images + (size_t)k * (size_t)pixels;
-        /* the training set's mean and standard deviation */
         for (int64_t p = 0; p < pixels; p++)
-            px[i * pixels + p] = ((float)img[p] / 255.0f - 0.2860f) / 0.3530f;
+            px[i * pixels + p] = value[img[p]];
         py[i] = d->labels[k];
     }
     rc = weft_to_device(x, hx, device);
