@@ -448,6 +448,11 @@ static void test_dropout(void)
     char text[64];
     weft_module_describe(m, text, sizeof text);
     is_str(text, "Dropout(p=0.25, inplace=False)", "its description");
+    weft_module *all = NULL;
+    is_int(weft_module_dropout(&all, 1.0, g), 0, "Dropout(1.0)");
+    double zeros[N] = {0};
+    check_close(forward(all, x), zeros, N, 0, "p = 1 zeroes everything, as PyTorch");
+    weft_module_destroy(all);
     weft_module *bad = NULL;
     is_int(weft_module_dropout(&bad, 1.5, NULL), WEFT_EINVAL, "p outside [0, 1] is refused");
     like(weft_last_error(), "Dropout: probability p must be in [0, 1], got 1.5", "... saying why");
