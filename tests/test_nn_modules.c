@@ -450,8 +450,8 @@ static void test_dropout(void)
     is_str(text, "Dropout(p=0.25, inplace=False)", "its description");
     weft_module *all = NULL;
     is_int(weft_module_dropout(&all, 1.0, g), 0, "Dropout(1.0)");
-    double zeros[N] = {0};
-    check_close(forward(all, x), zeros, N, 0, "p = 1 zeroes everything, as PyTorch");
+    double nothing[N] = {0};
+    check_close(forward(all, x), nothing, N, 0, "p = 1 zeroes everything, as PyTorch");
     weft_module_destroy(all);
     weft_module *bad = NULL;
     is_int(weft_module_dropout(&bad, 1.5, NULL), WEFT_EINVAL, "p outside [0, 1] is refused");
