@@ -8,70 +8,122 @@
 #include <weft/nn.h>
 #include <weft/plugin.h>
 
-typedef enum optimizer_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW } optimizer_kind;
+#include "nn/optim_internal.h"
 
-/* The state of one parameter: SGD's momentum buffer, or Adam's exp_avg and
- * exp_avg_sq; all NULL until the parameter's first step. */
-typedef struct param_state {
-    weft_tensor *param;
-    weft_tensor *first;  /* momentum_buffer / exp_avg */
-    weft_tensor *second; /* exp_avg_sq */
-    int64_t step;
-} param_state;
-
-struct weft_optimizer {
-    optimizer_kind kind;
-    int n;
-    double lr, weight_decay;
-    double momentum, dampening; /* SGD */
-    bool nesterov;
-    double beta1, beta2, eps; /* Adam, AdamW */
-    param_state state[];
-};
+static const char *const kind_names[] = {"SGD", "Adam", "AdamW"};
 
 static bool valid_hyper(double x)
 {
     return isfinite(x) && x >= 0;
 }
 
-/* Checks the parameters and makes an optimizer holding a reference to each. */
-static int optimizer_create(weft_optimizer **out, weft_tensor *const *params, int n,
-                            optimizer_kind kind, double lr, double weight_decay)
+/* torch.optim's checks of one group's hyper-parameters. */
+int wf__optim_check_hyper(optimizer_kind kind, const weft_optim_group *h)
 {
-    static const char *const names[] = {"SGD", "Adam", "AdamW"};
-    if (!out)
-        return weft_set_error(WEFT_EINVAL, "%s: NULL out", names[kind]);
-    *out = NULL;
+    const char *name = kind_names[kind];
+    if (!valid_hyper(h->lr) || !valid_hyper(h->weight_decay))
+        return weft_set_error(WEFT_EINVAL, "%s: invalid lr %g or weight_decay %g", name, h->lr,
+                              h->weight_decay);
+    if (kind == OPTIM_SGD) {
+        if (!valid_hyper(h->momentum) || !isfinite(h->dampening) || h->dampening < 0)
+            return weft_set_error(WEFT_EINVAL, "SGD: invalid momentum %g or dampening %g",
+                                  h->momentum, h->dampening);
+        if (h->nesterov && (h->momentum <= 0 || h->dampening != 0))
+            return weft_set_error(WEFT_EINVAL,
+                                  "SGD: nesterov momentum requires a momentum and zero dampening "
+                                  "(momentum %g, dampening %g)",
+                                  h->momentum, h->dampening);
+    } else if (!(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1) ||
+               !valid_hyper(h->eps)) {
+        return weft_set_error(WEFT_EINVAL, "%s: invalid betas (%g, %g) or eps %g", name, h->beta1,
+                              h->beta2, h->eps);
+    }
+    return 0;
+}
+
+/* Checks params[0..n) as new parameters of opt (opt NULL: none yet). */
+static int check_params(const weft_optimizer *opt, optimizer_kind kind,
+                        weft_tensor *const *params, int n)
+{
+    const char *name = kind_names[kind];
     if (n < 0 || (n > 0 && !params))
-        return weft_set_error(WEFT_EINVAL, "%s: %d parameters at %p", names[kind], n,
+        return weft_set_error(WEFT_EINVAL, "%s: %d parameters at %p", name, n,
                               (const void *)params);
-    if (!valid_hyper(lr) || !valid_hyper(weight_decay))
-        return weft_set_error(WEFT_EINVAL, "%s: invalid lr %g or weight_decay %g", names[kind],
-                              lr, weight_decay);
     for (int i = 0; i < n; i++) {
         const weft_tensor *p = params[i];
         if (!p)
-            return weft_set_error(WEFT_EINVAL, "%s: parameter %d is NULL", names[kind], i);
+            return weft_set_error(WEFT_EINVAL, "%s: parameter %d is NULL", name, i);
         if (!weft_dtype_is_floating(weft_tensor_dtype(p)))
             return weft_set_error(WEFT_EDTYPE, "%s: parameter %d has dtype %s, not floating",
-                                  names[kind], i, weft_dtype_name(weft_tensor_dtype(p)));
+                                  name, i, weft_dtype_name(weft_tensor_dtype(p)));
         if (!weft_tensor_is_leaf(p))
             return weft_set_error(WEFT_EINVAL, "%s: can't optimize a non-leaf tensor (parameter %d)",
-                                  names[kind], i);
+                                  name, i);
         for (int j = 0; j < i; j++)
             if (params[j] == p)
                 return weft_set_error(WEFT_EINVAL, "%s: parameter %d appears twice (also at %d)",
-                                      names[kind], i, j);
+                                      name, i, j);
+        for (int j = 0; opt && j < opt->n; j++)
+            if (opt->state[j].param == p)
+                return weft_set_error(WEFT_EINVAL,
+                                      "%s: parameter %d is already in parameter group %d", name, i,
+                                      opt->state[j].group);
     }
-    weft_optimizer *opt = calloc(1, sizeof *opt + (size_t)n * sizeof opt->state[0]);
-    if (!opt)
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", names[kind]);
-    opt->kind = kind;
-    opt->n = n;
-    opt->lr = lr;
-    opt->weight_decay = weight_decay;
+    return 0;
+}
+
+/* Appends a group (all or nothing). */
+static int append_group(weft_optimizer *opt, weft_tensor *const *params, int n,
+                        const weft_optim_group *h)
+{
+    if (opt->ngroups == opt->capgroups) {
+        int cap = opt->capgroups ? 2 * opt->capgroups : 4;
+        weft_optim_group *grown = realloc(opt->groups, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[opt->kind]);
+        opt->groups = grown;
+        opt->capgroups = cap;
+    }
+    if (opt->n + n > opt->cap) {
+        int cap = opt->cap ? opt->cap : 8;
+        while (cap < opt->n + n)
+            cap *= 2;
+        param_state *grown = realloc(opt->state, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[opt->kind]);
+        opt->state = grown;
+        opt->cap = cap;
+    }
+    opt->groups[opt->ngroups] = *h;
     for (int i = 0; i < n; i++)
-        opt->state[i].param = weft_tensor_retain(params[i]);
+        opt->state[opt->n + i] =
+            (param_state){weft_tensor_retain(params[i]), NULL, NULL, 0, opt->ngroups};
+    opt->n += n;
+    opt->ngroups++;
+    return 0;
+}
+
+static int optimizer_create(weft_optimizer **out, weft_tensor *const *params, int n,
+                            optimizer_kind kind, const weft_optim_group *h)
+{
+    if (!out)
+        return weft_set_error(WEFT_EINVAL, "%s: NULL out", kind_names[kind]);
+    *out = NULL;
+    int rc = wf__optim_check_hyper(kind, h);
+    if (rc == 0)
+        rc = check_params(NULL, kind, params, n);
+    if (rc < 0)
+        return rc;
+    weft_optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt)
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[kind]);
+    opt->kind = kind;
+    opt->defaults = *h;
+    rc = append_group(opt, params, n, h);
+    if (rc < 0) {
+        weft_optimizer_destroy(opt);
+        return rc;
+    }
     *out = opt;
     return 0;
 }
@@ -79,53 +131,65 @@ static int optimizer_create(weft_optimizer **out, weft_tensor *const *params, in
 int weft_optimizer_sgd(weft_optimizer **out, weft_tensor *const *params, int n, double lr,
                        double momentum, double dampening, double weight_decay, bool nesterov)
 {
-    if (out)
-        *out = NULL;
-    if (!valid_hyper(momentum) || !isfinite(dampening) || dampening < 0)
-        return weft_set_error(WEFT_EINVAL, "SGD: invalid momentum %g or dampening %g", momentum,
-                              dampening);
-    if (nesterov && (momentum <= 0 || dampening != 0))
-        return weft_set_error(WEFT_EINVAL,
-                              "SGD: nesterov momentum requires a momentum and zero dampening "
-                              "(momentum %g, dampening %g)",
-                              momentum, dampening);
-    int rc = optimizer_create(out, params, n, OPTIM_SGD, lr, weight_decay);
-    if (rc == 0) {
-        (*out)->momentum = momentum;
-        (*out)->dampening = dampening;
-        (*out)->nesterov = nesterov;
-    }
-    return rc;
-}
-
-static int adam_create(weft_optimizer **out, weft_tensor *const *params, int n,
-                       optimizer_kind kind, double lr, double beta1, double beta2, double eps,
-                       double weight_decay)
-{
-    if (out)
-        *out = NULL;
-    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !valid_hyper(eps))
-        return weft_set_error(WEFT_EINVAL, "%s: invalid betas (%g, %g) or eps %g",
-                              kind == OPTIM_ADAM ? "Adam" : "AdamW", beta1, beta2, eps);
-    int rc = optimizer_create(out, params, n, kind, lr, weight_decay);
-    if (rc == 0) {
-        (*out)->beta1 = beta1;
-        (*out)->beta2 = beta2;
-        (*out)->eps = eps;
-    }
-    return rc;
+    weft_optim_group h = {.lr = lr,
+                          .weight_decay = weight_decay,
+                          .momentum = momentum,
+                          .dampening = dampening,
+                          .nesterov = nesterov};
+    return optimizer_create(out, params, n, OPTIM_SGD, &h);
 }
 
 int weft_optimizer_adam(weft_optimizer **out, weft_tensor *const *params, int n, double lr,
                         double beta1, double beta2, double eps, double weight_decay)
 {
-    return adam_create(out, params, n, OPTIM_ADAM, lr, beta1, beta2, eps, weight_decay);
+    weft_optim_group h = {
+        .lr = lr, .weight_decay = weight_decay, .beta1 = beta1, .beta2 = beta2, .eps = eps};
+    return optimizer_create(out, params, n, OPTIM_ADAM, &h);
 }
 
 int weft_optimizer_adamw(weft_optimizer **out, weft_tensor *const *params, int n, double lr,
                          double beta1, double beta2, double eps, double weight_decay)
 {
-    return adam_create(out, params, n, OPTIM_ADAMW, lr, beta1, beta2, eps, weight_decay);
+    weft_optim_group h = {
+        .lr = lr, .weight_decay = weight_decay, .beta1 = beta1, .beta2 = beta2, .eps = eps};
+    return optimizer_create(out, params, n, OPTIM_ADAMW, &h);
+}
+
+int weft_optimizer_add_param_group(weft_optimizer *opt, weft_tensor *const *params, int n,
+                                   const weft_optim_group *hyper)
+{
+    if (!opt)
+        return weft_set_error(WEFT_EINVAL, "weft_optimizer_add_param_group: NULL optimizer");
+    const weft_optim_group *h = hyper ? hyper : &opt->defaults;
+    int rc = wf__optim_check_hyper(opt->kind, h);
+    if (rc == 0)
+        rc = check_params(opt, opt->kind, params, n);
+    return rc < 0 ? rc : append_group(opt, params, n, h);
+}
+
+int weft_optimizer_num_groups(const weft_optimizer *opt)
+{
+    return opt ? opt->ngroups : 0;
+}
+
+int weft_optimizer_get_group(const weft_optimizer *opt, int group, weft_optim_group *out)
+{
+    if (!opt || !out || group < 0 || group >= opt->ngroups)
+        return weft_set_error(WEFT_EINVAL, "weft_optimizer_get_group: no group %d (of %d)", group,
+                              opt ? opt->ngroups : 0);
+    *out = opt->groups[group];
+    return 0;
+}
+
+int weft_optimizer_set_group(weft_optimizer *opt, int group, const weft_optim_group *hyper)
+{
+    if (!opt || !hyper || group < 0 || group >= opt->ngroups)
+        return weft_set_error(WEFT_EINVAL, "weft_optimizer_set_group: no group %d (of %d)", group,
+                              opt ? opt->ngroups : 0);
+    int rc = wf__optim_check_hyper(opt->kind, hyper);
+    if (rc == 0)
+        opt->groups[group] = *hyper;
+    return rc;
 }
 
 /* A new tensor of like's shape, dtype and device holding src (or zeros). */
@@ -142,7 +206,7 @@ static int new_state(weft_tensor **out, const weft_tensor *like, const weft_tens
 }
 
 /* torch.optim.SGD's _single_tensor_sgd for one parameter. */
-static int sgd_update(const weft_optimizer *opt, param_state *s, weft_tensor *grad)
+static int sgd_update(const weft_optim_group *opt, param_state *s, weft_tensor *grad)
 {
     weft_tensor *d = NULL, *nesterov = NULL;
     int rc = 0;
@@ -153,6 +217,10 @@ static int sgd_update(const weft_optimizer *opt, param_state *s, weft_tensor *gr
     if (rc == 0 && opt->momentum != 0) {
         if (!s->first) {
             rc = new_state(&s->first, d, d);
+        } else if (opt->dampening == 0) {
+            /* buf = momentum * buf + d in one pass over buf instead of two:
+             * the optimizer's step is memory-bound */
+            rc = weft_add_out_ex(s->first, d, s->first, opt->momentum);
         } else {
             rc = weft_mul_scalar_(s->first, opt->momentum);
             if (rc == 0)
@@ -171,7 +239,8 @@ static int sgd_update(const weft_optimizer *opt, param_state *s, weft_tensor *gr
 }
 
 /* torch.optim.Adam's and AdamW's _single_tensor_adam for one parameter. */
-static int adam_update(const weft_optimizer *opt, param_state *s, weft_tensor *grad)
+static int adam_update(const weft_optim_group *opt, bool decoupled, param_state *s,
+                       weft_tensor *grad)
 {
     weft_tensor *g = NULL, *denom = NULL;
     int rc = 0;
@@ -186,9 +255,9 @@ static int adam_update(const weft_optimizer *opt, param_state *s, weft_tensor *g
         }
     }
     s->step++;
-    if (opt->weight_decay != 0 && opt->kind == OPTIM_ADAMW)
+    if (opt->weight_decay != 0 && decoupled)
         rc = weft_mul_scalar_(s->param, 1.0 - opt->lr * opt->weight_decay);
-    if (rc == 0 && opt->weight_decay != 0 && opt->kind == OPTIM_ADAM)
+    if (rc == 0 && opt->weight_decay != 0 && !decoupled)
         rc = weft_add_ex(&g, grad, s->param, opt->weight_decay);
     else if (rc == 0)
         g = weft_tensor_retain(grad);
@@ -225,7 +294,9 @@ int weft_optimizer_step(weft_optimizer *opt)
         rc = weft_tensor_grad(&grad, s->param);
         if (rc < 0 || !grad)
             continue;
-        rc = opt->kind == OPTIM_SGD ? sgd_update(opt, s, grad) : adam_update(opt, s, grad);
+        const weft_optim_group *h = &opt->groups[s->group];
+        rc = opt->kind == OPTIM_SGD ? sgd_update(h, s, grad)
+                                    : adam_update(h, opt->kind == OPTIM_ADAMW, s, grad);
         weft_tensor_release(grad);
     }
     weft_set_grad_enabled(mode);
@@ -249,13 +320,14 @@ int weft_optimizer_set_lr(weft_optimizer *opt, double lr)
     if (!opt || !valid_hyper(lr))
         return weft_set_error(WEFT_EINVAL, "weft_optimizer_set_lr: %s",
                               opt ? "lr must be finite and not negative" : "NULL optimizer");
-    opt->lr = lr;
+    for (int g = 0; g < opt->ngroups; g++)
+        opt->groups[g].lr = lr;
     return 0;
 }
 
 double weft_optimizer_get_lr(const weft_optimizer *opt)
 {
-    return opt ? opt->lr : NAN;
+    return opt && opt->ngroups > 0 ? opt->groups[0].lr : NAN;
 }
 
 void weft_optimizer_destroy(weft_optimizer *opt)
@@ -267,5 +339,7 @@ void weft_optimizer_destroy(weft_optimizer *opt)
         weft_tensor_release(opt->state[i].first);
         weft_tensor_release(opt->state[i].second);
     }
+    free(opt->state);
+    free(opt->groups);
     free(opt);
 }

@@ -10,6 +10,8 @@
 #include <weft/nn.h>
 #include <weft/plugin.h>
 
+#include "nn/parameter_file.h"
+
 #define FILE_MAGIC "WEFTPARM"
 #define FILE_VERSION 1u
 #define MAX_NAME 4096u
@@ -517,4 +519,56 @@ int weft_load_parameters(const char *path, weft_tensor *const *tensors, const ch
     free(records);
     free(bytes);
     return rc;
+}
+
+void wf__named_tensors_free(wf_named_tensor *list, int n)
+{
+    for (int i = 0; list && i < n; i++) {
+        free(list[i].name);
+        weft_tensor_release(list[i].tensor);
+    }
+    free(list);
+}
+
+int wf__read_parameter_file(const char *path, wf_named_tensor **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    reader r = {.path = path};
+    unsigned char *bytes;
+    int rc = read_whole_file(path, &bytes, &r.len);
+    if (rc < 0)
+        return rc;
+    r.bytes = bytes;
+    record *records = NULL;
+    uint32_t count = 0;
+    rc = parse_file(&r, &records, &count);
+    wf_named_tensor *list = rc == 0 ? calloc(count ? count : 1, sizeof *list) : NULL;
+    if (rc == 0 && !list)
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", path);
+    weft_tensor *host_like = NULL;
+    for (uint32_t i = 0; i < count && rc == 0; i++) {
+        list[i].name = malloc(records[i].name_len + 1);
+        if (!list[i].name) {
+            rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", path);
+            break;
+        }
+        memcpy(list[i].name, records[i].name, records[i].name_len);
+        list[i].name[records[i].name_len] = '\0';
+        /* staged against a host tensor, so the copy stays on the host */
+        if (!host_like)
+            rc = weft_empty(&host_like, NULL, 0, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = stage_record(&list[i].tensor, &records[i], host_like);
+    }
+    weft_tensor_release(host_like);
+    free(records);
+    free(bytes);
+    if (rc < 0) {
+        wf__named_tensors_free(list, (int)count);
+        return rc;
+    }
+    *out = list;
+    *n = (int)count;
+    return 0;
 }

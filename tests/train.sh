@@ -43,5 +43,11 @@ status=$?
 check "$([ $status -eq 0 ] && [ "$(head -c 8 "$saved")" = WEFTPARM ] && echo yes)" \
     "--save writes a parameter file (exit status $status)"
 rm -f "$saved"
+adam=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --optimizer adam --lr 0.001 --json 2>&1)
+check "$(echo "$adam" | grep -q '"device": "cpu", "optimizer": "adam"' && echo yes)" \
+    "--optimizer adam trains, and --device best is the CPU when no other device is loaded"
+"$builddir/weft-train" --optimizer rmsprop >/dev/null 2>&1
+status=$?
+check "$([ $status -eq 2 ] && echo yes)" "an unknown --optimizer is a usage error (exit status $status)"
 echo "1..$n"
 exit $fail

@@ -3,11 +3,12 @@
  * operators and autograd, prints progress and the test accuracy after each
  * epoch, and with --json ends with one JSON object of the results.
  *
- * Two models: an MLP (784-256-10) and a small CNN (two conv-relu-maxpool
- * stages with 16 and 32 channels, then a linear layer), both trained with
- * cross entropy and the nn library's SGD with momentum, initialised as
- * PyTorch's nn.Linear and nn.Conv2d are.  --save writes the parameters with
- * weft_save_parameters ("fc1.weight", "conv1.bias", ...). */
+ * Two models, built from the nn modules as torch.nn.Sequential would be: an
+ * MLP (784-256-10) and a small CNN (two conv-relu-maxpool stages with 16
+ * and 32 channels, then a linear layer), trained with cross entropy and
+ * SGD with momentum (or Adam, AdamW).  --save writes the model's state
+ * with weft_module_save, under PyTorch's state_dict names ("0.weight",
+ * "0.bias", ...). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,10 +24,10 @@
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 typedef struct options {
-    const char *model, *device, *data, *save;
+    const char *model, *device, *data, *save, *optimizer;
     int epochs, batch_size, threads, log_every;
     long limit;
-    double lr, momentum;
+    double lr, momentum, weight_decay;
     unsigned long long seed;
     bool json;
 } options;
@@ -42,6 +43,16 @@ static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the whole process (every thread): on a shared machine it
+ * says what the work cost when the wall clock mostly says how busy the
+ * neighbours were. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -138,12 +149,16 @@ static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, c
     }
     float *px = weft_tensor_data_ptr(hx);
     int64_t *py = weft_tensor_data_ptr(hy);
+    /* normalised with the training set's mean and standard deviation; a
+     * pixel has 256 values, so the divisions are done once per value */
+    float value[256];
+    for (int v = 0; v < 256; v++)
+        value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
     for (long i = 0; i < b; i++) {
         long k = order ? order[start + i] : start + i;
         const unsigned char *img = d->images + (size_t)k * (size_t)pixels;
-        /* the training set's mean and standard deviation */
         for (int64_t p = 0; p < pixels; p++)
-            px[i * pixels + p] = ((float)img[p] / 255.0f - 0.2860f) / 0.3530f;
+            px[i * pixels + p] = value[img[p]];
         py[i] = d->labels[k];
     }
     rc = weft_to_device(x, hx, device);
@@ -158,120 +173,64 @@ static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, c
 
 /* ----------------------------------------------------------------- model */
 
-#define MAX_PARAMS 8
+/* Appends a new module to seq (which owns it even when the append fails). */
+#define APPEND(seq, make)                                                                    \
+    do {                                                                                      \
+        weft_module *child_ = NULL;                                                           \
+        if (rc == 0 && (rc = (make)) == 0)                                                    \
+            rc = weft_module_sequential_append(seq, child_);                                  \
+    } while (0)
 
-typedef struct model {
-    bool cnn;
-    int n;
-    weft_tensor *p[MAX_PARAMS]; /* weights and biases, in layer order */
-} model;
-
-/* the parameters' names in a saved file, as PyTorch's state_dict names them */
-static const char *const mlp_names[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
-static const char *const cnn_names[] = {"conv1.weight", "conv1.bias", "conv2.weight",
-                                        "conv2.bias",   "fc.weight",  "fc.bias"};
-
-/* PyTorch's initialisation of nn.Linear and nn.Conv2d: kaiming uniform with
- * a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), for weight and bias. */
-static int add_layer(model *m, const int64_t *wsizes, int wndim)
+/* The models as torch.nn.Sequential would build them, so the parameters
+ * are initialised as PyTorch's (kaiming uniform with a = sqrt(5) and the
+ * fan-based bias), drawn from the default generator in layer order, and
+ * saved under state_dict's names ("0.weight", "0.bias", ...). */
+static int model_create(weft_module **out, bool cnn, int pixels)
 {
-    int64_t fan_in = 1;
-    for (int d = 1; d < wndim; d++)
-        fan_in *= wsizes[d];
-    double bound = 1.0 / sqrt((double)fan_in);
-    weft_tensor **w = &m->p[m->n++], **b = &m->p[m->n++];
-    int rc = weft_empty(w, wsizes, wndim, WEFT_FLOAT32, WEFT_DEVICE_CPU);
-    if (rc == 0)
-        rc = weft_uniform_(*w, -bound, bound);
-    if (rc == 0)
-        rc = weft_empty(b, wsizes, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
-    if (rc == 0)
-        rc = weft_uniform_(*b, -bound, bound);
-    return rc;
-}
-
-static int model_init(model *m, bool cnn, int pixels, weft_device dev)
-{
-    m->cnn = cnn;
-    int rc;
+    static const int64_t k3[2] = {3, 3}, pad1[2] = {1, 1}, two[2] = {2, 2};
+    weft_module *seq = NULL;
+    int rc = weft_module_sequential(&seq);
     if (cnn) {
-        int64_t c1[4] = {16, 1, 3, 3}, c2[4] = {32, 16, 3, 3}, fc[2] = {10, 32 * 7 * 7};
-        rc = add_layer(m, c1, 4);
-        if (rc == 0)
-            rc = add_layer(m, c2, 4);
-        if (rc == 0)
-            rc = add_layer(m, fc, 2);
+        APPEND(seq, weft_module_conv2d(&child_, 1, 16, k3, NULL, pad1, NULL, 1, true, NULL));
+        APPEND(seq, weft_module_activation(&child_, WEFT_ACTIVATION_RELU));
+        APPEND(seq, weft_module_max_pool2d(&child_, two, NULL, NULL));
+        APPEND(seq, weft_module_conv2d(&child_, 16, 32, k3, NULL, pad1, NULL, 1, true, NULL));
+        APPEND(seq, weft_module_activation(&child_, WEFT_ACTIVATION_RELU));
+        APPEND(seq, weft_module_max_pool2d(&child_, two, NULL, NULL));
+        APPEND(seq, weft_module_flatten(&child_, 1, -1));
+        APPEND(seq, weft_module_linear(&child_, 32 * 7 * 7, 10, true, NULL));
     } else {
-        int64_t l1[2] = {256, pixels}, l2[2] = {10, 256};
-        rc = add_layer(m, l1, 2);
-        if (rc == 0)
-            rc = add_layer(m, l2, 2);
+        APPEND(seq, weft_module_linear(&child_, pixels, 256, true, NULL));
+        APPEND(seq, weft_module_activation(&child_, WEFT_ACTIVATION_RELU));
+        APPEND(seq, weft_module_linear(&child_, 256, 10, true, NULL));
     }
-    /* initialised on the host from the seed, then moved: the same numbers
-     * whatever the device */
-    for (int i = 0; i < m->n && rc == 0; i++) {
-        weft_tensor *moved = NULL;
-        rc = weft_to_device(&moved, m->p[i], dev);
-        if (rc == 0) {
-            weft_tensor_release(m->p[i]);
-            m->p[i] = moved;
-            rc = weft_tensor_set_requires_grad(m->p[i], true);
-        }
+    if (rc < 0) {
+        weft_module_destroy(seq);
+        return rc;
     }
-    return rc;
+    *out = seq;
+    return 0;
 }
 
-static void model_free(model *m)
+/* Images come as [b, 784]; the CNN sees them as [b, 1, 28, 28]. */
+static int model_forward(weft_tensor **logits, weft_module *m, bool cnn, weft_tensor *x)
 {
-    for (int i = 0; i < m->n; i++)
-        weft_tensor_release(m->p[i]);
-}
-
-/* conv(3x3, padding 1) - relu - maxpool(2) */
-static int conv_stage(weft_tensor **out, weft_tensor *x, weft_tensor *w, weft_tensor *b)
-{
-    static const int64_t one[1] = {1}, two[1] = {2}, zero[1] = {0};
-    weft_tensor *c = NULL, *r = NULL;
-    int rc = weft_conv2d(&c, x, w, b, one, 1, one, 1, one, 1, 1);
+    if (!cnn)
+        return weft_module_forward(m, x, logits);
+    weft_tensor *img = NULL;
+    int64_t sizes[4] = {weft_tensor_size(x, 0), 1, 28, 28};
+    int rc = weft_view(&img, x, sizes, 4);
     if (rc == 0)
-        rc = weft_relu(&r, c);
-    if (rc == 0)
-        rc = weft_max_pool2d(out, r, two, 1, two, 1, zero, 1, one, 1, false);
-    weft_tensor_release(c);
-    weft_tensor_release(r);
+        rc = weft_module_forward(m, img, logits);
+    weft_tensor_release(img);
     return rc;
 }
 
-static int model_forward(weft_tensor **logits, const model *m, weft_tensor *x)
-{
-    weft_tensor *t[4] = {NULL, NULL, NULL, NULL};
-    int rc;
-    if (m->cnn) {
-        int64_t img[4] = {weft_tensor_size(x, 0), 1, 28, 28};
-        rc = weft_view(&t[0], x, img, 4);
-        if (rc == 0)
-            rc = conv_stage(&t[1], t[0], m->p[0], m->p[1]);
-        if (rc == 0)
-            rc = conv_stage(&t[2], t[1], m->p[2], m->p[3]);
-        if (rc == 0)
-            rc = weft_flatten(&t[3], t[2], 1, -1);
-        if (rc == 0)
-            rc = weft_linear(logits, t[3], m->p[4], m->p[5]);
-    } else {
-        rc = weft_linear(&t[0], x, m->p[0], m->p[1]);
-        if (rc == 0)
-            rc = weft_relu(&t[1], t[0]);
-        if (rc == 0)
-            rc = weft_linear(logits, t[1], m->p[2], m->p[3]);
-    }
-    for (int i = 0; i < 4; i++)
-        weft_tensor_release(t[i]);
-    return rc;
-}
-
-static int evaluate(double *accuracy, const model *m, const dataset *test, weft_device dev)
+static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *test,
+                    weft_device dev)
 {
     bool mode = weft_set_grad_enabled(false);
+    weft_module_train(m, false);
     long correct = 0, batch = 1000;
     int rc = 0;
     for (long start = 0; start < test->n && rc == 0; start += batch) {
@@ -280,7 +239,7 @@ static int evaluate(double *accuracy, const model *m, const dataset *test, weft_
         int64_t dim = 1;
         rc = make_batch(&x, &y, test, NULL, start, b, dev);
         if (rc == 0)
-            rc = model_forward(&logits, m, x);
+            rc = model_forward(&logits, m, cnn, x);
         if (rc == 0)
             rc = weft_argmax(&pred, logits, &dim, false);
         if (rc == 0)
@@ -291,6 +250,7 @@ static int evaluate(double *accuracy, const model *m, const dataset *test, weft_
         for (int i = 0; i < 5; i++)
             weft_tensor_release(tmp[i]);
     }
+    weft_module_train(m, true);
     weft_set_grad_enabled(mode);
     *accuracy = 100.0 * (double)correct / (double)test->n;
     return rc;
@@ -302,13 +262,17 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: weft-train [--model mlp|cnn] [--device DEV] [--epochs N] [--batch-size N]\n"
-            "                  [--lr X] [--momentum X] [--seed N] [--threads N] [--save FILE]\n"
-            "                  [--json] [--data DIR] [--limit N] [--log-every N]\n");
+            "                  [--lr X] [--optimizer sgd|adam|adamw] [--momentum X]\n"
+            "                  [--weight-decay X] [--seed N] [--threads N] [--save FILE]\n"
+            "                  [--json] [--data DIR] [--limit N] [--log-every N]\n"
+            "--device best (the default) picks a device other than the CPU when one is\n"
+            "present, else the CPU.\n");
 }
 
 static int parse(options *o, int argc, char **argv)
 {
-    *o = (options){"mlp", NULL, DEFAULT_DATA, NULL, 2, 64, 0, 100, 0, 0.02, 0.9, 0, false};
+    *o = (options){"mlp", "best", DEFAULT_DATA, NULL, "sgd", 2, 64, 0, 100, 0, 0.02, 0.9, 0,
+                   0, false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = true;
@@ -332,6 +296,10 @@ static int parse(options *o, int argc, char **argv)
             o->limit = atol(v);
         else if (strcmp(a, "--lr") == 0 && v)
             o->lr = atof(v);
+        else if (strcmp(a, "--optimizer") == 0 && v)
+            o->optimizer = v;
+        else if (strcmp(a, "--weight-decay") == 0 && v)
+            o->weight_decay = atof(v);
         else if (strcmp(a, "--momentum") == 0 && v)
             o->momentum = atof(v);
         else if (strcmp(a, "--seed") == 0 && v)
@@ -351,7 +319,43 @@ static int parse(options *o, int argc, char **argv)
         fprintf(stderr, "weft-train: --epochs, --batch-size, --lr and --log-every must be positive\n");
         return -1;
     }
+    if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adam") != 0 &&
+        strcmp(o->optimizer, "adamw") != 0) {
+        fprintf(stderr, "weft-train: unknown optimizer '%s' (sgd, adam or adamw)\n", o->optimizer);
+        return -1;
+    }
     return 0;
+}
+
+/* "best": the first device of a type other than the CPU that reports a
+ * device (types are numbered in the order their plugins registered them),
+ * else the CPU. */
+static int pick_device(weft_device *dev, const char *text)
+{
+    *dev = WEFT_DEVICE_CPU;
+    if (strcmp(text, "best") != 0)
+        return weft_device_from_string(dev, text);
+    for (int type = 1; type < WEFT_MAX_DEVICE_TYPES; type++)
+        if (weft_device_type_name(type) && weft_device_count(type) > 0) {
+            *dev = (weft_device){(int16_t)type, 0};
+            break;
+        }
+    return 0;
+}
+
+/* torch.optim's constructors with PyTorch's defaults for what weft-train
+ * does not expose: SGD(lr, momentum, weight_decay), Adam/AdamW(lr,
+ * betas=(0.9, 0.999), eps=1e-8, weight_decay; AdamW's default 0.01 only
+ * when --weight-decay is not given). */
+static int make_optimizer(weft_optimizer **opt, const options *o, weft_tensor *const *params,
+                          int n, bool decay_given)
+{
+    if (strcmp(o->optimizer, "adam") == 0)
+        return weft_optimizer_adam(opt, params, n, o->lr, 0.9, 0.999, 1e-8, o->weight_decay);
+    if (strcmp(o->optimizer, "adamw") == 0)
+        return weft_optimizer_adamw(opt, params, n, o->lr, 0.9, 0.999, 1e-8,
+                                    decay_given ? o->weight_decay : 0.01);
+    return weft_optimizer_sgd(opt, params, n, o->lr, o->momentum, 0, o->weight_decay, false);
 }
 
 int main(int argc, char **argv)
@@ -371,13 +375,14 @@ int main(int argc, char **argv)
     }
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
-    weft_device dev = WEFT_DEVICE_CPU;
-    if (o.device && weft_device_from_string(&dev, o.device) < 0)
+    weft_device dev;
+    if (pick_device(&dev, o.device) < 0)
         return fail("--device");
+    char devname[64];
+    weft_device_to_string(dev, devname, sizeof devname);
     if (!o.json)
-        printf("weft-train: %s on %s, %d epoch(s), batch %d, lr %g, momentum %g, seed %llu\n",
-               o.model, o.device ? o.device : "cpu", o.epochs, o.batch_size, o.lr, o.momentum,
-               o.seed);
+        printf("weft-train: %s on %s, %d epoch(s), batch %d, %s lr %g, momentum %g, seed %llu\n",
+               o.model, devname, o.epochs, o.batch_size, o.optimizer, o.lr, o.momentum, o.seed);
 
     dataset train = {0}, test = {0};
     if (load_split(&train, o.data, "train", o.limit) < 0 ||
@@ -385,17 +390,27 @@ int main(int argc, char **argv)
         return 1;
 
     weft_manual_seed(o.seed);
-    model m = {0};
+    bool cnn = strcmp(o.model, "cnn") == 0;
+    weft_module *m = NULL;
     if (train.rows != 28 || train.cols != 28) {
         fprintf(stderr, "weft-train: expected 28x28 images, got %dx%d\n", train.rows, train.cols);
         return 1;
     }
-    int rc = model_init(&m, strcmp(o.model, "cnn") == 0, train.rows * train.cols, dev);
+    /* initialised on the host from the seed, then moved: the same numbers
+     * whatever the device */
+    int rc = model_create(&m, cnn, train.rows * train.cols);
+    if (rc == 0)
+        rc = weft_module_to_device(m, dev);
     if (rc < 0)
         return fail("initialising the model");
-    /* torch.optim.SGD(params, lr, momentum): no dampening, decay or nesterov */
+    weft_tensor *params[16];
+    const char *names[16];
+    int nparams = weft_module_parameters(m, params, names, 16);
     weft_optimizer *opt = NULL;
-    if (weft_optimizer_sgd(&opt, m.p, m.n, o.lr, o.momentum, 0, 0, false) < 0)
+    bool decay_given = false;
+    for (int i = 1; i < argc; i++)
+        decay_given = decay_given || strcmp(argv[i], "--weight-decay") == 0;
+    if (nparams < 0 || make_optimizer(&opt, &o, params, nparams, decay_given) < 0)
         return fail("creating the optimizer");
 
     long *order = malloc((size_t)train.n * sizeof *order);
@@ -403,7 +418,7 @@ int main(int argc, char **argv)
         return 1;
     /* a shuffle from the seed alone, so the same seed gives the same run */
     uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    double train_seconds = 0, accuracy = 0, last_loss = NAN, first_loss = NAN;
+    double train_seconds = 0, train_cpu_seconds = 0, accuracy = 0, last_loss = NAN, first_loss = NAN;
     long images = 0;
     for (int epoch = 1; epoch <= o.epochs && rc == 0; epoch++) {
         for (long i = 0; i < train.n; i++)
@@ -415,7 +430,7 @@ int main(int argc, char **argv)
             order[i] = order[j];
             order[j] = t;
         }
-        double t0 = now(), window = t0;
+        double t0 = now(), window = t0, c0 = cpu_now();
         long window_images = 0, steps = (train.n + o.batch_size - 1) / o.batch_size;
         for (long step = 0; step < steps && rc == 0; step++) {
             long start = step * o.batch_size;
@@ -423,7 +438,7 @@ int main(int argc, char **argv)
             weft_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
             rc = make_batch(&x, &y, &train, order, start, b, dev);
             if (rc == 0)
-                rc = model_forward(&logits, &m, x);
+                rc = model_forward(&logits, m, cnn, x);
             if (rc == 0)
                 rc = weft_cross_entropy(&loss, logits, y, NULL, "mean", -100, 0.0);
             if (rc == 0)
@@ -451,25 +466,26 @@ int main(int argc, char **argv)
                 weft_tensor_release(tmp[i]);
         }
         train_seconds += now() - t0;
+        train_cpu_seconds += cpu_now() - c0;
         if (rc == 0)
-            rc = evaluate(&accuracy, &m, &test, dev);
+            rc = evaluate(&accuracy, m, cnn, &test, dev);
         if (rc == 0 && !o.json)
             printf("epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
     if (rc == 0 && o.save)
-        rc = weft_save_parameters(o.save, m.p, m.cnn ? cnn_names : mlp_names, m.n);
+        rc = weft_module_save(m, o.save);
     if (rc < 0)
         return fail(o.save ? "training or saving" : "training");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
     if (o.json)
-        printf("{\"model\": \"%s\", \"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"seed\": %llu, "
+        printf("{\"model\": \"%s\", \"device\": \"%s\", \"optimizer\": \"%s\", \"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"seed\": %llu, "
                "\"first_loss\": %.6f, \"final_loss\": %.6f, \"test_accuracy\": %.2f, "
-               "\"train_seconds\": %.3f, "
+               "\"train_seconds\": %.3f, \"train_cpu_seconds\": %.3f, "
                "\"images_per_second\": %.1f, \"peak_rss_mb\": %.1f}\n",
-               o.model, o.epochs, o.batch_size, o.lr, o.seed, first_loss, last_loss, accuracy,
-               train_seconds,
+               o.model, devname, o.optimizer, o.epochs, o.batch_size, o.lr, o.seed, first_loss, last_loss, accuracy,
+               train_seconds, train_cpu_seconds,
                (double)images / train_seconds, rss_mb);
     else
         printf("trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n", train_seconds,
@@ -477,7 +493,7 @@ int main(int argc, char **argv)
     if (o.save && !o.json)
         printf("parameters saved to %s\n", o.save);
     weft_optimizer_destroy(opt);
-    model_free(&m);
+    weft_module_destroy(m);
     free(order);
     free(train.images);
     free(train.labels);

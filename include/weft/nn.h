@@ -1,6 +1,7 @@
 /* nn.h — the neural-network library of libweft, in C: parameter
- * initialisation, optimizers with their state, learning-rate schedules, and
- * saving and loading parameters.
+ * initialisation, modules (Linear, Conv2d, BatchNorm2d, ..., Sequential),
+ * optimizers with their state, learning-rate schedules, and saving and
+ * loading parameters.
  *
  * Everything here is written with weft's operators, so it runs on whatever
  * device the tensors live on.  The conventions of <weft/weft.h> hold: 0 or a
@@ -58,6 +59,146 @@ WEFT_API int weft_init_xavier_uniform_(weft_tensor *t, double gain, weft_generat
 /* xavier_normal_: N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)). */
 WEFT_API int weft_init_xavier_normal_(weft_tensor *t, double gain, weft_generator *g);
 
+/* --------------------------------------------------------------- modules */
+
+/* Modules in the spirit of torch.nn: an opaque weft_module owns its
+ * parameters (leaf tensors that require grad) and buffers (BatchNorm2d's
+ * running statistics), is in training mode when created, and computes its
+ * forward pass with weft's operators, so autograd records it and it runs on
+ * whatever device its tensors are on.  The constructors take PyTorch's
+ * arguments (their defaults are given beside each one) and initialise as
+ * PyTorch does, drawing from g (NULL: the default generator); tensors are
+ * created float32 on the CPU (see weft_module_to_device/_to_dtype).
+ *
+ * Errors of the constructors: WEFT_EINVAL (NULL out, a size below 1, an
+ * argument out of range — the message names the module and the argument),
+ * WEFT_ENOMEM.  *out is NULL on error.
+ *
+ * Thread safety: a module is not thread-safe; distinct modules may be used
+ * by distinct threads.  A module is destroyed by weft_module_destroy,
+ * except a module appended to a Sequential, which the Sequential owns. */
+typedef struct weft_module weft_module;
+
+/* nn.Linear(in_features, out_features, bias=True): y = x W^T + b over the
+ * last dimension.  weight [out, in] ~ kaiming_uniform(a = sqrt(5)), i.e.
+ * U(-1/sqrt(in), 1/sqrt(in)); bias [out] ~ U(-1/sqrt(in), 1/sqrt(in)). */
+WEFT_API int weft_module_linear(weft_module **out, int64_t in_features, int64_t out_features,
+                                bool bias, weft_generator *g);
+/* nn.Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+ * dilation=1, groups=1, bias=True).  kernel_size, stride, padding and
+ * dilation are (height, width) pairs; NULL stride, padding or dilation
+ * means PyTorch's default.  weight [out, in/groups, kh, kw] and bias [out]
+ * are initialised as nn.Linear's with fan_in = in/groups * kh * kw.  Both
+ * channel counts must be divisible by groups. */
+WEFT_API int weft_module_conv2d(weft_module **out, int64_t in_channels, int64_t out_channels,
+                                const int64_t kernel_size[2], const int64_t stride[2],
+                                const int64_t padding[2], const int64_t dilation[2],
+                                int64_t groups, bool bias, weft_generator *g);
+/* nn.BatchNorm2d(num_features, eps=1e-5, momentum=0.1, affine=True,
+ * track_running_stats=True).  Parameters weight (ones) and bias (zeros)
+ * when affine; buffers running_mean (zeros), running_var (ones) and
+ * num_batches_tracked (int64, 0-d) when tracking.  In training mode the
+ * batch's statistics normalise the input and the running statistics
+ * become (1 - momentum) * running + momentum * batch (the variance
+ * unbiased), as PyTorch does; in eval mode the running statistics are
+ * used.  momentum NaN means PyTorch's momentum=None: a cumulative average
+ * (factor 1 / num_batches_tracked). */
+WEFT_API int weft_module_batch_norm2d(weft_module **out, int64_t num_features, double eps,
+                                      double momentum, bool affine, bool track_running_stats);
+/* nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True): the
+ * last ndim dimensions (1..8) are normalised; weight (ones) and bias
+ * (zeros) of that shape. */
+WEFT_API int weft_module_layer_norm(weft_module **out, const int64_t *normalized_shape, int ndim,
+                                    double eps, bool elementwise_affine);
+/* nn.Dropout(p=0.5): in training mode zeroes each element with
+ * probability p, drawing from g (borrowed: it must outlive the module;
+ * NULL: the default generator), and scales the rest by 1 / (1 - p); the
+ * identity in eval mode.  p must be in [0, 1]. */
+WEFT_API int weft_module_dropout(weft_module **out, double p, weft_generator *g);
+/* nn.Embedding(num_embeddings, embedding_dim, padding_idx=None): weight
+ * [num, dim] ~ N(0, 1) with the padding_idx row zeroed; that row's
+ * gradient stays zero.  padding_idx may be negative (counted from the end,
+ * as PyTorch); WEFT_NO_PADDING_IDX means None.  Inputs are int64 indices
+ * of any shape. */
+#define WEFT_NO_PADDING_IDX INT64_MIN
+WEFT_API int weft_module_embedding(weft_module **out, int64_t num_embeddings,
+                                   int64_t embedding_dim, int64_t padding_idx, weft_generator *g);
+
+/* Parameterless modules: activations, nn.MaxPool2d and nn.Flatten. */
+typedef enum weft_activation {
+    WEFT_ACTIVATION_RELU = 0,
+    WEFT_ACTIVATION_SIGMOID = 1,
+    WEFT_ACTIVATION_TANH = 2,
+    WEFT_ACTIVATION_GELU = 3 /* the exact (erf) form, PyTorch's default */
+} weft_activation;
+WEFT_API int weft_module_activation(weft_module **out, weft_activation kind);
+/* nn.MaxPool2d(kernel_size, stride=None (= kernel_size), padding=0):
+ * NULL stride or padding means the default. */
+WEFT_API int weft_module_max_pool2d(weft_module **out, const int64_t kernel_size[2],
+                                    const int64_t stride[2], const int64_t padding[2]);
+/* nn.Flatten(start_dim=1, end_dim=-1). */
+WEFT_API int weft_module_flatten(weft_module **out, int start_dim, int end_dim);
+
+/* nn.Sequential: an empty container; weft_module_sequential_append adds a
+ * child, named by its position ("0", "1", ...), and takes ownership of it
+ * — also when it fails (then the child is destroyed), so a chain of
+ * appends needs no cleanup of its own.  A NULL child is WEFT_EINVAL (and
+ * nothing is destroyed); a child that already has a parent, seq itself or
+ * a module that contains seq is WEFT_EINVAL and left alone.  forward runs the children in order. */
+WEFT_API int weft_module_sequential(weft_module **out);
+WEFT_API int weft_module_sequential_append(weft_module *seq, weft_module *child);
+
+/* Runs the module on input: a new reference in *out.  The input is
+ * checked first: a wrong rank, channel count or feature size is
+ * WEFT_ESHAPE with a message naming the module (as PyTorch prints it, e.g.
+ * "Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1))") and both shapes;
+ * otherwise the operators' errors. */
+WEFT_API int weft_module_forward(weft_module *m, weft_tensor *input, weft_tensor **out);
+
+/* The module's tensors as PyTorch's named_parameters() (parameters only)
+ * and state_dict() (parameters and buffers, in state_dict order: a
+ * module's own tensors, then its children's, prefixed "0.", "1." ...).
+ * Fills at most capacity entries of tensors and names (either may be NULL
+ * when capacity is 0) and returns how many there are, so a first call
+ * with capacity 0 sizes the arrays.  The tensors and names are borrowed:
+ * they stay valid until the module is destroyed, moved
+ * (weft_module_to_device/_to_dtype) or, for a Sequential, appended to.
+ * Errors: WEFT_EINVAL (NULL m, capacity < 0, NULL arrays with capacity >
+ * 0), WEFT_ENOMEM. */
+WEFT_API int weft_module_parameters(weft_module *m, weft_tensor **tensors, const char **names,
+                                    int capacity);
+WEFT_API int weft_module_state(weft_module *m, weft_tensor **tensors, const char **names,
+                               int capacity);
+
+/* Training (true, the default) or eval mode, for the module and all its
+ * children (Dropout and BatchNorm2d behave differently).  NULL is a no-op;
+ * is_training returns false for NULL. */
+WEFT_API void weft_module_train(weft_module *m, bool training);
+WEFT_API bool weft_module_is_training(const weft_module *m);
+/* Moves every parameter and buffer to device, or converts the floating
+ * ones to a floating dtype (num_batches_tracked stays int64).  Parameters
+ * are replaced by new leaves that require grad (gradients are dropped),
+ * so an optimizer must be made after this.  All or nothing: on error the
+ * module is unchanged.  Errors: WEFT_EINVAL (NULL m), WEFT_EDTYPE (a dtype
+ * that is not floating), the copies' errors. */
+WEFT_API int weft_module_to_device(weft_module *m, weft_device device);
+WEFT_API int weft_module_to_dtype(weft_module *m, weft_dtype dtype);
+/* PyTorch's name of the module's kind ("Linear", "Sequential"); the
+ * string is static.  NULL for NULL. */
+WEFT_API const char *weft_module_kind(const weft_module *m);
+/* The module as PyTorch prints it on one line, without children
+ * ("Linear(in_features=784, out_features=256, bias=True)"); returns the
+ * length the full text needs, like snprintf. */
+WEFT_API int weft_module_describe(const weft_module *m, char *buf, size_t size);
+/* Saves or loads weft_module_state() with weft_save_parameters /
+ * weft_load_parameters (same names as PyTorch's state_dict), with their
+ * errors and guarantees (a failed load changes nothing). */
+WEFT_API int weft_module_save(weft_module *m, const char *path);
+WEFT_API int weft_module_load(weft_module *m, const char *path);
+/* Destroys the module, its children and its references to its tensors.
+ * NULL is a no-op; a module that has a parent must not be destroyed. */
+WEFT_API void weft_module_destroy(weft_module *m);
+
 /* ------------------------------------------------------------ optimizers */
 
 /* An optimizer over a fixed array of parameter tensors, with its state per
@@ -101,6 +242,71 @@ WEFT_API int weft_optimizer_adamw(weft_optimizer **out, weft_tensor *const *para
                                   double lr, double beta1, double beta2, double eps,
                                   double weight_decay);
 
+/* ------------------------------------------------------ parameter groups */
+
+/* The hyper-parameters of one parameter group, as torch.optim's
+ * param_groups entries: every group of an optimizer has its own.  The
+ * fields of the other kind are ignored (SGD: momentum, dampening,
+ * nesterov; Adam and AdamW: beta1, beta2, eps). */
+typedef struct weft_optim_group {
+    double lr, weight_decay;
+    double momentum, dampening; /* SGD */
+    bool nesterov;              /* SGD */
+    double beta1, beta2, eps;   /* Adam, AdamW */
+} weft_optim_group;
+
+/* The parameters given to the constructor are group 0, with the
+ * constructor's hyper-parameters.  add_param_group appends a group (index
+ * weft_optimizer_num_groups() - 1) of n more parameters with hyper (NULL:
+ * a copy of the constructor's values, as torch fills missing keys with the
+ * defaults).  Errors: WEFT_EINVAL (NULL opt, a NULL, non-leaf or repeated
+ * parameter — also one already in another group —, a hyper-parameter out
+ * of range, named as the constructors name it), WEFT_EDTYPE, WEFT_ENOMEM;
+ * on error the optimizer is unchanged. */
+WEFT_API int weft_optimizer_add_param_group(weft_optimizer *opt, weft_tensor *const *params,
+                                            int n, const weft_optim_group *hyper);
+/* The number of groups (0 for NULL). */
+WEFT_API int weft_optimizer_num_groups(const weft_optimizer *opt);
+/* Copies group's hyper-parameters into *out / replaces them (checked as
+ * add_param_group checks them).  Errors: WEFT_EINVAL (NULL, a group out of
+ * range, a bad value). */
+WEFT_API int weft_optimizer_get_group(const weft_optimizer *opt, int group, weft_optim_group *out);
+WEFT_API int weft_optimizer_set_group(weft_optimizer *opt, int group,
+                                      const weft_optim_group *hyper);
+
+/* ---------------------------------------------------- optimizer state */
+
+/* Saves the optimizer's state (torch's optimizer.state_dict()) as a
+ * parameter file (see weft_save_parameters) with these entries, <p> being
+ * param_names[i] for the i-th parameter (in group order: group 0's, then
+ * group 1's ...) or, when param_names is NULL, its index "0", "1" ...:
+ *   param_groups.<g>.params        int64 [k]: the indices of group g's
+ *                                  parameters
+ *   param_groups.<g>.lr, .weight_decay, and for SGD .momentum, .dampening,
+ *     .nesterov (0 or 1), for Adam/AdamW .beta1, .beta2, .eps
+ *                                  float64 0-d
+ *   state.<p>.momentum_buffer      SGD, once p has one (p's dtype, shape)
+ *   state.<p>.exp_avg, state.<p>.exp_avg_sq, state.<p>.step (int64 0-d)
+ *                                  Adam/AdamW, once p has stepped
+ * Errors: weft_save_parameters's, WEFT_EINVAL (NULL opt or path, a NULL
+ * name), WEFT_ENOMEM.  Not thread-safe with a step of the same optimizer. */
+WEFT_API int weft_optimizer_save(const weft_optimizer *opt, const char *path,
+                                 const char *const *param_names);
+/* Loads a file written by weft_optimizer_save into an optimizer of the
+ * same kind over parameters of the same shapes and dtypes, grouped the
+ * same way: replaces every group's hyper-parameters and every parameter's
+ * state (a parameter without state in the file has none afterwards), the
+ * state tensors copied to each parameter's device.  Loading then stepping
+ * gives exactly the numbers the saved optimizer would have given.  The
+ * whole file is checked first and on any error the optimizer is
+ * unchanged.  Errors: the file errors of weft_load_parameters (WEFT_EIO),
+ * WEFT_ENOTFOUND (an entry missing, or one this optimizer does not know —
+ * e.g. Adam's state loaded into SGD; the message names it), WEFT_ESHAPE
+ * and WEFT_EDTYPE (naming the entry and both shapes or dtypes),
+ * WEFT_EINVAL (a different grouping, a bad hyper-parameter), WEFT_ENOMEM. */
+WEFT_API int weft_optimizer_load(weft_optimizer *opt, const char *path,
+                                 const char *const *param_names);
+
 /* One update of every parameter that has a gradient (those without one are
  * skipped and their state and step count left alone).  Gradients are read,
  * not cleared.  Errors: those of the operators (WEFT_ENOMEM, a device
@@ -111,7 +317,7 @@ WEFT_API int weft_optimizer_step(weft_optimizer *opt);
  * zero_grad(set_to_none=True)). */
 WEFT_API int weft_optimizer_zero_grad(weft_optimizer *opt);
 /* The learning rate used by the next step; set_lr is how a schedule is
- * applied.  set_lr errors: WEFT_EINVAL for NULL or a negative or
+ * applied.  set_lr sets every group's lr; get_lr returns group 0's.  set_lr errors: WEFT_EINVAL for NULL or a negative or
  * non-finite lr.  get_lr returns NaN for NULL. */
 WEFT_API int weft_optimizer_set_lr(weft_optimizer *opt, double lr);
 WEFT_API double weft_optimizer_get_lr(const weft_optimizer *opt);
