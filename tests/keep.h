@@ -11,6 +11,8 @@
 
 #include <weft/weft.h>
 
+#include "tests/tap.h"
+
 static weft_tensor **kept;
 static int nkept, capkept;
 
