@@ -24,6 +24,7 @@ typedef struct wf_saved {
     weft_tensor *tensor; /* an input itself, or a detached alias of the node's output */
     uint32_t version;
     bool was_output;
+    bool after_write;       /* an in-place operator's result, saved after its write */
     int output_nr;          /* which output of the node, when was_output */
     weft_tensor *unpacked;  /* create_graph: the output re-attached to the node
                              * (a cycle through the node, broken when it has run) */

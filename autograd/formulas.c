@@ -807,10 +807,11 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
     /* an operand that shares self's storage (a.mul_(a), or another view of
      * the same base) was read before the write but is saved after it: it is
      * given the version it had before, so backward reports the write
-     * instead of using the new values */
+     * instead of using the new values.  A record that saves the written
+     * result on purpose marks it (after_write) and keeps its version. */
     for (int i = 0; rc == 0 && self && i < node->n_saved; i++) {
         wf_saved *sv = &node->saved[i];
-        if (sv->tensor && sv->tensor->storage == self->storage)
+        if (sv->tensor && !sv->after_write && sv->tensor->storage == self->storage)
             sv->version--;
     }
     if (rc == 0)

@@ -695,6 +695,7 @@ static int record_scatter_reduce(wf_node *n, const weft_call *call, weft_tensor 
         TRY(wf__node_save(n, 1, old ? old : self, result)); /* in place: self before */
         TRY(wf__node_save(n, 2, src, result));
         TRY(wf__node_save(n, 3, result, result));
+        n->saved[3].after_write = old != NULL; /* in place: self after the write */
     }
     return 0;
 }

@@ -168,6 +168,7 @@ int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor 
     n->saved[slot].unpacked = NULL;
     n->saved[slot].version = weft_tensor_version(t);
     n->saved[slot].was_output = t == output;
+    n->saved[slot].after_write = false;
     n->saved[slot].output_nr = 0;
     return 0;
 }

@@ -154,6 +154,9 @@ bool wf__registrar_try_hold(struct weft_registrar *reg, int kind);
 void wf__registrar_drop_kind(struct weft_registrar *reg, int kind);
 long wf__registrar_live_kind(struct weft_registrar *reg, int kind);
 void wf__registrar_set_closing(struct weft_registrar *reg, bool closing);
+/* While a plugin's init runs (set by the loader around it); clearing it
+ * recomputes the tables so the plugin's CPU fallbacks appear at once. */
+void wf__registrar_set_initializing(struct weft_registrar *reg, bool initializing);
 const char *wf__registrar_name(const struct weft_registrar *reg);
 
 #endif

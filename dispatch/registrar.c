@@ -40,6 +40,12 @@ struct weft_registrar {
     atomic_long live;        /* storages made by this registrar's allocators */
     atomic_long live_streams; /* streams and events on its device types */
     atomic_bool closing;     /* an unload is deciding: refuse new holds */
+    /* A plugin's registrar is not ready while its init runs.  Until then,
+     * and once it is closing, the CPU fallback of its device types stays
+     * out of the tables: a call that meets a kernel the plugin has not
+     * registered yet (or has already released) must find nothing, not the
+     * CPU kernel in its place (tests/test_stress.c). */
+    atomic_bool initializing;
 };
 
 static weft_registration *global_regs; /* fallbacks and allocators */
@@ -94,6 +100,24 @@ void wf__registrar_set_closing(weft_registrar *reg, bool closing)
     atomic_store(&reg->closing, closing);
 }
 
+static void recompute_all_ops(void);
+
+void wf__registrar_set_initializing(weft_registrar *reg, bool initializing)
+{
+    wf__registry_lock();
+    atomic_store(&reg->initializing, initializing);
+    if (!initializing)
+        recompute_all_ops();
+    wf__registry_unlock();
+}
+
+/* Whether a lowest-priority fallback may serve: its plugin is complete. */
+static bool fallback_live(const weft_registration *r)
+{
+    return !atomic_load_explicit(&r->registrar->initializing, memory_order_relaxed) &&
+           !atomic_load_explicit(&r->registrar->closing, memory_order_relaxed);
+}
+
 const char *wf__registrar_name(const weft_registrar *reg)
 {
     return reg->name;
@@ -139,7 +163,7 @@ static const wf_kernel *compute_slot(const weft_op *op, int slot)
             return r->kernel;
     /* last of all, so any kernel or fallback a plugin registers wins */
     for (weft_registration *r = global_regs; r; r = r->all_next)
-        if (r->kind == REG_FALLBACK && r->lowest && r->slot == slot)
+        if (r->kind == REG_FALLBACK && r->lowest && r->slot == slot && fallback_live(r))
             return r->kernel;
     return NULL;
 }

@@ -344,6 +344,7 @@ static int init_candidate(candidate *c)
         return wf__errorf(WEFT_ENOMEM, "out of memory loading a plugin");
     }
     weft_clear_error();
+    wf__registrar_set_initializing(reg, true);
     int rc = d->init(reg);
     if (rc < 0) {
         char msg[768];
@@ -362,6 +363,7 @@ static int init_candidate(candidate *c)
         c->handle = NULL;
         return rc;
     }
+    wf__registrar_set_initializing(reg, false); /* its CPU fallbacks go live */
     p->path = path_copy;
     p->name = strdup(d->name);
     p->dev = c->dev;
