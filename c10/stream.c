@@ -8,19 +8,21 @@
 #include "c10/core.h"
 #include "plugins/quiesce.h"
 
-struct weft_stream {
-    atomic_int refcount;
+/* What a stream and an event both are: a plugin's handle on a device. */
+typedef struct device_object {
     weft_device device;
     void *handle;
     const weft_device_interface *iface; /* core copy: never freed */
-    struct weft_registrar *owner;       /* held while the stream lives */
+    struct weft_registrar *owner;       /* held while the object lives */
+} device_object;
+
+struct weft_stream {
+    device_object o; /* first: made by create_object */
+    atomic_int refcount;
 };
 
 struct weft_event {
-    weft_device device;
-    void *handle;
-    const weft_device_interface *iface;
-    struct weft_registrar *owner;
+    device_object o;
 };
 
 /* What creating a stream or an event starts with: the device exists, its
@@ -54,10 +56,15 @@ static void end(struct weft_registrar *owner)
         wf__registrar_drop_kind(owner, WF_HOLD_STREAM);
 }
 
-WEFT_API int weft_stream_create(weft_stream **out, weft_device device)
+enum object_kind { OBJ_STREAM, OBJ_EVENT };
+
+/* Creates a stream or an event (size bytes, a device_object first) on
+ * device through its plugin, holding the plugin's registrar. */
+static int create_object(void **out, size_t size, enum object_kind kind, weft_device device,
+                         const char *what)
 {
     if (!out)
-        return wf__errorf(WEFT_EINVAL, "stream_create: out is NULL");
+        return wf__errorf(WEFT_EINVAL, "%s: out is NULL", what);
     *out = NULL;
     wf_reader_tls *rt = wf__reader_enter();
     const weft_device_interface *iface = NULL;
@@ -66,40 +73,49 @@ WEFT_API int weft_stream_create(weft_stream **out, weft_device device)
         device.type >= 0 && device.type < WEFT_MAX_DEVICE_TYPES
             ? atomic_load(&wf__device_types[device.type].iface)
             : NULL;
-    int rc = begin(device, peek && peek->stream_create && peek->stream_destroy, "stream_create",
-                   "streams", &iface, &owner);
+    bool provided = peek && (kind == OBJ_STREAM ? peek->stream_create && peek->stream_destroy
+                                                : peek->event_create && peek->event_destroy);
+    int rc = begin(device, provided, what, kind == OBJ_STREAM ? "streams" : "events", &iface,
+                   &owner);
     if (rc < 0) {
         wf__reader_exit(rt);
         return rc;
     }
-    weft_stream *s = calloc(1, sizeof *s);
+    device_object *o = calloc(1, size);
     void *handle = NULL;
-    if (!s)
-        rc = wf__errorf(WEFT_ENOMEM, "stream_create: out of memory");
-    else
+    if (!o)
+        rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory", what);
+    else if (kind == OBJ_STREAM)
         rc = iface->stream_create(iface->ctx, device.index, &handle);
+    else
+        rc = iface->event_create(iface->ctx, device.index, &handle);
     if (rc < 0) {
-        free(s);
+        free(o);
         end(owner);
         wf__reader_exit(rt);
         return rc;
     }
-    atomic_init(&s->refcount, 1);
-    s->device = device;
-    s->handle = handle;
-    s->iface = iface;
-    s->owner = owner;
+    *o = (device_object){.device = device, .handle = handle, .iface = iface, .owner = owner};
     wf__reader_exit(rt);
-    *out = s;
+    *out = o;
     return 0;
+}
+
+WEFT_API int weft_stream_create(weft_stream **out, weft_device device)
+{
+    int rc = create_object((void **)out, sizeof(weft_stream), OBJ_STREAM, device,
+                           "stream_create");
+    if (rc == 0)
+        atomic_init(&(*out)->refcount, 1);
+    return rc;
 }
 
 static void stream_release(weft_stream *s)
 {
     if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    s->iface->stream_destroy(s->iface->ctx, s->device.index, s->handle);
-    struct weft_registrar *owner = s->owner;
+    s->o.iface->stream_destroy(s->o.iface->ctx, s->o.device.index, s->o.handle);
+    struct weft_registrar *owner = s->o.owner;
     free(s);
     end(owner); /* last: after it the plugin may go */
 }
@@ -113,30 +129,30 @@ WEFT_API int weft_stream_synchronize(weft_stream *s)
 {
     if (!s)
         return wf__errorf(WEFT_EINVAL, "stream_synchronize: stream is NULL");
-    if (!s->iface->stream_synchronize)
+    if (!s->o.iface->stream_synchronize)
         return wf__errorf(WEFT_ENOTSUP, "stream_synchronize: device type '%s' cannot",
-                          wf__device_types[s->device.type].name);
-    return s->iface->stream_synchronize(s->iface->ctx, s->device.index, s->handle);
+                          wf__device_types[s->o.device.type].name);
+    return s->o.iface->stream_synchronize(s->o.iface->ctx, s->o.device.index, s->o.handle);
 }
 
 WEFT_API int weft_stream_query(weft_stream *s)
 {
     if (!s)
         return wf__errorf(WEFT_EINVAL, "stream_query: stream is NULL");
-    if (!s->iface->stream_query)
+    if (!s->o.iface->stream_query)
         return wf__errorf(WEFT_ENOTSUP, "stream_query: device type '%s' cannot",
-                          wf__device_types[s->device.type].name);
-    return s->iface->stream_query(s->iface->ctx, s->device.index, s->handle);
+                          wf__device_types[s->o.device.type].name);
+    return s->o.iface->stream_query(s->o.iface->ctx, s->o.device.index, s->o.handle);
 }
 
 WEFT_API weft_device weft_stream_device(const weft_stream *s)
 {
-    return s ? s->device : WEFT_DEVICE_CPU;
+    return s ? s->o.device : WEFT_DEVICE_CPU;
 }
 
 WEFT_API void *weft_stream_handle(const weft_stream *s)
 {
-    return s ? s->handle : NULL;
+    return s ? s->o.handle : NULL;
 }
 
 /* ------------------------------------------------ current stream */
@@ -173,9 +189,9 @@ static void make_current_key(void)
 
 WEFT_API int weft_set_current_stream(weft_device device, weft_stream *stream)
 {
-    if (stream && !weft_device_equal(stream->device, device)) {
+    if (stream && !weft_device_equal(stream->o.device, device)) {
         char a[48], b[48];
-        weft_device_to_string(stream->device, a, sizeof a);
+        weft_device_to_string(stream->o.device, a, sizeof a);
         weft_device_to_string(device, b, sizeof b);
         return wf__errorf(WEFT_EDEVICE, "set_current_stream: the stream is on %s, not %s", a, b);
     }
@@ -224,49 +240,15 @@ WEFT_API weft_stream *weft_current_stream(weft_device device)
 
 WEFT_API int weft_event_create(weft_event **out, weft_device device)
 {
-    if (!out)
-        return wf__errorf(WEFT_EINVAL, "event_create: out is NULL");
-    *out = NULL;
-    wf_reader_tls *rt = wf__reader_enter();
-    const weft_device_interface *iface = NULL;
-    struct weft_registrar *owner = NULL;
-    const weft_device_interface *peek =
-        device.type >= 0 && device.type < WEFT_MAX_DEVICE_TYPES
-            ? atomic_load(&wf__device_types[device.type].iface)
-            : NULL;
-    int rc = begin(device, peek && peek->event_create && peek->event_destroy, "event_create",
-                   "events", &iface, &owner);
-    if (rc < 0) {
-        wf__reader_exit(rt);
-        return rc;
-    }
-    weft_event *e = calloc(1, sizeof *e);
-    void *handle = NULL;
-    if (!e)
-        rc = wf__errorf(WEFT_ENOMEM, "event_create: out of memory");
-    else
-        rc = iface->event_create(iface->ctx, device.index, &handle);
-    if (rc < 0) {
-        free(e);
-        end(owner);
-        wf__reader_exit(rt);
-        return rc;
-    }
-    e->device = device;
-    e->handle = handle;
-    e->iface = iface;
-    e->owner = owner;
-    wf__reader_exit(rt);
-    *out = e;
-    return 0;
+    return create_object((void **)out, sizeof(weft_event), OBJ_EVENT, device, "event_create");
 }
 
 WEFT_API void weft_event_destroy(weft_event *e)
 {
     if (!e)
         return;
-    e->iface->event_destroy(e->iface->ctx, e->device.index, e->handle);
-    struct weft_registrar *owner = e->owner;
+    e->o.iface->event_destroy(e->o.iface->ctx, e->o.device.index, e->o.handle);
+    struct weft_registrar *owner = e->o.owner;
     free(e);
     end(owner);
 }
@@ -276,13 +258,13 @@ static int pick_stream(void **handle, weft_stream *s, weft_device device, const 
 {
     if (!s)
         s = weft_current_stream(device);
-    if (s && !weft_device_equal(s->device, device)) {
+    if (s && !weft_device_equal(s->o.device, device)) {
         char a[48], b[48];
-        weft_device_to_string(s->device, a, sizeof a);
+        weft_device_to_string(s->o.device, a, sizeof a);
         weft_device_to_string(device, b, sizeof b);
         return wf__errorf(WEFT_EDEVICE, "%s: the stream is on %s, the event on %s", what, a, b);
     }
-    *handle = s ? s->handle : NULL;
+    *handle = s ? s->o.handle : NULL;
     return 0;
 }
 
@@ -290,44 +272,44 @@ WEFT_API int weft_event_record(weft_event *e, weft_stream *s)
 {
     if (!e)
         return wf__errorf(WEFT_EINVAL, "event_record: event is NULL");
-    if (!e->iface->event_record)
+    if (!e->o.iface->event_record)
         return wf__errorf(WEFT_ENOTSUP, "event_record: device type '%s' cannot",
-                          wf__device_types[e->device.type].name);
+                          wf__device_types[e->o.device.type].name);
     void *h = NULL;
-    int rc = pick_stream(&h, s, e->device, "event_record");
-    return rc < 0 ? rc : e->iface->event_record(e->iface->ctx, e->device.index, e->handle, h);
+    int rc = pick_stream(&h, s, e->o.device, "event_record");
+    return rc < 0 ? rc : e->o.iface->event_record(e->o.iface->ctx, e->o.device.index, e->o.handle, h);
 }
 
 WEFT_API int weft_stream_wait_event(weft_stream *s, weft_event *e)
 {
     if (!e)
         return wf__errorf(WEFT_EINVAL, "stream_wait_event: event is NULL");
-    if (!e->iface->stream_wait_event)
+    if (!e->o.iface->stream_wait_event)
         return wf__errorf(WEFT_ENOTSUP, "stream_wait_event: device type '%s' cannot",
-                          wf__device_types[e->device.type].name);
+                          wf__device_types[e->o.device.type].name);
     void *h = NULL;
-    int rc = pick_stream(&h, s, e->device, "stream_wait_event");
-    return rc < 0 ? rc : e->iface->stream_wait_event(e->iface->ctx, e->device.index, h, e->handle);
+    int rc = pick_stream(&h, s, e->o.device, "stream_wait_event");
+    return rc < 0 ? rc : e->o.iface->stream_wait_event(e->o.iface->ctx, e->o.device.index, h, e->o.handle);
 }
 
 WEFT_API int weft_event_query(weft_event *e)
 {
     if (!e)
         return wf__errorf(WEFT_EINVAL, "event_query: event is NULL");
-    if (!e->iface->event_query)
+    if (!e->o.iface->event_query)
         return wf__errorf(WEFT_ENOTSUP, "event_query: device type '%s' cannot",
-                          wf__device_types[e->device.type].name);
-    return e->iface->event_query(e->iface->ctx, e->device.index, e->handle);
+                          wf__device_types[e->o.device.type].name);
+    return e->o.iface->event_query(e->o.iface->ctx, e->o.device.index, e->o.handle);
 }
 
 WEFT_API int weft_event_synchronize(weft_event *e)
 {
     if (!e)
         return wf__errorf(WEFT_EINVAL, "event_synchronize: event is NULL");
-    if (!e->iface->event_synchronize)
+    if (!e->o.iface->event_synchronize)
         return wf__errorf(WEFT_ENOTSUP, "event_synchronize: device type '%s' cannot",
-                          wf__device_types[e->device.type].name);
-    return e->iface->event_synchronize(e->iface->ctx, e->device.index, e->handle);
+                          wf__device_types[e->o.device.type].name);
+    return e->o.iface->event_synchronize(e->o.iface->ctx, e->o.device.index, e->o.handle);
 }
 
 WEFT_API int weft_event_elapsed_ms(float *ms, const weft_event *start, const weft_event *end_)
@@ -335,11 +317,11 @@ WEFT_API int weft_event_elapsed_ms(float *ms, const weft_event *start, const wef
     if (!ms || !start || !end_)
         return wf__errorf(WEFT_EINVAL, "event_elapsed_ms: NULL argument");
     *ms = 0;
-    if (!weft_device_equal(start->device, end_->device))
+    if (!weft_device_equal(start->o.device, end_->o.device))
         return wf__errorf(WEFT_EDEVICE, "event_elapsed_ms: the two events are on different devices");
-    if (!start->iface->event_elapsed_ms)
+    if (!start->o.iface->event_elapsed_ms)
         return wf__errorf(WEFT_ENOTSUP, "event_elapsed_ms: device type '%s' cannot",
-                          wf__device_types[start->device.type].name);
-    return start->iface->event_elapsed_ms(start->iface->ctx, start->device.index, start->handle,
-                                          end_->handle, ms);
+                          wf__device_types[start->o.device.type].name);
+    return start->o.iface->event_elapsed_ms(start->o.iface->ctx, start->o.device.index, start->o.handle,
+                                          end_->o.handle, ms);
 }
