@@ -57,37 +57,6 @@ static double at3(const weft_tensor *t, int64_t i, int64_t j, int64_t k)
     return p[off];
 }
 
-static void check_close(const weft_tensor *t, const double *ref, int64_t n, double tol,
-                        const char *what)
-{
-    const double *v = t ? values_of(t) : NULL;
-    if (!ok(v && weft_tensor_numel(t) == n, "%s: result has %lld elements", what, (long long)n)) {
-        diag("%s", weft_last_error());
-        return;
-    }
-    double worst = 0;
-    int64_t where = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs(v[i] - ref[i]) / (1 + fabs(ref[i]));
-        if (isnan(v[i]) != isnan(ref[i]))
-            e = INFINITY;
-        if (e > worst) {
-            worst = e;
-            where = i;
-        }
-    }
-    if (!ok(worst <= tol, "%s matches the reference", what))
-        diag("element %lld: got %.10g, expected %.10g", (long long)where, v[where], ref[where]);
-}
-
-static void error_is(int rc, int want, const char *needle, const char *what)
-{
-    if (!ok(rc == want, "%s fails with %s", what, weft_error_name(want)))
-        diag("got %s: %s", weft_error_name(rc), weft_last_error());
-    else if (needle)
-        like(weft_last_error(), needle, "%s: the message names %s", what, needle);
-}
-
 static double tol_of(weft_dtype dt)
 {
     return dt == WEFT_FLOAT64 ? 1e-12 : dt == WEFT_FLOAT32 ? 1e-5 : dt == WEFT_FLOAT16 ? 2e-2

@@ -43,24 +43,6 @@ static void fill_values(double *v, int n, unsigned seed)
     }
 }
 
-static void check_close(const weft_tensor *t, const double *want, int64_t n, double tol,
-                        const char *what)
-{
-    const double *got = values_of(t);
-    double worst = 0;
-    int64_t at = 0;
-    if (got && weft_tensor_numel(t) != n)
-        got = NULL;
-    for (int64_t i = 0; got && i < n; i++) {
-        double err = fabs(got[i] - want[i]) / (1.0 + fabs(want[i]));
-        if (err > worst)
-            worst = err, at = i;
-    }
-    if (!ok(got && worst <= tol, "%s", what))
-        diag("element %lld: got %.9g, expected %.9g (numel %lld)", (long long)at,
-             got ? got[at] : NAN, want[at], (long long)weft_tensor_numel(t));
-}
-
 static bool same_shape(const weft_tensor *t, const int64_t *sizes, int nd)
 {
     if (!t || weft_tensor_ndim(t) != nd)
