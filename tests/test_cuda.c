@@ -134,6 +134,33 @@ static void gpu_kernels(void)
     weft_tensor_release(ints);
     drop_all();
 
+    /* a created stream: kernels and copies run on it, events time it */
+    weft_stream *st = NULL;
+    weft_event *e0 = NULL, *e1 = NULL;
+    ok(weft_stream_create(&st, CUDA0) == 0, "a CUDA stream: %s", weft_last_error());
+    ok(weft_set_current_stream(CUDA0, st) == 0, "made current");
+    ok(weft_event_create(&e0, CUDA0) == 0 && weft_event_create(&e1, CUDA0) == 0, "two events");
+    weft_event_record(e0, NULL);
+    weft_tensor *sa = rand_cpu((const int64_t[]){512, 512}, 2, WEFT_FLOAT32, g);
+    weft_tensor *sb = rand_cpu((const int64_t[]){512, 512}, 2, WEFT_FLOAT32, g);
+    weft_tensor *swant = NULL, *sgot = NULL;
+    weft_mul(&swant, sa, sb);
+    keep(swant);
+    ok(weft_mul(&sgot, to(sa, CUDA0), to(sb, CUDA0)) == 0, "mul on the stream");
+    keep(sgot);
+    weft_event_record(e1, NULL);
+    ok(weft_stream_synchronize(st) == 0 && weft_stream_query(st) == 1, "the stream drains");
+    float ms = -1;
+    ok(weft_event_elapsed_ms(&ms, e0, e1) == 0 && ms >= 0, "elapsed time %g ms", ms);
+    ok(max_diff(sgot, swant) < 1e-5, "the stream's result matches the CPU");
+    /* its memory, used on a second stream, waits for that stream */
+    ok(weft_record_stream(sgot, NULL) == 0, "record_stream on the default stream");
+    weft_set_current_stream(CUDA0, NULL);
+    weft_event_destroy(e0);
+    weft_event_destroy(e1);
+    drop_all();
+    weft_stream_destroy(st);
+
     /* the allocator's steady state: no cudaMalloc after the first step */
     weft_allocator_stats st0 = {.struct_size = sizeof st0}, st1 = {.struct_size = sizeof st1};
     for (int step = 0; step < 20; step++) {

@@ -30,12 +30,17 @@ enum { WFC_NEG, WFC_EXP, WFC_RELU, WFC_SIGMOID, WFC_TANH };
 
 /* Launchers (elementwise.cu).  dtype is WEFT_FLOAT32 or WEFT_FLOAT64; data
  * pointers are device pointers at element 0 of each operand; the launch is
- * asynchronous on the current stream.  Return 0 or a negative WEFT_E* code
+ * asynchronous on `stream` (a cudaStream_t; NULL is the default stream).  Return 0 or a negative WEFT_E* code
  * with the message set. */
-int wfc_binary(int op, int dtype, void *out, const void *a, const void *b, double alpha,
-               int64_t n, const wfc_geometry *g);
-int wfc_unary(int op, int dtype, void *out, const void *a, int64_t n, const wfc_geometry *g);
-int wfc_fill(int dtype, void *out, double value, int64_t n, const wfc_geometry *g);
+int wfc_binary(void *stream, int op, int dtype, void *out, const void *a, const void *b,
+               double alpha, int64_t n, const wfc_geometry *g);
+int wfc_unary(void *stream, int op, int dtype, void *out, const void *a, int64_t n,
+              const wfc_geometry *g);
+int wfc_fill(void *stream, int dtype, void *out, double value, int64_t n, const wfc_geometry *g);
+
+/* plugin.c: the calling thread's current stream on a device (NULL: the
+ * default stream); kernels launch on it. */
+void *wfc_current_stream(int index);
 
 /* kernels.c */
 int wfc_register_kernels(weft_registrar *reg);

@@ -110,42 +110,43 @@ int launched(const char *what)
 
 } // namespace
 
-extern "C" int wfc_binary(int op, int dtype, void *out, const void *a, const void *b,
-                          double alpha, int64_t n, const wfc_geometry *g)
+extern "C" int wfc_binary(void *stream, int op, int dtype, void *out, const void *a,
+                          const void *b, double alpha, int64_t n, const wfc_geometry *g)
 {
     if (n == 0)
         return 0;
     geometry d = to_device(g);
     if (dtype == WEFT_FLOAT32)
-        binary_kernel<float><<<blocks_for(n), 256>>>(op, (float *)out, (const float *)a,
+        binary_kernel<float><<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(op, (float *)out, (const float *)a,
                                                      (const float *)b, (float)alpha, n, d);
     else
-        binary_kernel<double><<<blocks_for(n), 256>>>(op, (double *)out, (const double *)a,
+        binary_kernel<double><<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(op, (double *)out, (const double *)a,
                                                       (const double *)b, alpha, n, d);
     return launched("a binary kernel");
 }
 
-extern "C" int wfc_unary(int op, int dtype, void *out, const void *a, int64_t n,
+extern "C" int wfc_unary(void *stream, int op, int dtype, void *out, const void *a, int64_t n,
                          const wfc_geometry *g)
 {
     if (n == 0)
         return 0;
     geometry d = to_device(g);
     if (dtype == WEFT_FLOAT32)
-        unary_kernel<float><<<blocks_for(n), 256>>>(op, (float *)out, (const float *)a, n, d);
+        unary_kernel<float><<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(op, (float *)out, (const float *)a, n, d);
     else
-        unary_kernel<double><<<blocks_for(n), 256>>>(op, (double *)out, (const double *)a, n, d);
+        unary_kernel<double><<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>(op, (double *)out, (const double *)a, n, d);
     return launched("a unary kernel");
 }
 
-extern "C" int wfc_fill(int dtype, void *out, double value, int64_t n, const wfc_geometry *g)
+extern "C" int wfc_fill(void *stream, int dtype, void *out, double value, int64_t n,
+                        const wfc_geometry *g)
 {
     if (n == 0)
         return 0;
     geometry d = to_device(g);
     if (dtype == WEFT_FLOAT32)
-        fill_kernel<float><<<blocks_for(n), 256>>>((float *)out, (float)value, n, d);
+        fill_kernel<float><<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>((float *)out, (float)value, n, d);
     else
-        fill_kernel<double><<<blocks_for(n), 256>>>((double *)out, value, n, d);
+        fill_kernel<double><<<blocks_for(n), 256, 0, (cudaStream_t)stream>>>((double *)out, value, n, d);
     return launched("fill_");
 }

@@ -151,7 +151,7 @@ static int binary_kernel(weft_call *call, void *ctx)
     if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
         rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
     if (rc == 0)
-        rc = wfc_binary(e->op, dtype, data_at(dest), data_at(a), data_at(b), alpha,
+        rc = wfc_binary(wfc_current_stream(index), e->op, dtype, data_at(dest), data_at(a), data_at(b), alpha,
                         weft_tensor_numel(dest), &g);
     weft_tensor_release(a);
     weft_tensor_release(b);
@@ -186,7 +186,7 @@ static int unary_kernel(weft_call *call, void *ctx)
     if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
         rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
     if (rc == 0)
-        rc = wfc_unary(e->op, dtype, data_at(dest), data_at(self), weft_tensor_numel(dest), &g);
+        rc = wfc_unary(wfc_current_stream(index), e->op, dtype, data_at(dest), data_at(self), weft_tensor_numel(dest), &g);
     if (rc == 0 && e->form == FUNCTIONAL) {
         call->rets[0].tag = WEFT_VALUE_TENSOR;
         call->rets[0].u.tensor = dest;
@@ -209,7 +209,7 @@ static int fill_kernel(weft_call *call, void *ctx)
     if (rc == 0 && cudaSetDevice(weft_tensor_device(self).index) != cudaSuccess)
         rc = weft_set_error(WEFT_EDEVICE, "fill_: cannot select the device");
     if (rc == 0)
-        rc = wfc_fill(weft_tensor_dtype(self), data_at(self), value, weft_tensor_numel(self), &g);
+        rc = wfc_fill(wfc_current_stream(weft_tensor_device(self).index), weft_tensor_dtype(self), data_at(self), value, weft_tensor_numel(self), &g);
     return rc;
 }
 

@@ -30,19 +30,28 @@ static int device_count(void *ctx)
     return ndevices;
 }
 
+/* Copies run on the calling thread's current stream, after the kernels
+ * queued there, and wait for it: the host side may use the bytes at once. */
+static int copy_on_stream(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                          int index, const char *what)
+{
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    cudaStream_t st = (cudaStream_t)wfc_current_stream(index);
+    if (rc == 0)
+        rc = cuda_error(cudaMemcpyAsync(dst, src, n, kind, st), what);
+    return rc ? rc : cuda_error(cudaStreamSynchronize(st), what);
+}
+
 static int copy_to_host(void *ctx, void *dst, const void *src, size_t n, int index)
 {
     (void)ctx;
-    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
-    return rc ? rc : cuda_error(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "copy to host");
+    return copy_on_stream(dst, src, n, cudaMemcpyDeviceToHost, index, "copy to host");
 }
 
 static int copy_from_host(void *ctx, void *dst, const void *src, size_t n, int index)
 {
     (void)ctx;
-    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
-    return rc ? rc
-              : cuda_error(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "copy from host");
+    return copy_on_stream(dst, src, n, cudaMemcpyHostToDevice, index, "copy from host");
 }
 
 static int copy_device(void *ctx, void *dst, int dst_index, const void *src, int src_index,
@@ -50,7 +59,7 @@ static int copy_device(void *ctx, void *dst, int dst_index, const void *src, int
 {
     (void)ctx;
     if (dst_index == src_index)
-        return cuda_error(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice), "device copy");
+        return copy_on_stream(dst, src, n, cudaMemcpyDeviceToDevice, dst_index, "device copy");
     return cuda_error(cudaMemcpyPeer(dst, dst_index, src, src_index, n), "peer copy");
 }
 
@@ -59,6 +68,109 @@ static int synchronize(void *ctx, int index)
     (void)ctx;
     int rc = cuda_error(cudaSetDevice(index), "selecting the device");
     return rc ? rc : cuda_error(cudaDeviceSynchronize(), "synchronize");
+}
+
+/* ------------------------------------------------ streams and events */
+
+static int stream_create(void *ctx, int index, void **out)
+{
+    (void)ctx;
+    cudaStream_t st;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    if (rc == 0)
+        rc = cuda_error(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream create");
+    if (rc == 0)
+        *out = st;
+    return rc;
+}
+
+static void stream_destroy(void *ctx, int index, void *stream)
+{
+    (void)ctx;
+    cudaSetDevice(index);
+    cudaStreamDestroy((cudaStream_t)stream);
+}
+
+static int stream_synchronize(void *ctx, int index, void *stream)
+{
+    (void)ctx, (void)index;
+    return cuda_error(cudaStreamSynchronize((cudaStream_t)stream), "stream synchronize");
+}
+
+static int stream_query(void *ctx, int index, void *stream)
+{
+    (void)ctx, (void)index;
+    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+    if (e == cudaErrorNotReady)
+        return 0;
+    return e == cudaSuccess ? 1 : cuda_error(e, "stream query");
+}
+
+static int event_create(void *ctx, int index, void **out)
+{
+    (void)ctx;
+    cudaEvent_t ev;
+    int rc = cuda_error(cudaSetDevice(index), "selecting the device");
+    if (rc == 0)
+        rc = cuda_error(cudaEventCreate(&ev), "event create");
+    if (rc == 0)
+        *out = ev;
+    return rc;
+}
+
+static void event_destroy_on(void *ctx, int index, void *event)
+{
+    (void)ctx, (void)index;
+    cudaEventDestroy((cudaEvent_t)event);
+}
+
+static int event_record_on(void *ctx, int index, void *event, void *stream)
+{
+    (void)ctx, (void)index;
+    return cuda_error(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "event record");
+}
+
+static int stream_wait_event(void *ctx, int index, void *stream, void *event)
+{
+    (void)ctx, (void)index;
+    return cuda_error(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
+                      "stream wait event");
+}
+
+static int event_query_on(void *ctx, int index, void *event)
+{
+    (void)ctx, (void)index;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady)
+        return 0;
+    return e == cudaSuccess ? 1 : cuda_error(e, "event query");
+}
+
+static int event_synchronize(void *ctx, int index, void *event)
+{
+    (void)ctx, (void)index;
+    return cuda_error(cudaEventSynchronize((cudaEvent_t)event), "event synchronize");
+}
+
+static int event_elapsed_ms(void *ctx, int index, void *start, void *end, float *ms)
+{
+    (void)ctx, (void)index;
+    return cuda_error(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end),
+                      "event elapsed time");
+}
+
+/* The calling thread's current stream on the device (NULL: the default
+ * stream), for the caching allocator's per-stream pools and the kernels. */
+void *wfc_current_stream(int index)
+{
+    weft_device d = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)index};
+    return weft_stream_handle(weft_current_stream(d));
+}
+
+static void *current_stream(void *ctx, int index)
+{
+    (void)ctx;
+    return wfc_current_stream(index);
 }
 
 /* ------------------------------------- raw memory for the caching allocator */
@@ -125,7 +237,7 @@ static int cuda_init(weft_registrar *reg)
     }
     const weft_device_memory mem = {
         .struct_size = sizeof mem, .version = WEFT_DEVICE_MEMORY_VERSION,
-        .raw_alloc = raw_alloc, .raw_free = raw_free,
+        .raw_alloc = raw_alloc, .raw_free = raw_free, .current_stream = current_stream,
         .event_record = event_record, .event_query = event_query,
         .event_destroy = event_destroy, .synchronize = synchronize};
     int rc = weft_caching_allocator_create(&allocator, "cuda", &mem, ndevices);
@@ -135,7 +247,13 @@ static int cuda_init(weft_registrar *reg)
         .struct_size = sizeof iface, .version = WEFT_DEVICE_INTERFACE_VERSION,
         .device_count = device_count, .copy_to_host = copy_to_host,
         .copy_from_host = copy_from_host, .copy_device = copy_device,
-        .synchronize = synchronize, .dlpack_device_code = 2 /* kDLCUDA */};
+        .synchronize = synchronize, .dlpack_device_code = 2 /* kDLCUDA */,
+        .stream_create = stream_create, .stream_destroy = stream_destroy,
+        .stream_synchronize = stream_synchronize, .stream_query = stream_query,
+        .event_create = event_create, .event_destroy = event_destroy_on,
+        .event_record = event_record_on, .stream_wait_event = stream_wait_event,
+        .event_query = event_query_on, .event_synchronize = event_synchronize,
+        .event_elapsed_ms = event_elapsed_ms};
     rc = weft_register_reserved_device(reg, WEFT_DEVICE_TYPE_CUDA, &iface,
                                        weft_caching_allocator_table(allocator));
     if (rc == 0)
