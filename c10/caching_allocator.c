@@ -77,6 +77,7 @@ typedef struct {
     block_set free_blocks[NPOOLS];
     pending *waiting;
     weft_caching_stats st;
+    uint64_t frees; /* blocks given back by their users */
 } device_state;
 
 struct weft_caching_allocator {
@@ -444,6 +445,7 @@ static void block_deleter(void *data, void *ctx)
     pthread_mutex_lock(&a->mu);
     device_state *d = &a->dev[b->device];
     b->allocated = false;
+    d->frees++;
     d->st.allocated_bytes -= b->size;
     d->st.requested_bytes -= b->requested;
     d->st.active_blocks--;
@@ -475,18 +477,28 @@ static void block_deleter(void *data, void *ctx)
 
 static int table_stats(void *ctx, int device, weft_allocator_stats *out)
 {
+    weft_caching_allocator *a = ctx;
     weft_caching_stats st = {.struct_size = sizeof st};
-    int rc = weft_caching_allocator_stats(ctx, device, &st);
+    int rc = weft_caching_allocator_stats(a, device, &st);
     if (rc < 0)
         return rc;
+    pthread_mutex_lock(&a->mu);
+    uint64_t frees = a->dev[device].frees;
+    pthread_mutex_unlock(&a->mu);
+    /* the generic view: calls are the users', "system" calls the device's */
     weft_allocator_stats full = {
         .struct_size = sizeof full,
-        .version = 1,
+        .version = 2,
         .allocated_bytes = st.allocated_bytes,
         .peak_allocated_bytes = st.peak_allocated_bytes,
         .reserved_bytes = st.reserved_bytes,
-        .alloc_calls = st.device_alloc_calls,
-        .free_calls = st.device_free_calls,
+        .alloc_calls = st.cache_hits + st.device_alloc_calls,
+        .free_calls = frees,
+        .cached_bytes = st.reserved_bytes - st.allocated_bytes,
+        .cache_hits = st.cache_hits,
+        .system_alloc_calls = st.device_alloc_calls,
+        .system_free_calls = st.device_free_calls,
+        .cache_limit_bytes = st.limit_bytes,
     };
     size_t n = out->struct_size < sizeof full ? out->struct_size : sizeof full;
     memcpy(out, &full, n);

@@ -507,9 +507,12 @@ static void test_bad_input(void)
        "a shorter stats struct is filled up to its size only");
     weft_allocator_stats gen = {.struct_size = sizeof gen};
     ok(t->stats(t->ctx, 0, &gen) == 0 && gen.allocated_bytes == 512 && gen.reserved_bytes == 2 * MiB &&
-           gen.alloc_calls == 1,
+           gen.alloc_calls == 1 && gen.system_alloc_calls == 1 && gen.free_calls == 0 &&
+           gen.cached_bytes == 2 * MiB - 512,
        "the generic allocator stats report the same numbers");
     put(p);
+    gen = (weft_allocator_stats){.struct_size = sizeof gen};
+    ok(t->stats(t->ctx, 0, &gen) == 0 && gen.free_calls == 1, "a free is counted");
     t->empty_cache(t->ctx);
     ok(stats(a, 0).reserved_bytes == 0, "the generic empty_cache empties every device");
     ok(weft_caching_allocator_destroy(a) == 0 && weft_caching_allocator_destroy(NULL) == 0,

@@ -61,6 +61,25 @@ int main(int argc, char **argv)
             printf("  %-3d %-12s %d device%s\n", type, name, weft_device_count(type),
                    weft_device_count(type) == 1 ? "" : "s");
     }
+    /* the memory statistics of every device a plugin provides (the CPU's
+     * host allocator follows) */
+    for (int type = 1; type < WEFT_MAX_DEVICE_TYPES; type++) {
+        const char *name = weft_device_type_name(type);
+        for (int i = 0; name && i < weft_device_count(type); i++) {
+            weft_allocator_stats ds = {.struct_size = sizeof ds};
+            weft_device d = {.type = (int16_t)type, .index = (int16_t)i};
+            if (weft_device_memory_stats(d, &ds) == 0)
+                printf("  %s:%d memory: %llu bytes allocated (peak %llu), %llu reserved, "
+                       "%llu cached; %llu allocations (%llu from the cache), %llu device "
+                       "allocations, %llu device frees\n",
+                       name, i, (unsigned long long)ds.allocated_bytes,
+                       (unsigned long long)ds.peak_allocated_bytes,
+                       (unsigned long long)ds.reserved_bytes, (unsigned long long)ds.cached_bytes,
+                       (unsigned long long)ds.alloc_calls, (unsigned long long)ds.cache_hits,
+                       (unsigned long long)ds.system_alloc_calls,
+                       (unsigned long long)ds.system_free_calls);
+        }
+    }
 
     weft_allocator_stats hs = {.struct_size = sizeof hs};
     if (weft_host_allocator_stats(&hs) == 0)
