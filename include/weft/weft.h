@@ -655,7 +655,7 @@ typedef struct weft_value {
         double d;
         bool b;
         const int64_t *ints;
-        weft_tensor *const *tensors;
+        weft_tensor *const *tensors; /* a NULL entry is None, for Tensor?[] only */
         weft_dtype dtype;
         weft_device device;
         weft_generator *generator;
