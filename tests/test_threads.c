@@ -6,6 +6,7 @@
  * program runs itself with it set); and changing the count from one thread
  * while another runs operators is safe and changes no result. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -215,6 +216,38 @@ static void test_pool_resizes(void)
     drop_all();
 }
 
+/* OpenBLAS's own count follows, when the plugin uses OpenBLAS: asked of
+ * the loaded library (RTLD_NOLOAD: never a second copy) */
+static void test_openblas_follows(void)
+{
+    void *blas = dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    int (*get)(void) = blas ? (int (*)(void))dlsym(blas, "openblas_get_num_threads") : NULL;
+    if (!get) {
+        skip(1, "the CPU plugin does not use OpenBLAS here");
+        if (blas)
+            dlclose(blas);
+        return;
+    }
+    weft_tensor *a = random_of(INTS(64, 64), 2, WEFT_FLOAT32, 40), *y = NULL;
+    weft_set_num_threads(3);
+    weft_mm(&y, a, a);
+    weft_tensor_release(y);
+    int three = get();
+    weft_set_num_threads(1);
+    weft_mm(&y, a, a);
+    weft_tensor_release(y);
+    int one = get();
+    weft_set_num_threads(2);
+    weft_addmm(&y, a, a, a);
+    weft_tensor_release(y);
+    int two = get();
+    ok(three == 3 && one == 1 && two == 2,
+       "OpenBLAS's count follows: %d after 3 and mm, %d after 1 and mm, %d after 2 and addmm",
+       three, one, two);
+    dlclose(blas);
+    drop_all();
+}
+
 static void test_bad_counts(void)
 {
     weft_set_num_threads(2);
@@ -301,6 +334,7 @@ int main(int argc, char **argv)
     }
     test_same_results();
     test_pool_resizes();
+    test_openblas_follows();
     test_bad_counts();
     test_concurrent_changes();
 
