@@ -474,6 +474,138 @@ static int silu_derivative(weft_tensor **out, weft_tensor *x)
     return rc;
 }
 
+/* erf' = 2/sqrt(pi) exp(-x^2); erfc' is its negative */
+static int erf_slope(weft_tensor **out, weft_tensor *x, double scale)
+{
+    weft_tensor *sq = NULL, *e = NULL;
+    int rc = weft_mul(&sq, x, x);
+    if (rc == 0)
+        rc = weft_mul_scalar_(sq, -1.0);
+    if (rc == 0)
+        rc = weft_exp(&e, sq);
+    if (rc == 0)
+        rc = weft_mul_scalar(out, e, scale * 1.12837916709551257390);
+    weft_tensor_release(sq);
+    weft_tensor_release(e);
+    return rc;
+}
+
+static int erf_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return erf_slope(out, x, 1.0);
+}
+
+static int erfc_derivative(weft_tensor **out, weft_tensor *x)
+{
+    return erf_slope(out, x, -1.0);
+}
+
+/* erfinv'(x) = sqrt(pi)/2 exp(erfinv(x)^2) */
+static int erfinv_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *y = NULL, *sq = NULL, *e = NULL;
+    int rc = weft_erfinv(&y, x);
+    if (rc == 0)
+        rc = weft_mul(&sq, y, y);
+    if (rc == 0)
+        rc = weft_exp(&e, sq);
+    if (rc == 0)
+        rc = weft_mul_scalar(out, e, 0.88622692545275801365);
+    weft_tensor_release(y);
+    weft_tensor_release(sq);
+    weft_tensor_release(e);
+    return rc;
+}
+
+/* gelu, exact: Phi(x) + x phi(x), with Phi(x) = erfc(-x/sqrt 2)/2 (no
+ * cancellation for negative x) and phi(x) = exp(-x^2/2)/sqrt(2 pi) */
+static int gelu_exact_derivative(weft_tensor **out, weft_tensor *x)
+{
+    weft_tensor *s = NULL, *cdf = NULL, *sq = NULL, *pdf = NULL, *xpdf = NULL;
+    int rc = weft_mul_scalar(&s, x, -0.70710678118654752440);
+    if (rc == 0)
+        rc = weft_erfc_(s);
+    if (rc == 0)
+        rc = weft_mul_scalar(&cdf, s, 0.5);
+    if (rc == 0)
+        rc = weft_mul(&sq, x, x);
+    if (rc == 0)
+        rc = weft_mul_scalar_(sq, -0.5);
+    if (rc == 0)
+        rc = weft_exp(&pdf, sq);
+    if (rc == 0)
+        rc = weft_mul(&xpdf, x, pdf);
+    if (rc == 0)
+        rc = weft_mul_scalar_(xpdf, 0.39894228040143267794);
+    if (rc == 0)
+        rc = weft_add(out, cdf, xpdf);
+    weft_tensor *tmp[] = {s, cdf, sq, pdf, xpdf};
+    for (int i = 0; i < 5; i++)
+        weft_tensor_release(tmp[i]);
+    return rc;
+}
+
+/* gelu, tanh approximation: with u = k (x + c x^3) and t = tanh(u),
+ * gelu = x (1 + t) / 2, so gelu' = (1 + t)/2 + x (1 - t^2) k (1 + 3 c x^2) / 2 */
+static int gelu_tanh_derivative(weft_tensor **out, weft_tensor *x)
+{
+    const double k = 0.79788456080286535588, c = 0.044715;
+    weft_tensor *x2 = NULL, *inner = NULL, *u = NULL, *t = NULL, *half1 = NULL, *t2 = NULL,
+                *du = NULL, *prod = NULL;
+    int rc = weft_mul(&x2, x, x);
+    if (rc == 0)
+        rc = weft_mul_scalar(&inner, x2, c);
+    if (rc == 0)
+        rc = weft_add_scalar_(inner, 1.0); /* 1 + c x^2 */
+    if (rc == 0)
+        rc = weft_mul(&u, x, inner);
+    if (rc == 0)
+        rc = weft_mul_scalar_(u, k);
+    if (rc == 0)
+        rc = weft_tanh(&t, u);
+    if (rc == 0)
+        rc = weft_add_scalar(&half1, t, 1.0);
+    if (rc == 0)
+        rc = weft_mul_scalar_(half1, 0.5); /* (1 + t)/2 */
+    if (rc == 0)
+        rc = weft_mul(&t2, t, t);
+    if (rc == 0)
+        rc = weft_mul_scalar_(t2, -1.0);
+    if (rc == 0)
+        rc = weft_add_scalar_(t2, 1.0); /* 1 - t^2 */
+    if (rc == 0)
+        rc = weft_mul_scalar(&du, x2, 3 * c);
+    if (rc == 0)
+        rc = weft_add_scalar_(du, 1.0);
+    if (rc == 0)
+        rc = weft_mul_scalar_(du, 0.5 * k); /* k (1 + 3 c x^2) / 2 */
+    if (rc == 0)
+        rc = weft_mul(&prod, t2, du);
+    if (rc == 0)
+        rc = weft_mul_(prod, x);
+    if (rc == 0)
+        rc = weft_add(out, half1, prod);
+    weft_tensor *tmp[] = {x2, inner, u, t, half1, t2, du, prod};
+    for (int i = 0; i < 8; i++)
+        weft_tensor_release(tmp[i]);
+    return rc;
+}
+
+static int gelu_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    return unary_backward(n, go, gi, n->flag ? gelu_tanh_derivative : gelu_exact_derivative);
+}
+
+/* saves the input, and in the flag whether approximate is 'tanh' (the
+ * kernel has already refused any other value but 'none') */
+static int record_gelu(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old_self)
+{
+    TRY(record_input(n, call, result, old_self));
+    const weft_value *a = &call->args[call->nargs - 1];
+    n->flag = a->tag == WEFT_VALUE_STRING && a->u.string && strcmp(a->u.string, "tanh") == 0;
+    return 0;
+}
+
 /* floor, ceil, round, trunc and sign are flat almost everywhere */
 static int zero_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 {
@@ -535,6 +667,9 @@ UNARY_BACKWARD(log)
 UNARY_BACKWARD(sqrt)
 UNARY_BACKWARD(sigmoid)
 UNARY_BACKWARD(tanh)
+UNARY_BACKWARD(erf)
+UNARY_BACKWARD(erfc)
+UNARY_BACKWARD(erfinv)
 
 /* sum / mean: the gradient is broadcast back over the reduced dims */
 static int reduction_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool mean)
@@ -704,6 +839,12 @@ static const formula formulas[] = {
     UNARY_FORMULAS("round", "RoundBackward", zero_backward),
     UNARY_FORMULAS("trunc", "TruncBackward", zero_backward),
     UNARY_FORMULAS("sign", "SignBackward", zero_backward),
+    UNARY_FORMULAS("erf", "ErfBackward", erf_backward),
+    UNARY_FORMULAS("erfc", "ErfcBackward", erfc_backward),
+    UNARY_FORMULAS("erfinv", "ErfinvBackward", erfinv_backward),
+    {"gelu", "GeluBackward", gelu_backward, record_gelu, SELF, false},
+    {"gelu_", "GeluBackward", gelu_backward, record_gelu, SELF, true},
+    {"gelu_out", "GeluBackward", gelu_backward, record_gelu, 0x2, false},
     {"pow_scalar", "PowBackward", pow_scalar_backward, record_input, SELF, false},
     {"pow_scalar_", "PowBackward", pow_scalar_backward, record_input, SELF, true},
     {"sum", "SumBackward", sum_backward, record_reduction, SELF, false},

@@ -843,23 +843,68 @@ static int linear_index(weft_tensor **out, int *k_out, weft_tensor *const *indic
     return 0;
 }
 
-/* index_put: info is [self shape, values shape, accumulate]; the index
- * tensors are saved.  self's gradient is the output's, with the written
+/* Where index_put's entries put things (the kernel's rule, in
+ * backends/cpu/index_write.c, restated here since autograd sees no
+ * backend): order lists self's indexed dims, then its whole ones (None
+ * entries and the dims after the last entry); present gets the index
+ * tensors without the Nones; *lead is how many whole dims come before the
+ * broadcast index shape in values' layout (0 when a None separates two
+ * index tensors: the index shape goes first). */
+static void index_put_layout(weft_tensor *const *indices, int n, int ndim, int64_t *order,
+                             weft_tensor **present, int *k_out, int *lead)
+{
+    bool whole[WEFT_MAX_DIMS] = {false};
+    int dim = 0, k = 0, first = -1, last = -1;
+    *lead = 0;
+    for (int i = 0; i < n && dim < ndim; i++) {
+        if (!indices[i]) {
+            whole[dim++] = true;
+            continue;
+        }
+        weft_dtype dt = (weft_dtype)indices[i]->dtype;
+        if (first < 0) {
+            first = i;
+            *lead = dim;
+        }
+        last = i;
+        present[k++] = indices[i];
+        dim += dt == WEFT_BOOL || dt == WEFT_UINT8 ? indices[i]->ndim : 1;
+    }
+    for (int i = first; first >= 0 && i <= last; i++)
+        if (!indices[i])
+            *lead = 0;
+    int o = 0;
+    for (int d = 0; d < ndim; d++)
+        if (d < dim && !whole[d])
+            order[o++] = d;
+    for (int d = 0; d < ndim; d++)
+        if (d >= dim || whole[d])
+            order[o++] = d;
+    *k_out = k;
+}
+
+/* index_put: info is [self shape, values shape, accumulate, number of
+ * index entries, and for each whether it is None]; the index tensors are
+ * saved in their slots.  self's gradient is the output's, with the written
  * positions zeroed unless accumulating; values' is the output's gradient
- * at the indexed positions, summed back to values' shape. */
+ * at the indexed positions (taken with the indexed dims moved first, then
+ * laid out as values are), summed back to values' shape. */
 static int index_put_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 {
-    const int nidx = n->n_saved;
+    const int64_t *info = extra_info(n, 2);
+    const int nidx = (int)info[1];
     weft_tensor *indices[WEFT_MAX_DIMS];
     int rc = 0;
     for (int i = 0; i < nidx; i++)
-        if (!(indices[i] = saved(n, i, &rc)))
+        if (!info[2 + i] && !(indices[i] = saved(n, i, &rc)))
             return rc;
-    bool accumulate = extra_info(n, 2)[0] != 0;
-    const int64_t *self_sizes;
+        else if (info[2 + i])
+            indices[i] = NULL;
+    bool accumulate = info[0] != 0;
+    const int64_t *given_sizes;
     int self_ndim;
     weft_dtype dt;
-    shape_of(n, 0, &self_sizes, &self_ndim, &dt);
+    shape_of(n, 0, &given_sizes, &self_ndim, &dt);
     if (wants(n, 0)) {
         if (accumulate) {
             gi[0] = weft_tensor_retain(go[0]);
@@ -873,9 +918,21 @@ static int index_put_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     }
     if (!wants(n, 1))
         return 0;
-    weft_tensor *lin = NULL, *flat_lin = NULL, *flat = NULL, *picked = NULL, *shaped = NULL;
+    int64_t order[WEFT_MAX_DIMS], self_sizes[WEFT_MAX_DIMS];
+    weft_tensor *present[WEFT_MAX_DIMS];
+    int npresent = 0, lead = 0;
+    index_put_layout(indices, nidx, self_ndim, order, present, &npresent, &lead);
+    for (int d = 0; d < self_ndim; d++)
+        self_sizes[d] = given_sizes[order[d]];
+    weft_tensor *lin = NULL, *flat_lin = NULL, *flat = NULL, *picked = NULL, *shaped = NULL,
+                *moved = NULL, *laid = NULL;
     int K = 0;
-    TRY(linear_index(&lin, &K, indices, nidx, self_sizes));
+    TRY(weft_permute(&moved, go[0], order, self_ndim));
+    rc = linear_index(&lin, &K, present, npresent, self_sizes);
+    if (rc < 0) {
+        weft_tensor_release(moved);
+        return rc;
+    }
     int64_t rows = 1, minus_one = -1, flat_sizes[WEFT_MAX_DIMS + 1], full[2 * WEFT_MAX_DIMS];
     for (int k = 0; k < K; k++)
         rows *= self_sizes[k];
@@ -885,14 +942,30 @@ static int index_put_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     memcpy(full + lin->ndim, self_sizes + K, (size_t)(self_ndim - K) * sizeof(int64_t));
     rc = weft_reshape(&flat_lin, lin, &minus_one, 1);
     if (rc == 0)
-        rc = weft_reshape(&flat, go[0], flat_sizes, self_ndim - K + 1);
+        rc = weft_reshape(&flat, moved, flat_sizes, self_ndim - K + 1);
     if (rc == 0)
         rc = weft_index_select(&picked, flat, 0, flat_lin);
     if (rc == 0)
         rc = weft_reshape(&shaped, picked, full, lin->ndim + self_ndim - K);
+    int fn = lin->ndim + self_ndim - K;
+    if (rc == 0 && lead > 0) {
+        /* [index shape, whole dims] to values' [lead whole dims, index
+         * shape, the other whole dims] */
+        int64_t back[2 * WEFT_MAX_DIMS];
+        int o = 0;
+        for (int d = 0; d < lead; d++)
+            back[o++] = lin->ndim + d;
+        for (int d = 0; d < lin->ndim; d++)
+            back[o++] = d;
+        for (int d = lin->ndim + lead; d < fn; d++)
+            back[o++] = d;
+        rc = weft_permute(&laid, shaped, back, fn);
+    } else if (rc == 0) {
+        laid = weft_tensor_retain(shaped);
+    }
     if (rc == 0)
-        rc = fit_grad(&gi[1], n, 1, shaped);
-    weft_tensor *temps[] = {lin, flat_lin, flat, picked, shaped};
+        rc = fit_grad(&gi[1], n, 1, laid);
+    weft_tensor *temps[] = {lin, flat_lin, flat, picked, shaped, moved, laid};
     for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
         weft_tensor_release(temps[i]);
     return rc;
@@ -909,10 +982,13 @@ static int record_index_put(wf_node *n, const weft_call *call, weft_tensor *resu
         return wf__errorf(WEFT_ESHAPE, "index_put: too many indices");
     const weft_tensor *ts[2] = {call->args[0].u.tensor, call->args[2].u.tensor};
     TRY(store_shapes(n, ts, 2));
-    int64_t acc = call->args[3].u.b;
-    TRY(append_info(n, &acc, 1));
+    int64_t info[2 + WEFT_MAX_DIMS] = {call->args[3].u.b, list->len};
     for (int i = 0; i < list->len; i++)
-        TRY(wf__node_save(n, i, list->u.tensors[i], result));
+        info[2 + i] = list->u.tensors[i] == NULL; /* None */
+    TRY(append_info(n, info, 2 + list->len));
+    for (int i = 0; i < list->len; i++)
+        if (list->u.tensors[i])
+            TRY(wf__node_save(n, i, list->u.tensors[i], result));
     return 0;
 }
 

@@ -221,6 +221,8 @@ static int make_host_args(weft_value *host_args, staging *st, const weft_value *
             host_args[i].u.tensors = list;
             host_args[i].len = v->len;
             for (int j = 0; j < v->len; j++) {
+                if (!v->u.tensors[j])
+                    continue; /* None in a Tensor?[] stays None */
                 int rc = host_view(&list[j], st, v->u.tensors[j]);
                 if (rc < 0)
                     return rc;
@@ -304,7 +306,7 @@ static bool find_device(const weft_call *call, int type, weft_device *out)
         }
         if (v->tag == WEFT_VALUE_TENSOR_LIST)
             for (int j = 0; j < v->len; j++)
-                if (v->u.tensors[j]->device.type == type) {
+                if (v->u.tensors[j] && v->u.tensors[j]->device.type == type) {
                     *out = v->u.tensors[j]->device;
                     return true;
                 }
@@ -358,7 +360,8 @@ int wf__run_on_host(weft_call *call, weft_device device)
             rc = note_tensor(&st, v->u.tensor);
         else if (v->tag == WEFT_VALUE_TENSOR_LIST)
             for (int j = 0; rc == 0 && j < v->len; j++)
-                rc = note_tensor(&st, v->u.tensors[j]);
+                if (v->u.tensors[j]) /* None in a Tensor?[] */
+                    rc = note_tensor(&st, v->u.tensors[j]);
     }
     weft_value host_args[WF_MAX_ARGS], host_rets[WF_MAX_ARGS];
     memset(host_args, 0, sizeof host_args);

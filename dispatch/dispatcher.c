@@ -117,7 +117,7 @@ static void op_init(weft_op *op, int id, const char *schema_text)
     for (int i = 0; i < op->schema.nargs; i++) {
         int t = op->schema.args[i].type;
         if (t == WF_ARG_TENSOR || t == WF_ARG_TENSOR_OPT || t == WF_ARG_TENSOR_MUT ||
-            t == WF_ARG_TENSOR_LIST)
+            t == WF_ARG_TENSOR_LIST || t == WF_ARG_TENSOR_LIST_OPT)
             op->tensor_arg_mask |= 1u << i;
     }
 }
@@ -307,7 +307,7 @@ static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
 static const char *const arg_type_names[] = {
     "Tensor", "Tensor?", "Tensor(a!)", "Tensor[]", "Scalar", "float",
     "int", "bool", "int[]", "int[]?", "ScalarType?", "Generator?",
-    "Scalar?", "float?", "int?", "str", "str?",
+    "Scalar?", "float?", "int?", "str", "str?", "Tensor?[]",
 };
 
 /* Whether a boxed value can be an argument of this type. */
@@ -320,6 +320,7 @@ static bool tag_fits(int type, const weft_value *v)
     case WF_ARG_TENSOR_OPT:
         return v->tag == WEFT_VALUE_TENSOR || v->tag == WEFT_VALUE_NONE;
     case WF_ARG_TENSOR_LIST:
+    case WF_ARG_TENSOR_LIST_OPT:
         return v->tag == WEFT_VALUE_TENSOR_LIST;
     case WF_ARG_SCALAR:
         return v->tag == WEFT_VALUE_DOUBLE || v->tag == WEFT_VALUE_INT || v->tag == WEFT_VALUE_BOOL;
@@ -368,7 +369,11 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
                                   s->args[i].name);
             ks |= v->u.tensor->keys;
         } else if (v->tag == WEFT_VALUE_TENSOR_LIST) {
+            /* Tensor?[]: a NULL entry is None */
+            const bool entries_optional = s->args[i].type == WF_ARG_TENSOR_LIST_OPT;
             for (int j = 0; j < v->len; j++) {
+                if (v->u.tensors && !v->u.tensors[j] && entries_optional)
+                    continue;
                 if (!v->u.tensors || !v->u.tensors[j])
                     return wf__errorf(WEFT_EINVAL, "%s: argument '%s'[%d] is NULL", s->name,
                                       s->args[i].name, j);

@@ -29,6 +29,7 @@ typedef enum wf_arg_type {
     WF_ARG_INT_OPT,    /* int? */
     WF_ARG_STRING,     /* str */
     WF_ARG_STRING_OPT, /* str? */
+    WF_ARG_TENSOR_LIST_OPT, /* Tensor?[]: a list whose entries may be NULL (None) */
 } wf_arg_type;
 
 #define WF_MAX_ARGS 16

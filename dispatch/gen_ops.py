@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-TYPE_RE = re.compile(r"^(Tensor\(a!\)|Tensor\[\]|Tensor\?|Tensor|Scalar\?|Scalar|float\?|float|int\[\]\?|int\[\]|int\?|int|bool|ScalarType\?|Generator\?|str\?|str)\s+(\w+)(?:=(\S+))?$")
+TYPE_RE = re.compile(r"^(Tensor\(a!\)|Tensor\?\[\]|Tensor\[\]|Tensor\?|Tensor|Scalar\?|Scalar|float\?|float|int\[\]\?|int\[\]|int\?|int|bool|ScalarType\?|Generator\?|str\?|str)\s+(\w+)(?:=(\S+))?$")
 
 
 class Arg:
@@ -30,6 +30,8 @@ class Arg:
             "Tensor": [f"const weft_tensor *{n}"],
             "Tensor?": [f"const weft_tensor *{n}"],
             "Tensor[]": [f"weft_tensor *const *{n}", f"int {n}_len"],
+            # Tensor?[]: the same list, whose NULL entries are None
+            "Tensor?[]": [f"weft_tensor *const *{n}", f"int {n}_len"],
             "Scalar": [f"double {n}"],
             "float": [f"double {n}"],
             "int": [f"int64_t {n}"],
@@ -72,7 +74,7 @@ class Arg:
             return f"{slot}.tag = WEFT_VALUE_TENSOR; {slot}.u.tensor = (weft_tensor *){n};"
         if t == "Tensor?":
             return f"{slot}.tag = {n} ? WEFT_VALUE_TENSOR : WEFT_VALUE_NONE; {slot}.u.tensor = (weft_tensor *){n};"
-        if t == "Tensor[]":
+        if t in ("Tensor[]", "Tensor?[]"):
             return f"{slot}.tag = WEFT_VALUE_TENSOR_LIST; {slot}.len = {n}_len; {slot}.u.tensors = {n};"
         if t in ("Scalar", "float"):
             return f"{slot}.tag = WEFT_VALUE_DOUBLE; {slot}.u.d = {n};"

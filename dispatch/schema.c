@@ -20,7 +20,7 @@ static const struct {
     {"ScalarType?", WF_ARG_DTYPE_OPT}, {"Generator?", WF_ARG_GENERATOR_OPT},
     {"Scalar?", WF_ARG_SCALAR_OPT},    {"float?", WF_ARG_FLOAT_OPT},
     {"int?", WF_ARG_INT_OPT},          {"str", WF_ARG_STRING},
-    {"str?", WF_ARG_STRING_OPT},
+    {"str?", WF_ARG_STRING_OPT},       {"Tensor?[]", WF_ARG_TENSOR_LIST_OPT},
 };
 
 static const char *skip_space(const char *p)

@@ -3,6 +3,7 @@
  * operator table; Tensor is tensor.c; DLPack is dlpack.c. */
 #include "weftpy.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -412,6 +413,28 @@ static PyObject *py_manual_seed(PyObject *m, PyObject *seed)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------ thread count */
+
+static PyObject *py_set_num_threads(PyObject *m, PyObject *arg)
+{
+    int overflow = 0;
+    long n = PyLong_AsLongAndOverflow(arg, &overflow);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    /* out of int's range is as wrong as 0: let the core's message say so */
+    if (overflow || n > INT_MAX || n < INT_MIN)
+        n = overflow < 0 || n < 0 ? 0 : INT_MAX;
+    int rc = weft_set_num_threads((int)n);
+    if (rc < 0)
+        return wpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_num_threads(PyObject *m, PyObject *unused)
+{
+    return PyLong_FromLong(weft_get_num_threads());
+}
+
 /* ------------------------------------------------------- grad mode, plugins */
 
 static PyObject *py_set_grad_enabled(PyObject *m, PyObject *mode)
@@ -515,6 +538,9 @@ static PyMethodDef module_methods[] = {
     {"linspace", (PyCFunction)(void (*)(void))py_linspace, METH_VARARGS | METH_KEYWORDS,
      "linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)"},
     {"manual_seed", py_manual_seed, METH_O, "manual_seed(seed): seeds the default generator"},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "set_num_threads(n): intra-op threads, from the next operator on"},
+    {"get_num_threads", py_get_num_threads, METH_NOARGS, "get_num_threads()"},
     {"from_dlpack", (PyCFunction)(void (*)(void))wpy_from_dlpack, METH_VARARGS | METH_KEYWORDS,
      "from_dlpack(x, *, device=None, copy=None): a tensor sharing the memory of any object with "
      "__dlpack__ (or of a DLPack capsule)."},

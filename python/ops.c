@@ -17,7 +17,7 @@
 enum arg_type {
     A_TENSOR, A_TENSOR_OPT, A_TENSOR_MUT, A_TENSOR_LIST, A_SCALAR, A_FLOAT, A_INT, A_BOOL,
     A_INT_LIST, A_INT_LIST_OPT, A_DTYPE_OPT, A_GENERATOR_OPT, A_SCALAR_OPT, A_FLOAT_OPT,
-    A_INT_OPT, A_STRING, A_STRING_OPT
+    A_INT_OPT, A_STRING, A_STRING_OPT, A_TENSOR_LIST_OPT
 };
 
 static const struct {
@@ -30,6 +30,7 @@ static const struct {
     {"int[]?", A_INT_LIST_OPT},  {"ScalarType?", A_DTYPE_OPT},      {"Generator?", A_GENERATOR_OPT},
     {"Scalar?", A_SCALAR_OPT},   {"float?", A_FLOAT_OPT},           {"int?", A_INT_OPT},
     {"str", A_STRING},           {"str?", A_STRING_OPT},
+    {"Tensor?[]", A_TENSOR_LIST_OPT}, /* entries may be None: NULL in the list */
 };
 
 #define MAX_ARGS 32
@@ -248,7 +249,8 @@ static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b,
         v->tag = WEFT_VALUE_TENSOR;
         v->u.tensor = WPY_T(o);
         return 0;
-    case A_TENSOR_LIST: {
+    case A_TENSOR_LIST:
+    case A_TENSOR_LIST_OPT: {
         if (!PyList_Check(o) && !PyTuple_Check(o))
             break;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
@@ -260,8 +262,13 @@ static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b,
         b->lists[slot] = list;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *item = PySequence_Fast_GET_ITEM(o, i);
+            if (item == Py_None && a->type == A_TENSOR_LIST_OPT) {
+                list[i] = NULL;
+                continue;
+            }
             if (!wpy_tensor_check(item)) {
-                snprintf(why, why_size, "'%s' must hold only Tensors", a->name);
+                snprintf(why, why_size, "'%s' must hold only Tensors%s", a->name,
+                         a->type == A_TENSOR_LIST_OPT ? " or None" : "");
                 return 1;
             }
             list[i] = WPY_T(item);

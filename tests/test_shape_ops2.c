@@ -494,6 +494,230 @@ static void test_index_put(void)
     drop_all();
 }
 
+/* ------------------------------------------------- index_put with None */
+
+/* The plain-loop meaning of index_put on a 4-d float64 x, written from
+ * torch's indexing rules: idx[d] is NULL for a whole dim, else nb indices
+ * (the broadcast index shape, flattened); the indexed result is laid out
+ * [whole dims before the indexed ones, nb, the other whole dims] when the
+ * indexed dims are adjacent (adjacent = true), else [nb, whole dims]. */
+static void reference_put(double *x, const int64_t *xs, const int64_t *const idx[4], int64_t nb,
+                          const double *values, bool adjacent, bool accumulate)
+{
+    int whole[4], nw = 0, lead = 0, first = -1;
+    for (int d = 0; d < 4; d++)
+        if (!idx[d])
+            whole[nw++] = d;
+        else if (first < 0)
+            first = d;
+    for (int w = 0; adjacent && w < nw; w++)
+        lead += whole[w] < first;
+    int64_t wsize = 1;
+    for (int w = 0; w < nw; w++)
+        wsize *= xs[whole[w]];
+    int64_t after = 1; /* elements of the whole dims after the index shape */
+    for (int w = lead; w < nw; w++)
+        after *= xs[whole[w]];
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t q = 0; q < wsize; q++) {
+            int64_t c[4], rest = q;
+            for (int w = nw - 1; w >= 0; w--) {
+                c[whole[w]] = rest % xs[whole[w]];
+                rest /= xs[whole[w]];
+            }
+            for (int d = 0; d < 4; d++)
+                if (idx[d])
+                    c[d] = (idx[d][b] + xs[d]) % xs[d];
+            int64_t at = ((c[0] * xs[1] + c[1]) * xs[2] + c[2]) * xs[3] + c[3];
+            /* q is row-major over the whole dims; split it at lead */
+            int64_t before_part = q / after, after_part = q % after;
+            int64_t v = (before_part * nb + b) * after + after_part;
+            x[at] = accumulate ? x[at] + values[v] : values[v];
+        }
+}
+
+static weft_tensor *numbered(const int64_t *sizes, int nd, double start)
+{
+    weft_tensor *t = iota(WEFT_FLOAT64, sizes, nd), *r = NULL;
+    weft_add_scalar(&r, t, start);
+    return keep(r);
+}
+
+/* index_put with None entries under gradcheck: in[0] is self, in[1]
+ * values; the list and accumulate come from these */
+static weft_tensor *g_none_list[3];
+static int g_none_n;
+static bool g_none_accumulate;
+
+static int apply_put_none(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
+{
+    (void)n, (void)ctx;
+    return weft_index_put(out, in[0], g_none_list, g_none_n, in[1], g_none_accumulate);
+}
+
+static void test_index_put_none_grad(void)
+{
+    struct {
+        const char *what;
+        int64_t vshape[3];
+        int vnd;
+        int n;
+        bool middle_none, accumulate;
+    } cases[] = {
+        {"x[:, idx] = v", {3, 2, 2}, 3, 2, false, false},
+        {"x[:, idx] += v with a duplicate", {3, 3, 2}, 3, 2, false, true},
+        {"x[i, :, j] = v (separated)", {2, 3}, 2, 3, true, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        weft_tensor *x = numbered(INTS(3, 3, 2), 3, 0.5), *v = numbered(cases[c].vshape, cases[c].vnd, -2);
+        weft_tensor_set_requires_grad(x, true);
+        weft_tensor_set_requires_grad(v, true);
+        if (cases[c].middle_none) {
+            g_none_list[0] = ints_tensor(INTS(2), 1, (int64_t[]){2, 0});
+            g_none_list[1] = NULL;
+            g_none_list[2] = ints_tensor(INTS(2), 1, (int64_t[]){1, -2});
+        } else {
+            g_none_list[0] = NULL;
+            g_none_list[1] = cases[c].accumulate ? ints_tensor(INTS(3), 1, (int64_t[]){1, 2, 1})
+                                                 : ints_tensor(INTS(2), 1, (int64_t[]){2, 0});
+        }
+        g_none_n = cases[c].n;
+        g_none_accumulate = cases[c].accumulate;
+        weft_tensor *in[2] = {x, v};
+        int rc = weft_gradcheck(apply_put_none, NULL, in, 2, 1e-6, 1e-6, 1e-4);
+        if (!ok(rc == 0, "gradcheck: index_put %s", cases[c].what))
+            diag("%s", weft_last_error());
+        rc = weft_gradgradcheck(apply_put_none, NULL, in, 2, 1e-6, 1e-5, 1e-3);
+        if (!ok(rc == 0, "gradgradcheck: index_put %s", cases[c].what))
+            diag("%s", weft_last_error());
+    }
+    drop_all();
+}
+
+static void test_index_put_none(void)
+{
+    const int64_t xs[4] = {2, 3, 4, 5};
+    weft_tensor *x = numbered(xs, 4, 0), *r = NULL;
+    const double *x0 = values_of(x);
+    double want[120];
+    const int64_t i1[2] = {2, -3}, i2[3] = {3, 0, 1}, i3[3] = {4, 4, -1}, i0[3] = {1, 0, 1};
+    weft_tensor *t1 = ints_tensor(INTS(2), 1, i1), *t2 = ints_tensor(INTS(3), 1, i2),
+                *t1b = ints_tensor(INTS(3), 1, (int64_t[]){2, 0, 1}),
+                *t3 = ints_tensor(INTS(3), 1, i3), *t0 = ints_tensor(INTS(3), 1, i0);
+    struct {
+        const char *what;
+        weft_tensor *list[4];
+        int n;
+        const int64_t *ref[4];
+        int64_t nb;
+        int64_t vshape[4];
+        bool adjacent, accumulate;
+    } cases[] = {
+        {"x[:, idx] = v (index shape in place of dim 1)", {NULL, t1}, 2, {NULL, i1}, 2,
+         {2, 2, 4, 5}, true, false},
+        {"x[:, i, j] = v (two adjacent index tensors after a None)", {NULL, t1b, t2}, 3,
+         {NULL, (int64_t[]){2, 0, 1}, i2}, 3, {2, 3, 5, 0}, true, false},
+        {"x[i, :, j] = v (separated by None: index shape first)", {t0, NULL, t2}, 3,
+         {i0, NULL, i2}, 3, {3, 3, 5, 0}, false, false},
+        {"x[:, :, :, k] = v (last dim)", {NULL, NULL, NULL, t3}, 4, {NULL, NULL, NULL, i3}, 3,
+         {2, 3, 4, 3}, true, false},
+        {"x[:, :, :, k] += v, duplicates accumulate", {NULL, NULL, NULL, t3}, 4,
+         {NULL, NULL, NULL, i3}, 3, {2, 3, 4, 3}, true, true},
+        {"x[i, :, :, k] += v (non-adjacent, accumulate)", {t0, NULL, NULL, t3}, 4,
+         {i0, NULL, NULL, i3}, 3, {3, 3, 4, 0}, false, true},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int vnd = cases[c].vshape[3] ? 4 : 3;
+        int64_t vn = 1;
+        for (int d = 0; d < vnd; d++)
+            vn *= cases[c].vshape[d];
+        weft_tensor *v = numbered(cases[c].vshape, vnd, 1000);
+        memcpy(want, x0, sizeof want);
+        reference_put(want, xs, cases[c].ref, cases[c].nb, values_of(v), cases[c].adjacent,
+                      cases[c].accumulate);
+        r = NULL;
+        int rc = weft_index_put(&r, x, cases[c].list, cases[c].n, v, cases[c].accumulate);
+        keep(r);
+        if (!ok(rc == 0 && same_shape(r, xs, 4) && values_are(r, want), "%s", cases[c].what))
+            diag("rc %d: %s (values %lld)", rc, rc ? weft_last_error() : "", (long long)vn);
+    }
+
+    /* a mask after a None: x[:, m] with m over dims 1 and 2 */
+    double mv[12] = {0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0};
+    weft_tensor *m = bool_tensor(INTS(3, 4), 2, mv);
+    const int64_t rows[3] = {0, 1, 1}, cols[3] = {1, 0, 3};
+    weft_tensor *mvals = numbered(INTS(2, 3, 5), 3, 500);
+    memcpy(want, x0, sizeof want);
+    reference_put(want, xs, (const int64_t *const[4]){NULL, rows, cols, NULL}, 3, values_of(mvals),
+                  true, false);
+    weft_tensor *mlist[2] = {NULL, m};
+    r = NULL;
+    ok(weft_index_put(&r, x, mlist, 2, mvals, false) == 0 && values_are(keep(r), want),
+       "x[:, mask] = v with a [3, 4] mask (3 elements) after a None");
+
+    /* values broadcast to the indexed shape [2, 2, 4, 5] */
+    weft_tensor *row = numbered(INTS(5), 1, 7000), *list1[2] = {NULL, t1};
+    weft_tensor *full = NULL;
+    weft_expand(&full, row, INTS(2, 2, 4, 5), 4);
+    keep(full);
+    weft_tensor *contig = NULL;
+    weft_contiguous(&contig, full);
+    keep(contig);
+    memcpy(want, x0, sizeof want);
+    reference_put(want, xs, (const int64_t *const[4]){NULL, i1}, 2, values_of(contig), true, false);
+    r = NULL;
+    ok(weft_index_put(&r, x, list1, 2, row, false) == 0 && values_are(keep(r), want),
+       "x[:, idx] = v with v [5] broadcast");
+
+    /* in place on a transposed view writes through */
+    weft_tensor *base = numbered(INTS(5, 3), 2, 0), *tv = NULL;
+    weft_transpose(&tv, base, 0, 1); /* [3, 5] view */
+    keep(tv);
+    weft_tensor *ci = ints_tensor(INTS(2), 1, (int64_t[]){4, 0}), *cl[2] = {NULL, ci};
+    weft_tensor *cv = numbered(INTS(3, 2), 2, 100);
+    ok(weft_index_put_(tv, cl, 2, cv, false) == 0 && value_at(base, 4 * 3 + 0) == 100 &&
+           value_at(base, 0 * 3 + 2) == 105 && value_at(base, 1 * 3 + 1) == 4,
+       "index_put_ with a None on a transposed view writes the base");
+
+    /* bad input */
+    weft_tensor *nones[2] = {NULL, NULL}, *one = numbered(INTS(1), 1, 0);
+    r = NULL;
+    ok(weft_index_put(&r, x, nones, 2, one, false) == WEFT_EINVAL && r == NULL,
+       "only None entries fail");
+    like(weft_last_error(), "only None", "  the message says why");
+    weft_tensor *toomany[5] = {NULL, NULL, NULL, NULL, t1};
+    ok(weft_index_put(&r, x, toomany, 5, one, false) == WEFT_ESHAPE && r == NULL,
+       "four Nones and an index for 4 dims fail");
+    like(weft_last_error(), "too many indices", "  the message says why");
+    weft_tensor *wrongv = numbered(INTS(2, 3), 2, 0);
+    ok(weft_index_put(&r, x, list1, 2, wrongv, false) == WEFT_ESHAPE && r == NULL,
+       "values that do not broadcast to the indexed shape fail");
+    like(weft_last_error(), "[2, 2, 4, 5]", "  the message names the indexed shape in torch's layout");
+    weft_tensor *far = ints_tensor(INTS(1), 1, (int64_t[]){3}), *farl[2] = {NULL, far};
+    ok(weft_index_put_(x, farl, 2, one, false) == WEFT_ERANGE && values_are(x, x0),
+       "an index out of range behind a None fails and writes nothing");
+    /* None stays refused where the schema says Tensor[] */
+    weft_tensor *catlist[2] = {x, NULL};
+    ok(weft_cat(&r, catlist, 2, 0) == WEFT_EINVAL && r == NULL, "a NULL entry in cat's Tensor[] fails");
+    like(weft_last_error(), "is NULL", "  the message says so");
+
+    /* the boxed convention: a NULL entry in the list value */
+    const weft_op *op = NULL;
+    weft_op_find(&op, "index_put");
+    weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = x},
+                          {.tag = WEFT_VALUE_TENSOR_LIST, .len = 2, .u.tensors = list1},
+                          {.tag = WEFT_VALUE_TENSOR, .u.tensor = row},
+                          {.tag = WEFT_VALUE_BOOL, .u.b = false}},
+               ret = {0};
+    int rc = weft_call_boxed(op, args, 4, &ret, 1);
+    memcpy(want, x0, sizeof want);
+    reference_put(want, xs, (const int64_t *const[4]){NULL, i1}, 2, values_of(contig), true, false);
+    ok(rc == 0 && ret.tag == WEFT_VALUE_TENSOR && values_are(keep(ret.u.tensor), want),
+       "weft_call_boxed with a NULL entry in a Tensor?[] list");
+    ok(op && strstr(weft_op_schema(op), "Tensor?[] indices") != NULL, "index_put's schema says Tensor?[]");
+    drop_all();
+}
+
 /* ------------------------------------------------------- scatter_reduce */
 
 /* the plain-loop meaning along dim 0 of 1-d tensors */
@@ -783,6 +1007,8 @@ int main(void)
     test_list_schema();
     test_tile_take();
     test_index_put();
+    test_index_put_none();
+    test_index_put_none_grad();
     test_scatter_reduce();
     test_unique();
     test_gradients2();

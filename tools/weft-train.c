@@ -367,12 +367,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-train: unknown model '%s' (mlp or cnn)\n", o.model);
         return 2;
     }
-    if (o.threads > 0) {
-        char n[16];
-        snprintf(n, sizeof n, "%d", o.threads);
-        setenv("WEFT_NUM_THREADS", n, 1);
-        setenv("OPENBLAS_NUM_THREADS", n, 1);
-    }
+    /* through the API: the CPU plugin resizes its pool and OpenBLAS's count
+     * from it, whenever it is loaded */
+    if (o.threads != 0 && weft_set_num_threads(o.threads) < 0)
+        return fail("--threads");
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
     weft_device dev;

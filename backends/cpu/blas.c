@@ -130,6 +130,7 @@ static int blas_product(weft_dtype dtype, const weft_tensor *a, const weft_tenso
     if (rc == 0)
         rc = blas_operand(b, p->k, p->m, &p->b, &tb, &ldb, &cb);
     if (rc == 0) {
+        cpu__parallel_sync(); /* OpenBLAS's count follows weft_set_num_threads (issue 3) */
         enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
         int n = (int)p->n, k = (int)p->k, m = (int)p->m;
         int ldc = (int)(p->c.rs > 1 ? p->c.rs : 1);

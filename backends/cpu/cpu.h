@@ -235,9 +235,13 @@ void cpu__store_double(void *p, weft_dtype dtype, double value);
 
 int cpu__parallel_init(void);
 void cpu__parallel_shutdown(void);
-/* Threads the pool uses (WEFT_NUM_THREADS, else the CPUs this process may
- * run on), the caller included. */
+/* Threads the pool uses (the core's weft_get_num_threads as of the last
+ * resize), the caller included. */
 int cpu__num_threads(void);
+/* Resizes the pool (joining the old workers; the next job starts the new
+ * ones) and OpenBLAS's count when weft_get_num_threads changed.  Cheap when
+ * it did not; a no-op inside a parallel region. */
+void cpu__parallel_sync(void);
 /* Runs fn over [begin, end) split into pieces of at least `grain` indices,
  * on the pool's workers and the calling thread.  Small ranges, nested calls
  * and calls made while another thread holds the pool run fn(begin, end) on

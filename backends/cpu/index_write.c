@@ -334,9 +334,12 @@ static int gather_indices(index_set *s, const char *op, const weft_tensor *self,
 }
 
 /* target[idx_0[b], ..., idx_{K-1}[b], ...] = values[b, ...] (or +=), in
- * the broadcast order of b, so duplicate indices accumulate in full. */
+ * the broadcast order of b, so duplicate indices accumulate in full.
+ * values are laid out as torch lays out the indexed result: the first
+ * `lead` whole dims, then the broadcast index shape b, then the other whole
+ * dims (lead 0: b first). */
 static int index_put_into(const char *op, weft_tensor *target, weft_tensor *const *indices,
-                          int n, const weft_tensor *values_arg, bool accumulate)
+                          int n, const weft_tensor *values_arg, bool accumulate, int lead)
 {
     weft_dtype dtype = weft_tensor_dtype(target);
     char a[128], b[128];
@@ -354,8 +357,12 @@ static int index_put_into(const char *op, weft_tensor *target, weft_tensor *cons
     const int ndim = weft_tensor_ndim(target), K = s.count;
     int64_t full[2 * WEFT_MAX_DIMS];
     int fn = s.ndim + ndim - K;
-    memcpy(full, s.shape, (size_t)s.ndim * sizeof(int64_t));
-    memcpy(full + s.ndim, weft_tensor_sizes(target) + K, (size_t)(ndim - K) * sizeof(int64_t));
+    const int64_t *whole = weft_tensor_sizes(target) + K;
+    if (lead > ndim - K)
+        lead = ndim - K;
+    memcpy(full, whole, (size_t)lead * sizeof(int64_t));
+    memcpy(full + lead, s.shape, (size_t)s.ndim * sizeof(int64_t));
+    memcpy(full + lead + s.ndim, whole + lead, (size_t)(ndim - K - lead) * sizeof(int64_t));
     weft_tensor *expanded = NULL, *values = NULL;
     if (fn > WEFT_MAX_DIMS)
         rc = weft_set_error(WEFT_ESHAPE, "%s: the indexed result has too many dims", op);
@@ -365,6 +372,21 @@ static int index_put_into(const char *op, weft_tensor *target, weft_tensor *cons
                             cpu__shape_str(a, sizeof a, weft_tensor_sizes(values_arg),
                                            weft_tensor_ndim(values_arg)),
                             cpu__shape_str(b, sizeof b, full, fn));
+    if (rc == 0 && lead > 0) {
+        /* b first, as the loop below reads values */
+        int64_t order[2 * WEFT_MAX_DIMS];
+        int o = 0;
+        for (int d = 0; d < s.ndim; d++)
+            order[o++] = lead + d;
+        for (int d = 0; d < lead; d++)
+            order[o++] = d;
+        for (int d = lead + s.ndim; d < fn; d++)
+            order[o++] = d;
+        weft_tensor *moved = NULL;
+        rc = weft_permute(&moved, expanded, order, fn);
+        weft_tensor_release(expanded);
+        expanded = moved;
+    }
     if (rc == 0) /* a copy: values may share memory with the target */
         rc = private_copy(expanded, &values);
     if (rc == 0 && weft_tensor_numel(values) > 0) {
@@ -405,6 +427,66 @@ static int index_put_into(const char *op, weft_tensor *target, weft_tensor *cons
     return rc;
 }
 
+/* index_put with None entries (NULL in the list): a None, and every dim
+ * after the last entry, is a whole dim.  The indexed dims are moved first
+ * in a permuted view of the target, so the index tensors apply to its
+ * leading dims as index_put_into expects; `lead` keeps torch's layout of
+ * values: when the index tensors are adjacent in the list, the broadcast
+ * index shape stands where the indexed dims were (after the whole dims
+ * before them), and when a None separates them it comes first. */
+static int index_put_sliced(const char *op, weft_tensor *target, weft_tensor *const *indices,
+                            int n, const weft_tensor *values, bool accumulate)
+{
+    const int ndim = weft_tensor_ndim(target);
+    int64_t order[WEFT_MAX_DIMS];
+    weft_tensor *present[WEFT_MAX_DIMS];
+    bool whole[WEFT_MAX_DIMS] = {false};
+    int dim = 0, k = 0, first = -1, last = -1, lead = 0;
+    if (n == 0)
+        return weft_set_error(WEFT_EINVAL, "%s: indices is empty", op);
+    for (int i = 0; i < n; i++) {
+        int m = !indices[i] ? 1
+                : weft_tensor_dtype(indices[i]) == WEFT_BOOL || weft_tensor_dtype(indices[i]) == WEFT_UINT8
+                    ? weft_tensor_ndim(indices[i])
+                    : 1;
+        if (dim + m > ndim || k == WEFT_MAX_DIMS)
+            return weft_set_error(WEFT_ESHAPE, "%s: too many indices for a tensor of dimension %d",
+                                  op, ndim);
+        if (!indices[i]) {
+            whole[dim++] = true;
+            continue;
+        }
+        if (first < 0) {
+            first = i;
+            lead = dim; /* the whole dims before the first index tensor */
+        }
+        last = i;
+        present[k++] = indices[i];
+        dim += m;
+    }
+    if (k == 0)
+        return weft_set_error(WEFT_EINVAL, "%s: indices holds only None: at least one index "
+                              "tensor is needed", op);
+    for (int i = first; i <= last; i++)
+        if (!indices[i]) {
+            lead = 0; /* not adjacent: the index shape goes first */
+            break;
+        }
+    int o = 0;
+    for (int d = 0; d < ndim; d++)
+        if (d < dim && !whole[d])
+            order[o++] = d;
+    for (int d = 0; d < ndim; d++)
+        if (d >= dim || whole[d])
+            order[o++] = d;
+    weft_tensor *view = NULL;
+    int rc = weft_permute(&view, target, order, ndim);
+    if (rc == 0)
+        rc = index_put_into(op, view, present, k, values, accumulate, lead);
+    weft_tensor_release(view);
+    return rc;
+}
+
 /* index_put(self, indices, values, accumulate) and index_put_ (ctx) */
 static int index_put_kernel(weft_call *call, void *ctx)
 {
@@ -415,8 +497,8 @@ static int index_put_kernel(weft_call *call, void *ctx)
     if (rc == 0)
         rc = inplace ? (target = weft_tensor_retain(self), 0) : private_copy(self, &target);
     if (rc == 0)
-        rc = index_put_into(op, target, call->args[1].u.tensors, call->args[1].len,
-                            call->args[2].u.tensor, call->args[3].u.b);
+        rc = index_put_sliced(op, target, call->args[1].u.tensors, call->args[1].len,
+                              call->args[2].u.tensor, call->args[3].u.b);
     if (rc == 0 && !inplace)
         cpu__set_ret(call, 0, target);
     else

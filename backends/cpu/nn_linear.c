@@ -58,6 +58,7 @@ static int gemm(weft_dtype dtype, const weft_tensor *a, const weft_tensor *b, we
         int m = (int)weft_tensor_size(b, 1);
         enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+        cpu__parallel_sync(); /* OpenBLAS's count follows weft_set_num_threads (issue 3) */
         if (dtype == WEFT_FLOAT32)
             cblas_sgemm(CblasRowMajor, opa, opb, n, m, k, (float)alpha,
                         weft_tensor_data_ptr(ua), lda, weft_tensor_data_ptr(ub), ldb,

@@ -1,15 +1,15 @@
 /* backends/cpu/parallel.c — the CPU plugin's thread pool.  Workers start on
  * the first parallel call and are joined by cpu__parallel_shutdown (from the
  * plugin's fini), so no thread is left running code that is about to be
- * unmapped.  One job at a time; a job is a range split into equal pieces. */
+ * unmapped.  One job at a time; a job is a range split into equal pieces.
+ * The size follows the core's weft_get_num_threads: a change is seen at the
+ * next parallel region (or BLAS call), which joins the old workers and lets
+ * the next job start the new number. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "cpu.h"
 
@@ -41,7 +41,9 @@ static struct {
 /* Held by the thread whose job the pool runs; a second thread that finds it
  * taken runs its range alone rather than wait. */
 static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
-static int num_threads = 1;
+/* The pool's size: written under submit_lock with no job running, read
+ * without it by the fast path, hence atomic. */
+static _Atomic int num_threads = 1;
 /* Non-NULL on workers and on a submitter while it runs pieces: nested
  * parallel calls run serially instead of deadlocking on the pool.  A pthread
  * key rather than _Thread_local: LeakSanitizer crashes on exit when live
@@ -59,28 +61,9 @@ static void set_parallel_region(bool inside)
     pthread_setspecific(region_key, inside ? &region_key : NULL);
 }
 
-static int env_thread_count(void)
-{
-    const char *s = getenv("WEFT_NUM_THREADS");
-    if (s && *s) {
-        char *end;
-        errno = 0;
-        long n = strtol(s, &end, 10);
-        if (errno == 0 && *end == '\0' && n >= 1)
-            return n > 1024 ? 1024 : (int)n;
-    }
-    /* the CPUs this process may use: fewer than online ones in a container
-     * or under taskset */
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online >= 1 ? (int)(online > 1024 ? 1024 : online) : 1;
-}
-
 int cpu__parallel_init(void)
 {
-    num_threads = env_thread_count();
+    num_threads = weft_get_num_threads();
     pool.shut_down = false;
     if (!region_key_made) {
         if (pthread_key_create(&region_key, NULL) != 0)
@@ -157,6 +140,7 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
 {
     if (end <= begin)
         return 0;
+    cpu__parallel_sync();
     int64_t n = end - begin;
     if (grain < 1)
         grain = 1;
@@ -205,23 +189,49 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     return 0;
 }
 
+/* Called with submit_lock held, so no job is running: every worker is
+ * waiting for a new generation and sees `stopping` at once. */
+static void stop_workers(void)
+{
+    if (!pool.started)
+        return;
+    pthread_mutex_lock(&pool.lock);
+    pool.stopping = true;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < pool.nworkers; i++)
+        pthread_join(pool.workers[i], NULL);
+    free(pool.workers);
+    pool.workers = NULL;
+    pool.nworkers = 0;
+    pool.started = false;
+    pool.stopping = false;
+}
+
+void cpu__parallel_sync(void)
+{
+    int want = weft_get_num_threads();
+    /* a worker (or a submitter running its own pieces) must not join the
+     * pool it belongs to; the next top-level call resizes */
+    if (want == num_threads || in_parallel_region())
+        return;
+    /* blocking: waits for another thread's job to end, so no worker is
+     * joined in the middle of one */
+    pthread_mutex_lock(&submit_lock);
+    want = weft_get_num_threads();
+    if (want != num_threads && !pool.shut_down) {
+        stop_workers();
+        num_threads = want; /* the next job starts want - 1 workers */
+        cpu__blas_init(want);
+    }
+    pthread_mutex_unlock(&submit_lock);
+}
+
 void cpu__parallel_shutdown(void)
 {
     pthread_mutex_lock(&submit_lock);
     pool.shut_down = true;
-    if (pool.started) {
-        pthread_mutex_lock(&pool.lock);
-        pool.stopping = true;
-        pthread_cond_broadcast(&pool.wake);
-        pthread_mutex_unlock(&pool.lock);
-        for (int i = 0; i < pool.nworkers; i++)
-            pthread_join(pool.workers[i], NULL);
-        free(pool.workers);
-        pool.workers = NULL;
-        pool.nworkers = 0;
-        pool.started = false;
-        pool.stopping = false;
-    }
+    stop_workers();
     if (region_key_made) {
         pthread_key_delete(region_key);
         region_key_made = false;

@@ -528,6 +528,57 @@ PARAMETRIC(clamp_min, clamp_loops)
 PARAMETRIC(clamp_max, clamp_loops)
 PARAMETRIC(nan_to_num, nan_to_num_loops)
 
+/* --------------------------------------------------- erf, erfc, erfinv */
+
+/* erfinv(y): libm has none.  A closed-form first guess (Winitzki's, within
+ * about 2e-3), then Newton steps on erf (or, for |y| > 0.5, on erfc against
+ * 1 - |y|, which is exact there, so the tails keep their precision where
+ * erf(x) - y would cancel).  Four steps take 2e-3 below double's epsilon. */
+static double erfinv_double(double y)
+{
+    if (isnan(y) || y < -1 || y > 1)
+        return NAN;
+    if (y == 1 || y == -1)
+        return y * INFINITY;
+    if (y == 0)
+        return y; /* keeps -0.0 */
+    double ay = fabs(y), l = log1p(-ay * ay);
+    const double w = 0.147, c = 2 / (3.14159265358979323846 * w) + l / 2;
+    double x = sqrt(sqrt(c * c - l / w) - c);
+    for (int i = 0; i < 4; i++) {
+        double slope = 1.12837916709551257390 * exp(-x * x); /* erf'(x) */
+        if (!(slope > 0))
+            break;
+        double miss = ay > 0.5 ? (1 - ay) - erfc(x) : erf(x) - ay;
+        x -= miss / slope;
+    }
+    return y < 0 ? -x : x;
+}
+
+#define ERF_FUNCTIONS(NAME, DTYPE, T, C, U)                             \
+    SAME_TYPE_LOOP(erf, NAME, T, C, erf(a))                             \
+    SAME_TYPE_LOOP(erfc, NAME, T, C, erfc(a))                           \
+    SAME_TYPE_LOOP(erfinv, NAME, T, C, (C)erfinv_double((double)a))
+CPU_DTYPES_FLOATING(ERF_FUNCTIONS)
+
+/* erfc(a) from the erfc(|a|) that gelu's vector loop uses.  Its error is
+ * relative, so it suits erfc but not erf near 0 (which stays on libm); it
+ * grows as a^2 (exp(-a^2) from a rounded a^2), about 5e-8 a^2, so blocks
+ * with a lane above 3 (erfc < 2.3e-5) go to libm too. */
+static inline vec_f32 vec_erfc(vec_f32 a)
+{
+    vec_f32 e = vec_erfc_abs(a);
+    return vec_select(a < 0.0f, 2.0f - e, e);
+}
+VECTOR_FLOAT32_LOOP(erfc, vec_erfc, -9.0f, 3.0f)
+
+TABLE(erf, CPU_ENTRIES_FLOATING)
+TABLE(erfinv, CPU_ENTRIES_FLOATING)
+static const cpu_loop_fn erfc_loops[WEFT_NUM_DTYPES] = {
+    [WEFT_FLOAT16] = erfc_float16, [WEFT_BFLOAT16] = erfc_bfloat16, [WEFT_FLOAT32] = erfc_float32_vec,
+    [WEFT_FLOAT64] = erfc_float64};
+FLOAT(erf) FLOAT(erfc) FLOAT(erfinv)
+
 #define FUNCTIONAL_ENTRY(NAME) {#NAME, unary_kernel, &NAME##_functional}
 #define INPLACE_ENTRY(NAME) {#NAME "_", unary_kernel, &NAME##_inplace}
 #define OUT_ENTRY(NAME) {#NAME "_out", unary_kernel, &NAME##_out}
@@ -551,6 +602,7 @@ static const cpu_kernel_entry unary_kernels[] = {
     UNARY_ENTRIES(hardtanh),    UNARY_ENTRIES(clamp),      UNARY_ENTRIES(clamp_min),
     UNARY_ENTRIES(clamp_max),   UNARY_ENTRIES(nan_to_num),
     FUNCTIONAL_ENTRY(isnan),    FUNCTIONAL_ENTRY(isinf),   FUNCTIONAL_ENTRY(isfinite),
+    UNARY_ENTRIES(erf),         UNARY_ENTRIES(erfc),       UNARY_ENTRIES(erfinv),
 };
 
 int cpu__register_unary(weft_registrar *reg)

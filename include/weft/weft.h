@@ -655,7 +655,7 @@ typedef struct weft_value {
         double d;
         bool b;
         const int64_t *ints;
-        weft_tensor *const *tensors;
+        weft_tensor *const *tensors; /* a NULL entry is None, for Tensor?[] only */
         weft_dtype dtype;
         weft_device device;
         weft_generator *generator;
@@ -787,6 +787,19 @@ WEFT_API int weft_plugin_report_count(void);
 WEFT_API int weft_plugin_report_get(int i, weft_plugin_report *out);
 /* The report as text, malloc'd (free()). */
 WEFT_API int weft_plugin_report_string(char **out);
+
+/* Intra-op thread count (issue 3).  The core holds the number; the CPU
+ * backend reads it at the start of each parallel region and grows or shrinks
+ * its pool then (and keeps OpenBLAS's count equal), so a change takes effect
+ * at the next operator, never in the middle of one.  The initial value is
+ * WEFT_NUM_THREADS when that is a whole number >= 1 (capped at
+ * WEFT_MAX_THREADS), else the number of CPUs this process may run on.
+ * Results do not depend on the count (random kernels included).
+ * weft_set_num_threads: n outside [1, WEFT_MAX_THREADS] is WEFT_EINVAL and
+ * changes nothing.  Both are thread-safe; the count is process-wide. */
+#define WEFT_MAX_THREADS 1024
+WEFT_API int weft_set_num_threads(int n);
+WEFT_API int weft_get_num_threads(void);
 
 /* The core's version and the plugin ABI it implements. */
 WEFT_API const char *weft_version(void);

@@ -45,6 +45,24 @@ def factories():
 
 
 @test
+def thread_count():
+    """set_num_threads / get_num_threads: same results, bad counts refused"""
+    before = weft.get_num_threads()
+    x = weft.arange(0, 300000, dtype=weft.float32).reshape(300, 1000) / 1000
+    weft.set_num_threads(1)
+    eq(weft.get_num_threads(), 1)
+    one = (x.softmax(-1).sum(0).tolist(), x.erf().sum().item())
+    weft.set_num_threads(3)
+    eq(weft.get_num_threads(), 3)
+    eq((x.softmax(-1).sum(0).tolist(), x.erf().sum().item()), one, "same values with 3 threads")
+    for bad in (0, -4, 2**40):  # RuntimeError, as torch.set_num_threads(0)
+        raises(RuntimeError, weft.set_num_threads, bad)
+    raises(TypeError, weft.set_num_threads, "two")
+    eq(weft.get_num_threads(), 3, "a refused count changes nothing")
+    weft.set_num_threads(before)
+
+
+@test
 def dtypes():
     """dtypes are named objects with PyTorch's names and aliases"""
     eq(repr(weft.float32), "weft.float32")

@@ -97,4 +97,33 @@ def values_match_torch():
     assert np.allclose(torch.from_dlpack(got).numpy(), want.numpy(), atol=1e-5)
 
 
+
+@test
+def index_put_with_none_matches_torch():
+    """index_put with None entries (x[:, i] = v, x[i, :, j] = v, ...) as torch's indexing"""
+    import itertools
+    shape = (2, 3, 4, 5)
+    x = torch.arange(120, dtype=torch.float64).reshape(shape)
+    gen = torch.Generator().manual_seed(3)
+    count = 0
+    for pattern in itertools.product((None, "index"), repeat=4):
+        for cut in range(1, 5):
+            entries = pattern[:cut]
+            if all(e is None for e in entries):
+                continue
+            idx = [None if e is None else
+                   torch.randint(-shape[d], shape[d], (3,), generator=gen)
+                   for d, e in enumerate(entries)]
+            key = tuple(slice(None) if i is None else i for i in idx)
+            shaped = x[key].shape
+            v = torch.arange(shaped.numel(), dtype=torch.float64).reshape(shaped) + 1000
+            want = x.clone()
+            want[key] = v
+            got = weft.index_put(weft.from_dlpack(x), [None if i is None else weft.from_dlpack(i)
+                                                       for i in idx], weft.from_dlpack(v))
+            eq(got.tolist(), want.tolist(), f"pattern {entries}")
+            count += 1
+    eq(count, 49)  # 16 patterns x 4 lengths, less the 15 all-None ones
+    raises(TypeError, weft.index_put, weft.from_dlpack(x), [1], weft.from_dlpack(x))
+
 done()
