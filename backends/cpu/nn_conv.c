@@ -1,7 +1,8 @@
 /* backends/cpu/nn_conv.c — conv2d and its input and weight gradients as
- * operators, by im2col and one GEMM per image and group through OpenBLAS
- * (called from the calling thread, so OpenBLAS's threads never compete
- * with our pool, which runs the im2col/col2im passes); conv1d is a
+ * operators, by im2col and one GEMM per image and group through
+ * single-threaded OpenBLAS, the (image, group) products spread over our
+ * pool (the weight gradient, which sums over images, splits each product
+ * instead: cpu__gemm), as are the im2col/col2im passes; conv1d is a
  * composite over conv2d with a unit height, and conv_transpose2d is the
  * input-gradient operator plus a bias.  1x1 convolutions with unit
  * stride and no padding read the input directly, without im2col.
@@ -9,6 +10,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn.h"
 
@@ -33,7 +35,9 @@ static bool direct_input(const conv_geometry *g)
            g->padding[0] == 0 && g->padding[1] == 0;
 }
 
-/* C = alpha op(A) op(B) + beta C, row-major, float32 or float64. */
+/* C = op(A) op(B) + beta C, row-major, float32 or float64, on the
+ * calling thread (the callers split the work over images themselves) or
+ * split over the pool (split). */
 static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc)
@@ -47,11 +51,53 @@ static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64
                     (int)ldb, beta, c, (int)ldc);
 }
 
+/* One product per (image, group) pair of a pass, pairs spread over the
+ * pool: each pair's product is the same single-threaded call whichever
+ * thread runs it, so results do not depend on the thread count. */
+typedef struct image_gemms {
+    weft_dtype dt;
+    bool ta, tb;
+    int64_t groups, m, n, k, lda, ldb, ldc;
+    double beta;
+    const char *a, *b;
+    char *c;
+    int64_t a_group, b_image, b_group, c_image, c_group; /* byte strides */
+} image_gemms;
+
+static void image_gemm_range(int64_t begin, int64_t end, void *ctx)
+{
+    const image_gemms *j = ctx;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t b = p / j->groups, gr = p % j->groups;
+        gemm(j->dt, j->ta, j->tb, j->m, j->n, j->k, j->a + gr * j->a_group, j->lda,
+             j->b + b * j->b_image + gr * j->b_group, j->ldb, j->beta,
+             j->c + b * j->c_image + gr * j->c_group, j->ldc);
+    }
+}
+
+static void run_image_gemms(const image_gemms *j, int64_t images)
+{
+    int64_t flops = j->m * j->n * (j->k > 0 ? j->k : 1);
+    cpu__parallel_for(0, images * j->groups, ((int64_t)1 << 19) / (flops > 0 ? flops : 1) + 1,
+                      image_gemm_range, (void *)j);
+}
+
 typedef struct column_job {
     const conv_geometry *g;
     void *x;       /* images [B, C, H, W] */
     void *col;     /* [B, C*KH*KW, OH*OW] */
 } column_job;
+
+/* The output columns ow in [*lo, *hi) whose input column iw0 + ow * stride
+ * lies inside [0, W); the others read padding.  *hi may be below *lo. */
+static void inside_columns(const conv_geometry *g, int64_t iw0, int64_t *lo, int64_t *hi)
+{
+    int64_t sw = g->stride[1];
+    int64_t first = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+    int64_t last = g->W - 1 - iw0 < 0 ? -1 : (g->W - 1 - iw0) / sw; /* the last inside */
+    *lo = first < g->OW ? first : g->OW;
+    *hi = last + 1 < g->OW ? last + 1 : g->OW;
+}
 
 /* im2col over (image, row) pairs and col2im (accumulating) over (image,
  * channel) pairs: a row reads and writes a single channel. */
@@ -75,10 +121,19 @@ typedef struct column_job {
                 }                                                                          \
                 const T *src = x + ih * g->W;                                              \
                 int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];      \
-                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
-                    int64_t iw = iw0 + ow * sw;                                            \
-                    dst[ow] = iw >= 0 && iw < g->W ? src[iw] : (T)0;                       \
+                int64_t lo, hi;                                                            \
+                inside_columns(g, iw0, &lo, &hi);                                          \
+                for (int64_t ow = 0; ow < lo; ow++)                                        \
+                    dst[ow] = 0;                                                           \
+                if (sw == 1) {                                                             \
+                    if (hi > lo)                                                           \
+                        memcpy(dst + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof(T));   \
+                } else {                                                                   \
+                    for (int64_t ow = lo; ow < hi; ow++)                                   \
+                        dst[ow] = src[iw0 + ow * sw];                                      \
                 }                                                                          \
+                for (int64_t ow = hi > lo ? hi : lo; ow < g->OW; ow++)                     \
+                    dst[ow] = 0;                                                           \
             }                                                                              \
         }                                                                                  \
     }                                                                                      \
@@ -100,11 +155,16 @@ typedef struct column_job {
                     if (ih < 0 || ih >= g->H)                                              \
                         continue;                                                          \
                     T *row = x + ih * g->W;                                                \
-                    int64_t iw0 = kw * g->dilation[1] - g->padding[1];                     \
-                    for (int64_t ow = 0; ow < g->OW; ow++) {                               \
-                        int64_t iw = iw0 + ow * g->stride[1];                              \
-                        if (iw >= 0 && iw < g->W)                                          \
-                            row[iw] += src[ow];                                            \
+                    int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];  \
+                    int64_t lo, hi;                                                        \
+                    inside_columns(g, iw0, &lo, &hi);                                      \
+                    if (sw == 1) {                                                         \
+                        T *r = row + iw0;                                                  \
+                        for (int64_t ow = lo; ow < hi; ow++)                               \
+                            r[ow] += src[ow];                                              \
+                    } else {                                                               \
+                        for (int64_t ow = lo; ow < hi; ow++)                               \
+                            row[iw0 + ow * sw] += src[ow];                                 \
                     }                                                                      \
                 }                                                                          \
             }                                                                              \
@@ -218,12 +278,12 @@ static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor
             cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
             cols = weft_tensor_data_ptr(col);
         }
-        for (int64_t b = 0; b < nb; b++)
-            for (int64_t gr = 0; gr < g->groups; gr++)
-                gemm(dt, false, false, OCg, L, Rg,
-                     (char *)weft_tensor_data_ptr(w) + (size_t)(gr * OCg * Rg) * es, Rg,
-                     cols + (size_t)((b * R + gr * Rg) * L) * es, L, bias ? 1.0 : 0.0,
-                     y + (size_t)(((b0 + b) * g->OC + gr * OCg) * L) * es, L);
+        image_gemms jg = {dt, false, false, g->groups, OCg, L, Rg, Rg, L, L, bias ? 1.0 : 0.0,
+                          weft_tensor_data_ptr(w), cols, y + (size_t)(b0 * g->OC * L) * es,
+                          (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(R * L) * es),
+                          (int64_t)((size_t)(Rg * L) * es), (int64_t)((size_t)(g->OC * L) * es),
+                          (int64_t)((size_t)(OCg * L) * es)};
+        run_image_gemms(&jg, nb);
     }
     weft_tensor_release(col);
     return 0;
@@ -335,11 +395,12 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
             int64_t nb = g.N - b0 < B ? g.N - b0 : B;
             char *dst = direct ? (char *)weft_tensor_data_ptr(gi) + (size_t)(b0 * R * L) * es
                                : (char *)weft_tensor_data_ptr(col);
-            for (int64_t b = 0; b < nb; b++)
-                for (int64_t gr = 0; gr < g.groups; gr++)
-                    gemm(dt, true, false, Rg, L, OCg, wptr + (size_t)(gr * OCg * Rg) * es, Rg,
-                         gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L, 0.0,
-                         dst + (size_t)((b * R + gr * Rg) * L) * es, L);
+            image_gemms jg = {dt, true, false, g.groups, Rg, L, OCg, Rg, L, L, 0.0, wptr,
+                              gptr + (size_t)(b0 * g.OC * L) * es, dst,
+                              (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(g.OC * L) * es),
+                              (int64_t)((size_t)(OCg * L) * es), (int64_t)((size_t)(R * L) * es),
+                              (int64_t)((size_t)(Rg * L) * es)};
+            run_image_gemms(&jg, nb);
             if (!direct) {
                 column_job j = {&g, (char *)weft_tensor_data_ptr(gi) +
                                         (size_t)(b0 * g.C * g.H * g.W) * es,
@@ -388,10 +449,10 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
             }
             for (int64_t b = 0; b < nb; b++)
                 for (int64_t gr = 0; gr < g.groups; gr++)
-                    gemm(dt, false, true, OCg, Rg, L,
-                         gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L,
-                         cols + (size_t)((b * R + gr * Rg) * L) * es, L, 1.0,
-                         wptr + (size_t)(gr * OCg * Rg) * es, Rg);
+                    cpu__gemm(dt, false, true, OCg, Rg, L, 1.0,
+                              gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L,
+                              cols + (size_t)((b * R + gr * Rg) * L) * es, L, 1.0,
+                              wptr + (size_t)(gr * OCg * Rg) * es, Rg);
         }
     }
     weft_tensor_release(go);

@@ -48,11 +48,85 @@ static double window_of(const pool_geometry *g, int64_t oh, int64_t ow, int64_t 
     return (double)(g->count_include_pad ? pool_size : (*h1 - *h0) * (*w1 - *w0));
 }
 
+/* Whether every max-pooling window lies inside the plane with unit
+ * dilation: no padding, and the last window ends within the input (not so
+ * for some ceil_mode shapes).  Then the window needs no clipping. */
+static bool max_windows_inside(const pool_geometry *g)
+{
+    return g->kind == POOL_MAX && g->padding[0] == 0 && g->padding[1] == 0 &&
+           g->dilation[0] == 1 && g->dilation[1] == 1 &&
+           (g->OH - 1) * g->stride[0] + g->kernel[0] <= g->H &&
+           (g->OW - 1) * g->stride[1] + g->kernel[1] <= g->W;
+}
+
+/* Max pooling where max_windows_inside holds: the same scan order and
+ * comparison as the general loop (the first maximum wins, a NaN replaces
+ * anything, the last NaN wins), starting from the window's first element
+ * rather than -inf, which picks the same element.  The 2x2 window, the
+ * common one, is spelled out for the compiler. */
+#define DEFINE_MAX_INSIDE(NAME, T)                                                         \
+    static void max_inside_##NAME(const pool_geometry *g, const T *x, T *y, int64_t *ind) \
+    {                                                                                      \
+        const int64_t W = g->W, KH = g->kernel[0], KW = g->kernel[1];                     \
+        const int64_t sh = g->stride[0], sw = g->stride[1];                               \
+        for (int64_t oh = 0; oh < g->OH; oh++, y += g->OW, ind += g->OW) {                 \
+            const int64_t row = oh * sh * W;                                               \
+            if (KH == 2 && KW == 2) {                                                      \
+                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
+                    const int64_t at0 = row + ow * sw;                                     \
+                    const T *p = x + at0;                                                  \
+                    T best = p[0];                                                         \
+                    int64_t at = at0;                                                      \
+                    if (p[1] > best || p[1] != p[1]) {                                     \
+                        best = p[1];                                                       \
+                        at = at0 + 1;                                                      \
+                    }                                                                      \
+                    if (p[W] > best || p[W] != p[W]) {                                     \
+                        best = p[W];                                                       \
+                        at = at0 + W;                                                      \
+                    }                                                                      \
+                    if (p[W + 1] > best || p[W + 1] != p[W + 1]) {                         \
+                        best = p[W + 1];                                                   \
+                        at = at0 + W + 1;                                                  \
+                    }                                                                      \
+                    y[ow] = best;                                                          \
+                    ind[ow] = at;                                                          \
+                }                                                                          \
+                continue;                                                                  \
+            }                                                                              \
+            for (int64_t ow = 0; ow < g->OW; ow++) {                                       \
+                const int64_t at0 = row + ow * sw;                                         \
+                T best = x[at0];                                                           \
+                int64_t at = at0;                                                          \
+                for (int64_t kh = 0; kh < KH; kh++) {                                      \
+                    const T *p = x + at0 + kh * W;                                         \
+                    for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; kw++) {                    \
+                        if (p[kw] > best || p[kw] != p[kw]) {                              \
+                            best = p[kw];                                                  \
+                            at = at0 + kh * W + kw;                                        \
+                        }                                                                  \
+                    }                                                                      \
+                }                                                                          \
+                y[ow] = best;                                                              \
+                ind[ow] = at;                                                              \
+            }                                                                              \
+        }                                                                                  \
+    }
+DEFINE_MAX_INSIDE(float32, float)
+DEFINE_MAX_INSIDE(float64, double)
+
 #define DEFINE_POOL(NAME, T)                                                               \
     static void pool_forward_##NAME(int64_t begin, int64_t end, void *ctx)                 \
     {                                                                                      \
         const pool_job *j = ctx;                                                           \
         const pool_geometry *g = j->g;                                                     \
+        if (max_windows_inside(g)) {                                                       \
+            for (int64_t p = begin; p < end; p++)                                          \
+                max_inside_##NAME(g, (const T *)j->x + p * g->H * g->W,                    \
+                                  (T *)j->out + p * g->OH * g->OW,                         \
+                                  j->indices + p * g->OH * g->OW);                         \
+            return;                                                                        \
+        }                                                                                  \
         for (int64_t p = begin; p < end; p++) {                                            \
             const T *x = (const T *)j->x + p * g->H * g->W;                                \
             T *y = (T *)j->out + p * g->OH * g->OW;                                        \
