@@ -62,8 +62,41 @@ static bool max_windows_inside(const pool_geometry *g)
 /* Max pooling where max_windows_inside holds: the same scan order and
  * comparison as the general loop (the first maximum wins, a NaN replaces
  * anything, the last NaN wins), starting from the window's first element
- * rather than -inf, which picks the same element.  The 2x2 window, the
- * common one, is spelled out for the compiler. */
+ * rather than -inf, which picks the same element.  The 2x2 stride-2
+ * window, the common one, has a loop of its own. */
+/* One candidate v at position pos: taken when greater, or NaN (the general
+ * loop's rule), as selects the compiler can turn into blends. */
+#define MAX_STEP(T, V, POS)                                                                \
+    do {                                                                                   \
+        const T v_ = (V);                                                                  \
+        const int take_ = (v_ > best) | (v_ != v_);                                        \
+        best = take_ ? v_ : best;                                                          \
+        at = take_ ? (POS) : at;                                                           \
+    } while (0)
+
+/* One output row of a 2x2 stride-2 window over input rows r0 and r1
+ * (starting at plane offset row): selects, not branches, and a constant
+ * stride, so the compiler vectorizes it — which element wins is
+ * unpredictable on real data, so branches would mispredict. */
+#define DEFINE_MAX_2X2(NAME, T)                                                            \
+    static void max_2x2_row_##NAME(const T *restrict r0, const T *restrict r1, int64_t row, \
+                                   int64_t W, int64_t OW, T *restrict y,                   \
+                                   int64_t *restrict ind)                                  \
+    {                                                                                      \
+        for (int64_t ow = 0; ow < OW; ow++) {                                              \
+            const int64_t c = 2 * ow;                                                      \
+            T best = r0[c];                                                                \
+            int64_t at = row + c;                                                          \
+            MAX_STEP(T, r0[c + 1], row + c + 1);                                           \
+            MAX_STEP(T, r1[c], row + W + c);                                               \
+            MAX_STEP(T, r1[c + 1], row + W + c + 1);                                       \
+            y[ow] = best;                                                                  \
+            ind[ow] = at;                                                                  \
+        }                                                                                  \
+    }
+DEFINE_MAX_2X2(float32, float)
+DEFINE_MAX_2X2(float64, double)
+
 #define DEFINE_MAX_INSIDE(NAME, T)                                                         \
     static void max_inside_##NAME(const pool_geometry *g, const T *x, T *y, int64_t *ind) \
     {                                                                                      \
@@ -71,27 +104,8 @@ static bool max_windows_inside(const pool_geometry *g)
         const int64_t sh = g->stride[0], sw = g->stride[1];                               \
         for (int64_t oh = 0; oh < g->OH; oh++, y += g->OW, ind += g->OW) {                 \
             const int64_t row = oh * sh * W;                                               \
-            if (KH == 2 && KW == 2) {                                                      \
-                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
-                    const int64_t at0 = row + ow * sw;                                     \
-                    const T *p = x + at0;                                                  \
-                    T best = p[0];                                                         \
-                    int64_t at = at0;                                                      \
-                    if (p[1] > best || p[1] != p[1]) {                                     \
-                        best = p[1];                                                       \
-                        at = at0 + 1;                                                      \
-                    }                                                                      \
-                    if (p[W] > best || p[W] != p[W]) {                                     \
-                        best = p[W];                                                       \
-                        at = at0 + W;                                                      \
-                    }                                                                      \
-                    if (p[W + 1] > best || p[W + 1] != p[W + 1]) {                         \
-                        best = p[W + 1];                                                   \
-                        at = at0 + W + 1;                                                  \
-                    }                                                                      \
-                    y[ow] = best;                                                          \
-                    ind[ow] = at;                                                          \
-                }                                                                          \
+            if (KH == 2 && KW == 2 && sw == 2) {                                           \
+                max_2x2_row_##NAME(x + row, x + row + W, row, W, g->OW, y, ind);           \
                 continue;                                                                  \
             }                                                                              \
             for (int64_t ow = 0; ow < g->OW; ow++) {                                       \

@@ -1,7 +1,8 @@
 /* backends/cpu/parallel.c — the CPU plugin's thread pool.  Workers start on
  * the first parallel call and are joined by cpu__parallel_shutdown (from the
  * plugin's fini), so no thread is left running code that is about to be
- * unmapped.  One job at a time; a job is a range split into equal pieces. */
+ * unmapped.  One job at a time; a job is a range split into equal pieces,
+ * a few per thread, claimed by the caller and whichever workers are awake. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -190,9 +191,13 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     }
     if (!pool.started)
         start_workers();
+    /* a few pieces per thread, none under the grain: a worker that is
+     * descheduled while it holds a piece (a machine with more runnable
+     * threads than cores) then delays the caller by a small piece only,
+     * while the caller takes the pieces it has not reached */
     int64_t pieces = (n + grain - 1) / grain;
-    if (pieces > pool.nworkers + 1)
-        pieces = pool.nworkers + 1;
+    if (pieces > 4 * ((int64_t)pool.nworkers + 1))
+        pieces = 4 * ((int64_t)pool.nworkers + 1);
     if (pieces <= 1) {
         pthread_mutex_unlock(&submit_lock);
         fn(begin, end, ctx);
