@@ -118,7 +118,12 @@ static void test_max_pool(void)
         {2, 3, 11, 9, 3, 1, 0, false, true},   /* 3x3 stride 1 */
         {2, 3, 12, 10, 3, 2, 0, false, false}, /* 3x3 stride 2 */
         {1, 2, 15, 13, 2, 2, 0, true, true},   /* ceil_mode: the last window is clipped */
-        {1, 2, 10, 10, 3, 2, 1, false, false}, /* padded: the general path */
+        {1, 2, 10, 10, 3, 2, 1, false, false}, /* padded: clipped borders, inside middle */
+        {2, 3, 13, 12, 3, 2, 1, false, true},  /* odd and even sizes, padded */
+        {2, 3, 9, 11, 3, 1, 1, false, true},   /* 3x3 stride 1 padded */
+        {2, 3, 9, 11, 2, 2, 1, false, false},  /* 2x2 stride 2 padded */
+        {1, 2, 13, 12, 3, 2, 1, true, false},  /* ceil_mode and padding */
+        {1, 1, 2, 3, 3, 2, 1, false, false},   /* no window inside at all */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         weft_tensor *x = filled(INTS(cases[i].n, cases[i].c, cases[i].h, cases[i].w), 4,
@@ -138,6 +143,36 @@ static void test_max_pool(void)
            "max_pool2d %lldx%lld stride %lld pad %lld%s on %lldx%lld: values and indices as "
            "the reference", (long long)k, (long long)k, (long long)s, (long long)pad,
            cases[i].ceil ? " ceil_mode" : "", (long long)cases[i].h, (long long)cases[i].w);
+    }
+    /* NaN at every position of a small plane in turn: the reference's pick */
+    bool all_nan_ok = true;
+    for (int at = 0; at < 7 * 6 && all_nan_ok; at++) {
+        weft_tensor *x = filled(INTS(1, 1, 7, 6), 4, 200 + at, true);
+        ((float *)weft_tensor_data_ptr(x))[at] = NAN;
+        for (int pad = 0; pad < 2 && all_nan_ok; pad++) {
+            weft_tensor *y = NULL, *ind = NULL;
+            int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(3, 3), 2, INTS(2, 2), 2,
+                                                  INTS(pad, pad), 2, INTS(1, 1), 2, false);
+            all_nan_ok = rc == 0 && pool_matches(x, keep(y), keep(ind), 3, 2, pad);
+        }
+    }
+    ok(all_nan_ok, "max_pool2d 3x3 stride 2: a NaN anywhere, padded or not, as the reference");
+    /* the backward refuses indices outside the plane, naming the index */
+    {
+        weft_tensor *x = filled(INTS(1, 1, 4, 4), 4, 9, false), *y = NULL, *ind = NULL, *gi = NULL;
+        int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(2, 2), 2, INTS(2, 2), 2,
+                                              INTS(0, 0), 2, INTS(1, 1), 2, false);
+        keep(y);
+        keep(ind);
+        if (rc == 0)
+            ((int64_t *)weft_tensor_data_ptr(ind))[2] = 16;
+        rc = rc == 0 ? weft_max_pool2d_with_indices_backward(&gi, y, x, ind) : rc;
+        ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), "index 16"),
+           "max_pool2d backward refuses an index past the plane: %s", weft_last_error());
+        ((int64_t *)weft_tensor_data_ptr(ind))[2] = -1;
+        rc = weft_max_pool2d_with_indices_backward(&gi, y, x, ind);
+        ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), "index -1"),
+           "max_pool2d backward refuses a negative index: %s", weft_last_error());
     }
     /* a plane of -inf only: the window's first element is the index */
     weft_tensor *x = filled(INTS(1, 1, 4, 4), 4, 7, false);
