@@ -282,8 +282,9 @@ static void test_products(void)
     weft_tensor *x = filled(INTS(N, C, H, W), 4, 31, false);
     weft_tensor *w = filled(INTS(OC, C, 3, 3), 4, 32, false);
     weft_tensor *go = filled(INTS(N, OC, H, W), 4, 33, false);
+    weft_tensor *bias = filled(INTS(OC), 1, 34, false);
     weft_tensor *y = NULL, *gi = NULL, *gw = NULL;
-    int rc = weft_conv2d(&y, x, w, NULL, INTS(1, 1), 2, INTS(1, 1), 2, INTS(1, 1), 2, 1);
+    int rc = weft_conv2d(&y, x, w, bias, INTS(1, 1), 2, INTS(1, 1), 2, INTS(1, 1), 2, 1);
     if (rc == 0)
         rc = weft_convolution_backward_input(&gi, go, w, INTS(N, C, H, W), 4, INTS(1, 1), 2,
                                              INTS(1, 1), 2, INTS(1, 1), 2, 1);
@@ -300,6 +301,8 @@ static void test_products(void)
         double *ry = calloc((size_t)(N * OC * H * W), sizeof(double));
         double *rgi = calloc((size_t)(N * C * H * W), sizeof(double));
         double *rgw = calloc((size_t)(OC * C * 9), sizeof(double));
+        for (int64_t i = 0; i < N * OC * H * W; i++)
+            ry[i] = ((const float *)weft_tensor_data_ptr(bias))[(i / (H * W)) % OC];
         for (int64_t b = 0; b < N; b++)
             for (int64_t o = 0; o < OC; o++)
                 for (int64_t oh = 0; oh < H; oh++)
@@ -324,7 +327,7 @@ static void test_products(void)
         free(rgi);
         free(rgw);
     }
-    ok(good, "conv2d 3x3 padding 1, its input and weight gradients as direct sums");
+    ok(good, "conv2d 3x3 padding 1 with a bias, its input and weight gradients as direct sums");
     drop_all();
 }
 

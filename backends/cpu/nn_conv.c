@@ -62,13 +62,35 @@ typedef struct image_gemms {
     const char *a, *b;
     char *c;
     int64_t a_group, b_image, b_group, c_image, c_group; /* byte strides */
+    const char *bias; /* non-NULL: C's row i of group gr starts as bias[gr * m + i] */
 } image_gemms;
+
+/* rows x cols of c (leading dimension ldc) set to values[row], each */
+static void fill_rows(weft_dtype dt, char *c, int64_t rows, int64_t cols, int64_t ldc,
+                      const char *values)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        if (dt == WEFT_FLOAT32) {
+            float *r = (float *)c + i * ldc, v = ((const float *)values)[i];
+            for (int64_t q = 0; q < cols; q++)
+                r[q] = v;
+        } else {
+            double *r = (double *)c + i * ldc, v = ((const double *)values)[i];
+            for (int64_t q = 0; q < cols; q++)
+                r[q] = v;
+        }
+    }
+}
 
 static void image_gemm_range(int64_t begin, int64_t end, void *ctx)
 {
     const image_gemms *j = ctx;
     for (int64_t p = begin; p < end; p++) {
         int64_t b = p / j->groups, gr = p % j->groups;
+        /* the bias written just before the product reads it: still in cache */
+        if (j->bias)
+            fill_rows(j->dt, j->c + b * j->c_image + gr * j->c_group, j->m, j->n, j->ldc,
+                      j->bias + (size_t)(gr * j->m) * weft_dtype_size(j->dt));
         gemm(j->dt, j->ta, j->tb, j->m, j->n, j->k, j->a + gr * j->a_group, j->lda,
              j->b + b * j->b_image + gr * j->b_group, j->ldb, j->beta,
              j->c + b * j->c_image + gr * j->c_group, j->ldc);
@@ -254,22 +276,18 @@ static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor
     size_t es = weft_dtype_size(dt);
     char *y = weft_tensor_data_ptr(out);
     int rc = 0;
-    if (bias) { /* every output row starts as its bias, and GEMM adds to it */
-        weft_tensor *view = NULL, *b4 = NULL;
-        int64_t shape[4] = {1, g->OC, 1, 1};
-        if ((rc = weft_view(&b4, bias, shape, 4)) == 0 &&
-            (rc = weft_expand(&view, b4, weft_tensor_sizes(out), 4)) == 0)
-            rc = weft_copy_(out, view);
-        weft_tensor_release(view);
-        weft_tensor_release(b4);
-        if (rc < 0)
-            return rc;
-    }
+    /* every output row starts as its bias (written per image, just before
+     * its product), and GEMM adds to it */
+    weft_tensor *bt = NULL;
+    if (bias && (rc = nn__operand(&bt, bias, dt)) < 0)
+        return rc;
     bool direct = direct_input(g);
     int64_t B = direct ? g->N : images_per_pass(g);
     weft_tensor *col = NULL;
-    if (!direct && (rc = alloc_columns(&col, g, B, dt)) < 0)
+    if (!direct && (rc = alloc_columns(&col, g, B, dt)) < 0) {
+        weft_tensor_release(bt);
         return rc;
+    }
     for (int64_t b0 = 0; b0 < g->N; b0 += B) {
         int64_t nb = g->N - b0 < B ? g->N - b0 : B;
         char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g->C * g->H * g->W) * es;
@@ -282,10 +300,12 @@ static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor
                           weft_tensor_data_ptr(w), cols, y + (size_t)(b0 * g->OC * L) * es,
                           (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(R * L) * es),
                           (int64_t)((size_t)(Rg * L) * es), (int64_t)((size_t)(g->OC * L) * es),
-                          (int64_t)((size_t)(OCg * L) * es)};
+                          (int64_t)((size_t)(OCg * L) * es),
+                          bt ? weft_tensor_data_ptr(bt) : NULL};
         run_image_gemms(&jg, nb);
     }
     weft_tensor_release(col);
+    weft_tensor_release(bt);
     return 0;
 }
 
