@@ -34,8 +34,8 @@ void cpu__blas_init(int nthreads)
  * saves), by the problem's shape alone: OpenBLAS may sum a piece in another
  * order than the whole (its kernels depend on the sizes), so a cut that
  * followed the thread count would make results depend on it. */
-#define GEMM_GRAIN ((int64_t)1 << 19)
-#define GEMM_MAX_PIECES 8
+#define GEMM_GRAIN ((int64_t)1 << 21)
+#define GEMM_MAX_PIECES 4
 
 typedef struct gemm_job {
     weft_dtype dtype;

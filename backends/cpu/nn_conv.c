@@ -1,8 +1,9 @@
 /* backends/cpu/nn_conv.c — conv2d and its input and weight gradients as
  * operators, by im2col and one GEMM per image and group through
  * single-threaded OpenBLAS, the (image, group) products spread over our
- * pool (the weight gradient, which sums over images, splits each product
- * instead: cpu__gemm), as are the im2col/col2im passes; conv1d is a
+ * pool (the weight gradient, which sums over images, sums runs of images
+ * in parallel and adds the runs' partials in a fixed order), as are the
+ * im2col/col2im passes; conv1d is a
  * composite over conv2d with a unit height, and conv_transpose2d is the
  * input-gradient operator plus a bias.  1x1 convolutions with unit
  * stride and no padding read the input directly, without im2col.
@@ -440,25 +441,68 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
     return nn__set_result(call, 0, gi, weft_tensor_dtype(call->args[0].u.tensor));
 }
 
-/* convolution_backward_weight: dW_g = sum over images of G_g col_g^T */
+/* convolution_backward_weight: dW_g = sum over images of G_g col_g^T.
+ * The batch is cut into WEIGHT_CHUNKS runs of images by its size alone;
+ * each run sums its images' products into a partial of its own (pieces
+ * over the pool), and the partials are added in run order at the end: the
+ * same sums, in the same order, whatever the thread count. */
+#define WEIGHT_CHUNKS 4
+
+typedef struct weight_job {
+    const conv_geometry *g;
+    weft_dtype dt;
+    int64_t b0, nb, chunks; /* this pass: images [b0, b0 + nb) of N */
+    const char *go;         /* grad_output [N, OC, L] */
+    const char *cols;       /* this pass's columns [nb, R, L] */
+    char *partials;         /* [chunks, OC, R / groups] */
+} weight_job;
+
+static int64_t chunk_start(int64_t c, int64_t n, int64_t chunks)
+{
+    return (c * n + chunks - 1) / chunks;
+}
+
+static void weight_chunk_range(int64_t begin, int64_t end, void *ctx)
+{
+    const weight_job *j = ctx;
+    const conv_geometry *g = j->g;
+    int64_t L = g->OH * g->OW, R = rows_per_image(g), OCg = g->OC / g->groups, Rg = R / g->groups;
+    size_t es = weft_dtype_size(j->dt);
+    for (int64_t c = begin; c < end; c++) {
+        int64_t first = chunk_start(c, g->N, j->chunks), last = chunk_start(c + 1, g->N, j->chunks);
+        first = first > j->b0 ? first : j->b0;
+        last = last < j->b0 + j->nb ? last : j->b0 + j->nb;
+        char *dw = j->partials + (size_t)(c * g->OC * Rg) * es;
+        for (int64_t i = first; i < last; i++)
+            for (int64_t gr = 0; gr < g->groups; gr++)
+                gemm(j->dt, false, true, OCg, Rg, L, j->go + (size_t)((i * g->OC + gr * OCg) * L) * es,
+                     L, j->cols + (size_t)(((i - j->b0) * R + gr * Rg) * L) * es, L, 1.0,
+                     dw + (size_t)(gr * OCg * Rg) * es, Rg);
+    }
+}
+
 static int conv_backward_weight_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     conv_geometry g;
     weft_dtype dt;
-    weft_tensor *go = NULL, *x = NULL, *col = NULL, *gw = NULL;
+    weft_tensor *go = NULL, *x = NULL, *col = NULL, *gw = NULL, *parts = NULL;
     int rc = backward_setup(call, false, &g, &dt, &go, &x);
     int64_t shape[4] = {g.OC, g.C / (g.groups ? g.groups : 1), g.KH, g.KW};
-    if (rc == 0 && (rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU)) == 0)
+    if (rc == 0)
+        rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU);
+    int64_t chunks = rc == 0 && g.N < WEIGHT_CHUNKS ? g.N : WEIGHT_CHUNKS;
+    int64_t psize[2] = {chunks > 0 ? chunks : 1, rc == 0 ? weft_tensor_numel(gw) : 0};
+    if (rc == 0 && (rc = weft_zeros(&parts, psize, 2, dt, WEFT_DEVICE_CPU)) == 0)
         rc = weft_fill_(gw, 0.0);
     bool direct = rc == 0 && direct_input(&g);
     int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
     if (rc == 0 && !direct && g.N > 0)
         rc = alloc_columns(&col, &g, B, dt);
     if (rc == 0 && g.N > 0) {
-        int64_t L = g.OH * g.OW, R = rows_per_image(&g), OCg = g.OC / g.groups, Rg = R / g.groups;
+        int64_t L = g.OH * g.OW, R = rows_per_image(&g);
         size_t es = weft_dtype_size(dt);
-        char *gptr = weft_tensor_data_ptr(go), *wptr = weft_tensor_data_ptr(gw);
+        int64_t flops = g.OC * (R / g.groups) * L * (g.N / chunks);
         for (int64_t b0 = 0; b0 < g.N; b0 += B) {
             int64_t nb = g.N - b0 < B ? g.N - b0 : B;
             char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g.C * g.H * g.W) * es;
@@ -467,17 +511,31 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
                 cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
                 cols = weft_tensor_data_ptr(col);
             }
-            for (int64_t b = 0; b < nb; b++)
-                for (int64_t gr = 0; gr < g.groups; gr++)
-                    cpu__gemm(dt, false, true, OCg, Rg, L, 1.0,
-                              gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L,
-                              cols + (size_t)((b * R + gr * Rg) * L) * es, L, 1.0,
-                              wptr + (size_t)(gr * OCg * Rg) * es, Rg);
+            weight_job wj = {&g, dt, b0, nb, chunks, weft_tensor_data_ptr(go), cols,
+                             weft_tensor_data_ptr(parts)};
+            cpu__parallel_for(0, chunks, flops >= ((int64_t)1 << 20) ? 1 : chunks,
+                              weight_chunk_range, &wj);
+        }
+        /* the partials in run order */
+        int64_t n = weft_tensor_numel(gw);
+        for (int64_t c = 0; c < chunks; c++) {
+            if (dt == WEFT_FLOAT32) {
+                float *d = weft_tensor_data_ptr(gw);
+                const float *p = (const float *)weft_tensor_data_ptr(parts) + c * n;
+                for (int64_t i = 0; i < n; i++)
+                    d[i] += p[i];
+            } else {
+                double *d = weft_tensor_data_ptr(gw);
+                const double *p = (const double *)weft_tensor_data_ptr(parts) + c * n;
+                for (int64_t i = 0; i < n; i++)
+                    d[i] += p[i];
+            }
         }
     }
     weft_tensor_release(go);
     weft_tensor_release(x);
     weft_tensor_release(col);
+    weft_tensor_release(parts);
     if (rc < 0) {
         weft_tensor_release(gw);
         return rc;
