@@ -449,6 +449,38 @@ static void test_threshold_backward(void)
     drop_all();
 }
 
+/* ------------------------------------------------------- linear's gradient */
+
+/* linear's weight reaches addmm as weight.t(): its gradient must come back
+ * contiguous like the weight, or every optimizer step runs strided */
+static void test_linear_weight_grad(void)
+{
+    weft_tensor *x = filled(INTS(5, 7), 2, 51, false), *w = filled(INTS(3, 7), 2, 52, false);
+    weft_tensor *b = filled(INTS(3), 1, 53, false), *y = NULL, *s = NULL, *gw = NULL;
+    weft_tensor_set_requires_grad(w, true);
+    int rc = weft_linear(&y, x, w, b);
+    if (rc == 0)
+        rc = weft_sum(&s, keep(y), NULL, 0, false);
+    if (rc == 0)
+        rc = weft_backward(&s, 1, NULL, false, false);
+    keep(s);
+    if (rc == 0)
+        rc = weft_tensor_grad(&gw, w);
+    keep(gw);
+    bool good = rc == 0 && gw && weft_tensor_is_contiguous(gw);
+    const float *xp = weft_tensor_data_ptr(x);
+    for (int i = 0; good && i < 3; i++)
+        for (int j = 0; good && j < 7; j++) {
+            double want = 0;
+            for (int r = 0; r < 5; r++)
+                want += xp[r * 7 + j];
+            float got = ((const float *)weft_tensor_data_ptr(gw))[i * 7 + j];
+            good = fabs(got - want) <= 1e-5 * (1 + fabs(want));
+        }
+    ok(good, "linear: the weight's gradient is contiguous and the column sums of the input");
+    drop_all();
+}
+
 /* ---------------------------------------------------------- threads */
 
 /* Every fast path on shapes large enough for the pool, each result hashed
@@ -542,6 +574,7 @@ int main(int argc, char **argv)
     test_large_binary();
     test_products();
     test_threshold_backward();
+    test_linear_weight_grad();
     test_threads();
     return done_testing();
 }
