@@ -329,6 +329,31 @@ static void test_products(void)
     }
     ok(good, "conv2d 3x3 padding 1 with a bias, its input and weight gradients as direct sums");
     drop_all();
+
+    /* a weight gradient over several passes of the column buffer (4 images
+     * of 64x56x56 fill it): the sum of the images' gradients taken alone */
+    weft_tensor *bx = filled(INTS(6, 64, 56, 56), 4, 61, false);
+    weft_tensor *bg = filled(INTS(6, 8, 56, 56), 4, 62, false), *all = NULL;
+    rc = weft_convolution_backward_weight(&all, bg, bx, INTS(8, 64, 3, 3), 4, INTS(1, 1), 2,
+                                          INTS(1, 1), 2, INTS(1, 1), 2, 1);
+    keep(all);
+    double *sum = calloc(8 * 64 * 9, sizeof *sum);
+    for (int64_t i = 0; rc == 0 && i < 6; i++) {
+        weft_tensor *xi = NULL, *gi1 = NULL, *one = NULL;
+        rc = weft_narrow(&xi, bx, 0, i, 1);
+        if (rc == 0)
+            rc = weft_narrow(&gi1, bg, 0, i, 1);
+        if (rc == 0)
+            rc = weft_convolution_backward_weight(&one, keep(gi1), keep(xi), INTS(8, 64, 3, 3), 4,
+                                                  INTS(1, 1), 2, INTS(1, 1), 2, INTS(1, 1), 2, 1);
+        keep(one);
+        for (int64_t k = 0; rc == 0 && k < 8 * 64 * 9; k++)
+            sum[k] += ((const float *)weft_tensor_data_ptr(one))[k];
+    }
+    ok(rc == 0 && close_to(weft_tensor_data_ptr(all), sum, 8 * 64 * 9, 1e-4),
+       "convolution_backward_weight over two passes of 4 and 2 images: the images' sum");
+    free(sum);
+    drop_all();
 }
 
 /* ---------------------------------------------------- threshold_backward */
@@ -487,7 +512,7 @@ static void test_linear_weight_grad(void)
  * bit for bit into digests[]. */
 #define NDIGESTS 7
 static const char *const digest_names[NDIGESTS] = {
-    "conv2d", "convolution_backward_input", "convolution_backward_weight",
+    "conv2d", "convolution_backward_input", "convolution_backward_weight (one and two passes)",
     "max_pool2d values and indices", "mm", "add_ and mul_ over 200704 elements",
     "relu's backward"};
 
@@ -519,6 +544,11 @@ static void digest(uint64_t *digests)
     digests[5] = hash_tensor(digests[5], big);
     weft_threshold_backward(&tb, go, y, 0.0);
     digests[6] = hash_tensor(digests[6], keep(tb));
+    weft_tensor *bx = filled(INTS(6, 64, 56, 56), 4, 61, false);
+    weft_tensor *bg = filled(INTS(6, 8, 56, 56), 4, 62, false), *all = NULL;
+    weft_convolution_backward_weight(&all, bg, bx, INTS(8, 64, 3, 3), 4, INTS(1, 1), 2,
+                                     INTS(1, 1), 2, INTS(1, 1), 2, 1);
+    digests[2] = hash_tensor(digests[2], keep(all));
     drop_all();
 }
 

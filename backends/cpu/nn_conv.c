@@ -442,10 +442,11 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
 }
 
 /* convolution_backward_weight: dW_g = sum over images of G_g col_g^T.
- * The batch is cut into WEIGHT_CHUNKS runs of images by its size alone;
- * each run sums its images' products into a partial of its own (pieces
- * over the pool), and the partials are added in run order at the end: the
- * same sums, in the same order, whatever the thread count. */
+ * Each pass's images are cut into WEIGHT_CHUNKS runs by the pass's size
+ * alone; each run sums its images' products into a partial of its own
+ * (pieces over the pool; run c of every pass adds to partial c), and the
+ * partials are added in run order at the end: the same sums, in the same
+ * order, whatever the thread count. */
 #define WEIGHT_CHUNKS 4
 
 typedef struct weight_job {
@@ -469,9 +470,8 @@ static void weight_chunk_range(int64_t begin, int64_t end, void *ctx)
     int64_t L = g->OH * g->OW, R = rows_per_image(g), OCg = g->OC / g->groups, Rg = R / g->groups;
     size_t es = weft_dtype_size(j->dt);
     for (int64_t c = begin; c < end; c++) {
-        int64_t first = chunk_start(c, g->N, j->chunks), last = chunk_start(c + 1, g->N, j->chunks);
-        first = first > j->b0 ? first : j->b0;
-        last = last < j->b0 + j->nb ? last : j->b0 + j->nb;
+        int64_t first = j->b0 + chunk_start(c, j->nb, j->chunks);
+        int64_t last = j->b0 + chunk_start(c + 1, j->nb, j->chunks);
         char *dw = j->partials + (size_t)(c * g->OC * Rg) * es;
         for (int64_t i = first; i < last; i++)
             for (int64_t gr = 0; gr < g->groups; gr++)
@@ -491,18 +491,19 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
     int64_t shape[4] = {g.OC, g.C / (g.groups ? g.groups : 1), g.KH, g.KW};
     if (rc == 0)
         rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU);
-    int64_t chunks = rc == 0 && g.N < WEIGHT_CHUNKS ? g.N : WEIGHT_CHUNKS;
+    bool direct = rc == 0 && direct_input(&g);
+    int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
+    /* runs within each pass (its size is the shape's, not the threads') */
+    int64_t chunks = B < WEIGHT_CHUNKS ? B : WEIGHT_CHUNKS;
     int64_t psize[2] = {chunks > 0 ? chunks : 1, rc == 0 ? weft_tensor_numel(gw) : 0};
     if (rc == 0 && (rc = weft_zeros(&parts, psize, 2, dt, WEFT_DEVICE_CPU)) == 0)
         rc = weft_fill_(gw, 0.0);
-    bool direct = rc == 0 && direct_input(&g);
-    int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
     if (rc == 0 && !direct && g.N > 0)
         rc = alloc_columns(&col, &g, B, dt);
     if (rc == 0 && g.N > 0) {
         int64_t L = g.OH * g.OW, R = rows_per_image(&g);
         size_t es = weft_dtype_size(dt);
-        int64_t flops = g.OC * (R / g.groups) * L * (g.N / chunks);
+        int64_t flops = g.OC * (R / g.groups) * L * (B / chunks);
         for (int64_t b0 = 0; b0 < g.N; b0 += B) {
             int64_t nb = g.N - b0 < B ? g.N - b0 : B;
             char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g.C * g.H * g.W) * es;
