@@ -291,10 +291,43 @@ static int unary_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, deriva
     return rc;
 }
 
-/* relu' = (x > 0): the subgradient 0 at 0, as PyTorch */
-static int relu_derivative(weft_tensor **out, weft_tensor *x)
+/* relu: g where x > 0 (the subgradient 0 at 0, as PyTorch), in one pass
+ * through threshold_backward rather than a comparison, a conversion and a
+ * product; threshold_backward has a formula of its own, so double backward
+ * goes through it. */
+static int relu_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 {
-    return weft_gt_scalar(out, x, 0.0);
+    int rc = 0;
+    weft_tensor *x = saved(n, 0, &rc), *t = NULL;
+    if (rc < 0)
+        return rc;
+    rc = weft_threshold_backward(&t, go[0], x, 0.0);
+    if (rc == 0)
+        rc = fit_grad(&gi[0], n, 0, t);
+    weft_tensor_release(t);
+    return rc;
+}
+
+/* threshold_backward(g, self, threshold) is linear in g with the same mask;
+ * self only selects, so it gets no gradient (PyTorch's zero). */
+static int record_threshold_backward(wf_node *n, const weft_call *call, weft_tensor *result,
+                                     weft_tensor *old_self)
+{
+    TRY(record_shapes_binary(n, call, result, old_self));
+    return wf__node_save(n, 0, call->args[1].u.tensor, result);
+}
+
+static int threshold_backward_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
+{
+    int rc = 0;
+    weft_tensor *x = saved(n, 0, &rc), *t = NULL;
+    if (rc < 0)
+        return rc;
+    rc = weft_threshold_backward(&t, go[0], x, n->scalar);
+    if (rc == 0)
+        rc = fit_grad(&gi[0], n, 0, t);
+    weft_tensor_release(t);
+    return rc;
 }
 
 /* |x|' = sign(x), 0 at 0 */
@@ -645,7 +678,6 @@ static int pow_scalar_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
         return unary_backward(n, go, gi, name##_derivative);                      \
     }
 UNARY_BACKWARD(exp)
-UNARY_BACKWARD(relu)
 UNARY_BACKWARD(abs)
 UNARY_BACKWARD(sin)
 UNARY_BACKWARD(cos)
@@ -817,6 +849,8 @@ static const formula formulas[] = {
     {"tanh_", "TanhBackward", tanh_backward, record_input, SELF, true},
     {"tanh_out", "TanhBackward", tanh_backward, record_input, 0x2, false},
     UNARY_FORMULAS("relu", "ReluBackward", relu_backward),
+    {"threshold_backward", "ThresholdBackwardBackward", threshold_backward_backward,
+     record_threshold_backward, 0x1, false},
     UNARY_FORMULAS("abs", "AbsBackward", abs_backward),
     UNARY_FORMULAS("sin", "SinBackward", sin_backward),
     UNARY_FORMULAS("cos", "CosBackward", cos_backward),

@@ -72,9 +72,26 @@ static int addmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
         weft_tensor_release(p);
         t = p = NULL;
     }
-    if (rc == 0 && wants(n, 2) && (rc = weft_t(&t, a)) == 0) {
-        if ((rc = weft_mm(&p, t, go[0])) == 0)
+    if (rc == 0 && wants(n, 2)) {
+        /* mat2 stored transposed (linear's weight.t()): (G^T mat1)^T, the
+         * same products, so that the gradient reaching the weight through
+         * t()'s backward is contiguous like the weight — a transposed
+         * gradient made every optimizer step a strided, unvectorized pass
+         * (PyTorch's mm_mat2_backward does the same) */
+        const int64_t *bs = weft_tensor_strides(b);
+        bool transposed = weft_tensor_ndim(b) == 2 && weft_tensor_size(b, 0) > 1 &&
+                          weft_tensor_size(b, 1) > 1 && bs[0] == 1 &&
+                          bs[1] == weft_tensor_size(b, 0);
+        weft_tensor *q = NULL;
+        if (transposed) {
+            if ((rc = weft_t(&t, go[0])) == 0 && (rc = weft_mm(&q, t, a)) == 0)
+                rc = weft_t(&p, q);
+        } else if ((rc = weft_t(&t, a)) == 0) {
+            rc = weft_mm(&p, t, go[0]);
+        }
+        if (rc == 0)
             rc = alpha == 1 ? (gi[2] = weft_tensor_retain(p), 0) : weft_mul_scalar(&gi[2], p, alpha);
+        weft_tensor_release(q);
         weft_tensor_release(t);
         weft_tensor_release(p);
     }

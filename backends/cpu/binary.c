@@ -207,6 +207,13 @@ CPU_DTYPES_COMPLEX(ADDCMUL_PLAIN)
 CPU_DTYPES_FLOATING(ADDCDIV)
 CPU_DTYPES_COMPLEX(ADDCDIV)
 
+/* relu's backward in one pass: grad_output (a) where self (b) is above the
+ * threshold, else 0.  A NaN self passes the gradient, as PyTorch's. */
+#define THRESHOLD_BACKWARD(NAME, DTYPE, T, C, U) \
+    SAME_LOOP(threshold_backward, NAME, T, C, b <= p0 ? (C)0 : a)
+CPU_DTYPES_INTEGRAL(THRESHOLD_BACKWARD)
+CPU_DTYPES_FLOATING(THRESHOLD_BACKWARD)
+
 /* --------------------------------------------------------- loop tables */
 
 #define INTEGRAL_FLOATING(OP) CPU_ENTRIES_INTEGRAL(OP) CPU_ENTRIES_FLOATING(OP)
@@ -242,6 +249,7 @@ TABLE(masked_fill, ALL)
 TABLE(lerp, FLOATING_COMPLEX)
 TABLE(addcmul, NUMERIC)
 TABLE(addcdiv, FLOATING_COMPLEX)
+TABLE(threshold_backward, INTEGRAL_FLOATING)
 
 /* ---------------------------------------------------- the binary kernel */
 
@@ -414,6 +422,17 @@ static int masked_fill_kernel(weft_call *call, void *ctx)
     return run_map(call, *mode, masked_fill_loops, dt, dt, inputs, 2, &value);
 }
 
+/* threshold_backward(grad_output, self, threshold): the two broadcast and
+ * promote like a binary operator; bool and complex have no loop */
+static int threshold_backward_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *inputs[2] = {call->args[0].u.tensor, call->args[1].u.tensor};
+    double value = cpu__scalar_arg(&call->args[2]);
+    weft_dtype ct = weft_promote_types(weft_tensor_dtype(inputs[0]), weft_tensor_dtype(inputs[1]));
+    return run_map(call, CPU_FUNCTIONAL, threshold_backward_loops, ct, ct, inputs, 2, &value);
+}
+
 /* lerp(self, end, weight) with a Tensor or a Scalar weight: self and end
  * must have one dtype, as in PyTorch */
 typedef struct ternary_form {
@@ -567,6 +586,7 @@ static const cpu_kernel_entry binary_kernels[] = {
     {"addcdiv", addc_kernel, &addc_forms[3]},
     {"addcdiv_", addc_kernel, &addc_forms[4]},
     {"addcdiv_out", addc_kernel, &addc_forms[5]},
+    {"threshold_backward", threshold_backward_kernel, NULL},
 };
 
 int cpu__register_binary(weft_registrar *reg)

@@ -15,10 +15,91 @@
  * OpenBLAS (the call is then skipped). */
 extern void openblas_set_num_threads(int num_threads) __attribute__((weak));
 
+/* OpenBLAS runs single-threaded: its own thread server spins and
+ * sched_yield()s between calls, which on a machine with as many busy
+ * threads as cores took the core our pool's workers (and the caller)
+ * needed — a 2-thread training epoch ran slower than a 1-thread one.
+ * Large products are split over our pool instead (cpu__gemm), whose
+ * workers sleep while idle.  nthreads is our pool's size, kept for the
+ * callers that resize it. */
 void cpu__blas_init(int nthreads)
 {
+    (void)nthreads;
     if (openblas_set_num_threads)
-        openblas_set_num_threads(nthreads);
+        openblas_set_num_threads(1);
+}
+
+/* A product is cut into at most GEMM_MAX_PIECES pieces of at least
+ * GEMM_GRAIN multiply-adds (waking a worker for less costs more than it
+ * saves), by the problem's shape alone: OpenBLAS may sum a piece in another
+ * order than the whole (its kernels depend on the sizes), so a cut that
+ * followed the thread count would make results depend on it. */
+#define GEMM_GRAIN ((int64_t)1 << 21)
+#define GEMM_MAX_PIECES 4
+
+typedef struct gemm_job {
+    weft_dtype dtype;
+    bool ta, tb, by_rows;
+    int64_t n, m, k, lda, ldb, ldc, block;
+    double alpha, beta;
+    const char *a, *b;
+    char *c;
+} gemm_job;
+
+/* Pieces [begin, end): each a block of rows of C (by_rows) or of columns. */
+static void gemm_pieces(int64_t begin, int64_t end, void *ctx)
+{
+    const gemm_job *j = ctx;
+    size_t es = j->dtype == WEFT_FLOAT32 ? sizeof(float) : sizeof(double);
+    int64_t along = j->by_rows ? j->n : j->m;
+    for (int64_t piece = begin; piece < end; piece++) {
+        int64_t first = piece * j->block;
+        int64_t count = along - first < j->block ? along - first : j->block;
+        const char *a = j->a, *b = j->b;
+        char *c = j->c;
+        int64_t n = j->n, m = j->m;
+        if (j->by_rows) { /* op(A)'s rows: A's rows, or A's columns when transposed */
+            a += (size_t)(j->ta ? first : first * j->lda) * es;
+            c += (size_t)(first * j->ldc) * es;
+            n = count;
+        } else { /* op(B)'s columns: B's columns, or B's rows when transposed */
+            b += (size_t)(j->tb ? first * j->ldb : first) * es;
+            c += (size_t)first * es;
+            m = count;
+        }
+        enum CBLAS_TRANSPOSE opa = j->ta ? CblasTrans : CblasNoTrans;
+        enum CBLAS_TRANSPOSE opb = j->tb ? CblasTrans : CblasNoTrans;
+        if (j->dtype == WEFT_FLOAT32)
+            cblas_sgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)j->k, (float)j->alpha,
+                        (const float *)a, (int)j->lda, (const float *)b, (int)j->ldb,
+                        (float)j->beta, (float *)c, (int)j->ldc);
+        else
+            cblas_dgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)j->k, j->alpha,
+                        (const double *)a, (int)j->lda, (const double *)b, (int)j->ldb,
+                        j->beta, (double *)c, (int)j->ldc);
+    }
+}
+
+void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
+               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+               double beta, void *c, int64_t ldc)
+{
+    gemm_job j = {dtype, ta, tb, n >= m, n, m, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
+    int64_t along = j.by_rows ? n : m;
+    double work = (double)n * (double)m * (double)(k > 0 ? k : 1);
+    int64_t pieces = work / GEMM_GRAIN < GEMM_MAX_PIECES ? (int64_t)(work / GEMM_GRAIN) : GEMM_MAX_PIECES;
+    pieces = pieces < 1 ? 1 : pieces > along ? along : pieces;
+    /* blocks of a multiple of 8 rows or columns where there are enough:
+     * whole register tiles of the BLAS kernels */
+    int64_t block = (along + pieces - 1) / pieces;
+    if (along >= 8 * pieces)
+        block = (block + 7) / 8 * 8;
+    j.block = block > 0 ? block : 1;
+    pieces = (along + j.block - 1) / j.block;
+    if (pieces <= 1)
+        gemm_pieces(0, pieces, &j);
+    else
+        cpu__parallel_for(0, pieces, 1, gemm_pieces, &j);
 }
 
 /* One operand of a (batched) product: element (b, i, j) is at
@@ -130,24 +211,15 @@ static int blas_product(weft_dtype dtype, const weft_tensor *a, const weft_tenso
     if (rc == 0)
         rc = blas_operand(b, p->k, p->m, &p->b, &tb, &ldb, &cb);
     if (rc == 0) {
-        cpu__parallel_sync(); /* OpenBLAS's count follows weft_set_num_threads (issue 3) */
-        enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-        int n = (int)p->n, k = (int)p->k, m = (int)p->m;
-        int ldc = (int)(p->c.rs > 1 ? p->c.rs : 1);
-        ldc = ldc < m ? m : ldc;
+        int64_t ldc = p->c.rs > 1 ? p->c.rs : 1;
+        ldc = ldc < p->m ? p->m : ldc;
+        size_t es = weft_dtype_size(dtype);
         for (int64_t i = 0; i < p->batch; i++) {
             double bi = p->c.bs == 0 && i > 0 ? 1.0 : beta;
-            if (dtype == WEFT_FLOAT32) {
-                cblas_sgemm(CblasRowMajor, opa, opb, n, m, k, (float)alpha,
-                            (const float *)p->a.data + i * p->a.bs, (int)lda,
-                            (const float *)p->b.data + i * p->b.bs, (int)ldb, (float)bi,
-                            (float *)p->c.data + i * p->c.bs, ldc);
-            } else {
-                cblas_dgemm(CblasRowMajor, opa, opb, n, m, k, alpha,
-                            (const double *)p->a.data + i * p->a.bs, (int)lda,
-                            (const double *)p->b.data + i * p->b.bs, (int)ldb, bi,
-                            (double *)p->c.data + i * p->c.bs, ldc);
-            }
+            cpu__gemm(dtype, ta, tb, p->n, p->m, p->k, alpha,
+                      p->a.data + (size_t)(i * p->a.bs) * es, lda,
+                      p->b.data + (size_t)(i * p->b.bs) * es, ldb, bi,
+                      p->c.data + (size_t)(i * p->c.bs) * es, ldc);
         }
     }
     weft_tensor_release(ca);

@@ -317,8 +317,15 @@ int cpu__register_random(weft_registrar *reg);
  * means all) names, into reduce[ndim].  WEFT_ERANGE for a dim out of range,
  * WEFT_EINVAL for one named twice (reduce.c). */
 int cpu__parse_dims(const char *op, const weft_value *dim, int ndim, bool *reduce);
-/* Called from init: OpenBLAS gets our thread count. */
+/* Called from init (and whenever the pool is resized): OpenBLAS runs
+ * single-threaded, large products are split over our pool (blas.c). */
 void cpu__blas_init(int nthreads);
+/* C[n x m] = alpha op(A) op(B) + beta C for float32/float64, row-major,
+ * sizes and leading dimensions within int; large products are split by
+ * rows or columns of C over the pool (blas.c). */
+void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
+               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+               double beta, void *c, int64_t ldc);
 
 /* One row of a file's registration table. */
 typedef struct cpu_kernel_entry {

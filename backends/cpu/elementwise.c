@@ -656,11 +656,12 @@ static int check_alpha(const weft_op *op, binary_kind kind, bool bool_operand, w
 
 /* binary_kernel's fast path, map_flat's case specialised for two operands:
  * self and other tensors of one dtype (or other a Scalar that leaves self's
- * dtype alone), contiguous CPU tensors of one shape with fewer elements than
- * the parallel grain, and for in-place and out= a target of that dtype and
- * shape that shares memory with an input only element for element.  Then
- * the loop runs once over the flat buffers (a Scalar is read from a stack
- * element with stride 0) and nothing can fail but the output's allocation.
+ * dtype alone), contiguous CPU tensors of one shape, and for in-place and
+ * out= a target of that dtype and shape that shares memory with an input
+ * only element for element.  Then the loop runs over the flat buffers (a
+ * Scalar is read from a stack element with stride 0), once on this thread
+ * below the parallel grain, else in pieces over the pool, and nothing can
+ * fail but the output's allocation.
  * Everything else, every error included, is left to binary_general: returns
  * 1 when done, 0 when not taken (nothing done), or an allocation error. */
 static inline __attribute__((always_inline)) int
@@ -708,7 +709,7 @@ binary_flat(weft_call *call, const binary_form *form, const cpu_mode mode, const
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++)
         numel *= sizes[d];
-    if ((uint64_t)numel - 1 >= CPU_GRAIN) /* none, or enough for the pool */
+    if (numel == 0)
         return 0;
     if (other && other != self && !flat_like(other, sizes, ndim))
         return 0;
@@ -747,7 +748,16 @@ binary_flat(weft_call *call, const binary_form *form, const cpu_mode mode, const
                                                  : weft_tensor_data_ptr(other);
     }
     binary_params params = {form->kind == BINARY_SUB ? -alpha : alpha};
-    loop(ptrs, strides, numel, &params);
+    if (numel < CPU_GRAIN) {
+        loop(ptrs, strides, numel, &params);
+    } else { /* an optimizer's update of a large parameter, say */
+        flat_job job = {.noperands = 3, .loop = loop, .params = &params};
+        for (int k = 0; k < 3; k++) {
+            job.data[k] = ptrs[k];
+            job.strides[k] = strides[k];
+        }
+        cpu__parallel_for(0, numel, CPU_GRAIN, flat_run_range, &job);
+    }
     if (mode == CPU_FUNCTIONAL) {
         call->rets[0].tag = WEFT_VALUE_TENSOR;
         call->rets[0].u.tensor = target;

@@ -1,7 +1,9 @@
 /* backends/cpu/nn_conv.c — conv2d and its input and weight gradients as
- * operators, by im2col and one GEMM per image and group through OpenBLAS
- * (called from the calling thread, so OpenBLAS's threads never compete
- * with our pool, which runs the im2col/col2im passes); conv1d is a
+ * operators, by im2col and one GEMM per image and group through
+ * single-threaded OpenBLAS, the (image, group) products spread over our
+ * pool (the weight gradient, which sums over images, sums runs of images
+ * in parallel and adds the runs' partials in a fixed order), as are the
+ * im2col/col2im passes; conv1d is a
  * composite over conv2d with a unit height, and conv_transpose2d is the
  * input-gradient operator plus a bias.  1x1 convolutions with unit
  * stride and no padding read the input directly, without im2col.
@@ -9,6 +11,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn.h"
 
@@ -33,7 +36,9 @@ static bool direct_input(const conv_geometry *g)
            g->padding[0] == 0 && g->padding[1] == 0;
 }
 
-/* C = alpha op(A) op(B) + beta C, row-major, float32 or float64. */
+/* C = op(A) op(B) + beta C, row-major, float32 or float64, on the
+ * calling thread (the callers split the work over images themselves) or
+ * split over the pool (split). */
 static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc)
@@ -47,11 +52,75 @@ static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64
                     (int)ldb, beta, c, (int)ldc);
 }
 
+/* One product per (image, group) pair of a pass, pairs spread over the
+ * pool: each pair's product is the same single-threaded call whichever
+ * thread runs it, so results do not depend on the thread count. */
+typedef struct image_gemms {
+    weft_dtype dt;
+    bool ta, tb;
+    int64_t groups, m, n, k, lda, ldb, ldc;
+    double beta;
+    const char *a, *b;
+    char *c;
+    int64_t a_group, b_image, b_group, c_image, c_group; /* byte strides */
+    const char *bias; /* non-NULL: C's row i of group gr starts as bias[gr * m + i] */
+} image_gemms;
+
+/* rows x cols of c (leading dimension ldc) set to values[row], each */
+static void fill_rows(weft_dtype dt, char *c, int64_t rows, int64_t cols, int64_t ldc,
+                      const char *values)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        if (dt == WEFT_FLOAT32) {
+            float *r = (float *)c + i * ldc, v = ((const float *)values)[i];
+            for (int64_t q = 0; q < cols; q++)
+                r[q] = v;
+        } else {
+            double *r = (double *)c + i * ldc, v = ((const double *)values)[i];
+            for (int64_t q = 0; q < cols; q++)
+                r[q] = v;
+        }
+    }
+}
+
+static void image_gemm_range(int64_t begin, int64_t end, void *ctx)
+{
+    const image_gemms *j = ctx;
+    for (int64_t p = begin; p < end; p++) {
+        int64_t b = p / j->groups, gr = p % j->groups;
+        /* the bias written just before the product reads it: still in cache */
+        if (j->bias)
+            fill_rows(j->dt, j->c + b * j->c_image + gr * j->c_group, j->m, j->n, j->ldc,
+                      j->bias + (size_t)(gr * j->m) * weft_dtype_size(j->dt));
+        gemm(j->dt, j->ta, j->tb, j->m, j->n, j->k, j->a + gr * j->a_group, j->lda,
+             j->b + b * j->b_image + gr * j->b_group, j->ldb, j->beta,
+             j->c + b * j->c_image + gr * j->c_group, j->ldc);
+    }
+}
+
+static void run_image_gemms(const image_gemms *j, int64_t images)
+{
+    int64_t flops = j->m * j->n * (j->k > 0 ? j->k : 1);
+    cpu__parallel_for(0, images * j->groups, ((int64_t)1 << 19) / (flops > 0 ? flops : 1) + 1,
+                      image_gemm_range, (void *)j);
+}
+
 typedef struct column_job {
     const conv_geometry *g;
     void *x;       /* images [B, C, H, W] */
     void *col;     /* [B, C*KH*KW, OH*OW] */
 } column_job;
+
+/* The output columns ow in [*lo, *hi) whose input column iw0 + ow * stride
+ * lies inside [0, W); the others read padding.  *hi may be below *lo. */
+static void inside_columns(const conv_geometry *g, int64_t iw0, int64_t *lo, int64_t *hi)
+{
+    int64_t sw = g->stride[1];
+    int64_t first = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+    int64_t last = g->W - 1 - iw0 < 0 ? -1 : (g->W - 1 - iw0) / sw; /* the last inside */
+    *lo = first < g->OW ? first : g->OW;
+    *hi = last + 1 < g->OW ? last + 1 : g->OW;
+}
 
 /* im2col over (image, row) pairs and col2im (accumulating) over (image,
  * channel) pairs: a row reads and writes a single channel. */
@@ -75,10 +144,19 @@ typedef struct column_job {
                 }                                                                          \
                 const T *src = x + ih * g->W;                                              \
                 int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];      \
-                for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
-                    int64_t iw = iw0 + ow * sw;                                            \
-                    dst[ow] = iw >= 0 && iw < g->W ? src[iw] : (T)0;                       \
+                int64_t lo, hi;                                                            \
+                inside_columns(g, iw0, &lo, &hi);                                          \
+                for (int64_t ow = 0; ow < lo; ow++)                                        \
+                    dst[ow] = 0;                                                           \
+                if (sw == 1) {                                                             \
+                    if (hi > lo)                                                           \
+                        memcpy(dst + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof(T));   \
+                } else {                                                                   \
+                    for (int64_t ow = lo; ow < hi; ow++)                                   \
+                        dst[ow] = src[iw0 + ow * sw];                                      \
                 }                                                                          \
+                for (int64_t ow = hi > lo ? hi : lo; ow < g->OW; ow++)                     \
+                    dst[ow] = 0;                                                           \
             }                                                                              \
         }                                                                                  \
     }                                                                                      \
@@ -100,11 +178,16 @@ typedef struct column_job {
                     if (ih < 0 || ih >= g->H)                                              \
                         continue;                                                          \
                     T *row = x + ih * g->W;                                                \
-                    int64_t iw0 = kw * g->dilation[1] - g->padding[1];                     \
-                    for (int64_t ow = 0; ow < g->OW; ow++) {                               \
-                        int64_t iw = iw0 + ow * g->stride[1];                              \
-                        if (iw >= 0 && iw < g->W)                                          \
-                            row[iw] += src[ow];                                            \
+                    int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];  \
+                    int64_t lo, hi;                                                        \
+                    inside_columns(g, iw0, &lo, &hi);                                      \
+                    if (sw == 1) {                                                         \
+                        T *r = row + iw0;                                                  \
+                        for (int64_t ow = lo; ow < hi; ow++)                               \
+                            r[ow] += src[ow];                                              \
+                    } else {                                                               \
+                        for (int64_t ow = lo; ow < hi; ow++)                               \
+                            row[iw0 + ow * sw] += src[ow];                                 \
                     }                                                                      \
                 }                                                                          \
             }                                                                              \
@@ -194,22 +277,18 @@ static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor
     size_t es = weft_dtype_size(dt);
     char *y = weft_tensor_data_ptr(out);
     int rc = 0;
-    if (bias) { /* every output row starts as its bias, and GEMM adds to it */
-        weft_tensor *view = NULL, *b4 = NULL;
-        int64_t shape[4] = {1, g->OC, 1, 1};
-        if ((rc = weft_view(&b4, bias, shape, 4)) == 0 &&
-            (rc = weft_expand(&view, b4, weft_tensor_sizes(out), 4)) == 0)
-            rc = weft_copy_(out, view);
-        weft_tensor_release(view);
-        weft_tensor_release(b4);
-        if (rc < 0)
-            return rc;
-    }
+    /* every output row starts as its bias (written per image, just before
+     * its product), and GEMM adds to it */
+    weft_tensor *bt = NULL;
+    if (bias && (rc = nn__operand(&bt, bias, dt)) < 0)
+        return rc;
     bool direct = direct_input(g);
     int64_t B = direct ? g->N : images_per_pass(g);
     weft_tensor *col = NULL;
-    if (!direct && (rc = alloc_columns(&col, g, B, dt)) < 0)
+    if (!direct && (rc = alloc_columns(&col, g, B, dt)) < 0) {
+        weft_tensor_release(bt);
         return rc;
+    }
     for (int64_t b0 = 0; b0 < g->N; b0 += B) {
         int64_t nb = g->N - b0 < B ? g->N - b0 : B;
         char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g->C * g->H * g->W) * es;
@@ -218,14 +297,16 @@ static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor
             cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
             cols = weft_tensor_data_ptr(col);
         }
-        for (int64_t b = 0; b < nb; b++)
-            for (int64_t gr = 0; gr < g->groups; gr++)
-                gemm(dt, false, false, OCg, L, Rg,
-                     (char *)weft_tensor_data_ptr(w) + (size_t)(gr * OCg * Rg) * es, Rg,
-                     cols + (size_t)((b * R + gr * Rg) * L) * es, L, bias ? 1.0 : 0.0,
-                     y + (size_t)(((b0 + b) * g->OC + gr * OCg) * L) * es, L);
+        image_gemms jg = {dt, false, false, g->groups, OCg, L, Rg, Rg, L, L, bias ? 1.0 : 0.0,
+                          weft_tensor_data_ptr(w), cols, y + (size_t)(b0 * g->OC * L) * es,
+                          (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(R * L) * es),
+                          (int64_t)((size_t)(Rg * L) * es), (int64_t)((size_t)(g->OC * L) * es),
+                          (int64_t)((size_t)(OCg * L) * es),
+                          bt ? weft_tensor_data_ptr(bt) : NULL};
+        run_image_gemms(&jg, nb);
     }
     weft_tensor_release(col);
+    weft_tensor_release(bt);
     return 0;
 }
 
@@ -335,11 +416,12 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
             int64_t nb = g.N - b0 < B ? g.N - b0 : B;
             char *dst = direct ? (char *)weft_tensor_data_ptr(gi) + (size_t)(b0 * R * L) * es
                                : (char *)weft_tensor_data_ptr(col);
-            for (int64_t b = 0; b < nb; b++)
-                for (int64_t gr = 0; gr < g.groups; gr++)
-                    gemm(dt, true, false, Rg, L, OCg, wptr + (size_t)(gr * OCg * Rg) * es, Rg,
-                         gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L, 0.0,
-                         dst + (size_t)((b * R + gr * Rg) * L) * es, L);
+            image_gemms jg = {dt, true, false, g.groups, Rg, L, OCg, Rg, L, L, 0.0, wptr,
+                              gptr + (size_t)(b0 * g.OC * L) * es, dst,
+                              (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(g.OC * L) * es),
+                              (int64_t)((size_t)(OCg * L) * es), (int64_t)((size_t)(R * L) * es),
+                              (int64_t)((size_t)(Rg * L) * es)};
+            run_image_gemms(&jg, nb);
             if (!direct) {
                 column_job j = {&g, (char *)weft_tensor_data_ptr(gi) +
                                         (size_t)(b0 * g.C * g.H * g.W) * es,
@@ -359,25 +441,69 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
     return nn__set_result(call, 0, gi, weft_tensor_dtype(call->args[0].u.tensor));
 }
 
-/* convolution_backward_weight: dW_g = sum over images of G_g col_g^T */
+/* convolution_backward_weight: dW_g = sum over images of G_g col_g^T.
+ * Each pass's images are cut into WEIGHT_CHUNKS runs by the pass's size
+ * alone; each run sums its images' products into a partial of its own
+ * (pieces over the pool; run c of every pass adds to partial c), and the
+ * partials are added in run order at the end: the same sums, in the same
+ * order, whatever the thread count. */
+#define WEIGHT_CHUNKS 4
+
+typedef struct weight_job {
+    const conv_geometry *g;
+    weft_dtype dt;
+    int64_t b0, nb, chunks; /* this pass: images [b0, b0 + nb) of N */
+    const char *go;         /* grad_output [N, OC, L] */
+    const char *cols;       /* this pass's columns [nb, R, L] */
+    char *partials;         /* [chunks, OC, R / groups] */
+} weight_job;
+
+static int64_t chunk_start(int64_t c, int64_t n, int64_t chunks)
+{
+    return (c * n + chunks - 1) / chunks;
+}
+
+static void weight_chunk_range(int64_t begin, int64_t end, void *ctx)
+{
+    const weight_job *j = ctx;
+    const conv_geometry *g = j->g;
+    int64_t L = g->OH * g->OW, R = rows_per_image(g), OCg = g->OC / g->groups, Rg = R / g->groups;
+    size_t es = weft_dtype_size(j->dt);
+    for (int64_t c = begin; c < end; c++) {
+        int64_t first = j->b0 + chunk_start(c, j->nb, j->chunks);
+        int64_t last = j->b0 + chunk_start(c + 1, j->nb, j->chunks);
+        char *dw = j->partials + (size_t)(c * g->OC * Rg) * es;
+        for (int64_t i = first; i < last; i++)
+            for (int64_t gr = 0; gr < g->groups; gr++)
+                gemm(j->dt, false, true, OCg, Rg, L, j->go + (size_t)((i * g->OC + gr * OCg) * L) * es,
+                     L, j->cols + (size_t)(((i - j->b0) * R + gr * Rg) * L) * es, L, 1.0,
+                     dw + (size_t)(gr * OCg * Rg) * es, Rg);
+    }
+}
+
 static int conv_backward_weight_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     conv_geometry g;
     weft_dtype dt;
-    weft_tensor *go = NULL, *x = NULL, *col = NULL, *gw = NULL;
+    weft_tensor *go = NULL, *x = NULL, *col = NULL, *gw = NULL, *parts = NULL;
     int rc = backward_setup(call, false, &g, &dt, &go, &x);
     int64_t shape[4] = {g.OC, g.C / (g.groups ? g.groups : 1), g.KH, g.KW};
-    if (rc == 0 && (rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU)) == 0)
-        rc = weft_fill_(gw, 0.0);
+    if (rc == 0)
+        rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU);
     bool direct = rc == 0 && direct_input(&g);
     int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
+    /* runs within each pass (its size is the shape's, not the threads') */
+    int64_t chunks = B < WEIGHT_CHUNKS ? B : WEIGHT_CHUNKS;
+    int64_t psize[2] = {chunks > 0 ? chunks : 1, rc == 0 ? weft_tensor_numel(gw) : 0};
+    if (rc == 0 && (rc = weft_zeros(&parts, psize, 2, dt, WEFT_DEVICE_CPU)) == 0)
+        rc = weft_fill_(gw, 0.0);
     if (rc == 0 && !direct && g.N > 0)
         rc = alloc_columns(&col, &g, B, dt);
     if (rc == 0 && g.N > 0) {
-        int64_t L = g.OH * g.OW, R = rows_per_image(&g), OCg = g.OC / g.groups, Rg = R / g.groups;
+        int64_t L = g.OH * g.OW, R = rows_per_image(&g);
         size_t es = weft_dtype_size(dt);
-        char *gptr = weft_tensor_data_ptr(go), *wptr = weft_tensor_data_ptr(gw);
+        int64_t flops = g.OC * (R / g.groups) * L * (B / chunks);
         for (int64_t b0 = 0; b0 < g.N; b0 += B) {
             int64_t nb = g.N - b0 < B ? g.N - b0 : B;
             char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g.C * g.H * g.W) * es;
@@ -386,17 +512,31 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
                 cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
                 cols = weft_tensor_data_ptr(col);
             }
-            for (int64_t b = 0; b < nb; b++)
-                for (int64_t gr = 0; gr < g.groups; gr++)
-                    gemm(dt, false, true, OCg, Rg, L,
-                         gptr + (size_t)(((b0 + b) * g.OC + gr * OCg) * L) * es, L,
-                         cols + (size_t)((b * R + gr * Rg) * L) * es, L, 1.0,
-                         wptr + (size_t)(gr * OCg * Rg) * es, Rg);
+            weight_job wj = {&g, dt, b0, nb, chunks, weft_tensor_data_ptr(go), cols,
+                             weft_tensor_data_ptr(parts)};
+            cpu__parallel_for(0, chunks, flops >= ((int64_t)1 << 20) ? 1 : chunks,
+                              weight_chunk_range, &wj);
+        }
+        /* the partials in run order */
+        int64_t n = weft_tensor_numel(gw);
+        for (int64_t c = 0; c < chunks; c++) {
+            if (dt == WEFT_FLOAT32) {
+                float *d = weft_tensor_data_ptr(gw);
+                const float *p = (const float *)weft_tensor_data_ptr(parts) + c * n;
+                for (int64_t i = 0; i < n; i++)
+                    d[i] += p[i];
+            } else {
+                double *d = weft_tensor_data_ptr(gw);
+                const double *p = (const double *)weft_tensor_data_ptr(parts) + c * n;
+                for (int64_t i = 0; i < n; i++)
+                    d[i] += p[i];
+            }
         }
     }
     weft_tensor_release(go);
     weft_tensor_release(x);
     weft_tensor_release(col);
+    weft_tensor_release(parts);
     if (rc < 0) {
         weft_tensor_release(gw);
         return rc;

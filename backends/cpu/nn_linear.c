@@ -1,7 +1,6 @@
 /* backends/cpu/nn_linear.c — addmm (beta * self + alpha * mat1 @ mat2) with
  * OpenBLAS for float32/float64, called from the calling thread as mm is;
  * linear as a composite over addmm and matmul, outer over mul. */
-#include <cblas.h>
 #include <limits.h>
 
 #include "nn.h"
@@ -54,19 +53,10 @@ static int gemm(weft_dtype dtype, const weft_tensor *a, const weft_tensor *b, we
     if (rc == 0)
         rc = blas_operand(b, &ub, &cb, &tb, &ldb);
     if (rc == 0) {
-        int n = (int)weft_tensor_size(a, 0), k = (int)weft_tensor_size(a, 1);
-        int m = (int)weft_tensor_size(b, 1);
-        enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-        enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-        cpu__parallel_sync(); /* OpenBLAS's count follows weft_set_num_threads (issue 3) */
-        if (dtype == WEFT_FLOAT32)
-            cblas_sgemm(CblasRowMajor, opa, opb, n, m, k, (float)alpha,
-                        weft_tensor_data_ptr(ua), lda, weft_tensor_data_ptr(ub), ldb,
-                        (float)beta, weft_tensor_data_ptr(c), m > 1 ? m : 1);
-        else
-            cblas_dgemm(CblasRowMajor, opa, opb, n, m, k, alpha, weft_tensor_data_ptr(ua), lda,
-                        weft_tensor_data_ptr(ub), ldb, beta, weft_tensor_data_ptr(c),
-                        m > 1 ? m : 1);
+        int64_t n = weft_tensor_size(a, 0), k = weft_tensor_size(a, 1);
+        int64_t m = weft_tensor_size(b, 1);
+        cpu__gemm(dtype, ta, tb, n, m, k, alpha, weft_tensor_data_ptr(ua), lda,
+                  weft_tensor_data_ptr(ub), ldb, beta, weft_tensor_data_ptr(c), m > 1 ? m : 1);
     }
     weft_tensor_release(ca);
     weft_tensor_release(cb);

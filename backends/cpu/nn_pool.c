@@ -48,49 +48,165 @@ static double window_of(const pool_geometry *g, int64_t oh, int64_t ow, int64_t 
     return (double)(g->count_include_pad ? pool_size : (*h1 - *h0) * (*w1 - *w0));
 }
 
+/* Max pooling keeps PyTorch's rule everywhere: windows scanned row by row,
+ * the first maximum wins, a NaN replaces anything (so the last NaN wins).
+ * Windows that lie inside the plane (with unit dilation) need no clipping
+ * and start from their first element rather than -inf, which picks the
+ * same element; the 2x2 and 3x3 stride-2 windows, the common ones, have
+ * loops of their own that the compiler vectorizes: selects rather than
+ * branches (which element wins is unpredictable on real data) and a
+ * constant stride. */
+
+/* One candidate v at position pos. */
+#define MAX_STEP(T, V, POS)                                                                \
+    do {                                                                                   \
+        const T v_ = (V);                                                                  \
+        const int take_ = (v_ > best) | (v_ != v_);                                        \
+        best = take_ ? v_ : best;                                                          \
+        at = take_ ? (POS) : at;                                                           \
+    } while (0)
+
+/* n outputs of stride-2 windows whose first rows start at r0 (r1, r2 the
+ * next rows), r0[0] being element `base` of the plane. */
+#define DEFINE_MAX_ROWS(NAME, T)                                                           \
+    static void max_2x2_row_##NAME(const T *restrict r0, int64_t base, int64_t W,          \
+                                   int64_t n, T *restrict y, int64_t *restrict ind)        \
+    {                                                                                      \
+        const T *restrict r1 = r0 + W;                                                     \
+        for (int64_t ow = 0; ow < n; ow++) {                                               \
+            const int64_t c = 2 * ow, o = base + c;                                        \
+            T best = r0[c];                                                                \
+            int64_t at = o;                                                                \
+            MAX_STEP(T, r0[c + 1], o + 1);                                                 \
+            MAX_STEP(T, r1[c], o + W);                                                     \
+            MAX_STEP(T, r1[c + 1], o + W + 1);                                             \
+            y[ow] = best;                                                                  \
+            ind[ow] = at;                                                                  \
+        }                                                                                  \
+    }                                                                                      \
+    static void max_3x3_row_##NAME(const T *restrict r0, int64_t base, int64_t W,          \
+                                   int64_t n, T *restrict y, int64_t *restrict ind)        \
+    {                                                                                      \
+        const T *restrict r1 = r0 + W, *restrict r2 = r0 + 2 * W;                          \
+        for (int64_t ow = 0; ow < n; ow++) {                                               \
+            const int64_t c = 2 * ow, o = base + c;                                        \
+            T best = r0[c];                                                                \
+            int64_t at = o;                                                                \
+            MAX_STEP(T, r0[c + 1], o + 1);                                                 \
+            MAX_STEP(T, r0[c + 2], o + 2);                                                 \
+            MAX_STEP(T, r1[c], o + W);                                                     \
+            MAX_STEP(T, r1[c + 1], o + W + 1);                                             \
+            MAX_STEP(T, r1[c + 2], o + W + 2);                                             \
+            MAX_STEP(T, r2[c], o + 2 * W);                                                 \
+            MAX_STEP(T, r2[c + 1], o + 2 * W + 1);                                         \
+            MAX_STEP(T, r2[c + 2], o + 2 * W + 2);                                         \
+            y[ow] = best;                                                                  \
+            ind[ow] = at;                                                                  \
+        }                                                                                  \
+    }                                                                                      \
+    /* output (oh, ow), its window clipped to the plane */                                \
+    static void max_one_##NAME(const pool_geometry *g, const T *x, int64_t oh, int64_t ow, \
+                               T *y, int64_t *ind)                                         \
+    {                                                                                      \
+        int64_t h = oh * g->stride[0] - g->padding[0];                                     \
+        int64_t w = ow * g->stride[1] - g->padding[1];                                     \
+        int64_t hend = h + (g->kernel[0] - 1) * g->dilation[0] + 1;                        \
+        int64_t wend = w + (g->kernel[1] - 1) * g->dilation[1] + 1;                        \
+        hend = hend < g->H ? hend : g->H;                                                  \
+        wend = wend < g->W ? wend : g->W;                                                  \
+        while (h < 0)                                                                      \
+            h += g->dilation[0];                                                           \
+        while (w < 0)                                                                      \
+            w += g->dilation[1];                                                           \
+        T best = -INFINITY;                                                                \
+        int64_t at = h * g->W + w;                                                         \
+        for (int64_t ih = h; ih < hend; ih += g->dilation[0])                              \
+            for (int64_t iw = w; iw < wend; iw += g->dilation[1]) {                        \
+                T v = x[ih * g->W + iw];                                                   \
+                if (v > best || v != v) {                                                  \
+                    best = v;                                                              \
+                    at = ih * g->W + iw;                                                   \
+                }                                                                          \
+            }                                                                              \
+        *y = best;                                                                         \
+        *ind = at;                                                                         \
+    }                                                                                      \
+    /* outputs [ow0, ow1) of row oh, whose windows lie inside the plane */                \
+    static void max_inside_##NAME(const pool_geometry *g, const T *x, int64_t oh,          \
+                                  int64_t ow0, int64_t ow1, T *y, int64_t *ind)            \
+    {                                                                                      \
+        const int64_t W = g->W, KH = g->kernel[0], KW = g->kernel[1], sw = g->stride[1];   \
+        const int64_t base = (oh * g->stride[0] - g->padding[0]) * W + ow0 * sw - g->padding[1]; \
+        if (sw == 2 && KH == 2 && KW == 2) {                                               \
+            max_2x2_row_##NAME(x + base, base, W, ow1 - ow0, y + ow0, ind + ow0);          \
+            return;                                                                        \
+        }                                                                                  \
+        if (sw == 2 && KH == 3 && KW == 3) {                                               \
+            max_3x3_row_##NAME(x + base, base, W, ow1 - ow0, y + ow0, ind + ow0);          \
+            return;                                                                        \
+        }                                                                                  \
+        for (int64_t ow = ow0; ow < ow1; ow++) {                                           \
+            const int64_t o = base + (ow - ow0) * sw;                                      \
+            T best = x[o];                                                                 \
+            int64_t at = o;                                                                \
+            for (int64_t kh = 0; kh < KH; kh++)                                            \
+                for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; kw++)                          \
+                    MAX_STEP(T, x[o + kh * W + kw], o + kh * W + kw);                      \
+            y[ow] = best;                                                                  \
+            ind[ow] = at;                                                                  \
+        }                                                                                  \
+    }                                                                                      \
+    static void max_plane_##NAME(const pool_geometry *g, const T *x, T *y, int64_t *ind)  \
+    {                                                                                      \
+        const int64_t KH = g->kernel[0], KW = g->kernel[1];                                \
+        const int64_t sh = g->stride[0], sw = g->stride[1];                                \
+        const int64_t ph = g->padding[0], pw = g->padding[1];                              \
+        const bool dense = g->dilation[0] == 1 && g->dilation[1] == 1;                     \
+        /* the columns whose windows are inside: ow*sw - pw >= 0 and          \
+         * ow*sw - pw + KW <= W */                                                         \
+        int64_t lo = (pw + sw - 1) / sw;                                                   \
+        int64_t hi = g->W - KW + pw >= 0 ? (g->W - KW + pw) / sw + 1 : 0;                  \
+        lo = lo < g->OW ? lo : g->OW;                                                      \
+        hi = hi < g->OW ? hi : g->OW;                                                      \
+        hi = hi > lo ? hi : lo;                                                            \
+        for (int64_t oh = 0; oh < g->OH; oh++, y += g->OW, ind += g->OW) {                 \
+            const int64_t hs = oh * sh - ph;                                               \
+            const bool inside = dense && hs >= 0 && hs + KH <= g->H;                       \
+            const int64_t a = inside ? lo : g->OW, b = inside ? hi : g->OW;                \
+            for (int64_t ow = 0; ow < a; ow++)                                             \
+                max_one_##NAME(g, x, oh, ow, y + ow, ind + ow);                            \
+            if (b > a)                                                                     \
+                max_inside_##NAME(g, x, oh, a, b, y, ind);                                 \
+            for (int64_t ow = b; ow < g->OW; ow++)                                         \
+                max_one_##NAME(g, x, oh, ow, y + ow, ind + ow);                            \
+        }                                                                                  \
+    }
+DEFINE_MAX_ROWS(float32, float)
+DEFINE_MAX_ROWS(float64, double)
+
 #define DEFINE_POOL(NAME, T)                                                               \
     static void pool_forward_##NAME(int64_t begin, int64_t end, void *ctx)                 \
     {                                                                                      \
         const pool_job *j = ctx;                                                           \
         const pool_geometry *g = j->g;                                                     \
+        if (g->kind == POOL_MAX) {                                                         \
+            for (int64_t p = begin; p < end; p++)                                          \
+                max_plane_##NAME(g, (const T *)j->x + p * g->H * g->W,                     \
+                                 (T *)j->out + p * g->OH * g->OW,                          \
+                                 j->indices + p * g->OH * g->OW);                          \
+            return;                                                                        \
+        }                                                                                  \
         for (int64_t p = begin; p < end; p++) {                                            \
             const T *x = (const T *)j->x + p * g->H * g->W;                                \
             T *y = (T *)j->out + p * g->OH * g->OW;                                        \
-            int64_t *ind = j->indices ? j->indices + p * g->OH * g->OW : NULL;             \
             for (int64_t oh = 0; oh < g->OH; oh++)                                         \
                 for (int64_t ow = 0; ow < g->OW; ow++) {                                   \
-                    int64_t o = oh * g->OW + ow;                                           \
-                    if (g->kind != POOL_MAX) {                                             \
-                        int64_t h0, h1, w0, w1;                                            \
-                        double div = window_of(g, oh, ow, &h0, &h1, &w0, &w1), sum = 0;    \
-                        for (int64_t ih = h0; ih < h1; ih++)                               \
-                            for (int64_t iw = w0; iw < w1; iw++)                           \
-                                sum += (double)x[ih * g->W + iw];                          \
-                        y[o] = h0 < h1 && w0 < w1 ? (T)(sum / div) : (T)0;                 \
-                        continue;                                                          \
-                    }                                                                      \
-                    int64_t h = oh * g->stride[0] - g->padding[0];                         \
-                    int64_t w = ow * g->stride[1] - g->padding[1];                         \
-                    int64_t hend = h + (g->kernel[0] - 1) * g->dilation[0] + 1;            \
-                    int64_t wend = w + (g->kernel[1] - 1) * g->dilation[1] + 1;            \
-                    hend = hend < g->H ? hend : g->H;                                      \
-                    wend = wend < g->W ? wend : g->W;                                      \
-                    while (h < 0)                                                          \
-                        h += g->dilation[0];                                               \
-                    while (w < 0)                                                          \
-                        w += g->dilation[1];                                               \
-                    T best = -INFINITY;                                                    \
-                    int64_t at = h * g->W + w;                                             \
-                    for (int64_t ih = h; ih < hend; ih += g->dilation[0])                  \
-                        for (int64_t iw = w; iw < wend; iw += g->dilation[1]) {            \
-                            T v = x[ih * g->W + iw];                                       \
-                            if (v > best || v != v) {                                      \
-                                best = v;                                                  \
-                                at = ih * g->W + iw;                                       \
-                            }                                                              \
-                        }                                                                  \
-                    y[o] = best;                                                           \
-                    ind[o] = at;                                                           \
+                    int64_t h0, h1, w0, w1;                                                \
+                    double div = window_of(g, oh, ow, &h0, &h1, &w0, &w1), sum = 0;        \
+                    for (int64_t ih = h0; ih < h1; ih++)                                   \
+                        for (int64_t iw = w0; iw < w1; iw++)                               \
+                            sum += (double)x[ih * g->W + iw];                              \
+                    y[oh * g->OW + ow] = h0 < h1 && w0 < w1 ? (T)(sum / div) : (T)0;       \
                 }                                                                          \
         }                                                                                  \
     }                                                                                      \
@@ -315,8 +431,13 @@ static int pool_backward_kernel(weft_call *call, void *ctx)
         rc = nn__operand(&ind, indices, WEFT_INT64);
     if (rc == 0 && ind) { /* never write out of the plane */
         const int64_t *p = weft_tensor_data_ptr(ind);
-        for (int64_t i = 0; i < weft_tensor_numel(ind); i++)
-            if (p[i] < 0 || p[i] >= g.H * g.W) {
+        const int64_t n = weft_tensor_numel(ind);
+        const uint64_t plane = (uint64_t)(g.H * g.W);
+        bool bad = false; /* one vectorizable pass; the culprit is looked up after */
+        for (int64_t i = 0; i < n; i++)
+            bad |= (uint64_t)p[i] >= plane;
+        for (int64_t i = 0; bad && i < n; i++)
+            if ((uint64_t)p[i] >= plane) {
                 rc = weft_set_error(WEFT_ERANGE, "%s: index %lld is out of range for a %lldx%lld "
                                     "plane", op, (long long)p[i], (long long)g.H, (long long)g.W);
                 break;

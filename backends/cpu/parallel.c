@@ -1,10 +1,11 @@
 /* backends/cpu/parallel.c — the CPU plugin's thread pool.  Workers start on
  * the first parallel call and are joined by cpu__parallel_shutdown (from the
  * plugin's fini), so no thread is left running code that is about to be
- * unmapped.  One job at a time; a job is a range split into equal pieces.
+ * unmapped.  One job at a time; a job is a range split into equal pieces,
+ * a few per thread, claimed by the caller and whichever workers are awake.
  * The size follows the core's weft_get_num_threads: a change is seen at the
- * next parallel region (or BLAS call), which joins the old workers and lets
- * the next job start the new number. */
+ * next parallel region, which joins the old workers and lets the next job
+ * start the new number. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -21,13 +22,18 @@ typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake; /* workers wait here for a new generation */
-    pthread_cond_t done; /* the submitter waits here for pending == 0 */
+    pthread_cond_t done; /* the submitter waits here for active == 0 */
     pthread_t *workers;
     int nworkers;
     bool started, stopping;
     bool shut_down; /* after fini: run everything serially, never restart */
     uint64_t generation;
-    int pending; /* workers not yet finished with this generation */
+    /* workers inside run_pieces; the submitter waits only for these, never
+     * for a worker that has not woken yet: one that wakes late takes part
+     * in whatever job is current then (finding nothing left, or the next
+     * job), so a job never costs the caller a wake-up round trip */
+    int active;
+    bool waiting; /* the submitter sleeps on `done` for active == 0 */
     range_fn fn;
     void *ctx;
     int64_t end, chunk;
@@ -91,8 +97,9 @@ static void run_pieces(void)
 
 static void *worker_main(void *arg)
 {
-    /* the generation current when this worker was made: it must take part
-     * in every later one, or the submitter would wait for it forever */
+    /* the generation current when this worker was made: it joins the jobs
+     * posted after it (a worker that sleeps through a job misses nothing: the
+     * submitter and the others ran all of its pieces) */
     uint64_t seen = (uint64_t)(uintptr_t)arg;
     set_parallel_region(true);
     pthread_mutex_lock(&pool.lock);
@@ -102,10 +109,11 @@ static void *worker_main(void *arg)
         if (pool.stopping)
             break;
         seen = pool.generation;
+        pool.active++;
         pthread_mutex_unlock(&pool.lock);
         run_pieces();
         pthread_mutex_lock(&pool.lock);
-        if (--pool.pending == 0)
+        if (--pool.active == 0 && pool.waiting)
             pthread_cond_signal(&pool.done);
     }
     pthread_mutex_unlock(&pool.lock);
@@ -136,6 +144,15 @@ static void start_workers(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Called with pool.lock held: until no worker is inside run_pieces. */
+static void wait_idle(void)
+{
+    pool.waiting = true;
+    while (pool.active > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    pool.waiting = false;
+}
+
 int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, void *ctx)
 {
     if (end <= begin)
@@ -158,21 +175,27 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     }
     if (!pool.started)
         start_workers();
+    /* a few pieces per thread, none under the grain: a worker that is
+     * descheduled while it holds a piece (a machine with more runnable
+     * threads than cores) then delays the caller by a small piece only,
+     * while the caller takes the pieces it has not reached */
     int64_t pieces = (n + grain - 1) / grain;
-    if (pieces > pool.nworkers + 1)
-        pieces = pool.nworkers + 1;
+    if (pieces > 4 * ((int64_t)pool.nworkers + 1))
+        pieces = 4 * ((int64_t)pool.nworkers + 1);
     if (pieces <= 1) {
         pthread_mutex_unlock(&submit_lock);
         fn(begin, end, ctx);
         return 0;
     }
     pthread_mutex_lock(&pool.lock);
+    /* a worker that woke late for the previous job may still be reading
+     * its fields: they change only once it has left run_pieces */
+    wait_idle();
     pool.fn = fn;
     pool.ctx = ctx;
     pool.end = end;
     pool.chunk = (n + pieces - 1) / pieces;
     atomic_store_explicit(&pool.next, begin, memory_order_relaxed);
-    pool.pending = pool.nworkers;
     pool.generation++;
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
@@ -181,9 +204,10 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     run_pieces();
     set_parallel_region(false);
 
+    /* every piece is claimed; wait only for those still running on a
+     * worker (their results are the caller's) */
     pthread_mutex_lock(&pool.lock);
-    while (pool.pending > 0)
-        pthread_cond_wait(&pool.done, &pool.lock);
+    wait_idle();
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&submit_lock);
     return 0;
