@@ -139,7 +139,27 @@ static int block_key(int slot)
     return block < WF_PER_BACKEND_FUNCS ? keys[block] : 0;
 }
 
-static const wf_kernel *compute_slot(const weft_op *op, int slot)
+/* The fallback that serves slot when an operator has nothing of its own:
+ * the same for every operator, so recomputing all tables finds it once per
+ * slot rather than once per operator and slot. */
+static const wf_kernel *fallback_for_slot(int slot)
+{
+    int key = block_key(slot);
+    for (weft_registration *r = global_regs; r; r = r->all_next)
+        if (r->kind == REG_FALLBACK && !r->lowest && r->slot == slot)
+            return r->kernel;
+    for (weft_registration *r = global_regs; key && r; r = r->all_next)
+        if (r->kind == REG_FALLBACK && !r->lowest && r->all_backends_key == key)
+            return r->kernel;
+    /* last of all, so any kernel or fallback a plugin registers wins */
+    for (weft_registration *r = global_regs; r; r = r->all_next)
+        if (r->kind == REG_FALLBACK && r->lowest && r->slot == slot && fallback_live(r))
+            return r->kernel;
+    return NULL;
+}
+
+/* The kernel of op for slot: its own, else its composite, else fallback. */
+static const wf_kernel *compute_slot(const weft_op *op, int slot, const wf_kernel *fallback)
 {
     for (weft_registration *r = op->regs; r; r = r->op_next)
         if (r->slot == slot)
@@ -155,32 +175,38 @@ static const wf_kernel *compute_slot(const weft_op *op, int slot)
         for (weft_registration *r = op->regs; r; r = r->op_next)
             if (r->slot == -1 && !r->all_backends_key)
                 return r->kernel;
-    for (weft_registration *r = global_regs; r; r = r->all_next)
-        if (r->kind == REG_FALLBACK && !r->lowest && r->slot == slot)
-            return r->kernel;
-    for (weft_registration *r = global_regs; key && r; r = r->all_next)
-        if (r->kind == REG_FALLBACK && !r->lowest && r->all_backends_key == key)
-            return r->kernel;
-    /* last of all, so any kernel or fallback a plugin registers wins */
-    for (weft_registration *r = global_regs; r; r = r->all_next)
-        if (r->kind == REG_FALLBACK && r->lowest && r->slot == slot && fallback_live(r))
-            return r->kernel;
-    return NULL;
+    return fallback;
+}
+
+static void recompute_with(weft_op *op, const wf_kernel *const *fallbacks)
+{
+    for (int slot = 0; slot < WF_NUM_SLOTS; slot++)
+        atomic_store_explicit(&op->table[slot], compute_slot(op, slot, fallbacks[slot]),
+                              memory_order_release);
+}
+
+static void fallbacks_now(const wf_kernel **fallbacks)
+{
+    for (int slot = 0; slot < WF_NUM_SLOTS; slot++)
+        fallbacks[slot] = fallback_for_slot(slot);
 }
 
 void wf__op_recompute(weft_op *op)
 {
-    for (int slot = 0; slot < WF_NUM_SLOTS; slot++)
-        atomic_store_explicit(&op->table[slot], compute_slot(op, slot), memory_order_release);
+    const wf_kernel *fallbacks[WF_NUM_SLOTS];
+    fallbacks_now(fallbacks);
+    recompute_with(op, fallbacks);
 }
 
 static void recompute_all_ops(void)
 {
+    const wf_kernel *fallbacks[WF_NUM_SLOTS];
+    fallbacks_now(fallbacks);
     for (int i = 0; i < WF_OP_COUNT; i++)
-        wf__op_recompute(wf__op_by_id(i));
+        recompute_with(wf__op_by_id(i), fallbacks);
     int n = wf__op_total_locked();
     for (int i = WF_OP_COUNT; i < n; i++)
-        wf__op_recompute(wf__op_at_locked(i));
+        recompute_with(wf__op_at_locked(i), fallbacks);
 }
 
 /* ------------------------------------------------------ bookkeeping */
