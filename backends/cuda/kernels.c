@@ -115,11 +115,7 @@ static int binary_kernel(weft_call *call, void *ctx)
     const char *op = weft_op_name(call->op);
     int first = e->form == OUT ? 1 : 0;
     const weft_tensor *self = call->args[first].u.tensor, *other = call->args[first + 1].u.tensor;
-    double alpha = 1.0;
-    if (e->has_alpha) {
-        const weft_value *v = &call->args[first + 2];
-        alpha = v->tag == WEFT_VALUE_INT ? (double)v->u.i : v->tag == WEFT_VALUE_BOOL ? v->u.b : v->u.d;
-    }
+    double alpha = e->has_alpha ? weft_arg_double(call, first + 2) : 1.0;
     int index = weft_tensor_device(self).index;
     int rc = check_device(op, other, index);
     if (rc == 0 && e->form == OUT)
@@ -155,11 +151,8 @@ static int binary_kernel(weft_call *call, void *ctx)
                         weft_tensor_numel(dest), &g);
     weft_tensor_release(a);
     weft_tensor_release(b);
-    if (rc == 0 && e->form == FUNCTIONAL) {
-        call->rets[0].tag = WEFT_VALUE_TENSOR;
-        call->rets[0].u.tensor = dest;
-        return 0;
-    }
+    if (rc == 0 && e->form == FUNCTIONAL)
+        return weft_return_tensor(call, 0, dest);
     weft_tensor_release(dest);
     return rc;
 }
@@ -187,11 +180,8 @@ static int unary_kernel(weft_call *call, void *ctx)
         rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
     if (rc == 0)
         rc = wfc_unary(wfc_current_stream(index), e->op, dtype, data_at(dest), data_at(self), weft_tensor_numel(dest), &g);
-    if (rc == 0 && e->form == FUNCTIONAL) {
-        call->rets[0].tag = WEFT_VALUE_TENSOR;
-        call->rets[0].u.tensor = dest;
-        return 0;
-    }
+    if (rc == 0 && e->form == FUNCTIONAL)
+        return weft_return_tensor(call, 0, dest);
     weft_tensor_release(dest);
     return rc;
 }
@@ -200,8 +190,7 @@ static int fill_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     weft_tensor *self = call->args[0].u.tensor;
-    const weft_value *v = &call->args[1];
-    double value = v->tag == WEFT_VALUE_INT ? (double)v->u.i : v->tag == WEFT_VALUE_BOOL ? v->u.b : v->u.d;
+    double value = weft_arg_double(call, 1);
     int rc = check_dtype("fill_", weft_tensor_dtype(self));
     wfc_geometry g;
     if (rc == 0)

@@ -10,6 +10,9 @@
 #ifndef WEFT_PLUGIN_H
 #define WEFT_PLUGIN_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <weft/weft.h>
 
 #ifdef __cplusplus
@@ -98,6 +101,90 @@ typedef struct weft_call {
  * may be 0: the array is then still a valid, freeable pointer).  Errors:
  * WEFT_EINVAL (negative len), WEFT_ENOMEM.  Thread-safe. */
 WEFT_API int weft_tensor_list_new(weft_tensor ***out, int len);
+
+/* Reading a call's arguments and delivering its result.  The dispatcher has
+ * already checked every argument against the schema (count, tags, NULL
+ * tensors), so these only convert: argument i is the i-th of the schema.
+ * Inline, so they add nothing to the ABI.  Borrowed pointers live as long
+ * as the call. */
+
+/* A Tensor or Tensor? argument; NULL for None. */
+static inline weft_tensor *weft_arg_tensor(const weft_call *call, int i)
+{
+    return call->args[i].tag == WEFT_VALUE_TENSOR ? call->args[i].u.tensor : NULL;
+}
+
+/* Whether an optional argument (Tensor?, int?, float?, Scalar?, ...) is None. */
+static inline bool weft_arg_is_none(const weft_call *call, int i)
+{
+    return call->args[i].tag == WEFT_VALUE_NONE;
+}
+
+/* A number (int, float, bool or Scalar argument) as a double. */
+static inline double weft_arg_double(const weft_call *call, int i)
+{
+    const weft_value *v = &call->args[i];
+    return v->tag == WEFT_VALUE_DOUBLE ? v->u.d
+           : v->tag == WEFT_VALUE_INT  ? (double)v->u.i
+           : v->tag == WEFT_VALUE_BOOL ? (v->u.b ? 1.0 : 0.0)
+                                       : 0.0;
+}
+
+/* An int (or bool) argument. */
+static inline int64_t weft_arg_int(const weft_call *call, int i)
+{
+    const weft_value *v = &call->args[i];
+    return v->tag == WEFT_VALUE_INT ? v->u.i : v->tag == WEFT_VALUE_BOOL ? (int64_t)v->u.b : 0;
+}
+
+static inline bool weft_arg_bool(const weft_call *call, int i)
+{
+    const weft_value *v = &call->args[i];
+    return v->tag == WEFT_VALUE_BOOL ? v->u.b : v->tag == WEFT_VALUE_INT ? v->u.i != 0 : false;
+}
+
+/* An int[] argument: its entries, and their count in *len (NULL and 0 for
+ * None or an empty list). */
+static inline const int64_t *weft_arg_ints(const weft_call *call, int i, int *len)
+{
+    const weft_value *v = &call->args[i];
+    bool list = v->tag == WEFT_VALUE_INT_LIST;
+    *len = list ? v->len : 0;
+    return list && v->len ? v->u.ints : NULL;
+}
+
+/* A Tensor[] or Tensor?[] argument (entries of a Tensor?[] may be NULL). */
+static inline weft_tensor *const *weft_arg_tensors(const weft_call *call, int i, int *len)
+{
+    const weft_value *v = &call->args[i];
+    bool list = v->tag == WEFT_VALUE_TENSOR_LIST;
+    *len = list ? v->len : 0;
+    return list ? v->u.tensors : NULL;
+}
+
+/* A str argument; NULL for None. */
+static inline const char *weft_arg_string(const weft_call *call, int i)
+{
+    return call->args[i].tag == WEFT_VALUE_STRING ? call->args[i].u.string : NULL;
+}
+
+/* Allocates an uninitialised result on the device of `like` (the usual
+ * choice: the first tensor argument).  Same errors as weft_empty. */
+static inline int weft_new_output(weft_tensor **out, const weft_tensor *like,
+                                  const int64_t *sizes, int ndim, weft_dtype dtype)
+{
+    return weft_empty(out, sizes, ndim, dtype, weft_tensor_device(like));
+}
+
+/* Delivers result i of a functional operator: the call takes t's
+ * reference.  Returns 0, so a kernel can end with
+ * `return weft_return_tensor(call, 0, out);`. */
+static inline int weft_return_tensor(weft_call *call, int i, weft_tensor *t)
+{
+    call->rets[i].tag = WEFT_VALUE_TENSOR;
+    call->rets[i].u.tensor = t;
+    return 0;
+}
 
 /* A boxed kernel.  ctx is what was given at registration.  Returns 0 or a
  * negative code after setting a message with weft_set_error. */

@@ -1,0 +1,115 @@
+/* tests/test_sdk_helpers.c — the plugin SDK's argument readers and result
+ * helpers (<weft/plugin.h>), through an operator defined here whose kernel
+ * reads every kind of argument and reports what it read. */
+#include <math.h>
+#include <string.h>
+
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+#include "tests/tap.h"
+
+/* What the kernel last read, for the test to compare. */
+static struct {
+    bool have_opt, none_opt;
+    int64_t n;
+    double x, scalar_from_int;
+    bool flag;
+    int ndims, nlist;
+    int64_t dims[4];
+    char mode[16];
+} seen;
+
+/* probe(Tensor self, Tensor? opt, int n, float x, Scalar s, bool flag,
+ *       int[] dims, Tensor[] list, str mode) -> Tensor:
+ * returns self * n on self's device, in a new tensor */
+static int probe_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *self = weft_arg_tensor(call, 0);
+    seen.have_opt = weft_arg_tensor(call, 1) != NULL;
+    seen.none_opt = weft_arg_is_none(call, 1);
+    seen.n = weft_arg_int(call, 2);
+    seen.x = weft_arg_double(call, 3);
+    seen.scalar_from_int = weft_arg_double(call, 4);
+    seen.flag = weft_arg_bool(call, 5);
+    const int64_t *dims = weft_arg_ints(call, 6, &seen.ndims);
+    for (int i = 0; i < seen.ndims && i < 4; i++)
+        seen.dims[i] = dims[i];
+    weft_arg_tensors(call, 7, &seen.nlist);
+    snprintf(seen.mode, sizeof seen.mode, "%s", weft_arg_string(call, 8));
+    weft_tensor *out = NULL;
+    int rc = weft_new_output(&out, self, weft_tensor_sizes(self), weft_tensor_ndim(self),
+                             weft_tensor_dtype(self));
+    if (rc < 0)
+        return rc;
+    const float *a = weft_tensor_data_ptr(self);
+    float *o = weft_tensor_data_ptr(out);
+    for (int64_t i = 0; i < weft_tensor_numel(self); i++)
+        o[i] = a[i] * (float)seen.n;
+    return weft_return_tensor(call, 0, out);
+}
+
+int main(void)
+{
+    weft_registrar *reg = NULL;
+    const weft_op *op = NULL;
+    ok(weft_registrar_create(&reg, "sdk-test") == 0, "a registrar");
+    ok(weft_register_op(reg,
+                        "sdk_probe(Tensor self, Tensor? opt, int n, float x, Scalar s, bool flag, "
+                        "int[] dims, Tensor[] list, str mode) -> Tensor",
+                        &op) == 0,
+       "an operator taking every kind of argument: %s", weft_last_error());
+    ok(weft_register_kernel(reg, "sdk_probe", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, probe_kernel,
+                            NULL, NULL) == 0,
+       "its CPU kernel");
+
+    int64_t sizes[1] = {3};
+    weft_tensor *t = NULL;
+    weft_empty(&t, sizes, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    float *p = weft_tensor_data_ptr(t);
+    p[0] = 1, p[1] = 2, p[2] = 3;
+    const int64_t dims[3] = {4, -1, 7};
+    weft_tensor *list[2] = {t, t};
+    weft_value args[9] = {
+        {.tag = WEFT_VALUE_TENSOR, .u.tensor = t},
+        {.tag = WEFT_VALUE_NONE},
+        {.tag = WEFT_VALUE_INT, .u.i = 3},
+        {.tag = WEFT_VALUE_DOUBLE, .u.d = 0.25},
+        {.tag = WEFT_VALUE_INT, .u.i = 5},
+        {.tag = WEFT_VALUE_BOOL, .u.b = true},
+        {.tag = WEFT_VALUE_INT_LIST, .len = 3, .u.ints = dims},
+        {.tag = WEFT_VALUE_TENSOR_LIST, .len = 2, .u.tensors = list},
+        {.tag = WEFT_VALUE_STRING, .u.string = "nearest"},
+    };
+    weft_value ret = {0};
+    int rc = weft_call_boxed(op, args, 9, &ret, 1);
+    ok(rc == 0, "the boxed call runs: %s", rc ? weft_last_error() : "");
+    ok(!seen.have_opt && seen.none_opt, "weft_arg_tensor gives NULL for None, weft_arg_is_none true");
+    is_int(seen.n, 3, "weft_arg_int");
+    ok(seen.x == 0.25, "weft_arg_double of a float");
+    ok(seen.scalar_from_int == 5.0, "weft_arg_double of an int Scalar");
+    ok(seen.flag, "weft_arg_bool");
+    ok(seen.ndims == 3 && seen.dims[0] == 4 && seen.dims[1] == -1 && seen.dims[2] == 7,
+       "weft_arg_ints: the entries and their count");
+    is_int(seen.nlist, 2, "weft_arg_tensors: the count");
+    is_str(seen.mode, "nearest", "weft_arg_string");
+    weft_tensor *r = rc == 0 ? ret.u.tensor : NULL;
+    ok(r && ret.tag == WEFT_VALUE_TENSOR && r != t, "weft_return_tensor delivers a new tensor");
+    const float *q = r ? weft_tensor_data_ptr(r) : NULL;
+    ok(q && q[0] == 3 && q[1] == 6 && q[2] == 9, "made by weft_new_output, on self's device");
+
+    /* an optional tensor given, and an empty list */
+    args[1] = (weft_value){.tag = WEFT_VALUE_TENSOR, .u.tensor = t};
+    args[6] = (weft_value){.tag = WEFT_VALUE_INT_LIST, .len = 0, .u.ints = NULL};
+    weft_value ret2 = {0};
+    rc = weft_call_boxed(op, args, 9, &ret2, 1);
+    ok(rc == 0 && seen.have_opt && !seen.none_opt, "a given Tensor? is read as that tensor");
+    ok(seen.ndims == 0, "an empty int[] has no entries");
+    weft_tensor_release(rc == 0 ? ret2.u.tensor : NULL);
+
+    weft_tensor_release(r);
+    weft_tensor_release(t);
+    weft_registrar_destroy(reg);
+    return done_testing();
+}
