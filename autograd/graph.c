@@ -370,15 +370,25 @@ WEFT_API int weft_tensor_set_requires_grad(weft_tensor *t, bool requires_grad)
     return 0;
 }
 
+/* A view without history whose root has some: the next dispatch (or edge)
+ * gives it its grad_fn from the root (wf__view_refresh), so the accessors
+ * answer as if that had happened — a view taken in no-grad mode excepted. */
+static bool joins_root(const weft_tensor *t)
+{
+    const wf_autograd_meta *m = t->autograd_meta;
+    return t->is_view && !wf__requires_grad(t) && wf__requires_grad(t->view_base) &&
+           !(m && m->no_grad_view);
+}
+
 WEFT_API bool weft_tensor_requires_grad(const weft_tensor *t)
 {
-    return wf__requires_grad(t);
+    return wf__requires_grad(t) || (t && joins_root(t));
 }
 
 WEFT_API bool weft_tensor_is_leaf(const weft_tensor *t)
 {
     const wf_autograd_meta *m = t ? t->autograd_meta : NULL;
-    return !m || !m->grad_fn;
+    return (!m || !m->grad_fn) && !(t && joins_root(t));
 }
 
 WEFT_API const char *weft_tensor_grad_fn_name(const weft_tensor *t)

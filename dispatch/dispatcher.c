@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd.h"
 #include "dispatch/dispatcher.h"
 #include "plugins/quiesce.h"
 
@@ -352,6 +353,20 @@ static bool tag_fits(int type, const weft_value *v)
     return false;
 }
 
+/* A view carries the Autograd key only when it was taken from a tensor
+ * that took part in autograd.  Its root may gain history later (a write
+ * through another view: PyTorch's CopySlices) or start requiring grad; the
+ * view then requires grad too (PyTorch's rule), so before its keys are read
+ * it takes its grad_fn from the root.  Only views whose root is tracked and
+ * which are not pay more than the is_view test. */
+static inline int join_root_history(weft_tensor *t)
+{
+    if (__builtin_expect(t->is_view, 0) && !(t->keys & WF_AUTOGRAD_KEYS) && t->view_base &&
+        (t->view_base->keys & WF_AUTOGRAD_KEYS) && !(wf__tls_excluded & WF_AUTOGRAD_KEYS))
+        return wf__view_refresh(t);
+    return 0;
+}
+
 /* The generated entry points box their arguments correctly by
  * construction: they skip the tag checks and only look at tensors. */
 static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs,
@@ -367,6 +382,9 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
             if (!v->u.tensor)
                 return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is NULL", s->name,
                                   s->args[i].name);
+            int rc = join_root_history(v->u.tensor);
+            if (rc < 0)
+                return rc;
             ks |= v->u.tensor->keys;
         } else if (v->tag == WEFT_VALUE_TENSOR_LIST) {
             /* Tensor?[]: a NULL entry is None */
@@ -377,6 +395,9 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
                 if (!v->u.tensors || !v->u.tensors[j])
                     return wf__errorf(WEFT_EINVAL, "%s: argument '%s'[%d] is NULL", s->name,
                                       s->args[i].name, j);
+                int rc = join_root_history(v->u.tensors[j]);
+                if (rc < 0)
+                    return rc;
                 ks |= v->u.tensors[j]->keys;
             }
         }

@@ -215,6 +215,105 @@ static void test_stale_views(void)
     drop_all();
 }
 
+/* Views taken while their root took no part in autograd: the root gains
+ * history through a write by another view, or starts requiring grad; the
+ * old views follow it (PyTorch's rule: a view requires grad when its base
+ * does), out-of-place operators on them included. */
+static void test_views_of_untracked_roots(void)
+{
+    int64_t s4[1] = {4}, s2[1] = {2};
+    /* r = [1, 2, 3, 4] untracked; v2 = r[1:3] taken first; then r[0:2] *= x */
+    weft_tensor *r = filled(s4, 1, 1.0, 1.0, false), *x = filled(s2, 1, 3.0, 2.0, true);
+    weft_tensor *v1 = NULL, *v2 = NULL, *w = filled(s2, 1, 0.5, 1.0, false);
+    weft_slice(&v2, r, 0, 1, 3, 1);
+    keep(v2);
+    ok(!weft_tensor_requires_grad(v2), "a view of an untracked root does not require grad");
+    weft_slice(&v1, r, 0, 0, 2, 1);
+    keep(v1);
+    is_int(weft_mul_(v1, x), 0, "r[0:2] *= x, x requires grad");
+    ok(weft_tensor_requires_grad(r), "the root gained history");
+    ok(weft_tensor_requires_grad(v2), "the older view requires grad now");
+    ok(!weft_tensor_is_leaf(v2), "and is no leaf");
+    weft_tensor *p = NULL, *s = NULL;
+    is_int(weft_mul(&p, v2, w), 0, "an out-of-place product with the older view");
+    keep(p);
+    ok(weft_tensor_requires_grad(p), "records history");
+    weft_sum(&s, p, NULL, 0, false);
+    keep(s);
+    int rc = weft_backward(&s, 1, NULL, false, false);
+    if (!ok(rc == 0, "backward through the older view"))
+        diag("%s", weft_last_error());
+    /* sum(v2 * w) = w0 * r1 * x1 + w1 * r2: d/dx = [0, w0 * r1] */
+    const double *wv = values_of(w);
+    double want[2] = {0, wv[0] * 2.1}; /* r1 = 2.1 (filled's pattern) */
+    same(grad_of(x), want, 2, "x's gradient through a view taken before the write");
+    drop_all();
+
+    /* a view of a view, and a list operand (cat) */
+    r = filled(s4, 1, 1.0, 1.0, false);
+    x = filled(s2, 1, 3.0, 2.0, true);
+    weft_tensor *wide = NULL, *el = NULL, *c = NULL;
+    weft_slice(&wide, r, 0, 1, 4, 1);
+    keep(wide);
+    weft_select(&el, wide, 0, 0); /* r[1] */
+    keep(el);
+    weft_slice(&v1, r, 0, 0, 2, 1);
+    keep(v1);
+    weft_mul_(v1, x);
+    int64_t s1[1] = {1};
+    weft_tensor *el1 = NULL;
+    weft_reshape(&el1, el, s1, 1);
+    keep(el1);
+    weft_tensor *parts[2] = {el1, x};
+    is_int(weft_cat(&c, parts, 2, 0), 0, "cat of [a view of a view, x]");
+    keep(c);
+    s = NULL;
+    weft_sum(&s, c, NULL, 0, false);
+    keep(s);
+    rc = weft_backward(&s, 1, NULL, false, false);
+    if (!ok(rc == 0, "backward through cat"))
+        diag("%s", weft_last_error());
+    /* sum = r1 * x1 + x0 + x1: d/dx = [1, r1 + 1] */
+    double want2[2] = {1, 2.1 + 1};
+    same(grad_of(x), want2, 2, "x's gradient through a view of a view in a list operand");
+    drop_all();
+
+    /* the root starts requiring grad after the view was taken */
+    r = filled(s4, 1, 1.0, 1.0, false);
+    weft_slice(&v2, r, 0, 0, 2, 1);
+    keep(v2);
+    weft_tensor_set_requires_grad(r, true);
+    ok(weft_tensor_requires_grad(v2), "a view requires grad once its root does");
+    p = s = NULL;
+    weft_mul_scalar(&p, v2, 3.0);
+    keep(p);
+    weft_sum(&s, p, NULL, 0, false);
+    keep(s);
+    rc = weft_backward(&s, 1, NULL, false, false);
+    if (!ok(rc == 0, "backward into the root through the older view"))
+        diag("%s", weft_last_error());
+    double want3[4] = {3, 3, 0, 0};
+    same(grad_of(r), want3, 4, "the root's gradient");
+    is_int(weft_mul_scalar_(v2, 2.0), WEFT_EINVAL, "the view of a leaf that requires grad stays read-only for autograd");
+    drop_all();
+
+    /* with grad mode off nothing is recorded */
+    r = filled(s4, 1, 1.0, 1.0, false);
+    x = filled(s2, 1, 3.0, 2.0, true);
+    weft_slice(&v2, r, 0, 1, 3, 1);
+    keep(v2);
+    weft_slice(&v1, r, 0, 0, 2, 1);
+    keep(v1);
+    weft_mul_(v1, x);
+    bool was = weft_set_grad_enabled(false);
+    p = NULL;
+    weft_mul_scalar(&p, v2, 3.0);
+    keep(p);
+    weft_set_grad_enabled(was);
+    ok(!weft_tensor_requires_grad(p), "no history recorded in no-grad mode");
+    drop_all();
+}
+
 /* a function of (x, y) with in-place writes through views, for gradcheck:
  * sum(a * a) after a = x * x was written through three views */
 static int inplace_views(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
@@ -473,6 +572,7 @@ int main(void)
     test_view_add();
     test_select_copy();
     test_stale_views();
+    test_views_of_untracked_roots();
     test_against_out_of_place();
     test_gradchecks();
     test_refused();
