@@ -38,6 +38,14 @@ void wf__autograd_register_nn(void);
 /* Registers the shape and indexing formulas (autograd/formulas_shape.c). */
 void wf__autograd_register_shape(void);
 
+/* Registers the pointwise formulas of the CPU backend issue: clamps,
+ * activations, binary operators, where, lerp, addcmul... and dropout
+ * (autograd/formulas_pointwise.c). */
+void wf__autograd_register_pointwise(void);
+/* Registers the reductions, cumulative operators and the non-differentiable
+ * random samplers (autograd/formulas_reduce.c). */
+void wf__autograd_register_reduce(void);
+
 /* Registers the formulas of the NN gradient operators, and provides the
  * differentiable compositions the NN formulas use under create_graph
  * (autograd/formulas_nn_grad.c). */
@@ -134,6 +142,112 @@ static inline weft_tensor *saved(wf_node *n, int slot, int *rc)
     if (!t && *rc == 0)
         *rc = WEFT_EINVAL;
     return t;
+}
+
+/* ------------------------------------------------------------ scratch
+ * A formula's temporaries.  Every tensor made through SC is held until
+ * sc_end releases it, and the first error turns every later SC into a
+ * no-op returning NULL, so a formula reads as a list of expressions with
+ * one error check at its end.  Never nest SC calls in one expression: the
+ * pending slot is shared. */
+#define SC_MAX 40
+typedef struct scratch {
+    weft_tensor *held[SC_MAX];
+    int n;
+    int rc;
+    weft_tensor *pending;
+} scratch;
+
+static inline weft_tensor **sc_slot(scratch *s)
+{
+    s->pending = NULL;
+    return &s->pending;
+}
+
+static inline weft_tensor *sc_hold(scratch *s, int rc)
+{
+    weft_tensor *t = s->pending;
+    s->pending = NULL;
+    if (rc < 0 || !t) {
+        weft_tensor_release(t);
+        if (s->rc == 0)
+            s->rc = rc < 0 ? rc : wf__errorf(WEFT_EINVAL, "internal error: a formula step gave no tensor");
+        return NULL;
+    }
+    if (s->n == SC_MAX) {
+        weft_tensor_release(t);
+        s->rc = wf__errorf(WEFT_ENOMEM, "internal error: a formula used too many temporaries");
+        return NULL;
+    }
+    s->held[s->n++] = t;
+    return t;
+}
+
+#define SC(s, fn, ...) sc_hold((s), (s)->rc < 0 ? (s)->rc : fn(sc_slot(s), __VA_ARGS__))
+
+/* Hands t (held by s) to the caller: the gradient of input k, broadcasting
+ * undone and converted to k's dtype, when backward wants it. */
+static inline void sc_grad(scratch *s, const wf_node *n, weft_tensor **gi, int edge, int k,
+                           weft_tensor *t)
+{
+    if (s->rc == 0 && t && wants(n, edge))
+        s->rc = fit_grad(&gi[edge], n, k, t);
+}
+
+static inline int sc_end(scratch *s)
+{
+    while (s->n > 0)
+        weft_tensor_release(s->held[--s->n]);
+    return s->rc;
+}
+
+/* A 0-d tensor of value with t's dtype and device (it broadcasts). */
+static inline int wf__scalar_like(weft_tensor **out, const weft_tensor *t, double value)
+{
+    return weft_full(out, NULL, 0, value, (weft_dtype)t->dtype, t->device);
+}
+
+/* bool mask -> t's dtype */
+static inline int wf__as_dtype_of(weft_tensor **out, const weft_tensor *mask, const weft_tensor *t)
+{
+    return weft_to_dtype(out, mask, (weft_dtype)t->dtype);
+}
+
+/* ------------------------------------------------------------ records by argument
+ * record_args (formulas_pointwise.c) packs, for a call of nargs arguments:
+ * the shape of every argument (a non-tensor's as an empty shape), then per
+ * argument its tag and 64 bits (a number as a double, an int, a bool, a
+ * list of dims as a bit mask over self's dims, None as the tag alone). */
+int wf__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, unsigned save);
+
+static inline const int64_t *arg_slot(const wf_node *n, int i)
+{
+    const int64_t *p = n->info;
+    int nargs = (int)n->info[n->n_info - 1];
+    for (int k = 0; k < nargs; k++)
+        p += 2 + p[0];
+    return p + 2 * i;
+}
+
+static inline bool arg_is_none(const wf_node *n, int i)
+{
+    return arg_slot(n, i)[0] == WEFT_VALUE_NONE;
+}
+
+static inline double arg_num(const wf_node *n, int i)
+{
+    const int64_t *v = arg_slot(n, i);
+    if (v[0] == WEFT_VALUE_DOUBLE) {
+        double d;
+        memcpy(&d, &v[1], sizeof d);
+        return d;
+    }
+    return (double)v[1];
+}
+
+static inline int64_t arg_int(const wf_node *n, int i)
+{
+    return arg_slot(n, i)[1];
 }
 
 #endif

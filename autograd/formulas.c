@@ -1032,6 +1032,10 @@ static const char *const nondifferentiable[] = {
     "gt_scalar", "ge_scalar", "logical_and", "logical_or", "logical_xor", "logical_not",
     "isnan", "isinf", "isfinite", "argmax", "argmin", "count_nonzero", "all", "any",
     "one_hot", "nonzero", "argsort",
+    /* random samples and integer-valued results (PyTorch: not
+     * differentiable; bernoulli's gradient for p is zero); the in-place
+     * random fills have formulas in formulas_reduce.c instead */
+    "bernoulli", "multinomial", "unique",
 };
 
 void wf__autograd_register(void)
@@ -1051,4 +1055,6 @@ void wf__autograd_register(void)
     wf__autograd_register_nn();
     wf__autograd_register_shape();
     wf__autograd_register_nn_grad();
+    wf__autograd_register_pointwise();
+    wf__autograd_register_reduce();
 }
