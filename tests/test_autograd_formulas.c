@@ -462,6 +462,52 @@ static void check_inplace(const inplace_case *c)
     }
 }
 
+/* what is refused, and what a stale saved input says */
+static void test_errors(void)
+{
+    int64_t sizes[2] = {2, 3};
+    weft_tensor *x = random_leaf(sizes, 2, -1, 1);
+    double lo = -0.5, hi = 0.5;
+    error_is(weft_clamp_(x, &lo, &hi), WEFT_EINVAL, "leaf", "clamp_ on a leaf that requires grad");
+    weft_tensor *o = NULL;
+    weft_empty(&o, sizes, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    keep(o);
+    ok(weft_clamp_out(o, x, &lo, &hi) < 0, "clamp_out with an input that requires grad is refused");
+    like(weft_last_error(), "clamp_out", "... naming the operator");
+
+    /* the input clamp saved, written in place before backward */
+    weft_tensor *c = NULL, *y = NULL, *g[1] = {NULL};
+    weft_mul_scalar(&c, x, 1.0);
+    keep(c);
+    if (weft_clamp(&y, c, &lo, &hi) == 0) {
+        keep(y);
+        weft_add_scalar_(c, 1.0);
+        error_is(grads_of_sum(g, y, &x, 1), WEFT_EINVAL, "ClampBackward",
+                 "backward after clamp's saved input was modified in place");
+    }
+    /* in place through a view of a non-leaf: the base's gradient is the
+     * functional one's on that slice and 1 elsewhere */
+    weft_tensor *base = NULL, *row = NULL, *ref = NULL;
+    weft_mul_scalar(&base, x, 1.0);
+    keep(base);
+    weft_select(&row, base, 0, 1);
+    keep(row);
+    int rc = weft_hardtanh_(row, -0.5, 0.5);
+    if (ok(rc == 0, "hardtanh_ on a view of a non-leaf") && grads_of_sum(g, base, &x, 1) == 0) {
+        weft_tensor *xrow = NULL, *gr[1] = {NULL};
+        weft_select(&xrow, x, 0, 1);
+        keep(xrow);
+        double want[6] = {1, 1, 1, 0, 0, 0};
+        if (weft_hardtanh(&ref, xrow, -0.5, 0.5) == 0 && grads_of_sum(gr, keep(ref), &x, 1) == 0) {
+            const double *rv = values_of(gr[0]);
+            for (int i = 3; i < 6; i++)
+                want[i] = rv[i];
+            check_close(g[0], want, 6, 1e-12, "hardtanh_ through a view: the base's gradient");
+        }
+    }
+    drop_all();
+}
+
 /* ------------------------------------------------------------ dropout, samplers */
 
 static int dropout_fn(weft_tensor **out, weft_tensor *const *in, int n, void *ctx)
@@ -650,6 +696,7 @@ int main(void)
         check_inplace(&inplace_cases[i]);
         drop_all();
     }
+    test_errors();
     test_dropout();
     test_samplers();
     test_completeness();
