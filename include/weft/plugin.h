@@ -153,6 +153,16 @@ static inline const int64_t *weft_arg_ints(const weft_call *call, int i, int *le
     return list && v->len ? v->u.ints : NULL;
 }
 
+/* A float[] argument: its entries, and their count in *len (NULL and 0 for
+ * None or an empty list). */
+static inline const double *weft_arg_doubles(const weft_call *call, int i, int *len)
+{
+    const weft_value *v = &call->args[i];
+    bool list = v->tag == WEFT_VALUE_DOUBLE_LIST;
+    *len = list ? v->len : 0;
+    return list && v->len ? v->u.doubles : NULL;
+}
+
 /* A Tensor[] or Tensor?[] argument (entries of a Tensor?[] may be NULL). */
 static inline weft_tensor *const *weft_arg_tensors(const weft_call *call, int i, int *len)
 {
