@@ -34,6 +34,7 @@ typedef struct {
 typedef struct {
     entry entries[MAX_ENTRIES];
     int n;
+    int consumed; /* dims of the source the entries use up (an ellipsis takes the rest) */
 } parsed_key;
 
 static void key_free(parsed_key *k)
@@ -164,7 +165,8 @@ static int parse_key(parsed_key *k, const weft_tensor *t, PyObject *key)
                 goto fail;
         } else if (wpy_tensor_check(o) && weft_tensor_ndim(WPY_T(o)) == 0 &&
                    !is_mask_dtype(weft_tensor_dtype(WPY_T(o)))) {
-            /* a 0-d integer tensor is an int, as in PyTorch (a view, not a copy) */
+            /* a 0-d integer tensor is an int (the shape PyTorch gives; a view
+             * here where PyTorch copies) */
             if (!weft_dtype_is_integral(weft_tensor_dtype(WPY_T(o)), false)) {
                 index_dtype_error(weft_tensor_dtype(WPY_T(o)));
                 goto fail;
@@ -187,6 +189,7 @@ static int parse_key(parsed_key *k, const weft_tensor *t, PyObject *key)
         PyErr_Format(PyExc_IndexError, "too many indices for tensor of dimension %d", ndim);
         goto fail;
     }
+    k->consumed = consumed;
     return 0;
 fail:
     key_free(k);
@@ -200,14 +203,7 @@ static int apply_basic(weft_tensor **out, advanced *adv, int *nadv, weft_tensor 
 {
     *out = NULL;
     *nadv = 0;
-    int ndim = weft_tensor_ndim(t), consumed = 0;
-    for (int i = 0; i < k->n; i++) {
-        const entry *e = &k->entries[i];
-        if (e->kind == E_INT || e->kind == E_SLICE)
-            consumed++;
-        else if (e->kind == E_TENSOR && !e->new_dim)
-            consumed += is_mask_dtype(weft_tensor_dtype(e->index)) ? weft_tensor_ndim(e->index) : 1;
-    }
+    int ndim = weft_tensor_ndim(t);
     weft_tensor *cur = weft_tensor_retain(t);
     int dim = 0, rc = 0;
     for (int i = 0; i < k->n && rc == 0; i++) {
@@ -215,7 +211,7 @@ static int apply_basic(weft_tensor **out, advanced *adv, int *nadv, weft_tensor 
         weft_tensor *next = NULL;
         switch (e->kind) {
         case E_ELLIPSIS:
-            dim += ndim - consumed;
+            dim += ndim - k->consumed;
             continue;
         case E_NONE:
             rc = weft_unsqueeze(&next, cur, dim);
