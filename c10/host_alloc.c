@@ -12,7 +12,17 @@
  * mark, WEFT_HOST_CACHE_LIMIT or weft_host_cache_set_limit) it goes back to
  * the system instead.  Under valgrind and AddressSanitizer the default
  * limit is 0, so every free is a real free and use-after-free stays
- * detectable. */
+ * detectable.
+ *
+ * In front of the shared buckets each thread keeps a few freed blocks of
+ * the smallest classes (a tiny tensor's storage): its allocate/free pair in
+ * a loop then takes no lock and no atomic read-modify-write.  Those blocks
+ * count as allocated, not cached, until they go back to the shared buckets
+ * (when the thread's list for the class is full, at thread exit, or on
+ * weft_host_empty_cache/set_limit from that thread), so the allocated,
+ * cached and peak statistics change only on the shared path and stay
+ * exact; the call and hit counts of the thread path are per-thread
+ * counters summed when the statistics are read. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,7 +58,8 @@
 enum {
     SMALL_MIN_SHIFT = 6,              /* 64 bytes: the smallest class */
     SMALL_MAX_SHIFT = 20,             /* 1 MiB: larger blocks are mmap()ed */
-    SUB_CLASSES = 4,                  /* classes per power of two: waste <= 25% */
+    SUB_CLASS_BITS = 2,
+    SUB_CLASSES = 1 << SUB_CLASS_BITS, /* classes per power of two: waste <= 25% */
     N_CLASSES = (SMALL_MAX_SHIFT - SMALL_MIN_SHIFT) * SUB_CLASSES + 1,
     PAGE = 4096,
 };
@@ -77,10 +88,42 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t st_allocated, st_peak, st_cached, st_alloc_calls, st_free_calls,
     st_hits, st_sys_allocs, st_sys_frees;
 
+/* The per-thread cache: classes 0..THREAD_CLASSES-1 (64 to 512 bytes), at
+ * most THREAD_DEPTH blocks each, so a thread holds at most about 30 KiB. */
+enum { THREAD_CLASSES = 13, THREAD_DEPTH = 8 };
+#define THREAD_MAX ((size_t)512) /* class_size(THREAD_CLASSES - 1) */
+
+typedef struct thread_cache {
+    free_block *head[THREAD_CLASSES];
+    int count[THREAD_CLASSES];
+    /* written by the owning thread only (a relaxed load and store, no
+     * read-modify-write), read by weft_host_allocator_stats under
+     * threads_lock */
+    atomic_uint_fast64_t alloc_calls, free_calls, hits;
+    struct thread_cache *prev, *next; /* the registry, under threads_lock */
+} thread_cache;
+
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_cache *threads; /* every live thread's cache */
+static pthread_key_t thread_key;
+/* initial-exec: a plain %fs-relative load instead of a __tls_get_addr
+ * call on every allocation (a tenth of a 1-element add); the 16 bytes come
+ * from the static TLS surplus glibc keeps for dlopen()ed libraries. */
+static _Thread_local thread_cache *my_cache __attribute__((tls_model("initial-exec")));
+/* its thread is exiting: no new cache */
+static _Thread_local bool my_cache_gone __attribute__((tls_model("initial-exec")));
+static bool have_key;                       /* thread_key was made */
+static atomic_bool key_deleted;             /* the library is being unloaded */
+
+static void thread_cache_destroy(void *cache);
+
 static void init_limit(void)
 {
     for (int i = 0; i < N_CLASSES; i++)
         pthread_mutex_init(&small[i].lock, NULL);
+    /* without a key there is no per-thread cache (every block takes the
+     * shared path), never a cache that leaks at thread exit */
+    have_key = pthread_key_create(&thread_key, thread_cache_destroy) == 0;
     bool checked = CHECKED_BUILD || RUNNING_ON_VALGRIND;
     use_mmap = !checked;
     size_t limit = checked ? 0 : DEFAULT_LIMIT;
@@ -110,8 +153,11 @@ static int small_class(size_t n, size_t *rounded)
         return 0;
     }
     int shift = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^shift < n <= 2^(shift+1) */
-    size_t step = ((size_t)1 << shift) / SUB_CLASSES;
-    size_t sub = (n - ((size_t)1 << shift) + step - 1) / step; /* 1..SUB_CLASSES */
+    /* steps of 2^shift / SUB_CLASSES: a shift, not a division (which cost
+     * a tenth of a 1-element add) */
+    int step_shift = shift - SUB_CLASS_BITS;
+    size_t step = (size_t)1 << step_shift;
+    size_t sub = (n - ((size_t)1 << shift) + step - 1) >> step_shift; /* 1..SUB_CLASSES */
     *rounded = ((size_t)1 << shift) + sub * step;
     return (shift - SMALL_MIN_SHIFT) * SUB_CLASSES + (int)sub;
 }
@@ -173,11 +219,97 @@ static bool reserve_cache_room(size_t size)
     return true;
 }
 
+/* One more to a counter only this thread writes. */
+static inline void bump(atomic_uint_fast64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Puts a block freed by this thread (already counted as a free call) back
+ * in the shared buckets, or to the system past the limit. */
+static void shared_free(void *block, size_t size);
+
+/* This thread's cache, made at its first small free; NULL while the cache
+ * is off (a limit of 0: valgrind, ASan, or asked) or the thread is exiting. */
+static thread_cache *thread_cache_get(void)
+{
+    thread_cache *tc = my_cache;
+    if (tc || my_cache_gone || !have_key || atomic_load(&key_deleted))
+        return tc;
+    tc = calloc(1, sizeof *tc);
+    if (!tc)
+        return NULL;
+    if (pthread_setspecific(thread_key, tc) != 0) {
+        free(tc);
+        return NULL;
+    }
+    pthread_mutex_lock(&threads_lock);
+    tc->next = threads;
+    if (threads)
+        threads->prev = tc;
+    threads = tc;
+    pthread_mutex_unlock(&threads_lock);
+    my_cache = tc;
+    return tc;
+}
+
+/* Gives this thread's cached blocks to the shared buckets. */
+static void thread_cache_flush(thread_cache *tc)
+{
+    for (int c = 0; c < THREAD_CLASSES; c++) {
+        size_t size = class_size(c);
+        while (tc->head[c]) {
+            free_block *f = tc->head[c];
+            tc->head[c] = f->next;
+            tc->count[c]--;
+            shared_free(f, size);
+        }
+    }
+}
+
+/* The key's destructor, at thread exit: the blocks go to the shared
+ * buckets and the counts into the global ones, in one step for readers. */
+static void thread_cache_destroy(void *cache)
+{
+    thread_cache *tc = cache;
+    my_cache = NULL;
+    my_cache_gone = true;
+    thread_cache_flush(tc);
+    pthread_mutex_lock(&threads_lock);
+    atomic_fetch_add(&st_alloc_calls, atomic_load(&tc->alloc_calls));
+    atomic_fetch_add(&st_free_calls, atomic_load(&tc->free_calls));
+    atomic_fetch_add(&st_hits, atomic_load(&tc->hits));
+    if (tc->prev)
+        tc->prev->next = tc->next;
+    else
+        threads = tc->next;
+    if (tc->next)
+        tc->next->prev = tc->prev;
+    pthread_mutex_unlock(&threads_lock);
+    free(tc);
+}
+
 void *wf__host_block_alloc(size_t n, size_t *size_out)
 {
-    pthread_once(&init_once, init_limit);
     void *p = NULL;
     size_t size;
+    /* (a thread with a cache has seen init_limit run) */
+    thread_cache *tc = my_cache;
+    if (tc && n <= THREAD_MAX) {
+        int c = small_class(n, &size);
+        free_block *f = tc->head[c];
+        if (f) {
+            /* the block stayed counted as allocated while it sat here */
+            tc->head[c] = f->next;
+            tc->count[c]--;
+            bump(&tc->alloc_calls);
+            bump(&tc->hits);
+            *size_out = size;
+            return f;
+        }
+    }
+    pthread_once(&init_once, init_limit);
     if (n <= SMALL_MAX) {
         bucket *b = &small[small_class(n, &size)];
         pthread_mutex_lock(&b->lock);
@@ -240,7 +372,26 @@ void wf__host_block_free(void *block, size_t size)
 {
     if (!block)
         return;
+    /* (a limit of 0 — valgrind, ASan, or asked — means no caching at all) */
+    if (size <= THREAD_MAX && atomic_load_explicit(&limit_bytes, memory_order_relaxed) != 0) {
+        thread_cache *tc = thread_cache_get();
+        size_t rounded;
+        int c = small_class(size, &rounded);
+        if (tc && tc->count[c] < THREAD_DEPTH) {
+            free_block *f = block;
+            f->next = tc->head[c];
+            tc->head[c] = f;
+            tc->count[c]++;
+            bump(&tc->free_calls);
+            return;
+        }
+    }
     atomic_fetch_add_explicit(&st_free_calls, 1, memory_order_relaxed);
+    shared_free(block, size);
+}
+
+static void shared_free(void *block, size_t size)
+{
     atomic_fetch_sub_explicit(&st_allocated, size, memory_order_relaxed);
     if (!reserve_cache_room(size)) {
         system_free(block, size);
@@ -269,6 +420,8 @@ void wf__host_block_free(void *block, size_t size)
 static void trim_to(size_t keep)
 {
     pthread_once(&init_once, init_limit);
+    if (my_cache)
+        thread_cache_flush(my_cache);
     for (;;) {
         if (atomic_load_explicit(&st_cached, memory_order_relaxed) <= keep)
             return;
@@ -334,9 +487,18 @@ int weft_host_allocator_stats(weft_allocator_stats *out)
     s.peak_allocated_bytes = atomic_load(&st_peak);
     s.cached_bytes = atomic_load(&st_cached);
     s.reserved_bytes = s.allocated_bytes + s.cached_bytes;
+    /* under threads_lock, so an exiting thread's counts are in the
+     * globals or in its cache, never in both or neither */
+    pthread_mutex_lock(&threads_lock);
     s.alloc_calls = atomic_load(&st_alloc_calls);
     s.free_calls = atomic_load(&st_free_calls);
     s.cache_hits = atomic_load(&st_hits);
+    for (thread_cache *tc = threads; tc; tc = tc->next) {
+        s.alloc_calls += atomic_load_explicit(&tc->alloc_calls, memory_order_relaxed);
+        s.free_calls += atomic_load_explicit(&tc->free_calls, memory_order_relaxed);
+        s.cache_hits += atomic_load_explicit(&tc->hits, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&threads_lock);
     s.system_alloc_calls = atomic_load(&st_sys_allocs);
     s.system_free_calls = atomic_load(&st_sys_frees);
     s.cache_limit_bytes = atomic_load(&limit_bytes);
@@ -349,8 +511,19 @@ void weft_host_reset_peak(void)
     atomic_store(&st_peak, atomic_load(&st_allocated));
 }
 
-/* Cached blocks go back at exit, so leak checkers see nothing held. */
+/* Cached blocks go back at exit (this thread's cache too), so leak
+ * checkers see nothing held.  The key goes too: after an unload no thread
+ * may run a destructor that is no longer mapped (other threads' caches are
+ * then left to the process). */
 __attribute__((destructor)) static void host_alloc_fini(void)
 {
+    pthread_once(&init_once, init_limit);
+    if (my_cache) {
+        thread_cache *tc = my_cache;
+        pthread_setspecific(thread_key, NULL);
+        thread_cache_destroy(tc);
+    }
+    if (have_key && !atomic_exchange(&key_deleted, true))
+        pthread_key_delete(thread_key);
     trim_to(0);
 }

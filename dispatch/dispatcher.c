@@ -309,6 +309,7 @@ static const char *const arg_type_names[] = {
     "Tensor", "Tensor?", "Tensor(a!)", "Tensor[]", "Scalar", "float",
     "int", "bool", "int[]", "int[]?", "ScalarType?", "Generator?",
     "Scalar?", "float?", "int?", "str", "str?", "Tensor?[]",
+    "float[]", "float[]?",
 };
 
 /* Whether a boxed value can be an argument of this type. */
@@ -349,6 +350,10 @@ static bool tag_fits(int type, const weft_value *v)
         return v->tag == WEFT_VALUE_STRING && v->u.string;
     case WF_ARG_STRING_OPT:
         return (v->tag == WEFT_VALUE_STRING && v->u.string) || v->tag == WEFT_VALUE_NONE;
+    case WF_ARG_FLOAT_LIST:
+        return v->tag == WEFT_VALUE_DOUBLE_LIST;
+    case WF_ARG_FLOAT_LIST_OPT:
+        return v->tag == WEFT_VALUE_DOUBLE_LIST || v->tag == WEFT_VALUE_NONE;
     }
     return false;
 }

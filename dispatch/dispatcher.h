@@ -30,6 +30,8 @@ typedef enum wf_arg_type {
     WF_ARG_STRING,     /* str */
     WF_ARG_STRING_OPT, /* str? */
     WF_ARG_TENSOR_LIST_OPT, /* Tensor?[]: a list whose entries may be NULL (None) */
+    WF_ARG_FLOAT_LIST,      /* float[] */
+    WF_ARG_FLOAT_LIST_OPT,  /* float[]? */
 } wf_arg_type;
 
 #define WF_MAX_ARGS 16

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-TYPE_RE = re.compile(r"^(Tensor\(a!\)|Tensor\?\[\]|Tensor\[\]|Tensor\?|Tensor|Scalar\?|Scalar|float\?|float|int\[\]\?|int\[\]|int\?|int|bool|ScalarType\?|Generator\?|str\?|str)\s+(\w+)(?:=(\S+))?$")
+TYPE_RE = re.compile(r"^(Tensor\(a!\)|Tensor\?\[\]|Tensor\[\]|Tensor\?|Tensor|Scalar\?|Scalar|float\[\]\?|float\[\]|float\?|float|int\[\]\?|int\[\]|int\?|int|bool|ScalarType\?|Generator\?|str\?|str)\s+(\w+)(?:=(\S+))?$")
 
 
 class Arg:
@@ -38,6 +38,8 @@ class Arg:
             "bool": [f"bool {n}"],
             "int[]": [f"const int64_t *{n}", f"int {n}_len"],
             "int[]?": [f"const int64_t *{n}", f"int {n}_len"],
+            "float[]": [f"const double *{n}", f"int {n}_len"],
+            "float[]?": [f"const double *{n}", f"int {n}_len"],
             "ScalarType?": [f"weft_dtype {n}"],
             "Generator?": [f"weft_generator *{n}"],
             # optional numbers: NULL is None
@@ -63,7 +65,7 @@ class Arg:
         if d == "None":
             if self.typ == "ScalarType?":
                 return ["WEFT_DTYPE_UNSET"]
-            if self.typ in ("int[]?", "int[]"):
+            if self.typ in ("int[]?", "int[]", "float[]?", "float[]"):
                 return ["NULL", "0"]
             return ["NULL"]
         raise ValueError(f"unsupported default {d} for {self.name}")
@@ -86,6 +88,10 @@ class Arg:
             return f"{slot}.tag = WEFT_VALUE_INT_LIST; {slot}.len = {n}_len; {slot}.u.ints = {n};"
         if t == "int[]?":
             return f"{slot}.tag = {n} ? WEFT_VALUE_INT_LIST : WEFT_VALUE_NONE; {slot}.len = {n}_len; {slot}.u.ints = {n};"
+        if t == "float[]":
+            return f"{slot}.tag = WEFT_VALUE_DOUBLE_LIST; {slot}.len = {n}_len; {slot}.u.doubles = {n};"
+        if t == "float[]?":
+            return f"{slot}.tag = {n} ? WEFT_VALUE_DOUBLE_LIST : WEFT_VALUE_NONE; {slot}.len = {n}_len; {slot}.u.doubles = {n};"
         if t == "ScalarType?":
             return f"{slot}.tag = {n} == WEFT_DTYPE_UNSET ? WEFT_VALUE_NONE : WEFT_VALUE_DTYPE; {slot}.u.dtype = {n};"
         if t in ("Scalar?", "float?"):

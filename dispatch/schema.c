@@ -21,6 +21,7 @@ static const struct {
     {"Scalar?", WF_ARG_SCALAR_OPT},    {"float?", WF_ARG_FLOAT_OPT},
     {"int?", WF_ARG_INT_OPT},          {"str", WF_ARG_STRING},
     {"str?", WF_ARG_STRING_OPT},       {"Tensor?[]", WF_ARG_TENSOR_LIST_OPT},
+    {"float[]", WF_ARG_FLOAT_LIST},    {"float[]?", WF_ARG_FLOAT_LIST_OPT},
 };
 
 static const char *skip_space(const char *p)

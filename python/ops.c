@@ -17,7 +17,7 @@
 enum arg_type {
     A_TENSOR, A_TENSOR_OPT, A_TENSOR_MUT, A_TENSOR_LIST, A_SCALAR, A_FLOAT, A_INT, A_BOOL,
     A_INT_LIST, A_INT_LIST_OPT, A_DTYPE_OPT, A_GENERATOR_OPT, A_SCALAR_OPT, A_FLOAT_OPT,
-    A_INT_OPT, A_STRING, A_STRING_OPT, A_TENSOR_LIST_OPT
+    A_INT_OPT, A_STRING, A_STRING_OPT, A_TENSOR_LIST_OPT, A_FLOAT_LIST, A_FLOAT_LIST_OPT
 };
 
 static const struct {
@@ -31,6 +31,7 @@ static const struct {
     {"Scalar?", A_SCALAR_OPT},   {"float?", A_FLOAT_OPT},           {"int?", A_INT_OPT},
     {"str", A_STRING},           {"str?", A_STRING_OPT},
     {"Tensor?[]", A_TENSOR_LIST_OPT}, /* entries may be None: NULL in the list */
+    {"float[]", A_FLOAT_LIST},   {"float[]?", A_FLOAT_LIST_OPT},
 };
 
 #define MAX_ARGS 32
@@ -212,6 +213,7 @@ typedef struct {
     weft_value values[MAX_ARGS];
     PyObject *objects[MAX_ARGS]; /* the Python argument of each (borrowed) */
     int64_t ints[MAX_ARGS][WEFT_MAX_DIMS];
+    double doubles[MAX_ARGS][WEFT_MAX_DIMS];
     weft_tensor **lists[MAX_ARGS];
 } bound_args;
 
@@ -226,6 +228,12 @@ static bool is_int(PyObject *o)
     return !PyBool_Check(o) && (PyLong_Check(o) || (PyIndex_Check(o) && !wpy_tensor_check(o)));
 }
 
+/* A Python float or int (not bool), as a float argument takes. */
+static bool is_float(PyObject *o)
+{
+    return !PyBool_Check(o) && (PyFloat_Check(o) || PyLong_Check(o));
+}
+
 /* Converts one Python argument; returns 0, 1 when it does not fit the type
  * (why in `why`), -1 on a Python error. */
 static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b, int slot,
@@ -235,7 +243,7 @@ static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b,
     bool optional = a->type == A_TENSOR_OPT || a->type == A_INT_LIST_OPT ||
                     a->type == A_DTYPE_OPT || a->type == A_GENERATOR_OPT ||
                     a->type == A_SCALAR_OPT || a->type == A_FLOAT_OPT || a->type == A_INT_OPT ||
-                    a->type == A_STRING_OPT;
+                    a->type == A_STRING_OPT || a->type == A_FLOAT_LIST_OPT;
     if (o == Py_None && optional) {
         v->tag = WEFT_VALUE_NONE;
         return 0;
@@ -332,6 +340,37 @@ static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b,
         v->u.ints = ints;
         return 0;
     }
+    case A_FLOAT_LIST:
+    case A_FLOAT_LIST_OPT: {
+        /* a number stands for a list of one, as torch's float[] arguments
+         * (interpolate's scale_factor=2.0) accept */
+        double *doubles = b->doubles[slot];
+        Py_ssize_t n;
+        if (is_float(o)) {
+            doubles[0] = PyFloat_AsDouble(o);
+            n = 1;
+        } else if (PyList_Check(o) || PyTuple_Check(o)) {
+            n = PySequence_Fast_GET_SIZE(o);
+            if (n > WEFT_MAX_DIMS)
+                break;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *item = PySequence_Fast_GET_ITEM(o, i);
+                if (!is_float(item)) {
+                    snprintf(why, why_size, "'%s' must be a float or a tuple of floats", a->name);
+                    return 1;
+                }
+                doubles[i] = PyFloat_AsDouble(item);
+            }
+        } else {
+            break;
+        }
+        if (PyErr_Occurred())
+            return -1;
+        v->tag = WEFT_VALUE_DOUBLE_LIST;
+        v->len = (int32_t)n;
+        v->u.doubles = doubles;
+        return 0;
+    }
     case A_DTYPE_OPT:
         if (!PyObject_TypeCheck(o, &wpy_dtype_type))
             break;
@@ -371,6 +410,7 @@ static int implicit_default(const sig *s, int i, bound_args *b)
     switch (a->type) {
     case A_TENSOR_OPT: case A_INT_LIST_OPT: case A_DTYPE_OPT: case A_GENERATOR_OPT:
     case A_SCALAR_OPT: case A_FLOAT_OPT: case A_INT_OPT: case A_STRING_OPT:
+    case A_FLOAT_LIST_OPT:
         v->tag = WEFT_VALUE_NONE;
         return 0;
     case A_BOOL:

@@ -522,6 +522,8 @@ static PyMethodDef tensor_methods[] = {
     {"flatten", (PyCFunction)(void (*)(void))m_flatten, METH_VARARGS | METH_KEYWORDS, NULL},
     {"narrow", m_narrow, METH_VARARGS, NULL},
     {"select", m_select, METH_VARARGS, NULL},
+    {"unique", (PyCFunction)(void (*)(void))wpy_tensor_unique, METH_VARARGS | METH_KEYWORDS,
+     "unique(sorted=True, return_inverse=False, return_counts=False, dim=None), as torch"},
     {"__dlpack__", (PyCFunction)(void (*)(void))wpy_dlpack, METH_VARARGS | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)"},
     {"__dlpack_device__", wpy_dlpack_device, METH_NOARGS, NULL},
@@ -530,141 +532,7 @@ static PyMethodDef tensor_methods[] = {
 
 /* ---------------------------------------------------------------- indexing */
 
-/* Applies an index (int, slice, None, Ellipsis or a tuple of them) as a
- * chain of views.  Returns a new reference. */
-static int index_view(weft_tensor **out, weft_tensor *t, PyObject *key)
-{
-    *out = NULL;
-    PyObject *items[WEFT_MAX_DIMS * 2];
-    Py_ssize_t n = 1;
-    if (PyTuple_Check(key)) {
-        n = PyTuple_GET_SIZE(key);
-        if (n > WEFT_MAX_DIMS * 2) {
-            PyErr_SetString(PyExc_IndexError, "too many indices");
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < n; i++)
-            items[i] = PyTuple_GET_ITEM(key, i);
-    } else {
-        items[0] = key;
-    }
-    int consumed = 0, ellipses = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = items[i];
-        if (k == Py_Ellipsis)
-            ellipses++;
-        else if (k != Py_None)
-            consumed++;
-    }
-    int ndim = weft_tensor_ndim(t);
-    if (ellipses > 1) {
-        PyErr_SetString(PyExc_IndexError, "an index can only have a single ellipsis ('...')");
-        return -1;
-    }
-    if (consumed > ndim) {
-        PyErr_Format(PyExc_IndexError, "too many indices for tensor of dimension %d", ndim);
-        return -1;
-    }
-    weft_tensor *cur = weft_tensor_retain(t);
-    int dim = 0, rc = 0;
-    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-        PyObject *k = items[i];
-        weft_tensor *next = NULL;
-        if (k == Py_Ellipsis) {
-            dim += ndim - consumed;
-            continue;
-        } else if (k == Py_None) {
-            rc = weft_unsqueeze(&next, cur, dim);
-            dim++;
-        } else if (PySlice_Check(k)) {
-            Py_ssize_t start, stop, step;
-            if (PySlice_Unpack(k, &start, &stop, &step) < 0)
-                goto fail;
-            if (step <= 0) {
-                PyErr_SetString(PyExc_ValueError, "step must be greater than zero");
-                goto fail;
-            }
-            rc = weft_slice(&next, cur, dim, start, stop, step);
-            dim++;
-        } else if (PyIndex_Check(k) && !PyBool_Check(k)) {
-            Py_ssize_t index = PyNumber_AsSsize_t(k, PyExc_IndexError);
-            if (index == -1 && PyErr_Occurred())
-                goto fail;
-            rc = weft_select(&next, cur, dim, index);
-        } else {
-            PyErr_Format(PyExc_IndexError,
-                         "only integers, slices (`:`), ellipsis (`...`) and None are valid "
-                         "indices (got %.200s)",
-                         Py_TYPE(k)->tp_name);
-            goto fail;
-        }
-        weft_tensor_release(cur);
-        cur = next;
-    }
-    if (rc < 0) {
-        weft_tensor_release(cur);
-        return wpy_raise_int(rc);
-    }
-    *out = cur;
-    return 0;
-fail:
-    weft_tensor_release(cur);
-    return -1;
-}
-
-static PyObject *tensor_getitem(PyObject *self, PyObject *key)
-{
-    if (wpy_tensor_check(key)) {
-        PyErr_SetString(PyExc_IndexError,
-                        "indexing with tensors (advanced indexing) is not supported yet");
-        return NULL;
-    }
-    weft_tensor *out;
-    if (index_view(&out, WPY_T(self), key) < 0)
-        return NULL;
-    return wpy_wrap(out);
-}
-
-/* t[key] = value: a tensor is copied in (broadcast), a number filled;
- * t[mask] = number for a bool mask of t's shape (masked_fill_). */
-static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
-{
-    if (!value) {
-        PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
-        return -1;
-    }
-    weft_value val;
-    if (wpy_tensor_check(key)) {
-        if (wpy_scalar_value(value, &val) < 0) {
-            PyErr_SetString(PyExc_TypeError, "t[mask] = value needs a number");
-            return -1;
-        }
-        weft_value args[3] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = WPY_T(self)},
-                              {.tag = WEFT_VALUE_TENSOR, .u.tensor = WPY_T(key)}, val};
-        PyObject *r = wpy_call_op("masked_fill_", args, 3);
-        Py_XDECREF(r);
-        return r ? 0 : -1;
-    }
-    weft_tensor *view;
-    if (index_view(&view, WPY_T(self), key) < 0)
-        return -1;
-    PyObject *r;
-    if (wpy_tensor_check(value)) {
-        weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = view},
-                              {.tag = WEFT_VALUE_TENSOR, .u.tensor = WPY_T(value)}};
-        r = wpy_call_op("copy_", args, 2);
-    } else if (wpy_scalar_value(value, &val) == 0) {
-        weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = view}, val};
-        r = wpy_call_op("fill_", args, 2);
-    } else {
-        PyErr_Format(PyExc_TypeError, "can't assign a %.200s to a weft.Tensor",
-                     Py_TYPE(value)->tp_name);
-        r = NULL;
-    }
-    weft_tensor_release(view);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
-}
+/* t[key] and t[key] = value are python/indexing.c */
 
 static Py_ssize_t tensor_len(PyObject *self)
 {
@@ -1077,8 +945,8 @@ static PyType_Slot tensor_slots[] = {
     {Py_tp_hash, tensor_hash},
     {Py_tp_richcompare, tensor_richcompare},
     {Py_tp_iter, tensor_iter},
-    {Py_mp_subscript, tensor_getitem},
-    {Py_mp_ass_subscript, tensor_setitem},
+    {Py_mp_subscript, wpy_tensor_getitem},
+    {Py_mp_ass_subscript, wpy_tensor_setitem},
     {Py_mp_length, tensor_len},
     {Py_nb_add, nb_add},
     {Py_nb_subtract, nb_sub},

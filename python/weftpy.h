@@ -58,6 +58,16 @@ PyObject *wpy_wrap(weft_tensor *t);
  * call in some argument orders.) */
 PyObject *wpy_wrap_rc(int rc, weft_tensor **t);
 
+/* indexing.c: t[key] (a new reference) and t[key] = value (0 or -1), with
+ * PyTorch's basic and advanced indexing */
+PyObject *wpy_tensor_getitem(PyObject *self, PyObject *key);
+int wpy_tensor_setitem(PyObject *self, PyObject *key, PyObject *value);
+
+/* unique.c: weft.unique(input, ...) and Tensor.unique(...) with
+ * torch.unique's results */
+PyObject *wpy_unique(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *wpy_tensor_unique(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* convert.c: Python values <-> tensors */
 /* weft.tensor(data, dtype=None, device=None, requires_grad=False) */
 PyObject *wpy_tensor_from_data(PyObject *module, PyObject *args, PyObject *kwargs);

@@ -3,7 +3,8 @@
 # python/.libs and prints one TAP stream (the .py files print unnumbered
 # "ok - ..." lines; this script numbers them and writes the plan).
 #  - test_api.py with the Python the build was configured for;
-#  - test_numpy.py and test_torch.py with Debian's /usr/bin/python3
+#  - test_numpy.py, test_torch.py and test_indexing.py (which compares
+#    with PyTorch too where it is installed) with Debian's /usr/bin/python3
 #    (python3-numpy 1.24, python3-torch 1.13) when it has the same ABI;
 #  - test_numpy2.py in a virtual environment under the build directory with
 #    NumPy >= 2.1 from PyPI, made once and kept (SKIP where pip fails).
@@ -47,6 +48,11 @@ else
         run "NumPy (Debian)" "$debian" test_numpy.py
     else
         skip "NumPy (Debian) peer" "numpy is not installed for $debian (apt-get install python3-numpy)"
+    fi
+    if "$debian" -c 'import numpy' 2>/dev/null; then
+        run "indexing, unique, interpolate (NumPy, PyTorch)" "$debian" test_indexing.py
+    else
+        skip "indexing against NumPy" "numpy is not installed for $debian (apt-get install python3-numpy)"
     fi
     if "$debian" -c 'import torch' 2>/dev/null; then
         run "PyTorch (Debian)" "$debian" test_torch.py

@@ -195,6 +195,80 @@ static void test_threads(void)
     ok(b.cache_hits - a.cache_hits > (uint64_t)THREADS * ROUNDS / 2, "  mostly from the cache");
 }
 
+/* The per-thread cache of tiny blocks: a tiny tensor made and dropped in a
+ * loop reuses one block, the statistics count every call exactly, and the
+ * blocks a thread holds go to the shared buckets when it exits or empties
+ * the cache. */
+enum { TINY_ROUNDS = 1000, TINY_HELD = 6 };
+
+static void *tiny_loop(void *arg)
+{
+    long *bad = arg;
+    weft_tensor *first = bytes_tensor(8);
+    void *p = first ? weft_tensor_data_ptr(first) : NULL;
+    weft_tensor_release(first);
+    for (int i = 0; i < TINY_ROUNDS; i++) {
+        weft_tensor *t = bytes_tensor(8);
+        *bad += !t || weft_tensor_data_ptr(t) != p;
+        weft_tensor_release(t);
+    }
+    /* leave a few blocks in this thread's cache for its exit to return */
+    weft_tensor *held[TINY_HELD];
+    for (int i = 0; i < TINY_HELD; i++)
+        held[i] = bytes_tensor(8 + 40 * i);
+    for (int i = 0; i < TINY_HELD; i++)
+        weft_tensor_release(held[i]);
+    return NULL;
+}
+
+static void test_thread_cache(void)
+{
+    weft_host_cache_set_limit((size_t)64 << 20);
+    weft_host_empty_cache();
+    weft_allocator_stats a = stats();
+    long bad = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, tiny_loop, &bad);
+    pthread_join(th, NULL);
+    weft_allocator_stats b = stats();
+    is_int(bad, 0, "a tiny tensor made and dropped %d times reuses one block", TINY_ROUNDS);
+    is_int(b.alloc_calls - a.alloc_calls, 1 + TINY_ROUNDS + TINY_HELD,
+           "  every allocation counted once");
+    is_int(b.free_calls - a.free_calls, 1 + TINY_ROUNDS + TINY_HELD, "  every free counted once");
+    ok(b.cache_hits - a.cache_hits >= TINY_ROUNDS, "  hits counted (%llu)",
+       (unsigned long long)(b.cache_hits - a.cache_hits));
+    is_int(b.allocated_bytes, a.allocated_bytes,
+           "  after the thread exits, its cached blocks are not allocated any more");
+    ok(b.cached_bytes > a.cached_bytes, "  but cached in the shared buckets (%llu bytes)",
+       (unsigned long long)(b.cached_bytes - a.cached_bytes));
+    is_int(b.reserved_bytes, b.allocated_bytes + b.cached_bytes, "  reserved = allocated + cached");
+    is_int(b.system_alloc_calls - a.system_alloc_calls, TINY_HELD,
+           "  only the blocks held at once came from the system");
+
+    /* on this thread: blocks sitting in its cache count as allocated until
+     * it empties the cache, which returns them and reads exact again */
+    weft_host_empty_cache();
+    weft_allocator_stats c = stats();
+    weft_tensor *t = bytes_tensor(16);
+    weft_tensor_release(t);
+    weft_allocator_stats d = stats();
+    is_int(d.alloc_calls - c.alloc_calls, 1, "one tiny allocation on this thread");
+    is_int(d.free_calls - c.free_calls, 1, "  and its free");
+    ok(d.peak_allocated_bytes >= d.allocated_bytes, "  peak covers allocated");
+    weft_host_empty_cache();
+    weft_allocator_stats e = stats();
+    is_int(e.allocated_bytes, c.allocated_bytes, "empty_cache takes this thread's blocks back");
+    is_int(e.cached_bytes, 0, "  and gives them to the system");
+    weft_host_cache_set_limit(0);
+    t = bytes_tensor(16);
+    void *p = t ? weft_tensor_data_ptr(t) : NULL;
+    weft_tensor_release(t);
+    weft_allocator_stats f = stats();
+    is_int(f.allocated_bytes, c.allocated_bytes, "with limit 0 a tiny block is freed at once");
+    is_int(f.cached_bytes, 0, "  and nothing is cached");
+    (void)p;
+}
+
 static long minor_faults(void)
 {
     struct rusage ru;
@@ -248,6 +322,7 @@ int main(void)
     test_limit_and_empty();
     test_stats();
     test_threads();
+    test_thread_cache();
     test_page_faults(under_valgrind);
     weft_host_empty_cache();
     return done_testing();

@@ -244,12 +244,12 @@ static void test_interpolate(void)
     const int64_t s33[2] = {3, 3}, s44[2] = {4, 4};
     /* nearest 2x2 -> 4x4: each element four times */
     const double nearest[16] = {0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3};
-    if (ok(weft_interpolate(&y, x, s44, 2, NULL, "nearest", false) == 0, "nearest to size 4"))
+    if (ok(weft_interpolate(&y, x, s44, 2, NULL, 0, "nearest", false) == 0, "nearest to size 4"))
         check_close(keep(y), nearest, 16, 0, "nearest 2x2 -> 4x4");
     /* bilinear, align_corners: the corners stay and the middles average */
     const double aligned[9] = {0, 0.5, 1, 1, 1.5, 2, 2, 2.5, 3};
     y = NULL;
-    if (ok(weft_interpolate(&y, x, s33, 2, NULL, "bilinear", true) == 0, "bilinear aligned to 3x3"))
+    if (ok(weft_interpolate(&y, x, s33, 2, NULL, 0, "bilinear", true) == 0, "bilinear aligned to 3x3"))
         check_close(keep(y), aligned, 9, 1e-15, "bilinear align_corners 2x2 -> 3x3");
     /* bilinear without align_corners: rows and columns [0, 1/4, 3/4, 1] */
     double half[16];
@@ -259,7 +259,7 @@ static void test_interpolate(void)
             half[i * 4 + j] = 2 * r[i] + r[j];
     double two = 2;
     y = NULL;
-    if (ok(weft_interpolate(&y, x, NULL, 0, &two, "bilinear", false) == 0, "bilinear, scale 2"))
+    if (ok(weft_interpolate(&y, x, NULL, 0, &two, 1, "bilinear", false) == 0, "bilinear, scale 2"))
         check_close(keep(y), half, 16, 1e-15, "bilinear half-pixel 2x2 -> 4x4");
     /* scale_factor is passed on: 5 -> floor(8.5) = 8 with 1/1.7, not 5/8 */
     double five[5] = {0, 1, 2, 3, 4}, s17 = 1.7;
@@ -267,12 +267,45 @@ static void test_interpolate(void)
     const double by_scale[8] = {0, 0, 1, 1, 2, 2, 3, 4}, by_size[8] = {0, 0, 1, 1, 2, 3, 3, 4};
     const int64_t s18[2] = {1, 8};
     y = NULL;
-    if (ok(weft_interpolate(&y, row, NULL, 0, &s17, "nearest", false) == 0 &&
+    if (ok(weft_interpolate(&y, row, NULL, 0, &s17, 1, "nearest", false) == 0 &&
                weft_tensor_size(keep(y), 3) == 8, "nearest with scale_factor 1.7 gives width 8"))
         check_close(y, by_scale, 8, 0, "nearest indices from the scale");
     y = NULL;
-    if (ok(weft_interpolate(&y, row, s18, 2, NULL, "nearest", false) == 0, "nearest to size 8"))
+    if (ok(weft_interpolate(&y, row, s18, 2, NULL, 0, "nearest", false) == 0, "nearest to size 8"))
         check_close(keep(y), by_size, 8, 0, "nearest indices from the sizes");
+    /* scale_factor as a pair (H, W): nearest 2x5 by (1.7, 2) is 3x10, rows
+     * floor(i / 1.7) = 0, 0, 1 and columns floor(j / 2) */
+    double ten[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, pair[2] = {1.7, 2}, triple[3] = {2, 2, 2};
+    weft_tensor *rows2 = tensor_of(SHAPE(1, 1, 2, 5), ten);
+    double by_pair[30];
+    const int src_row[3] = {0, 0, 1};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 10; j++)
+            by_pair[i * 10 + j] = ten[src_row[i] * 5 + j / 2];
+    y = NULL;
+    if (ok(weft_interpolate(&y, rows2, NULL, 0, pair, 2, "nearest", false) == 0 &&
+               weft_tensor_size(keep(y), 2) == 3 && weft_tensor_size(y, 3) == 10,
+           "nearest with scale_factor (1.7, 2) gives 3x10"))
+        check_close(y, by_pair, 30, 0, "nearest indices from a pair of scales");
+    /* bilinear by (2, 3) on 2x2: rows [0, 1/4, 3/4, 1], columns (j + 1/2) / 3 - 1/2
+     * clamped to [0, 1]: [0, 0, 1/3, 2/3, 1, 1] */
+    double by_23[24], rw[6] = {0, 0, 1.0 / 3, 2.0 / 3, 1, 1}, s23[2] = {2, 3};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 6; j++)
+            by_23[i * 6 + j] = 2 * r[i] + rw[j];
+    y = NULL;
+    if (ok(weft_interpolate(&y, x, NULL, 0, s23, 2, "bilinear", false) == 0 &&
+               weft_tensor_size(keep(y), 2) == 4 && weft_tensor_size(y, 3) == 6,
+           "bilinear with scale_factor (2, 3) gives 4x6"))
+        check_close(y, by_23, 24, 1e-15, "bilinear weights from a pair of scales");
+    weft_tensor *bad = NULL;
+    error_is(weft_interpolate(&bad, x, NULL, 0, triple, 3, "nearest", false), WEFT_EINVAL,
+             "got 3", "scale_factor with three values for a 4-D input");
+    error_is(weft_interpolate(&bad, x, NULL, 0, triple, 0, "nearest", false), WEFT_EINVAL,
+             "got 0", "scale_factor with no values");
+    double negative[2] = {2, -1};
+    error_is(weft_interpolate(&bad, x, NULL, 0, negative, 2, "nearest", false), WEFT_EINVAL,
+             "positive", "a negative scale in the pair");
     /* nearest moves elements: integers stay exact */
     const weft_dtype exact[] = {WEFT_UINT8, WEFT_INT16, WEFT_FLOAT16, WEFT_INT32, WEFT_INT64,
                                 WEFT_BOOL};
@@ -283,7 +316,7 @@ static void test_interpolate(void)
         double want[16];
         for (int i = 0; i < 16; i++)
             want[i] = exact[d] == WEFT_BOOL ? nearest[i] != 0 : nearest[i];
-        if (ok(weft_interpolate(&yi, xi, s44, 2, NULL, "nearest", false) == 0 &&
+        if (ok(weft_interpolate(&yi, xi, s44, 2, NULL, 0, "nearest", false) == 0 &&
                    weft_tensor_dtype(keep(yi)) == exact[d], "nearest of %s keeps the dtype",
                weft_dtype_name(exact[d])))
             check_close(yi, want, 16, 0, "nearest of integers");
@@ -297,7 +330,7 @@ static void test_interpolate(void)
     double _Complex *pc = weft_tensor_data_ptr(xc);
     for (int i = 0; i < 4; i++)
         pc[i] = x4[i] - 2.0 * x4[i] * _Complex_I;
-    if (ok(weft_interpolate(&yc, xc, s44, 2, NULL, "nearest", false) == 0, "nearest of complex128")) {
+    if (ok(weft_interpolate(&yc, xc, s44, 2, NULL, 0, "nearest", false) == 0, "nearest of complex128")) {
         const double _Complex *q = weft_tensor_data_ptr(keep(yc));
         int same = 1;
         for (int i = 0; i < 16; i++)
@@ -338,7 +371,7 @@ static void test_interpolate(void)
             char what[80];
             snprintf(what, sizeof what, "bilinear %s%s, strided input", weft_dtype_name(dt),
                      align ? " aligned" : "");
-            if (ok(weft_interpolate(&y, in, size, 2, NULL, "bilinear", align) == 0 &&
+            if (ok(weft_interpolate(&y, in, size, 2, NULL, 0, "bilinear", align) == 0 &&
                        weft_tensor_dtype(keep(y)) == dt, "%s runs", what))
                 check_close(y, ref, 126, tol_of(dt) * 4, what);
             else
@@ -358,15 +391,15 @@ static void test_interpolate(void)
         check_close(keep(gi), fours, 4, 1e-15, "bilinear weights sum to one per output");
     /* bad input */
     weft_tensor *res = NULL, *x3 = rnd(WEFT_FLOAT64, SHAPE(1, 2, 3), 0, 1);
-    error_is(weft_interpolate(&res, x3, s44, 2, NULL, "nearest", false), WEFT_ESHAPE, "[1, 2, 3]",
+    error_is(weft_interpolate(&res, x3, s44, 2, NULL, 0, "nearest", false), WEFT_ESHAPE, "[1, 2, 3]",
              "interpolate of a 3-D input");
-    error_is(weft_interpolate(&res, x, s44, 2, &two, "nearest", false), WEFT_EINVAL,
+    error_is(weft_interpolate(&res, x, s44, 2, &two, 1, "nearest", false), WEFT_EINVAL,
              "only one of size or scale_factor", "interpolate with size and scale_factor");
-    error_is(weft_interpolate(&res, x, NULL, 0, NULL, "nearest", false), WEFT_EINVAL,
+    error_is(weft_interpolate(&res, x, NULL, 0, NULL, 0, "nearest", false), WEFT_EINVAL,
              "either size or scale_factor", "interpolate with neither");
-    error_is(weft_interpolate(&res, x, s44, 2, NULL, "bicubic", false), WEFT_EINVAL, "'bicubic'",
+    error_is(weft_interpolate(&res, x, s44, 2, NULL, 0, "bicubic", false), WEFT_EINVAL, "'bicubic'",
              "interpolate with mode bicubic");
-    error_is(weft_interpolate(&res, x, s44, 2, NULL, "nearest", true), WEFT_EINVAL,
+    error_is(weft_interpolate(&res, x, s44, 2, NULL, 0, "nearest", true), WEFT_EINVAL,
              "align_corners", "nearest with align_corners");
     const int64_t zero_size[2] = {0, 3};
     error_is(weft_upsample_nearest2d(&res, x, zero_size, 2, NULL, NULL), WEFT_EINVAL, "[0, 3]",
@@ -374,7 +407,7 @@ static void test_interpolate(void)
     weft_tensor *xi = NULL;
     weft_to_dtype(&xi, x, WEFT_INT32);
     keep(xi);
-    error_is(weft_interpolate(&res, xi, s44, 2, NULL, "bilinear", false), WEFT_EDTYPE, "int32",
+    error_is(weft_interpolate(&res, xi, s44, 2, NULL, 0, "bilinear", false), WEFT_EDTYPE, "int32",
              "bilinear of int32");
     error_is(weft_upsample_bilinear2d_backward(&res, g, s33, 2, in_size, 4, false, NULL, NULL),
              WEFT_ESHAPE, "[1, 1, 4, 4]", "upsample backward with a mismatched grad_output");
@@ -409,13 +442,13 @@ static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void 
     case G_CONV2D:
         return weft_conv2d(out, in[0], in[1], in[2], two, 1, one, 1, two, 1, 2);
     case G_NEAREST:
-        return weft_interpolate(out, in[0], size, 2, NULL, "nearest", false);
+        return weft_interpolate(out, in[0], size, 2, NULL, 0, "nearest", false);
     case G_NEAREST_SCALE:
-        return weft_interpolate(out, in[0], NULL, 0, &scale, "nearest", false);
+        return weft_interpolate(out, in[0], NULL, 0, &scale, 1, "nearest", false);
     case G_BILINEAR:
-        return weft_interpolate(out, in[0], size, 2, NULL, "bilinear", false);
+        return weft_interpolate(out, in[0], size, 2, NULL, 0, "bilinear", false);
     case G_BILINEAR_ALIGNED:
-        return weft_interpolate(out, in[0], size, 2, NULL, "bilinear", true);
+        return weft_interpolate(out, in[0], size, 2, NULL, 0, "bilinear", true);
     default:
         return WEFT_EINVAL;
     }

@@ -15,13 +15,14 @@ static struct {
     int64_t n;
     double x, scalar_from_int;
     bool flag;
-    int ndims, nlist;
+    int ndims, nlist, nscales;
     int64_t dims[4];
+    double scales[4];
     char mode[16];
 } seen;
 
 /* probe(Tensor self, Tensor? opt, int n, float x, Scalar s, bool flag,
- *       int[] dims, Tensor[] list, str mode) -> Tensor:
+ *       int[] dims, Tensor[] list, str mode, float[]? scales) -> Tensor:
  * returns self * n on self's device, in a new tensor */
 static int probe_kernel(weft_call *call, void *ctx)
 {
@@ -38,6 +39,9 @@ static int probe_kernel(weft_call *call, void *ctx)
         seen.dims[i] = dims[i];
     weft_arg_tensors(call, 7, &seen.nlist);
     snprintf(seen.mode, sizeof seen.mode, "%s", weft_arg_string(call, 8));
+    const double *scales = weft_arg_doubles(call, 9, &seen.nscales);
+    for (int i = 0; i < seen.nscales && i < 4; i++)
+        seen.scales[i] = scales[i];
     weft_tensor *out = NULL;
     int rc = weft_new_output(&out, self, weft_tensor_sizes(self), weft_tensor_ndim(self),
                              weft_tensor_dtype(self));
@@ -57,7 +61,7 @@ int main(void)
     ok(weft_registrar_create(&reg, "sdk-test") == 0, "a registrar");
     ok(weft_register_op(reg,
                         "sdk_probe(Tensor self, Tensor? opt, int n, float x, Scalar s, bool flag, "
-                        "int[] dims, Tensor[] list, str mode) -> Tensor",
+                        "int[] dims, Tensor[] list, str mode, float[]? scales) -> Tensor",
                         &op) == 0,
        "an operator taking every kind of argument: %s", weft_last_error());
     ok(weft_register_kernel(reg, "sdk_probe", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, probe_kernel,
@@ -71,7 +75,8 @@ int main(void)
     p[0] = 1, p[1] = 2, p[2] = 3;
     const int64_t dims[3] = {4, -1, 7};
     weft_tensor *list[2] = {t, t};
-    weft_value args[9] = {
+    const double scales[2] = {1.5, -0.25};
+    weft_value args[10] = {
         {.tag = WEFT_VALUE_TENSOR, .u.tensor = t},
         {.tag = WEFT_VALUE_NONE},
         {.tag = WEFT_VALUE_INT, .u.i = 3},
@@ -81,9 +86,10 @@ int main(void)
         {.tag = WEFT_VALUE_INT_LIST, .len = 3, .u.ints = dims},
         {.tag = WEFT_VALUE_TENSOR_LIST, .len = 2, .u.tensors = list},
         {.tag = WEFT_VALUE_STRING, .u.string = "nearest"},
+        {.tag = WEFT_VALUE_DOUBLE_LIST, .len = 2, .u.doubles = scales},
     };
     weft_value ret = {0};
-    int rc = weft_call_boxed(op, args, 9, &ret, 1);
+    int rc = weft_call_boxed(op, args, 10, &ret, 1);
     ok(rc == 0, "the boxed call runs: %s", rc ? weft_last_error() : "");
     ok(!seen.have_opt && seen.none_opt, "weft_arg_tensor gives NULL for None, weft_arg_is_none true");
     is_int(seen.n, 3, "weft_arg_int");
@@ -94,6 +100,8 @@ int main(void)
        "weft_arg_ints: the entries and their count");
     is_int(seen.nlist, 2, "weft_arg_tensors: the count");
     is_str(seen.mode, "nearest", "weft_arg_string");
+    ok(seen.nscales == 2 && seen.scales[0] == 1.5 && seen.scales[1] == -0.25,
+       "weft_arg_doubles: the entries and their count");
     weft_tensor *r = rc == 0 ? ret.u.tensor : NULL;
     ok(r && ret.tag == WEFT_VALUE_TENSOR && r != t, "weft_return_tensor delivers a new tensor");
     const float *q = r ? weft_tensor_data_ptr(r) : NULL;
@@ -102,11 +110,22 @@ int main(void)
     /* an optional tensor given, and an empty list */
     args[1] = (weft_value){.tag = WEFT_VALUE_TENSOR, .u.tensor = t};
     args[6] = (weft_value){.tag = WEFT_VALUE_INT_LIST, .len = 0, .u.ints = NULL};
+    args[9] = (weft_value){.tag = WEFT_VALUE_NONE};
     weft_value ret2 = {0};
-    rc = weft_call_boxed(op, args, 9, &ret2, 1);
+    rc = weft_call_boxed(op, args, 10, &ret2, 1);
     ok(rc == 0 && seen.have_opt && !seen.none_opt, "a given Tensor? is read as that tensor");
     ok(seen.ndims == 0, "an empty int[] has no entries");
+    ok(seen.nscales == 0, "a float[]? None has no entries");
     weft_tensor_release(rc == 0 ? ret2.u.tensor : NULL);
+
+    /* the dispatcher checks the tag of a float[] argument */
+    args[9] = (weft_value){.tag = WEFT_VALUE_INT_LIST, .len = 3, .u.ints = dims};
+    weft_value ret3 = {0};
+    rc = weft_call_boxed(op, args, 10, &ret3, 1);
+    ok(rc == WEFT_EINVAL && strstr(weft_last_error(), "scales"),
+       "an int list for float[]? is refused, naming the argument: %s", weft_last_error());
+    if (rc == 0)
+        weft_tensor_release(ret3.u.tensor);
 
     weft_tensor_release(r);
     weft_tensor_release(t);

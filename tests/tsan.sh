@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/tsan.sh — builds the core, the CPU plugin, the test plugins it needs
-# and tests/test_stress.c with -fsanitize=thread in a scratch directory, and
+# and tests/test_stress.c and tests/test_host_alloc.c with -fsanitize=thread
+# in a scratch directory, and
 # runs the stress test (plugins loaded and unloaded while threads dispatch)
+# and the host allocator test (per-thread caches, thread exit, statistics)
 # under ThreadSanitizer: any data race it reports fails the test.  Prints TAP;
 # when the compiler or the kernel cannot run ThreadSanitizer it prints a
 # SKIP plan with the reason and exits 0 (automake's TAP driver would count
@@ -35,7 +37,7 @@ if ! "$tmp/probe" >"$tmp/probe.log" 2>&1; then
     skip "ThreadSanitizer programs do not run here: $(grep -m1 -i 'fatal\|error' "$tmp/probe.log")"
 fi
 
-echo "1..2"
+echo "1..3"
 # Source lists come from Makefile.am (a make of our own, not part of the make
 # that runs the tests); generated files live in the build tree.
 sources_of() {
@@ -51,6 +53,7 @@ cpu=$(sources_of print-cpu-plugin-sources)
 if [ -z "$core" ] || [ -z "$cpu" ]; then
     echo "not ok 1 - make print-libweft-sources / print-cpu-plugin-sources gave no list"
     echo "not ok 2 - not run"
+    echo "not ok 3 - not run"
     exit 1
 fi
 blas=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
@@ -85,6 +88,7 @@ if compile_all "$tmp/core" '-DWEFT_PLUGINDIR="/nonexistent" -DWEFT_VERSION_STRIN
     $cc -fsanitize=thread -shared -o "$tmp/plugins/libweft-cpu.so" "$tmp"/cpu/*.o $blas -lm -pthread >>"$build_log" 2>&1 &&
     $cc $flags -shared "$srcdir/tests/plugins/good.c" -o "$tmp/plugins/test-good.so" >>"$build_log" 2>&1 &&
     $cc $flags "$srcdir/tests/test_stress.c" -o "$tmp/test_stress" -L"$tmp" -Wl,-rpath,"$tmp" -lweft >>"$build_log" 2>&1 &&
+    $cc $flags "$srcdir/tests/test_host_alloc.c" -o "$tmp/test_host_alloc" -L"$tmp" -Wl,-rpath,"$tmp" -lweft >>"$build_log" 2>&1 &&
     [ -x "$tmp/test_stress" ]; then
     echo "ok 1 - core, CPU plugin, testgood and the stress test build with $cc -fsanitize=thread"
 else
@@ -103,6 +107,18 @@ if WEFT_PLUGIN_PATH="$tmp/plugins" WEFT_TEST_PLUGIN_DIR="$tmp/plugins" WEFT_NUM_
 else
     echo "not ok 2 - ThreadSanitizer or the stress test reported a failure:"
     sed 's/^/# /' "$tmp/run.log" | head -80
+    echo "not ok 3 - not run"
+    exit 1
+fi
+
+# the host allocator's threads: per-thread caches, their exit, the stats
+if WEFT_PLUGIN_PATH="$tmp/plugins" WEFT_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 $TSAN_OPTIONS" \
+    "$tmp/test_host_alloc" >"$tmp/host.log" 2>&1 && ! grep -q '^not ok' "$tmp/host.log"; then
+    echo "ok 3 - test_host_alloc is clean under ThreadSanitizer ($(grep -c '^ok' "$tmp/host.log") checks)"
+else
+    echo "not ok 3 - ThreadSanitizer or test_host_alloc reported a failure:"
+    sed 's/^/# /' "$tmp/host.log" | grep -v '^# ok' | head -80
     exit 1
 fi
 exit 0

@@ -265,8 +265,10 @@ static int upsample_kernel(weft_call *call, void *ctx)
 }
 
 /* interpolate(input, size?, scale_factor?, mode, align_corners): the output
- * size is size, or floor(in * scale_factor) with the scale passed on, as
- * torch.nn.functional.interpolate does without recompute_scale_factor. */
+ * size is size, or floor(in * scale) per spatial dim with the scales passed
+ * on, as torch.nn.functional.interpolate does without
+ * recompute_scale_factor.  size and scale_factor take one value for both
+ * dims or one per dim (H, W). */
 static int interpolate_composite(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -274,7 +276,7 @@ static int interpolate_composite(weft_call *call, void *ctx)
     const weft_value *a = call->args;
     const weft_tensor *input = a[0].u.tensor;
     bool has_size = a[1].tag == WEFT_VALUE_INT_LIST;
-    const double *scale = scale_arg(&a[2]);
+    bool has_scale = a[2].tag == WEFT_VALUE_DOUBLE_LIST;
     const char *mode = a[3].u.string ? a[3].u.string : "(null)";
     bool align = a[4].u.b;
     char b1[128];
@@ -282,7 +284,7 @@ static int interpolate_composite(weft_call *call, void *ctx)
         return weft_set_error(WEFT_ESHAPE, "%s: only 4-D input [N, C, H, W] is supported, got %s",
                               op, cpu__shape_str(b1, sizeof b1, weft_tensor_sizes(input),
                                                  weft_tensor_ndim(input)));
-    if (has_size == (scale != NULL))
+    if (has_size == has_scale)
         return weft_set_error(WEFT_EINVAL, "%s: %s", op, has_size
                               ? "only one of size or scale_factor should be defined"
                               : "either size or scale_factor should be defined");
@@ -294,6 +296,7 @@ static int interpolate_composite(weft_call *call, void *ctx)
         return weft_set_error(WEFT_EINVAL, "%s: align_corners can only be set with mode "
                               "'bilinear'", op);
     int64_t out[2];
+    double scales[2];
     if (has_size) {
         if (a[1].len != 1 && a[1].len != 2)
             return weft_set_error(WEFT_EINVAL, "%s: size must have one or two elements for a "
@@ -301,17 +304,22 @@ static int interpolate_composite(weft_call *call, void *ctx)
         out[0] = a[1].u.ints[0];
         out[1] = a[1].u.ints[a[1].len - 1];
     } else {
-        if (!(*scale > 0) || !isfinite(*scale))
-            return weft_set_error(WEFT_EINVAL, "%s: scale_factor must be positive and finite, got "
-                                  "%g", op, *scale);
+        if (a[2].len != 1 && a[2].len != 2)
+            return weft_set_error(WEFT_EINVAL, "%s: scale_factor must have one element or two "
+                                  "(one per spatial dim of a 4-D input), got %d", op, a[2].len);
         for (int i = 0; i < 2; i++) {
-            double s = floor((double)weft_tensor_size(input, 2 + i) * *scale);
+            scales[i] = a[2].u.doubles[a[2].len == 2 ? i : 0];
+            if (!(scales[i] > 0) || !isfinite(scales[i]))
+                return weft_set_error(WEFT_EINVAL, "%s: scale_factor must be positive and "
+                                      "finite, got %g", op, scales[i]);
+            double s = floor((double)weft_tensor_size(input, 2 + i) * scales[i]);
             out[i] = s > (double)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)s;
         }
     }
+    const double *sh = has_scale ? &scales[0] : NULL, *sw = has_scale ? &scales[1] : NULL;
     weft_tensor *r = NULL;
-    int rc = linear ? weft_upsample_bilinear2d(&r, input, out, 2, align, scale, scale)
-                    : weft_upsample_nearest2d(&r, input, out, 2, scale, scale);
+    int rc = linear ? weft_upsample_bilinear2d(&r, input, out, 2, align, sh, sw)
+                    : weft_upsample_nearest2d(&r, input, out, 2, sh, sw);
     if (rc < 0)
         return rc;
     call->rets[0].tag = WEFT_VALUE_TENSOR;

@@ -153,6 +153,16 @@ static inline const int64_t *weft_arg_ints(const weft_call *call, int i, int *le
     return list && v->len ? v->u.ints : NULL;
 }
 
+/* A float[] argument: its entries, and their count in *len (NULL and 0 for
+ * None or an empty list). */
+static inline const double *weft_arg_doubles(const weft_call *call, int i, int *len)
+{
+    const weft_value *v = &call->args[i];
+    bool list = v->tag == WEFT_VALUE_DOUBLE_LIST;
+    *len = list ? v->len : 0;
+    return list && v->len ? v->u.doubles : NULL;
+}
+
 /* A Tensor[] or Tensor?[] argument (entries of a Tensor?[] may be NULL). */
 static inline weft_tensor *const *weft_arg_tensors(const weft_call *call, int i, int *len)
 {
@@ -268,14 +278,21 @@ typedef struct weft_allocator_stats {
  * AddressSanitizer builds, so freed memory is really freed and
  * use-after-free stays visible), or
  * WEFT_HOST_CACHE_LIMIT (bytes, or with a K/M/G suffix) read at first use.
+ * Each thread also keeps a few freed blocks of up to 512 bytes for itself
+ * (at most about 30 KiB); the statistics count those as allocated until
+ * they reach the shared cache: when the thread exits, or when it calls
+ * weft_host_empty_cache or weft_host_cache_set_limit.
  * All of these are thread-safe. */
 /* Fills *out (set out->struct_size first; a smaller, older struct gets its
  * prefix).  Errors: WEFT_EINVAL (NULL, or struct_size too small). */
 WEFT_API int weft_host_allocator_stats(weft_allocator_stats *out);
-/* Sets the cache limit in bytes and trims the cache down to it at once. */
+/* Sets the cache limit in bytes and trims the cache down to it at once
+ * (the calling thread's own blocks included; 0 also stops the per-thread
+ * caching). */
 WEFT_API void weft_host_cache_set_limit(size_t bytes);
 WEFT_API size_t weft_host_cache_limit(void);
-/* Gives every cached block back to the system (live blocks are untouched). */
+/* Gives every cached block back to the system, the calling thread's own
+ * included (live blocks, and other threads' own, are untouched). */
 WEFT_API void weft_host_empty_cache(void);
 /* Restarts peak_allocated_bytes from the bytes allocated now. */
 WEFT_API void weft_host_reset_peak(void);

@@ -643,7 +643,8 @@ typedef enum weft_value_tag {
     WEFT_VALUE_DTYPE,
     WEFT_VALUE_DEVICE,
     WEFT_VALUE_GENERATOR,
-    WEFT_VALUE_STRING
+    WEFT_VALUE_STRING,
+    WEFT_VALUE_DOUBLE_LIST /* float[]: len entries at u.doubles */
 } weft_value_tag;
 
 typedef struct weft_value {
@@ -660,6 +661,7 @@ typedef struct weft_value {
         weft_device device;
         weft_generator *generator;
         const char *string;
+        const double *doubles;
     } u;
 } weft_value;
 
