@@ -9,41 +9,97 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+#include "plan.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The most dimensions the strided kernels index (more: the kernel wrapper
- * collapses or refuses with a clear error). */
-#define WFC_MAX_DIMS 8
+/* Operators of the elementwise families (elementwise.cu). */
+enum { WFC_ADD, WFC_SUB, WFC_MUL, WFC_DIV, WFC_MAXIMUM, WFC_MINIMUM, WFC_THRESHOLD_BACKWARD };
+enum { WFC_EQ, WFC_NE, WFC_LT, WFC_LE, WFC_GT, WFC_GE };
+/* WFC_AXPB: a * s0 + s1 (the scalar forms of add, sub and mul);
+ * WFC_DIV_SCALAR: a / s0. */
+enum { WFC_NEG, WFC_ABS, WFC_RELU, WFC_EXP, WFC_LOG, WFC_SQRT, WFC_SIGMOID, WFC_TANH, WFC_CLAMP,
+       WFC_IDENTITY, WFC_AXPB, WFC_DIV_SCALAR };
+enum { WFC_FAMILY_BINARY, WFC_FAMILY_COMPARE, WFC_FAMILY_UNARY, WFC_FAMILY_WHERE,
+       WFC_FAMILY_FILL, WFC_FAMILY_COPY };
 
-/* A strided operand's geometry in elements, broadcast to the output's
- * shape (stride 0 along broadcast dimensions). */
-typedef struct wfc_geometry {
-    int ndim;
-    int64_t sizes[WFC_MAX_DIMS];
-    int64_t strides[3][WFC_MAX_DIMS]; /* out, a, b */
-} wfc_geometry;
-
-enum { WFC_ADD, WFC_SUB, WFC_MUL, WFC_DIV };
-enum { WFC_NEG, WFC_EXP, WFC_RELU, WFC_SIGMOID, WFC_TANH };
-
-/* Launchers (elementwise.cu).  dtype is WEFT_FLOAT32 or WEFT_FLOAT64; data
- * pointers are device pointers at element 0 of each operand; the launch is
- * asynchronous on `stream` (a cudaStream_t; NULL is the default stream).  Return 0 or a negative WEFT_E* code
- * with the message set. */
+/* Launchers.  Data pointers are device pointers at element 0 of each
+ * operand (operand 0 of g is the output); the launch is asynchronous on
+ * `stream` (a cudaStream_t; NULL is the default stream).  Every operand of
+ * wfc_binary, wfc_compare's inputs and wfc_unary is of `dtype` (the caller
+ * converts first); compare writes bool, where reads a bool condition.
+ * Return 0 or a negative WEFT_E* code with the message set (WEFT_EDTYPE
+ * when the family has no kernel for the dtype). */
+bool wfc_has_kernel(int family, int dtype);
+bool wfc_unary_is_float_only(int op);
 int wfc_binary(void *stream, int op, int dtype, void *out, const void *a, const void *b,
                double alpha, int64_t n, const wfc_geometry *g);
-int wfc_unary(void *stream, int op, int dtype, void *out, const void *a, int64_t n,
-              const wfc_geometry *g);
+int wfc_compare(void *stream, int op, int dtype, void *out, const void *a, const void *b,
+                int64_t n, const wfc_geometry *g);
+/* s0, s1: clamp's bounds (NaN for none), or the scalars of WFC_AXPB and
+ * WFC_DIV_SCALAR; unused by the others. */
+int wfc_unary(void *stream, int op, int dtype, void *out, const void *a, double s0, double s1,
+              int64_t n, const wfc_geometry *g);
+int wfc_where(void *stream, int dtype, void *out, const void *cond, const void *a, const void *b,
+              int64_t n, const wfc_geometry *g);
 int wfc_fill(void *stream, int dtype, void *out, double value, int64_t n, const wfc_geometry *g);
+int wfc_copy(void *stream, int dst_dtype, void *out, int src_dtype, const void *src, int64_t n,
+             const wfc_geometry *g);
+
+/* Reductions (reduce.cu).  x is read through outer (the kept dims, one
+ * row per output, in the output's row-major order) and inner (the reduced
+ * dims); the result is written contiguously, in the operator's result
+ * dtype (sum/prod of integers: int64; all/any: bool).  partials: device
+ * scratch of nrows * chunks 8-byte words when plan.c cuts the rows
+ * (wfc_plan_reduce_split), else unused.  scale multiplies mean's sum. */
+enum { WFC_RED_SUM, WFC_RED_MEAN, WFC_RED_PROD, WFC_RED_MAX, WFC_RED_MIN, WFC_RED_ALL,
+       WFC_RED_ANY };
+bool wfc_reduce_supported(int dtype, bool arg);
+int wfc_reduce(void *stream, int op, int dtype, void *out, const void *x, int64_t nrows,
+               int64_t nred, const wfc_geometry *outer, const wfc_geometry *inner, double scale,
+               void *partials);
+/* The largest (is_max) or smallest value of each row and its first index
+ * (NaN counts as the largest and the smallest); values may be NULL. */
+int wfc_arg_reduce(void *stream, bool is_max, int dtype, void *values, int64_t *indices,
+                   const void *x, int64_t nrows, int64_t nred, const wfc_geometry *outer,
+                   const wfc_geometry *inner);
+
+/* NN kernels (nn.cu), float16/bfloat16/float32/float64.  Softmax rows:
+ * rows is the geometry over the dims other than dim (operands: out, x —
+ * or gin, g, y for the backward), step_* each operand's stride along dim. */
+bool wfc_nn_supported(int dtype);
+int wfc_softmax(void *stream, bool log_form, int dtype, void *out, const void *x, int64_t nrows,
+                int64_t len, const wfc_geometry *rows, int64_t step_out, int64_t step_x);
+int wfc_softmax_backward(void *stream, bool log_form, int dtype, void *gin, const void *g,
+                         const void *y, int64_t nrows, int64_t len, const wfc_geometry *rows,
+                         int64_t step_gin, int64_t step_g, int64_t step_y);
+/* nll_loss per sample of a contiguous [n, c] x; loss may be NULL; bad:
+ * two zeroed 8-byte words (flag, the offending target). */
+int wfc_nll(void *stream, int dtype, void *loss, void *weight, const void *x,
+            const int64_t *target, const void *w, int64_t n, int64_t c, int64_t ignore_index,
+            unsigned long long *bad);
+int wfc_nll_backward(void *stream, int dtype, void *gin, const void *g, bool per_sample,
+                     const void *total, const int64_t *target, const void *w, int64_t n,
+                     int64_t c, int64_t ignore_index);
+/* max_pool2d over contiguous planes of h x w; idx: flat index in the plane. */
+int wfc_max_pool2d(void *stream, int dtype, void *out, int64_t *idx, const void *x,
+                   int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                   const wfc_pool2d *p);
+int wfc_max_pool2d_backward(void *stream, int dtype, void *gin, const void *g,
+                            const int64_t *idx, int64_t planes, int64_t hw, int64_t ohw);
 
 /* plugin.c: the calling thread's current stream on a device (NULL: the
  * default stream); kernels launch on it. */
 void *wfc_current_stream(int index);
 
-/* kernels.c */
+/* Registration, one function per file of kernels. */
 int wfc_register_kernels(weft_registrar *reg);
+int wfc_register_blas(weft_registrar *reg);
+int wfc_register_reduce(weft_registrar *reg);
+int wfc_register_nn(weft_registrar *reg);
+void wfc_blas_shutdown(void);
 
 #ifdef __cplusplus
 }

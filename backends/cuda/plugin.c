@@ -259,6 +259,7 @@ static int cuda_init(weft_registrar *reg)
     if (rc == 0)
         rc = wfc_register_kernels(reg);
     if (rc < 0) {
+        wfc_blas_shutdown();
         weft_caching_allocator_destroy(allocator);
         allocator = NULL;
     }
@@ -269,6 +270,7 @@ static void cuda_fini(void)
 {
     /* The core unloads a plugin only when no storage it allocated lives, so
      * every block is free and the cache can go. */
+    wfc_blas_shutdown();
     weft_caching_allocator_destroy(allocator);
     allocator = NULL;
 }
