@@ -104,6 +104,25 @@ static void plan_checks(void)
        "pool plan: output lengths as torch computes them (floor, ceil, ceil's last window inside)");
     ok(wfc_plan_pool_out(1, 3, 1, 0, 1, false) == 0, "pool plan: a window larger than the input "
        "gives no output");
+    wfc_conv2d cg;
+    const int64_t in[4] = {2, 6, 9, 11}, wt[4] = {4, 3, 3, 3};
+    ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, (const int64_t[]){2}, 1, (const int64_t[]){1}, 1,
+                       (const int64_t[]){1}, 1, 2, err, sizeof err) == 0 &&
+           cg.oh == 5 && cg.ow == 6 && cg.groups == 2,
+       "conv plan: [2,6,9,11] by [4,3,3,3], stride 2, padding 1, groups 2 gives 5x6");
+    ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, NULL, 0, NULL, 0, (const int64_t[]){2, 3}, 2, 2, err,
+                       sizeof err) == 0 && cg.oh == 5 && cg.ow == 5,
+       "conv plan: dilation 2x3 without padding gives 5x5");
+    ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, NULL, 0, NULL, 0, NULL, 0, 1, err, sizeof err) < 0 &&
+           strstr(err, "groups"), "conv plan: 6 channels for a weight of 3 without groups is "
+       "refused: %s", err);
+    ok(wfc_plan_conv2d(&cg, in, 4, (const int64_t[]){4, 6, 12, 3}, 4, NULL, 0, NULL, 0, NULL, 0,
+                       1, err, sizeof err) < 0 && strstr(err, "larger"),
+       "conv plan: a kernel taller than the input is refused: %s", err);
+    ok(wfc_plan_conv2d(&cg, in, 3, wt, 4, NULL, 0, NULL, 0, NULL, 0, 1, err, sizeof err) < 0,
+       "conv plan: a 3-D input is not the plan's case: %s", err);
+    ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, (const int64_t[]){0}, 1, NULL, 0, NULL, 0, 2, err,
+                       sizeof err) < 0 && strstr(err, "positive"), "conv plan: stride 0: %s", err);
     int64_t chunks, len;
     wfc_plan_reduce_split(1, (int64_t)1 << 28, &chunks, &len);
     ok(chunks > 1 && chunks * len >= (int64_t)1 << 28 && (chunks - 1) * len < (int64_t)1 << 28,
@@ -434,6 +453,75 @@ static void gpu_nn(weft_generator *g)
     drop_all();
 }
 
+/* ------------------------------------------------------- convolutions */
+
+static void gpu_conv(weft_generator *g)
+{
+    static const struct {
+        int64_t n, c, h, w, oc, k, s, p, d, groups;
+    } cases[] = {{2, 3, 17, 19, 8, 3, 1, 1, 1, 1}, {4, 16, 14, 14, 32, 3, 1, 1, 1, 1},
+                 {3, 6, 15, 13, 9, 3, 2, 1, 1, 3}, {2, 4, 12, 12, 4, 3, 1, 2, 2, 4},
+                 {1, 5, 7, 9, 7, 1, 1, 0, 1, 1}, {0, 3, 8, 8, 4, 3, 1, 1, 1, 1}};
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_BFLOAT16};
+    for (size_t di = 0; di < 3; di++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            weft_dtype dt = dts[di];
+            double tol = dt == WEFT_FLOAT32 ? 1e-4 : dt == WEFT_FLOAT64 ? 1e-10 : 5e-2;
+            int64_t k = cases[i].k, s = cases[i].s, p = cases[i].p, d = cases[i].d;
+            weft_tensor *x = rand_cpu((const int64_t[]){cases[i].n, cases[i].c, cases[i].h, cases[i].w},
+                                      4, dt, g);
+            weft_tensor *w = rand_cpu((const int64_t[]){cases[i].oc, cases[i].c / cases[i].groups, k, k},
+                                      4, dt, g);
+            weft_tensor *b = rand_cpu((const int64_t[]){cases[i].oc}, 1, dt, g);
+            /* the CPU reference in float64 from the same rounded values */
+            weft_tensor *x64 = NULL, *w64 = NULL, *b64 = NULL;
+            weft_to_dtype(&x64, x, WEFT_FLOAT64), keep(x64);
+            weft_to_dtype(&w64, w, WEFT_FLOAT64), keep(w64);
+            weft_to_dtype(&b64, b, WEFT_FLOAT64), keep(b64);
+            weft_tensor *want = NULL, *got = NULL;
+            weft_conv2d(&want, x64, w64, b64, &s, 1, &p, 1, &d, 1, cases[i].groups);
+            keep(want);
+            int rc = weft_conv2d(&got, to(x, CUDA0), to(w, CUDA0), to(b, CUDA0), &s, 1, &p, 1, &d, 1,
+                                 cases[i].groups);
+            keep(got);
+            ok(rc == 0 && rel_diff(got, want) <= tol, "conv2d %s case %zu matches the CPU (rel "
+               "diff %g)%s%s", weft_dtype_name(dt), i, rel_diff(got, want), rc ? ": " : "",
+               rc ? weft_last_error() : "");
+            if (!want)
+                continue;
+            weft_tensor *gy = rand_cpu(weft_tensor_sizes(want), 4, dt, g), *gy64 = NULL;
+            weft_to_dtype(&gy64, gy, WEFT_FLOAT64), keep(gy64);
+            weft_tensor *wi = NULL, *gi = NULL, *ww = NULL, *gw = NULL;
+            weft_convolution_backward_input(&wi, gy64, w64, weft_tensor_sizes(x), 4, &s, 1, &p, 1,
+                                            &d, 1, cases[i].groups);
+            keep(wi);
+            rc = weft_convolution_backward_input(&gi, to(gy, CUDA0), to(w, CUDA0),
+                                                 weft_tensor_sizes(x), 4, &s, 1, &p, 1, &d, 1,
+                                                 cases[i].groups);
+            keep(gi);
+            ok(rc == 0 && rel_diff(gi, wi) <= tol, "convolution_backward_input %s case %zu",
+               weft_dtype_name(dt), i);
+            weft_convolution_backward_weight(&ww, gy64, x64, weft_tensor_sizes(w), 4, &s, 1, &p, 1,
+                                             &d, 1, cases[i].groups);
+            keep(ww);
+            rc = weft_convolution_backward_weight(&gw, to(gy, CUDA0), to(x, CUDA0),
+                                                  weft_tensor_sizes(w), 4, &s, 1, &p, 1, &d, 1,
+                                                  cases[i].groups);
+            keep(gw);
+            ok(rc == 0 && rel_diff(gw, ww) <= tol * 4, "convolution_backward_weight %s case %zu "
+               "(rel diff %g)", weft_dtype_name(dt), i, rel_diff(gw, ww));
+            drop_all();
+        }
+    weft_tensor *x = to(rand_cpu((const int64_t[]){1, 6, 9, 9}, 4, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *w = to(rand_cpu((const int64_t[]){4, 3, 3, 3}, 4, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *out = (weft_tensor *)1;
+    const int64_t one = 1;
+    ok(weft_conv2d(&out, x, w, NULL, &one, 1, &one, 1, &one, 1, 1) == WEFT_ESHAPE && out == NULL,
+       "conv2d of 6 channels with a 3-channel weight and groups 1 is refused before cuDNN: %s",
+       weft_last_error());
+    drop_all();
+}
+
 int main(void)
 {
     plan_checks();
@@ -448,6 +536,7 @@ int main(void)
     weft_generator_create(&g, 23);
     gpu_reductions(g);
     gpu_nn(g);
+    gpu_conv(g);
     weft_generator_destroy(g);
     return done_testing();
 }

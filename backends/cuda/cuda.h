@@ -99,6 +99,9 @@ int wfc_register_kernels(weft_registrar *reg);
 int wfc_register_blas(weft_registrar *reg);
 int wfc_register_reduce(weft_registrar *reg);
 int wfc_register_nn(weft_registrar *reg);
+/* conv.c, built with cuDNN only (WEFT_HAVE_CUDNN) */
+int wfc_register_conv(weft_registrar *reg);
+void wfc_conv_shutdown(void);
 void wfc_blas_shutdown(void);
 
 #ifdef __cplusplus

@@ -452,5 +452,11 @@ int wfc_register_kernels(weft_registrar *reg)
     int rc = wfc_register_blas(reg);
     if (rc == 0)
         rc = wfc_register_reduce(reg);
-    return rc < 0 ? rc : wfc_register_nn(reg);
+    if (rc == 0)
+        rc = wfc_register_nn(reg);
+#ifdef WEFT_HAVE_CUDNN
+    if (rc == 0)
+        rc = wfc_register_conv(reg);
+#endif
+    return rc;
 }

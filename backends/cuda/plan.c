@@ -183,3 +183,64 @@ int64_t wfc_plan_pool_out(int64_t in, int k, int s, int p, int d, bool ceil_mode
         out--;
     return out;
 }
+
+static int two_of(int64_t *out, const int64_t *v, int n, int64_t fallback)
+{
+    if (n == 0)
+        out[0] = out[1] = fallback;
+    else if (n == 1 || n == 2)
+        out[0] = v[0], out[1] = v[n - 1];
+    else
+        return -1;
+    return 0;
+}
+
+int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int64_t *weight,
+                    int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
+                    const int64_t *dilation, int nd, int64_t groups, char *err, int errlen)
+{
+    memset(g, 0, sizeof *g);
+    if (input_nd != 4 || weight_nd != 4) {
+        snprintf(err, (size_t)errlen, "expected a 4-D input [N, C, H, W] and a 4-D weight "
+                 "[out_channels, in_channels / groups, kH, kW], got %d-D and %d-D", input_nd,
+                 weight_nd);
+        return -1;
+    }
+    if (two_of(g->stride, stride, ns, 1) < 0 || two_of(g->padding, padding, np, 0) < 0 ||
+        two_of(g->dilation, dilation, nd, 1) < 0) {
+        snprintf(err, (size_t)errlen, "stride, padding and dilation must each be one or two "
+                 "numbers");
+        return -1;
+    }
+    if (g->stride[0] < 1 || g->stride[1] < 1 || g->dilation[0] < 1 || g->dilation[1] < 1 ||
+        g->padding[0] < 0 || g->padding[1] < 0 || groups < 1) {
+        snprintf(err, (size_t)errlen, "stride, dilation and groups must be positive and padding "
+                 "at least 0, got stride %lldx%lld, padding %lldx%lld, dilation %lldx%lld, "
+                 "groups %lld", (long long)g->stride[0], (long long)g->stride[1],
+                 (long long)g->padding[0], (long long)g->padding[1], (long long)g->dilation[0],
+                 (long long)g->dilation[1], (long long)groups);
+        return -1;
+    }
+    g->groups = groups;
+    g->n = input[0], g->c = input[1], g->h = input[2], g->w = input[3];
+    g->oc = weight[0], g->kh = weight[2], g->kw = weight[3];
+    if (g->c != weight[1] * groups || g->oc % groups != 0 || g->oc == 0) {
+        snprintf(err, (size_t)errlen, "a weight [%lld, %lld, %lld, %lld] with groups=%lld does "
+                 "not fit an input of %lld channels (expected %lld, and output channels "
+                 "divisible by groups)", (long long)weight[0], (long long)weight[1],
+                 (long long)weight[2], (long long)weight[3], (long long)groups, (long long)g->c,
+                 (long long)(weight[1] * groups));
+        return -1;
+    }
+    int64_t eh = g->h + 2 * g->padding[0] - g->dilation[0] * (g->kh - 1);
+    int64_t ew = g->w + 2 * g->padding[1] - g->dilation[1] * (g->kw - 1);
+    if (g->kh < 1 || g->kw < 1 || eh < 1 || ew < 1) {
+        snprintf(err, (size_t)errlen, "the (dilated) kernel %lldx%lld is larger than the padded "
+                 "input %lldx%lld", (long long)g->kh, (long long)g->kw,
+                 (long long)(g->h + 2 * g->padding[0]), (long long)(g->w + 2 * g->padding[1]));
+        return -1;
+    }
+    g->oh = (eh - 1) / g->stride[0] + 1;
+    g->ow = (ew - 1) / g->stride[1] + 1;
+    return 0;
+}

@@ -91,6 +91,22 @@ int wfc_plan_pool2d(wfc_pool2d *p, const int64_t *kernel, int nk, const int64_t 
  * its left padding (ceil_mode's last window included). */
 int64_t wfc_plan_pool_out(int64_t in, int k, int s, int p, int d, bool ceil_mode);
 
+/* A 2-D convolution's geometry: input [n, c, h, w], weight
+ * [oc, c / groups, kh, kw], output [n, oc, oh, ow]. */
+typedef struct wfc_conv2d {
+    int64_t n, c, h, w, oc, kh, kw, oh, ow;
+    int64_t stride[2], padding[2], dilation[2], groups;
+} wfc_conv2d;
+
+/* Checks and completes g from the input and weight sizes (4 each) and the
+ * lists stride, padding, dilation (1 or 2 entries) and groups, as torch
+ * does: positive stride, dilation and groups, padding >= 0, channels that
+ * groups divide, a dilated kernel within the padded input.  Returns 0, or
+ * -1 with the reason in err. */
+int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int64_t *weight,
+                    int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
+                    const int64_t *dilation, int nd, int64_t groups, char *err, int errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -260,6 +260,9 @@ static int cuda_init(weft_registrar *reg)
         rc = wfc_register_kernels(reg);
     if (rc < 0) {
         wfc_blas_shutdown();
+#ifdef WEFT_HAVE_CUDNN
+        wfc_conv_shutdown();
+#endif
         weft_caching_allocator_destroy(allocator);
         allocator = NULL;
     }
@@ -271,6 +274,9 @@ static void cuda_fini(void)
     /* The core unloads a plugin only when no storage it allocated lives, so
      * every block is free and the cache can go. */
     wfc_blas_shutdown();
+#ifdef WEFT_HAVE_CUDNN
+    wfc_conv_shutdown();
+#endif
     weft_caching_allocator_destroy(allocator);
     allocator = NULL;
 }
