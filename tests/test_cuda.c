@@ -14,6 +14,7 @@
 #include "tests/tap.h"
 #include "tests/keep.h"
 #include "backends/cuda/plan.h"
+#include "backends/cuda/pinned_cache.h"
 
 static const weft_device CUDA0 = {.type = WEFT_DEVICE_TYPE_CUDA, .index = 0};
 
@@ -252,6 +253,128 @@ static void plan_checks(void)
            strstr(err, "out of range"), "reduce dims: dim 3 of 3 is refused: %s", err);
     ok(wfc_plan_reduce_dims(mask, 0, (const int64_t[]){-1}, 1, err, sizeof err) == 0,
        "reduce dims: a 0-d tensor accepts -1");
+}
+
+/* --------------------- the pinned staging cache over a simulated heap */
+
+/* Simulated events: an event is done once the simulated GPU's clock has
+ * passed the tick it was recorded at. */
+typedef struct {
+    int ticks, allocs, frees, live_events, fail_next_alloc, fail_next_event, syncs;
+} fake_gpu;
+
+static int fake_alloc(void *ctx, size_t n, void **out)
+{
+    fake_gpu *f = ctx;
+    if (f->fail_next_alloc) {
+        f->fail_next_alloc = 0;
+        return WEFT_ENOMEM;
+    }
+    f->allocs++;
+    return (*out = malloc(n)) ? 0 : WEFT_ENOMEM;
+}
+
+static void fake_free(void *ctx, void *p)
+{
+    ((fake_gpu *)ctx)->frees++;
+    free(p);
+}
+
+static int fake_record(void *ctx, void *stream, void **ev)
+{
+    (void)stream;
+    fake_gpu *f = ctx;
+    if (f->fail_next_event) {
+        f->fail_next_event = 0;
+        return WEFT_EDEVICE;
+    }
+    int *tick = malloc(sizeof *tick);
+    if (!tick)
+        return WEFT_ENOMEM;
+    *tick = f->ticks;
+    f->live_events++;
+    *ev = tick;
+    return 0;
+}
+
+static int fake_query(void *ctx, void *ev)
+{
+    return ((fake_gpu *)ctx)->ticks > *(int *)ev;
+}
+
+static int fake_event_sync(void *ctx, void *ev)
+{
+    fake_gpu *f = ctx;
+    if (f->ticks <= *(int *)ev)
+        f->ticks = *(int *)ev + 1;
+    f->syncs++;
+    return 0;
+}
+
+static void fake_event_free(void *ctx, void *ev)
+{
+    ((fake_gpu *)ctx)->live_events--;
+    free(ev);
+}
+
+static int fake_stream_sync(void *ctx, void *stream)
+{
+    (void)stream;
+    ((fake_gpu *)ctx)->syncs++;
+    return 0;
+}
+
+static void pinned_checks(void)
+{
+    fake_gpu f = {0};
+    const wfc_pinned_ops ops = {&f, fake_alloc, fake_free, fake_record, fake_query,
+                                fake_event_sync, fake_event_free, fake_stream_sync};
+    ok(wfc_pinned_round(1) == 65536 && wfc_pinned_round(65537) == 131072 &&
+           wfc_pinned_round((size_t)3 << 20) == (size_t)4 << 20,
+       "pinned: sizes round to powers of two from 64 KiB");
+    wfc_pinned_cache *c = wfc_pinned_create(&ops, (size_t)1 << 20);
+    void *a = NULL, *b = NULL, *d = NULL;
+    ok(wfc_pinned_get(c, 1000, &a) == 0 && a && f.allocs == 1, "pinned: a first block is allocated");
+    ok(wfc_pinned_put_after(c, a, NULL) == 0, "pinned: given back behind an event");
+    ok(wfc_pinned_get(c, 1000, &b) == 0 && b != a && f.allocs == 2,
+       "pinned: while its copy runs, the block is not reused (a second is allocated)");
+    f.ticks++; /* the first copy completes */
+    ok(wfc_pinned_get(c, 2000, &d) == 0 && d == a && f.allocs == 2,
+       "pinned: once its event completed, the block is reused without an allocation");
+    wfc_pinned_stats st;
+    wfc_pinned_get_stats(c, &st);
+    ok(st.reuses == 1 && st.alloc_calls == 2 && st.in_flight == 0 && f.live_events == 0,
+       "pinned: statistics count 2 allocations, 1 reuse, no event left");
+    wfc_pinned_put(c, d);
+    f.fail_next_event = 1;
+    int syncs = f.syncs;
+    ok(wfc_pinned_put_after(c, b, NULL) == WEFT_EDEVICE && f.syncs == syncs + 1,
+       "pinned: without an event the stream is waited for, and the error returned");
+    wfc_pinned_get_stats(c, &st);
+    ok(st.cached_bytes == 2 * 65536, "pinned: both blocks are cached (%llu bytes)",
+       (unsigned long long)st.cached_bytes);
+    f.fail_next_alloc = 1;
+    void *big = (void *)1;
+    ok(wfc_pinned_get(c, (size_t)2 << 20, &big) == WEFT_ENOMEM && big == NULL,
+       "pinned: a failed allocation leaves *out NULL");
+    /* over the limit: a completed block goes back to the system */
+    void *huge = NULL;
+    ok(wfc_pinned_get(c, (size_t)2 << 20, &huge) == 0 && huge, "pinned: a 2 MiB block");
+    wfc_pinned_put_after(c, huge, NULL);
+    f.ticks++;
+    int frees = f.frees;
+    wfc_pinned_get_stats(c, &st);
+    ok(f.frees == frees + 1 && st.cached_bytes == 2 * 65536,
+       "pinned: a block that would pass the 1 MiB limit is freed when reclaimed");
+    wfc_pinned_empty(c);
+    wfc_pinned_get_stats(c, &st);
+    ok(st.cached_bytes == 0 && f.frees == f.allocs, "pinned: empty frees the cached blocks");
+    void *last = NULL;
+    wfc_pinned_get(c, 10, &last);
+    wfc_pinned_put_after(c, last, NULL);
+    wfc_pinned_destroy(c); /* waits for the copy in flight */
+    ok(f.frees == f.allocs && f.live_events == 0, "pinned: destroy waits for the block in flight "
+       "and frees everything (%d allocations, %d frees)", f.allocs, f.frees);
 }
 
 /* ----------------------------------------------- products through cuBLAS */
@@ -498,6 +621,7 @@ static void gpu_elementwise_dtypes(void)
 int main(void)
 {
     plan_checks();
+    pinned_checks();
     weft_load_default_plugins();
     int type = weft_device_type_from_name("cuda");
     ok(type == WEFT_DEVICE_TYPE_CUDA, "the cuda device type is known");

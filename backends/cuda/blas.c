@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda.h"
+#include "libs.h"
 
 #define MAX_DEVICES 64
 /* Hopper's cuBLAS kernels use up to 32 MiB of workspace. */
@@ -41,7 +42,7 @@ static void destroy_handles(thread_handles *th)
     for (int i = 0; i < MAX_DEVICES; i++)
         if (th->handle[i]) {
             cudaSetDevice(i);
-            cublasDestroy(th->handle[i]);
+            wfc_cublas()->cublasDestroy(th->handle[i]); /* loaded: a handle exists */
         }
     free(th);
 }
@@ -103,15 +104,21 @@ static int handle_for(cublasHandle_t *out, const char *op, int index, void *stre
         all_handles = th;
         pthread_mutex_unlock(&handles_lock);
     }
+    const wfc_cublas_api *api = wfc_cublas();
+    if (!api) {
+        char why[256]; /* the loader's message, before it is replaced */
+        snprintf(why, sizeof why, "%s", weft_last_error());
+        return weft_set_error(WEFT_ENOTSUP, "%s: %s", op, why);
+    }
     if (!th->handle[index]) {
-        int rc = blas_error(cublasCreate(&th->handle[index]), op, "handle creation");
+        int rc = blas_error(api->cublasCreate(&th->handle[index]), op, "handle creation");
         if (rc < 0) {
             th->handle[index] = NULL;
             return rc;
         }
     }
     *out = th->handle[index];
-    return blas_error(cublasSetStream(*out, (cudaStream_t)stream), op, "set stream");
+    return blas_error(api->cublasSetStream(*out, (cudaStream_t)stream), op, "set stream");
 }
 
 void wfc_blas_shutdown(void)
@@ -171,14 +178,14 @@ static int run_gemm(const gemm_args *g)
     if (rc == 0)
         rc = weft_empty(&workspace, (const int64_t[]){WORKSPACE_BYTES}, 1, WEFT_UINT8, dev);
     if (rc == 0)
-        rc = blas_error(cublasSetWorkspace(h, weft_tensor_data_ptr(workspace),
+        rc = blas_error(wfc_cublas()->cublasSetWorkspace(h, weft_tensor_data_ptr(workspace),
                                            (size_t)WORKSPACE_BYTES), g->op, "set workspace");
     float af = (float)g->alpha, bf = (float)g->beta;
     const void *alpha = compute == CUBLAS_COMPUTE_64F ? (const void *)&g->alpha : (const void *)&af;
     const void *beta = compute == CUBLAS_COMPUTE_64F ? (const void *)&g->beta : (const void *)&bf;
     /* C^T [m x n, ld m] = op(B) [m x k] * op(A) [k x n] */
     if (rc == 0)
-        rc = blas_error(cublasGemmStridedBatchedEx(
+        rc = blas_error(wfc_cublas()->cublasGemmStridedBatchedEx(
                             h, g->pb.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
                             g->pa.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->m, (int)g->n,
                             (int)g->k, alpha, g->b, type, (int)g->pb.ld, g->stride_b, g->a, type,

@@ -1,7 +1,7 @@
 /* backends/cuda/conv.c — conv2d and its gradient operators
- * (convolution_backward_input, convolution_backward_weight) through cuDNN,
- * built only when configure found cuDNN (otherwise the convolutions stay
- * on the CPU fallback).  The geometry is checked by plan.c before cuDNN is
+ * (convolution_backward_input, convolution_backward_weight) through cuDNN
+ * (opened at first use, libs.c), built only when configure found cuDNN
+ * (otherwise the convolutions stay on the CPU fallback).  The geometry is checked by plan.c before cuDNN is
  * called; the algorithm of each (kind, dtype, shape) is chosen once by
  * cuDNN's heuristics and cached; workspaces come from the caching
  * allocator on the call's stream.  float32 runs without TF32 unless
@@ -15,12 +15,16 @@
 #include <cudnn.h>
 
 #include "cuda.h"
+#include "libs.h"
 
 #define MAX_DEVICES 64
 /* the largest workspace an algorithm may ask for */
 #define WORKSPACE_LIMIT ((size_t)1 << 30)
 
 static bool allow_tf32;
+
+/* the cuDNN table, loaded before the first handle (handle_for) */
+#define DNN (wfc_cudnn())
 
 /* ------------------------------------------------------------ handles */
 
@@ -39,7 +43,7 @@ static void destroy_handles(thread_handles *th)
     for (int i = 0; i < MAX_DEVICES; i++)
         if (th->handle[i]) {
             cudaSetDevice(i);
-            cudnnDestroy(th->handle[i]);
+            DNN->cudnnDestroy(th->handle[i]);
         }
     free(th);
 }
@@ -61,7 +65,7 @@ static int dnn_error(cudnnStatus_t s, const char *op, const char *what)
     if (s == CUDNN_STATUS_SUCCESS)
         return 0;
     return weft_set_error(s == CUDNN_STATUS_ALLOC_FAILED ? WEFT_ENOMEM : WEFT_EDEVICE,
-                          "%s: cuDNN %s: %s", op, what, cudnnGetErrorString(s));
+                          "%s: cuDNN %s: %s", op, what, DNN->cudnnGetErrorString(s));
 }
 
 static int handle_for(cudnnHandle_t *out, const char *op, int index, void *stream)
@@ -80,15 +84,20 @@ static int handle_for(cudnnHandle_t *out, const char *op, int index, void *strea
         all_handles = th;
         pthread_mutex_unlock(&lock);
     }
+    if (!wfc_cudnn()) {
+        char why[256]; /* the loader's message, before it is replaced */
+        snprintf(why, sizeof why, "%s", weft_last_error());
+        return weft_set_error(WEFT_ENOTSUP, "%s: %s", op, why);
+    }
     if (!th->handle[index]) {
-        int rc = dnn_error(cudnnCreate(&th->handle[index]), op, "handle creation");
+        int rc = dnn_error(DNN->cudnnCreate(&th->handle[index]), op, "handle creation");
         if (rc < 0) {
             th->handle[index] = NULL;
             return rc;
         }
     }
     *out = th->handle[index];
-    return dnn_error(cudnnSetStream(*out, (cudaStream_t)stream), op, "set stream");
+    return dnn_error(DNN->cudnnSetStream(*out, (cudaStream_t)stream), op, "set stream");
 }
 
 /* --------------------------------------------------- the algorithm cache */
@@ -157,13 +166,13 @@ typedef struct descriptors {
 static void destroy_descriptors(descriptors *d)
 {
     if (d->x)
-        cudnnDestroyTensorDescriptor(d->x);
+        DNN->cudnnDestroyTensorDescriptor(d->x);
     if (d->y)
-        cudnnDestroyTensorDescriptor(d->y);
+        DNN->cudnnDestroyTensorDescriptor(d->y);
     if (d->w)
-        cudnnDestroyFilterDescriptor(d->w);
+        DNN->cudnnDestroyFilterDescriptor(d->w);
     if (d->conv)
-        cudnnDestroyConvolutionDescriptor(d->conv);
+        DNN->cudnnDestroyConvolutionDescriptor(d->conv);
 }
 
 static int make_descriptors(descriptors *d, const char *op, weft_dtype dtype, const wfc_conv2d *g)
@@ -177,35 +186,35 @@ static int make_descriptors(descriptors *d, const char *op, weft_dtype dtype, co
     cudnnMathType_t math = dtype == WEFT_FLOAT32 && !allow_tf32 ? CUDNN_FMA_MATH
                            : dtype == WEFT_FLOAT64              ? CUDNN_DEFAULT_MATH
                                                                 : CUDNN_TENSOR_OP_MATH;
-    int rc = dnn_error(cudnnCreateTensorDescriptor(&d->x), op, "descriptor");
+    int rc = dnn_error(DNN->cudnnCreateTensorDescriptor(&d->x), op, "descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnCreateTensorDescriptor(&d->y), op, "descriptor");
+        rc = dnn_error(DNN->cudnnCreateTensorDescriptor(&d->y), op, "descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnCreateFilterDescriptor(&d->w), op, "descriptor");
+        rc = dnn_error(DNN->cudnnCreateFilterDescriptor(&d->w), op, "descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnCreateConvolutionDescriptor(&d->conv), op, "descriptor");
+        rc = dnn_error(DNN->cudnnCreateConvolutionDescriptor(&d->conv), op, "descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, type, (int)g->n,
+        rc = dnn_error(DNN->cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, type, (int)g->n,
                                                   (int)g->c, (int)g->h, (int)g->w),
                        op, "input descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, type, (int)g->n,
+        rc = dnn_error(DNN->cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, type, (int)g->n,
                                                   (int)g->oc, (int)g->oh, (int)g->ow),
                        op, "output descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnSetFilter4dDescriptor(d->w, type, CUDNN_TENSOR_NCHW, (int)g->oc,
+        rc = dnn_error(DNN->cudnnSetFilter4dDescriptor(d->w, type, CUDNN_TENSOR_NCHW, (int)g->oc,
                                                   (int)(g->c / g->groups), (int)g->kh, (int)g->kw),
                        op, "weight descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnSetConvolution2dDescriptor(
+        rc = dnn_error(DNN->cudnnSetConvolution2dDescriptor(
                            d->conv, (int)g->padding[0], (int)g->padding[1], (int)g->stride[0],
                            (int)g->stride[1], (int)g->dilation[0], (int)g->dilation[1],
                            CUDNN_CROSS_CORRELATION, compute),
                        op, "convolution descriptor");
     if (rc == 0)
-        rc = dnn_error(cudnnSetConvolutionGroupCount(d->conv, (int)g->groups), op, "groups");
+        rc = dnn_error(DNN->cudnnSetConvolutionGroupCount(d->conv, (int)g->groups), op, "groups");
     if (rc == 0)
-        rc = dnn_error(cudnnSetConvolutionMathType(d->conv, math), op, "math type");
+        rc = dnn_error(DNN->cudnnSetConvolutionMathType(d->conv, math), op, "math type");
     if (rc < 0)
         destroy_descriptors(d);
     return rc;
@@ -223,7 +232,7 @@ static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *
     bool chosen = false;
     if (kind == FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
-        rc = dnn_error(cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
+        rc = dnn_error(DNN->cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
                                                               MAX_ALGOS, &found, perf),
                        op, "choosing the algorithm");
         for (int i = 0; rc == 0 && !chosen && i < found; i++)
@@ -231,7 +240,7 @@ static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *
                 *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
     } else if (kind == BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
-        rc = dnn_error(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x,
+        rc = dnn_error(DNN->cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x,
                                                                    MAX_ALGOS, &found, perf),
                        op, "choosing the algorithm");
         for (int i = 0; rc == 0 && !chosen && i < found; i++)
@@ -239,7 +248,7 @@ static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *
                 *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
-        rc = dnn_error(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w,
+        rc = dnn_error(DNN->cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w,
                                                                      MAX_ALGOS, &found, perf),
                        op, "choosing the algorithm");
         for (int i = 0; rc == 0 && !chosen && i < found; i++)
@@ -286,17 +295,17 @@ static int run(int kind, const char *op, weft_dtype dtype, const wfc_conv2d *g, 
     const void *one = dtype == WEFT_FLOAT64 ? (const void *)&one_d : (const void *)&one_f;
     const void *zero = dtype == WEFT_FLOAT64 ? (const void *)&zero_d : (const void *)&zero_f;
     if (rc == 0 && kind == FORWARD)
-        rc = dnn_error(cudnnConvolutionForward(h, one, d.x, x, d.w, w, d.conv,
+        rc = dnn_error(DNN->cudnnConvolutionForward(h, one, d.x, x, d.w, w, d.conv,
                                                (cudnnConvolutionFwdAlgo_t)algo, ws, bytes, zero,
                                                d.y, y),
                        op, "forward");
     else if (rc == 0 && kind == BACKWARD_DATA)
-        rc = dnn_error(cudnnConvolutionBackwardData(h, one, d.w, w, d.y, y, d.conv,
+        rc = dnn_error(DNN->cudnnConvolutionBackwardData(h, one, d.w, w, d.y, y, d.conv,
                                                     (cudnnConvolutionBwdDataAlgo_t)algo, ws, bytes,
                                                     zero, d.x, x),
                        op, "backward data");
     else if (rc == 0)
-        rc = dnn_error(cudnnConvolutionBackwardFilter(h, one, d.x, x, d.y, y, d.conv,
+        rc = dnn_error(DNN->cudnnConvolutionBackwardFilter(h, one, d.x, x, d.y, y, d.conv,
                                                       (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
                                                       bytes, zero, d.w, w),
                        op, "backward filter");

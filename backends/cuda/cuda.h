@@ -4,6 +4,7 @@
 #ifndef WEFT_BACKENDS_CUDA_H
 #define WEFT_BACKENDS_CUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <weft/plugin.h>
@@ -89,6 +90,12 @@ int wfc_max_pool2d(void *stream, int dtype, void *out, int64_t *idx, const void 
                    const wfc_pool2d *p);
 int wfc_max_pool2d_backward(void *stream, int dtype, void *gin, const void *g,
                             const int64_t *idx, int64_t planes, int64_t hw, int64_t ohw);
+
+/* pinned.c: a host-to-device copy staged through the pinned cache,
+ * queued on stream without waiting for it (the source may be reused at
+ * once); the cache's teardown at unload. */
+int wfc_copy_from_host_staged(void *dst, const void *src, size_t bytes, int index, void *stream);
+void wfc_pinned_shutdown(void);
 
 /* plugin.c: the calling thread's current stream on a device (NULL: the
  * default stream); kernels launch on it. */

@@ -316,6 +316,8 @@ static int transfer(weft_tensor *dst, const weft_tensor *src)
                                : sd.type != WEFT_DEVICE_TYPE_CUDA ? cudaMemcpyHostToDevice
                                                                   : cudaMemcpyDeviceToDevice;
     cudaStream_t st = (cudaStream_t)wfc_current_stream(index);
+    if (kind == cudaMemcpyHostToDevice) /* staged, not waited for */
+        return wfc_copy_from_host_staged(d, s, bytes, index, st);
     int rc = cuda_status(cudaSetDevice(index), "selecting the device");
     if (rc == 0)
         rc = cuda_status(cudaMemcpyAsync(d, s, bytes, kind, st), "cudaMemcpyAsync");
