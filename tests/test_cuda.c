@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/nn.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
@@ -620,6 +621,119 @@ static void gpu_elementwise_dtypes(void)
     weft_generator_destroy(g);
 }
 
+
+/* ------------------------------------------------------------ training */
+
+/* The models of tools/weft-train, initialised from a seeded generator so
+ * the CPU and GPU copies start equal. */
+static weft_module *train_model(bool cnn, uint64_t seed)
+{
+    static const int64_t k3[2] = {3, 3}, pad1[2] = {1, 1}, two[2] = {2, 2};
+    weft_generator *g = NULL;
+    weft_generator_create(&g, seed);
+    weft_module *seq = NULL, *m = NULL;
+    int rc = weft_module_sequential(&seq);
+#define ADD(call) (rc = rc == 0 && (call) == 0 ? weft_module_sequential_append(seq, m) : -1)
+    if (cnn) {
+        ADD(weft_module_conv2d(&m, 1, 16, k3, NULL, pad1, NULL, 1, true, g));
+        ADD(weft_module_activation(&m, WEFT_ACTIVATION_RELU));
+        ADD(weft_module_max_pool2d(&m, two, NULL, NULL));
+        ADD(weft_module_conv2d(&m, 16, 32, k3, NULL, pad1, NULL, 1, true, g));
+        ADD(weft_module_activation(&m, WEFT_ACTIVATION_RELU));
+        ADD(weft_module_max_pool2d(&m, two, NULL, NULL));
+        ADD(weft_module_flatten(&m, 1, -1));
+        ADD(weft_module_linear(&m, 32 * 7 * 7, 10, true, g));
+    } else {
+        ADD(weft_module_linear(&m, 784, 256, true, g));
+        ADD(weft_module_activation(&m, WEFT_ACTIVATION_RELU));
+        ADD(weft_module_linear(&m, 256, 10, true, g));
+    }
+#undef ADD
+    weft_generator_destroy(g);
+    if (rc < 0) {
+        weft_module_destroy(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+/* One SGD step on (x, y); the loss as a double, NAN on error. */
+static double train_step(weft_module *model, weft_optimizer *opt, weft_tensor *x, weft_tensor *y)
+{
+    weft_tensor *logits = NULL, *loss = NULL, *host = NULL;
+    int rc = weft_module_forward(model, x, &logits);
+    if (rc == 0)
+        rc = weft_cross_entropy(&loss, logits, y, NULL, "mean", -100, 0.0);
+    if (rc == 0)
+        rc = weft_backward(&loss, 1, NULL, false, false);
+    if (rc == 0)
+        rc = weft_optimizer_step(opt);
+    if (rc == 0)
+        rc = weft_optimizer_zero_grad(opt);
+    if (rc == 0)
+        rc = weft_to_device(&host, loss, WEFT_DEVICE_CPU);
+    double v = rc == 0 ? *values_of(host) : NAN;
+    if (rc < 0)
+        diag("training step: %s", weft_last_error());
+    weft_tensor_release(logits);
+    weft_tensor_release(loss);
+    weft_tensor_release(host);
+    return v;
+}
+
+static weft_optimizer *sgd_of(weft_module *m)
+{
+    weft_tensor *params[16];
+    int n = weft_module_parameters(m, params, NULL, 16);
+    weft_optimizer *opt = NULL;
+    return n > 0 && weft_optimizer_sgd(&opt, params, n, 0.05, 0.9, 0, 0, false) == 0 ? opt : NULL;
+}
+
+static void gpu_training(void)
+{
+    weft_generator *g = NULL;
+    weft_generator_create(&g, 99);
+    for (int cnn = 0; cnn < 2; cnn++) {
+        const char *name = cnn ? "CNN" : "MLP";
+        weft_module *cpu = train_model(cnn, 5), *gpu = train_model(cnn, 5);
+        ok(cpu && gpu && weft_module_to_device(gpu, CUDA0) == 0, "%s: two equal models, one moved "
+           "to cuda:0", name);
+        weft_optimizer *ocpu = cpu ? sgd_of(cpu) : NULL, *ogpu = gpu ? sgd_of(gpu) : NULL;
+        const int64_t xs[4] = {32, 1, 28, 28}, flat[2] = {32, 784};
+        weft_tensor *x = rand_cpu(cnn ? xs : flat, cnn ? 4 : 2, WEFT_FLOAT32, g), *y = NULL;
+        weft_randint(&y, 0, 10, (const int64_t[]){32}, 1, WEFT_INT64, WEFT_DEVICE_CPU, g);
+        keep(y);
+        weft_tensor *gx = to(x, CUDA0), *gy = to(y, CUDA0);
+        weft_allocator_stats s3 = {.struct_size = sizeof s3}, s_end = {.struct_size = sizeof s_end};
+        double first = NAN, last = NAN, worst = 0;
+        for (int step = 0; ocpu && ogpu && step < 30; step++) {
+            double lc = train_step(cpu, ocpu, x, y), lg = train_step(gpu, ogpu, gx, gy);
+            if (step == 0)
+                first = lg;
+            last = lg;
+            double d = fabs(lc - lg) / (1 + fabs(lc));
+            if (!(d <= worst))
+                worst = isnan(d) ? INFINITY : d;
+            if (step == 3)
+                weft_device_memory_stats(CUDA0, &s3);
+        }
+        weft_device_memory_stats(CUDA0, &s_end);
+        ok(worst < 1e-3, "%s: 30 SGD steps on the GPU follow the CPU's losses (worst relative "
+           "difference %g)", name, worst);
+        ok(last < first * 0.5, "%s: the loss on the fixed batch falls (%g -> %g)", name, first, last);
+        ok(s_end.system_alloc_calls == s3.system_alloc_calls,
+           "%s: no cudaMalloc after the first steps (%llu at step 3, %llu after step 30)", name,
+           (unsigned long long)s3.system_alloc_calls, (unsigned long long)s_end.system_alloc_calls);
+        weft_optimizer_destroy(ocpu);
+        weft_optimizer_destroy(ogpu);
+        weft_module_destroy(cpu);
+        weft_module_destroy(gpu);
+        drop_all();
+    }
+    diag("CPU fallback calls so far: %llu", (unsigned long long)weft_cpu_fallback_calls());
+    weft_generator_destroy(g);
+}
+
 int main(void)
 {
     plan_checks();
@@ -651,5 +765,6 @@ int main(void)
     gpu_kernels();
     gpu_blas();
     gpu_elementwise_dtypes();
+    gpu_training();
     return done_testing();
 }
