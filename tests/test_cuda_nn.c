@@ -453,6 +453,67 @@ static void gpu_nn(weft_generator *g)
     drop_all();
 }
 
+/* ------------------------------------------------------ random numbers */
+
+/* The GPU draws the CPU's Philox stream: one seed, the same numbers. */
+static void gpu_random(void)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16};
+    for (size_t di = 0; di < 4; di++)
+        for (int kind = 0; kind < 4; kind++) {
+            weft_dtype dt = dts[di];
+            const int64_t sizes[2] = {37, 1001}; /* odd: the last Philox block is partial */
+            weft_tensor *c = NULL, *g = NULL, *gt = NULL;
+            weft_empty(&c, sizes, 2, dt, WEFT_DEVICE_CPU);
+            keep(c);
+            weft_empty(&g, (const int64_t[]){1001, 37}, 2, dt, CUDA0);
+            keep(g);
+            weft_t(&gt, g); /* a transposed target: values land row-major in its view */
+            keep(gt);
+            weft_generator *gc = NULL, *gg = NULL;
+            weft_generator_create(&gc, 1234);
+            weft_generator_create(&gg, 1234);
+            int rc_c, rc_g;
+            const char *name = kind == 0 ? "uniform_" : kind == 1 ? "normal_" : kind == 2 ? "bernoulli_" : "dropout";
+            weft_tensor *wc = c, *wg = gt, *ones = NULL, *gones = NULL;
+            if (kind == 0) {
+                rc_c = weft_uniform_ex_(c, -3.0, 5.0, gc);
+                rc_g = weft_uniform_ex_(gt, -3.0, 5.0, gg);
+            } else if (kind == 1) {
+                rc_c = weft_normal_ex_(c, 1.0, 2.0, gc);
+                rc_g = weft_normal_ex_(gt, 1.0, 2.0, gg);
+            } else if (kind == 2) {
+                rc_c = weft_bernoulli_ex_(c, 0.3, gc);
+                rc_g = weft_bernoulli_ex_(gt, 0.3, gg);
+            } else {
+                weft_full(&ones, sizes, 2, 1.5, dt, WEFT_DEVICE_CPU);
+                keep(ones);
+                gones = to(ones, CUDA0);
+                rc_c = weft_dropout_ex(&wc, ones, 0.25, true, gc);
+                rc_g = weft_dropout_ex(&wg, gones, 0.25, true, gg);
+                keep(wc), keep(wg);
+            }
+            double tol = kind == 1 && dt == WEFT_FLOAT64 ? 1e-14 : 0;
+            double d = rc_c == 0 && rc_g == 0 ? rel_diff(wg, wc) : INFINITY;
+            ok(d <= tol, "%s %s: the GPU draws the CPU's numbers from the same seed (rel diff %g)%s%s",
+               name, weft_dtype_name(dt), d, rc_g ? ": " : "", rc_g ? weft_last_error() : "");
+            weft_generator_destroy(gc);
+            weft_generator_destroy(gg);
+            drop_all();
+        }
+    weft_tensor *t = NULL;
+    weft_empty(&t, (const int64_t[]){4}, 1, WEFT_FLOAT32, CUDA0);
+    keep(t);
+    ok(weft_uniform_ex_(t, 2.0, 1.0, NULL) == WEFT_EINVAL, "uniform_ from 2 to 1 is refused: %s",
+       weft_last_error());
+    ok(weft_bernoulli_ex_(t, 1.5, NULL) == WEFT_EINVAL, "bernoulli_ with p 1.5 is refused: %s",
+       weft_last_error());
+    weft_tensor *out = (weft_tensor *)1;
+    ok(weft_dropout_ex(&out, t, -0.1, true, NULL) == WEFT_EINVAL && out == NULL,
+       "dropout with p -0.1 is refused: %s", weft_last_error());
+    drop_all();
+}
+
 /* ------------------------------------------------------- convolutions */
 
 static void gpu_conv(weft_generator *g)
@@ -537,6 +598,7 @@ int main(void)
     gpu_reductions(g);
     gpu_nn(g);
     gpu_conv(g);
+    gpu_random();
     weft_generator_destroy(g);
     return done_testing();
 }

@@ -91,6 +91,17 @@ int wfc_max_pool2d(void *stream, int dtype, void *out, int64_t *idx, const void 
 int wfc_max_pool2d_backward(void *stream, int dtype, void *gin, const void *g,
                             const int64_t *idx, int64_t planes, int64_t hw, int64_t ohw);
 
+/* Random numbers (random.cu): the CPU backend's Philox stream, element i
+ * from block offset + i/4, word i%4, written contiguously.  uniform: a +
+ * (b - a) u with `bits` bits of u; normal: mean a, std b (Box-Muller on
+ * word pairs); bernoulli: 1 where u < a. */
+enum { WFC_RANDOM_UNIFORM, WFC_RANDOM_NORMAL, WFC_RANDOM_BERNOULLI, WFC_RANDOM_DROPOUT };
+bool wfc_random_supported(int kind, int dtype);
+int wfc_random_fill(void *stream, int kind, int dtype, void *out, int64_t n, uint64_t seed,
+                    uint64_t offset, double a, double b, int bits);
+int wfc_dropout(void *stream, int dtype, void *out, const void *x, int64_t n, uint64_t seed,
+                uint64_t offset, double keep, double scale);
+
 /* pinned.c: a host-to-device copy staged through the pinned cache,
  * queued on stream without waiting for it (the source may be reused at
  * once); the cache's teardown at unload. */
@@ -106,6 +117,7 @@ int wfc_register_kernels(weft_registrar *reg);
 int wfc_register_blas(weft_registrar *reg);
 int wfc_register_reduce(weft_registrar *reg);
 int wfc_register_nn(weft_registrar *reg);
+int wfc_register_random(weft_registrar *reg);
 /* conv.c, built with cuDNN only (WEFT_HAVE_CUDNN) */
 int wfc_register_conv(weft_registrar *reg);
 void wfc_conv_shutdown(void);
