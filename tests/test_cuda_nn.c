@@ -453,6 +453,76 @@ static void gpu_nn(weft_generator *g)
     drop_all();
 }
 
+/* ------------------------------------------------------------ indexing */
+
+static void gpu_indexing(weft_generator *g)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT16, WEFT_INT64, WEFT_BOOL};
+    for (size_t di = 0; di < 4; di++) {
+        weft_dtype dt = dts[di];
+        weft_tensor *x = rand_cpu((const int64_t[]){5, 7, 9}, 3, WEFT_FLOAT32, g), *xd = NULL, *xt = NULL;
+        weft_to_dtype(&xd, x, dt);
+        keep(xd);
+        weft_transpose(&xt, xd, 0, 2); /* a strided source: [9, 7, 5] */
+        keep(xt);
+        weft_tensor *gxt = NULL;
+        weft_transpose(&gxt, to(xd, CUDA0), 0, 2);
+        keep(gxt);
+        const int64_t picks[6] = {4, 0, 4, 2, 1, 3};
+        weft_tensor *idx = keep_int64((const int64_t[]){6}, 1, picks);
+        for (int dim = 0; dim < 3; dim++) {
+            weft_tensor *want = NULL, *got = NULL;
+            weft_index_select(&want, xt, dim, idx);
+            keep(want);
+            int rc = weft_index_select(&got, gxt, dim, to(idx, CUDA0));
+            keep(got);
+            ok(rc == 0 && rel_diff(got, want) == 0, "index_select %s along %d (repeats, strided "
+               "source) matches the CPU%s%s", weft_dtype_name(dt), dim, rc ? ": " : "",
+               rc ? weft_last_error() : "");
+        }
+        /* gather along dim 1 with an index smaller than self elsewhere */
+        weft_tensor *gi = NULL;
+        weft_randint(&gi, 0, 7, (const int64_t[]){4, 11, 5}, 3, WEFT_INT64, WEFT_DEVICE_CPU, g);
+        keep(gi);
+        weft_tensor *want = NULL, *got = NULL;
+        weft_gather(&want, xt, 1, gi);
+        keep(want);
+        int rc = weft_gather(&got, gxt, 1, to(gi, CUDA0));
+        keep(got);
+        ok(rc == 0 && rel_diff(got, want) == 0, "gather %s along 1 matches the CPU", weft_dtype_name(dt));
+        drop_all();
+    }
+    weft_tensor *w = rand_cpu((const int64_t[]){10, 6}, 2, WEFT_FLOAT32, g);
+    const int64_t ids[6] = {9, 0, 3, 3, 7, 1};
+    weft_tensor *ix = keep_int64((const int64_t[]){2, 3}, 2, ids), *want = NULL, *got = NULL;
+    weft_embedding(&want, w, ix, -1);
+    keep(want);
+    ok(weft_embedding(&got, to(w, CUDA0), to(ix, CUDA0), -1) == 0 && rel_diff(keep(got), want) == 0 &&
+           weft_tensor_ndim(got) == 3, "embedding of [2, 3] indices gives [2, 3, 6] rows as the CPU");
+    const int64_t badv[2] = {2, 10};
+    weft_tensor *bad = keep_int64((const int64_t[]){2}, 1, badv);
+    got = (weft_tensor *)1;
+    ok(weft_embedding(&got, to(w, CUDA0), to(bad, CUDA0), -1) == WEFT_ERANGE && got == NULL &&
+           strstr(weft_last_error(), "10"), "an index of 10 for 10 rows is an error naming it: %s",
+       weft_last_error());
+    got = (weft_tensor *)1;
+    ok(weft_index_select(&got, to(w, CUDA0), 0, to(keep_int64((const int64_t[]){2, 1}, 2, badv), CUDA0)) ==
+               WEFT_ESHAPE && got == NULL, "a 2-d index for index_select is refused: %s",
+       weft_last_error());
+    /* masked_fill with a broadcast mask, and in place */
+    weft_tensor *m = NULL, *mr = rand_cpu((const int64_t[]){6}, 1, WEFT_FLOAT32, g);
+    weft_gt_scalar(&m, mr, 0.0);
+    keep(m);
+    weft_masked_fill(&want, w, m, -7.5);
+    keep(want);
+    ok(weft_masked_fill(&got, to(w, CUDA0), to(m, CUDA0), -7.5) == 0 && rel_diff(keep(got), want) == 0,
+       "masked_fill with a broadcast row mask matches the CPU");
+    weft_tensor *gw = to(w, CUDA0);
+    ok(weft_masked_fill_(gw, to(m, CUDA0), -7.5) == 0 && rel_diff(gw, want) == 0,
+       "masked_fill_ writes in place");
+    drop_all();
+}
+
 /* ------------------------------------------------------ random numbers */
 
 /* The GPU draws the CPU's Philox stream: one seed, the same numbers. */
@@ -599,6 +669,7 @@ int main(void)
     gpu_nn(g);
     gpu_conv(g);
     gpu_random();
+    gpu_indexing(g);
     weft_generator_destroy(g);
     return done_testing();
 }

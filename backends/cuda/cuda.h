@@ -102,6 +102,15 @@ int wfc_random_fill(void *stream, int kind, int dtype, void *out, int64_t n, uin
 int wfc_dropout(void *stream, int dtype, void *out, const void *x, int64_t n, uint64_t seed,
                 uint64_t offset, double keep, double scale);
 
+/* Indexing (index.cu): elements moved as words of `elem` bytes.  take:
+ * dst[(o n + j) inner + i] = src[(o len + idx[j]) inner + i]; gather: g has
+ * index's sizes and, as operand 0's strides, src's.  bad: two zeroed
+ * 8-byte words (flag, an index out of range). */
+int wfc_take(void *stream, size_t elem, void *dst, const void *src, const int64_t *idx,
+             int64_t outer, int64_t len, int64_t n, int64_t inner, unsigned long long *bad);
+int wfc_gather(void *stream, size_t elem, void *dst, const void *src, const int64_t *idx,
+               int64_t n, int dim, int64_t size, const wfc_geometry *g, unsigned long long *bad);
+
 /* pinned.c: a host-to-device copy staged through the pinned cache,
  * queued on stream without waiting for it (the source may be reused at
  * once); the cache's teardown at unload. */
@@ -118,6 +127,7 @@ int wfc_register_blas(weft_registrar *reg);
 int wfc_register_reduce(weft_registrar *reg);
 int wfc_register_nn(weft_registrar *reg);
 int wfc_register_random(weft_registrar *reg);
+int wfc_register_index(weft_registrar *reg);
 /* conv.c, built with cuDNN only (WEFT_HAVE_CUDNN) */
 int wfc_register_conv(weft_registrar *reg);
 void wfc_conv_shutdown(void);

@@ -458,6 +458,8 @@ int wfc_register_kernels(weft_registrar *reg)
         rc = wfc_register_nn(reg);
     if (rc == 0)
         rc = wfc_register_random(reg);
+    if (rc == 0)
+        rc = wfc_register_index(reg);
 #ifdef WEFT_HAVE_CUDNN
     if (rc == 0)
         rc = wfc_register_conv(reg);
