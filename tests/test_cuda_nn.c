@@ -453,6 +453,69 @@ static void gpu_nn(weft_generator *g)
     drop_all();
 }
 
+/* ------------------------------------------------------- normalisation */
+
+static void gpu_norm(weft_generator *g)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64};
+    for (size_t di = 0; di < 2; di++) {
+        weft_dtype dt = dts[di];
+        double tol = dt == WEFT_FLOAT32 ? 1e-4 : 1e-11;
+        const int64_t xs[4] = {6, 5, 7, 9}, c = 5;
+        weft_tensor *x = rand_cpu(xs, 4, dt, g), *go = rand_cpu(xs, 4, dt, g);
+        weft_tensor *w = rand_cpu(&c, 1, dt, g), *b = rand_cpu(&c, 1, dt, g);
+        for (int training = 1; training >= 0; training--) {
+            weft_tensor *rm = NULL, *rv = NULL;
+            weft_zeros(&rm, &c, 1, dt, WEFT_DEVICE_CPU);
+            keep(rm);
+            weft_ones(&rv, &c, 1, dt, WEFT_DEVICE_CPU);
+            keep(rv);
+            weft_tensor *grm = to(rm, CUDA0), *grv = to(rv, CUDA0);
+            weft_tensor *y0 = NULL, *m0 = NULL, *i0 = NULL, *y1 = NULL, *m1 = NULL, *i1 = NULL;
+            weft_native_batch_norm(&y0, &m0, &i0, x, w, b, rm, rv, training, 0.1, 1e-5);
+            keep(y0), keep(m0), keep(i0);
+            int rc = weft_native_batch_norm(&y1, &m1, &i1, to(x, CUDA0), to(w, CUDA0), to(b, CUDA0),
+                                            grm, grv, training, 0.1, 1e-5);
+            keep(y1), keep(m1), keep(i1);
+            ok(rc == 0 && rel_diff(y1, y0) < tol && rel_diff(m1, m0) < tol && rel_diff(i1, i0) < tol &&
+                   rel_diff(grm, rm) < tol && rel_diff(grv, rv) < tol,
+               "batch_norm %s %s: output, statistics and running statistics match the CPU%s%s",
+               weft_dtype_name(dt), training ? "training" : "eval", rc ? ": " : "",
+               rc ? weft_last_error() : "");
+            weft_tensor *gx0 = NULL, *gw0 = NULL, *gb0 = NULL, *gx1 = NULL, *gw1 = NULL, *gb1 = NULL;
+            weft_native_batch_norm_backward(&gx0, &gw0, &gb0, go, x, w, m0, i0, training);
+            keep(gx0), keep(gw0), keep(gb0);
+            rc = weft_native_batch_norm_backward(&gx1, &gw1, &gb1, to(go, CUDA0), to(x, CUDA0),
+                                                 to(w, CUDA0), m1, i1, training);
+            keep(gx1), keep(gw1), keep(gb1);
+            ok(rc == 0 && rel_diff(gx1, gx0) < tol * 10 && rel_diff(gw1, gw0) < tol * 10 &&
+                   rel_diff(gb1, gb0) < tol * 10,
+               "batch_norm backward %s %s matches the CPU", weft_dtype_name(dt),
+               training ? "training" : "eval");
+        }
+        const int64_t ns[2] = {7, 9};
+        weft_tensor *lw = rand_cpu(ns, 2, dt, g), *lb = rand_cpu(ns, 2, dt, g);
+        weft_tensor *y0 = NULL, *m0 = NULL, *r0 = NULL, *y1 = NULL, *m1 = NULL, *r1 = NULL;
+        weft_native_layer_norm(&y0, &m0, &r0, x, ns, 2, lw, lb, 1e-5);
+        keep(y0), keep(m0), keep(r0);
+        int rc = weft_native_layer_norm(&y1, &m1, &r1, to(x, CUDA0), ns, 2, to(lw, CUDA0),
+                                        to(lb, CUDA0), 1e-5);
+        keep(y1), keep(m1), keep(r1);
+        ok(rc == 0 && rel_diff(y1, y0) < tol && rel_diff(m1, m0) < tol && rel_diff(r1, r0) < tol,
+           "layer_norm %s over the last two dims matches the CPU", weft_dtype_name(dt));
+        weft_tensor *gx0 = NULL, *gw0 = NULL, *gb0 = NULL, *gx1 = NULL, *gw1 = NULL, *gb1 = NULL;
+        weft_native_layer_norm_backward(&gx0, &gw0, &gb0, go, x, ns, 2, m0, r0, lw);
+        keep(gx0), keep(gw0), keep(gb0);
+        rc = weft_native_layer_norm_backward(&gx1, &gw1, &gb1, to(go, CUDA0), to(x, CUDA0), ns, 2,
+                                             m1, r1, to(lw, CUDA0));
+        keep(gx1), keep(gw1), keep(gb1);
+        ok(rc == 0 && rel_diff(gx1, gx0) < tol * 10 && rel_diff(gw1, gw0) < tol * 10 &&
+               rel_diff(gb1, gb0) < tol * 10, "layer_norm backward %s matches the CPU",
+           weft_dtype_name(dt));
+        drop_all();
+    }
+}
+
 /* ------------------------------------------------------------ indexing */
 
 static void gpu_indexing(weft_generator *g)
@@ -670,6 +733,7 @@ int main(void)
     gpu_conv(g);
     gpu_random();
     gpu_indexing(g);
+    gpu_norm(g);
     weft_generator_destroy(g);
     return done_testing();
 }

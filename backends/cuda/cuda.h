@@ -128,6 +128,7 @@ int wfc_register_reduce(weft_registrar *reg);
 int wfc_register_nn(weft_registrar *reg);
 int wfc_register_random(weft_registrar *reg);
 int wfc_register_index(weft_registrar *reg);
+int wfc_register_norm(weft_registrar *reg);
 /* conv.c, built with cuDNN only (WEFT_HAVE_CUDNN) */
 int wfc_register_conv(weft_registrar *reg);
 void wfc_conv_shutdown(void);

@@ -460,6 +460,8 @@ int wfc_register_kernels(weft_registrar *reg)
         rc = wfc_register_random(reg);
     if (rc == 0)
         rc = wfc_register_index(reg);
+    if (rc == 0)
+        rc = wfc_register_norm(reg);
 #ifdef WEFT_HAVE_CUDNN
     if (rc == 0)
         rc = wfc_register_conv(reg);
