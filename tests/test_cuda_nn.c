@@ -431,6 +431,52 @@ static void gpu_nn(weft_generator *g)
         ok(rg == 0 && rel_diff(gb, wb) < 1e-6, "max_pool2d backward %zu (overlapping windows "
            "accumulate) matches the CPU", i);
     }
+    /* avg_pool2d: padding counted or not, ceil mode, a divisor; adaptive */
+    static const struct {
+        int64_t k, s, p;
+        bool ceil, count_pad;
+        int64_t divisor;
+    } avgs[] = {{2, 2, 0, false, true, 0}, {3, 2, 1, true, true, 0}, {3, 2, 1, true, false, 0},
+                {3, 1, 1, false, true, 5}};
+    for (size_t i = 0; i < sizeof avgs / sizeof *avgs; i++) {
+        const int64_t *div = avgs[i].divisor ? &avgs[i].divisor : NULL;
+        weft_tensor *wv = NULL, *gv = NULL, *wb = NULL, *gb = NULL;
+        weft_avg_pool2d(&wv, img, &avgs[i].k, 1, &avgs[i].s, 1, &avgs[i].p, 1, avgs[i].ceil,
+                        avgs[i].count_pad, div);
+        keep(wv);
+        int rg = weft_avg_pool2d(&gv, gimg, &avgs[i].k, 1, &avgs[i].s, 1, &avgs[i].p, 1,
+                                 avgs[i].ceil, avgs[i].count_pad, div);
+        keep(gv);
+        ok(rg == 0 && rel_diff(gv, wv) < 1e-6, "avg_pool2d case %zu matches the CPU%s%s", i,
+           rg ? ": " : "", rg ? weft_last_error() : "");
+        weft_tensor *gout = rand_cpu(wv ? weft_tensor_sizes(wv) : (const int64_t[]){1}, wv ? 4 : 1,
+                                     WEFT_FLOAT32, g);
+        weft_avg_pool2d_backward(&wb, gout, img, &avgs[i].k, 1, &avgs[i].s, 1, &avgs[i].p, 1,
+                                 avgs[i].ceil, avgs[i].count_pad, div);
+        keep(wb);
+        rg = weft_avg_pool2d_backward(&gb, to(gout, CUDA0), gimg, &avgs[i].k, 1, &avgs[i].s, 1,
+                                      &avgs[i].p, 1, avgs[i].ceil, avgs[i].count_pad, div);
+        keep(gb);
+        ok(rg == 0 && rel_diff(gb, wb) < 1e-6, "avg_pool2d backward case %zu matches the CPU", i);
+    }
+    static const int64_t adapt[][2] = {{1, 1}, {7, 5}, {29, 31}, {40, 9}};
+    for (size_t i = 0; i < sizeof adapt / sizeof *adapt; i++) {
+        weft_tensor *wv = NULL, *gv = NULL, *wb = NULL, *gb = NULL;
+        weft_adaptive_avg_pool2d(&wv, img, adapt[i], 2);
+        keep(wv);
+        int rg = weft_adaptive_avg_pool2d(&gv, gimg, adapt[i], 2);
+        keep(gv);
+        ok(rg == 0 && rel_diff(gv, wv) < 1e-6, "adaptive_avg_pool2d to %lldx%lld matches the CPU",
+           (long long)adapt[i][0], (long long)adapt[i][1]);
+        weft_tensor *gout = rand_cpu(wv ? weft_tensor_sizes(wv) : (const int64_t[]){1}, wv ? 4 : 1,
+                                     WEFT_FLOAT32, g);
+        weft_adaptive_avg_pool2d_backward(&wb, gout, img);
+        keep(wb);
+        rg = weft_adaptive_avg_pool2d_backward(&gb, to(gout, CUDA0), gimg);
+        keep(gb);
+        ok(rg == 0 && rel_diff(gb, wb) < 1e-6, "adaptive_avg_pool2d backward to %lldx%lld",
+           (long long)adapt[i][0], (long long)adapt[i][1]);
+    }
     weft_tensor *pv = (weft_tensor *)1, *pi = (weft_tensor *)1;
     const int64_t k2 = 2, p2 = 2;
     ok(weft_max_pool2d_with_indices(&pv, &pi, gimg, &k2, 1, NULL, 0, &p2, 1, NULL, 0, false) ==

@@ -90,6 +90,17 @@ int wfc_max_pool2d(void *stream, int dtype, void *out, int64_t *idx, const void 
                    const wfc_pool2d *p);
 int wfc_max_pool2d_backward(void *stream, int dtype, void *gin, const void *g,
                             const int64_t *idx, int64_t planes, int64_t hw, int64_t ohw);
+/* avg_pool2d and adaptive_avg_pool2d over contiguous planes: the window of
+ * an output and its divisor as the CPU backend computes them; backward
+ * gathers, for each input element, the outputs whose windows hold it. */
+typedef struct wfc_avg_pool {
+    int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, divisor; /* divisor 0: none */
+    bool adaptive, count_include_pad;
+} wfc_avg_pool;
+int wfc_avg_pool2d(void *stream, int dtype, void *out, const void *x, int64_t planes,
+                   const wfc_avg_pool *p);
+int wfc_avg_pool2d_backward(void *stream, int dtype, void *gin, const void *g, int64_t planes,
+                            const wfc_avg_pool *p);
 
 /* Random numbers (random.cu): the CPU backend's Philox stream, element i
  * from block offset + i/4, word i%4, written contiguously.  uniform: a +

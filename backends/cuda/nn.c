@@ -507,7 +507,137 @@ static int max_pool_backward_kernel(weft_call *call, void *ctx)
     return weft_return_tensor(call, 0, gin);
 }
 
-static const int log_marker = 1, indices_marker = 1;
+/* The avg/adaptive pooling of self from args[first..] (avg: kernel_size,
+ * stride, padding, ceil_mode, count_include_pad, divisor_override;
+ * adaptive: output_size), or from grad's size for the adaptive backward
+ * (grad non-NULL and adaptive).  Returns 0, or an error. */
+static int avg_plan(wfc_avg_pool *p, const char *op, const weft_call *call, int first,
+                    const weft_tensor *self, bool adaptive, const weft_tensor *grad)
+{
+    int nd = weft_tensor_ndim(self);
+    if (nd != 3 && nd != 4)
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a 3-D or 4-D input, got %d-D", op, nd);
+    memset(p, 0, sizeof *p);
+    p->h = weft_tensor_size(self, nd - 2), p->w = weft_tensor_size(self, nd - 1);
+    p->adaptive = adaptive;
+    if (adaptive) {
+        int n = 0;
+        const int64_t *size = grad ? NULL : weft_arg_ints(call, first, &n);
+        if (grad) {
+            p->oh = weft_tensor_size(grad, weft_tensor_ndim(grad) - 2);
+            p->ow = weft_tensor_size(grad, weft_tensor_ndim(grad) - 1);
+        } else if (n == 1 || n == 2) {
+            p->oh = size[0], p->ow = size[n - 1];
+        } else {
+            return weft_set_error(WEFT_EINVAL, "%s: output_size must be one or two numbers", op);
+        }
+        if (p->oh < 1 || p->ow < 1)
+            return weft_set_error(WEFT_EINVAL, "%s: output_size must be positive, got %lldx%lld", op,
+                                  (long long)p->oh, (long long)p->ow);
+        if (p->h == 0 || p->w == 0)
+            return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
+        return 0;
+    }
+    int nk, ns, np;
+    const int64_t *k = weft_arg_ints(call, first, &nk), *s = weft_arg_ints(call, first + 1, &ns);
+    const int64_t *pad = weft_arg_ints(call, first + 2, &np);
+    wfc_pool2d w;
+    char err[200];
+    if (wfc_plan_pool2d(&w, k, nk, s, ns, pad, np, NULL, 0, err, sizeof err) < 0)
+        return weft_set_error(WEFT_EINVAL, "%s: %s", op, err);
+    bool ceil_mode = weft_arg_bool(call, first + 3);
+    p->count_include_pad = weft_arg_bool(call, first + 4);
+    if (!weft_arg_is_none(call, first + 5)) {
+        p->divisor = weft_arg_int(call, first + 5);
+        if (p->divisor == 0)
+            return weft_set_error(WEFT_EINVAL, "%s: divisor must be not zero", op);
+    }
+    p->kh = w.kh, p->kw = w.kw, p->sh = w.sh, p->sw = w.sw, p->ph = w.ph, p->pw = w.pw;
+    p->oh = wfc_plan_pool_out(p->h, w.kh, w.sh, w.ph, 1, ceil_mode);
+    p->ow = wfc_plan_pool_out(p->w, w.kw, w.sw, w.pw, 1, ceil_mode);
+    if (p->oh < 1 || p->ow < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: output size is too small (%lldx%lld) for an input "
+                              "of %lldx%lld", op, (long long)p->oh, (long long)p->ow,
+                              (long long)p->h, (long long)p->w);
+    return 0;
+}
+
+/* avg_pool2d(self, ...) and adaptive_avg_pool2d(self, output_size) */
+static int avg_pool_kernel(weft_call *call, void *ctx)
+{
+    bool adaptive = ctx != NULL;
+    const char *op = weft_op_name(call->op);
+    const weft_tensor *self = call->args[0].u.tensor;
+    wfc_avg_pool p;
+    int rc = avg_plan(&p, op, call, 1, self, adaptive, NULL);
+    if (rc < 0)
+        return rc;
+    if (!wfc_nn_supported(weft_tensor_dtype(self)))
+        return weft_call_cpu_fallback(call);
+    int nd = weft_tensor_ndim(self);
+    int64_t sizes[4];
+    memcpy(sizes, weft_tensor_sizes(self), sizeof(int64_t) * (size_t)nd);
+    sizes[nd - 2] = p.oh, sizes[nd - 1] = p.ow;
+    weft_tensor *x = NULL, *out = NULL;
+    rc = weft_contiguous(&x, self);
+    if (rc == 0)
+        rc = weft_new_output(&out, self, sizes, nd, weft_tensor_dtype(self));
+    if (rc == 0)
+        rc = select_device(op, self);
+    if (rc == 0)
+        rc = wfc_avg_pool2d(stream_of(self), weft_tensor_dtype(self), weft_tensor_data_ptr(out),
+                            weft_tensor_data_ptr(x),
+                            p.h * p.w != 0 ? weft_tensor_numel(self) / (p.h * p.w) : 0, &p);
+    weft_tensor_release(x);
+    if (rc < 0) {
+        weft_tensor_release(out);
+        return rc;
+    }
+    return weft_return_tensor(call, 0, out);
+}
+
+/* avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,
+ * ceil_mode, count_include_pad, divisor_override) and
+ * adaptive_avg_pool2d_backward(grad_output, self) */
+static int avg_pool_backward_kernel(weft_call *call, void *ctx)
+{
+    bool adaptive = ctx != NULL;
+    const char *op = weft_op_name(call->op);
+    const weft_tensor *grad = call->args[0].u.tensor, *self = call->args[1].u.tensor;
+    wfc_avg_pool p;
+    int nd = weft_tensor_ndim(self);
+    int rc = avg_plan(&p, op, call, 2, self, adaptive, grad);
+    if (rc < 0)
+        return rc;
+    bool ok = weft_tensor_ndim(grad) == nd;
+    for (int d = 0; ok && d < nd; d++)
+        ok = weft_tensor_size(grad, d) == (d == nd - 2 ? p.oh : d == nd - 1 ? p.ow
+                                                                            : weft_tensor_size(self, d));
+    if (!ok)
+        return weft_set_error(WEFT_ESHAPE, "%s: grad_output does not have the pooled shape of "
+                                           "self", op);
+    if (!on_device_of(grad, self) || weft_tensor_dtype(grad) != weft_tensor_dtype(self) ||
+        !wfc_nn_supported(weft_tensor_dtype(self)))
+        return weft_call_cpu_fallback(call);
+    weft_tensor *g = NULL, *gin = NULL;
+    rc = weft_contiguous(&g, grad);
+    if (rc == 0)
+        rc = weft_new_output(&gin, self, weft_tensor_sizes(self), nd, weft_tensor_dtype(self));
+    if (rc == 0)
+        rc = select_device(op, self);
+    if (rc == 0)
+        rc = wfc_avg_pool2d_backward(stream_of(self), weft_tensor_dtype(self),
+                                     weft_tensor_data_ptr(gin), weft_tensor_data_ptr(g),
+                                     p.h * p.w != 0 ? weft_tensor_numel(self) / (p.h * p.w) : 0, &p);
+    weft_tensor_release(g);
+    if (rc < 0) {
+        weft_tensor_release(gin);
+        return rc;
+    }
+    return weft_return_tensor(call, 0, gin);
+}
+
+static const int log_marker = 1, indices_marker = 1, adaptive_marker = 1;
 
 int wfc_register_nn(weft_registrar *reg)
 {
@@ -528,6 +658,10 @@ int wfc_register_nn(weft_registrar *reg)
         {"max_pool2d_with_indices", max_pool_kernel, &indices_marker},
         {"max_pool2d", max_pool_kernel, NULL},
         {"max_pool2d_with_indices_backward", max_pool_backward_kernel, NULL},
+        {"avg_pool2d", avg_pool_kernel, NULL},
+        {"adaptive_avg_pool2d", avg_pool_kernel, &adaptive_marker},
+        {"avg_pool2d_backward", avg_pool_backward_kernel, NULL},
+        {"adaptive_avg_pool2d_backward", avg_pool_backward_kernel, &adaptive_marker},
     };
     for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
         int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,

@@ -192,6 +192,88 @@ __global__ void max_pool_backward_kernel(T *gin, const T *g, const int64_t *idx,
     }
 }
 
+/* The window of output (oy, ox), clipped to the input, and its divisor:
+ * the CPU backend's rule (nn_pool.c's window_of). */
+__device__ inline double avg_window(const wfc_avg_pool &p, int64_t oy, int64_t ox, int64_t *h0,
+                                    int64_t *h1, int64_t *w0, int64_t *w1)
+{
+    if (p.adaptive) {
+        *h0 = oy * p.h / p.oh;
+        *h1 = ((oy + 1) * p.h + p.oh - 1) / p.oh;
+        *w0 = ox * p.w / p.ow;
+        *w1 = ((ox + 1) * p.w + p.ow - 1) / p.ow;
+        return (double)((*h1 - *h0) * (*w1 - *w0));
+    }
+    int64_t hs = oy * p.sh - p.ph, ws = ox * p.sw - p.pw;
+    int64_t he = hs + p.kh < p.h + p.ph ? hs + p.kh : p.h + p.ph;
+    int64_t we = ws + p.kw < p.w + p.pw ? ws + p.kw : p.w + p.pw;
+    int64_t pool_size = (he - hs) * (we - ws);
+    *h0 = hs > 0 ? hs : 0;
+    *w0 = ws > 0 ? ws : 0;
+    *h1 = he < p.h ? he : p.h;
+    *w1 = we < p.w ? we : p.w;
+    if (p.divisor)
+        return (double)p.divisor;
+    return (double)(p.count_include_pad ? pool_size : (*h1 - *h0) * (*w1 - *w0));
+}
+
+template <typename T>
+__global__ void avg_pool_kernel(T *out, const T *x, int64_t planes, wfc_avg_pool p)
+{
+    typedef typename acc<T>::type A;
+    GRID_STRIDE(o, planes * p.oh * p.ow) {
+        int64_t ox = o % p.ow, oy = (o / p.ow) % p.oh, plane = o / (p.ow * p.oh);
+        int64_t h0, h1, w0, w1;
+        double div = avg_window(p, oy, ox, &h0, &h1, &w0, &w1);
+        const T *xp = x + plane * p.h * p.w;
+        A sum = 0;
+        for (int64_t iy = h0; iy < h1; iy++)
+            for (int64_t ix = w0; ix < w1; ix++)
+                sum += load<A, T>(xp[iy * p.w + ix]);
+        out[o] = store<T, A>(sum / (A)div);
+    }
+}
+
+/* The outputs whose windows can hold input row iy: a superset, each then
+ * checked against its exact window. */
+__device__ inline void candidates(const wfc_avg_pool &p, int64_t i, bool rows, int64_t *lo,
+                                  int64_t *hi)
+{
+    int64_t in = rows ? p.h : p.w, on = rows ? p.oh : p.ow;
+    if (p.adaptive) {
+        *lo = i * on / in - 1;
+        *hi = (i + 1) * on / in + 1;
+    } else {
+        int64_t k = rows ? p.kh : p.kw, s = rows ? p.sh : p.sw, pad = rows ? p.ph : p.pw;
+        *lo = i + pad - k >= 0 ? (i + pad - k) / s : 0;
+        *hi = (i + pad) / s;
+    }
+    *lo = *lo < 0 ? 0 : *lo;
+    *hi = *hi > on - 1 ? on - 1 : *hi;
+}
+
+template <typename T>
+__global__ void avg_pool_backward_kernel(T *gin, const T *g, int64_t planes, wfc_avg_pool p)
+{
+    typedef typename acc<T>::type A;
+    GRID_STRIDE(e, planes * p.h * p.w) {
+        int64_t ix = e % p.w, iy = (e / p.w) % p.h, plane = e / (p.w * p.h);
+        const T *gp = g + plane * p.oh * p.ow;
+        int64_t ylo, yhi, xlo, xhi;
+        candidates(p, iy, true, &ylo, &yhi);
+        candidates(p, ix, false, &xlo, &xhi);
+        A sum = 0;
+        for (int64_t oy = ylo; oy <= yhi; oy++)
+            for (int64_t ox = xlo; ox <= xhi; ox++) {
+                int64_t h0, h1, w0, w1;
+                double div = avg_window(p, oy, ox, &h0, &h1, &w0, &w1);
+                if (iy >= h0 && iy < h1 && ix >= w0 && ix < w1)
+                    sum += load<A, T>(gp[oy * p.ow + ox]) / (A)div;
+            }
+        gin[e] = store<T, A>(sum);
+    }
+}
+
 int launched(const char *what)
 {
     cudaError_t e = cudaGetLastError();
@@ -257,6 +339,18 @@ template <typename T> struct launchers {
         max_pool_kernel<T><<<flat_grid(planes * oh * ow), 256, 0, st>>>(
             (T *)out, idx, (const T *)x, planes, h, w, oh, ow, p);
     }
+    static void avg_pool(cudaStream_t st, void *out, const void *x, int64_t planes,
+                         const wfc_avg_pool &p)
+    {
+        avg_pool_kernel<T><<<flat_grid(planes * p.oh * p.ow), 256, 0, st>>>((T *)out, (const T *)x,
+                                                                             planes, p);
+    }
+    static void avg_pool_backward(cudaStream_t st, void *gin, const void *g, int64_t planes,
+                                  const wfc_avg_pool &p)
+    {
+        avg_pool_backward_kernel<T><<<flat_grid(planes * p.h * p.w), 256, 0, st>>>(
+            (T *)gin, (const T *)g, planes, p);
+    }
     static void max_pool_backward(cudaStream_t st, void *gin, const void *g, const int64_t *idx,
                                   int64_t planes, int64_t hw, int64_t ohw)
     {
@@ -273,10 +367,13 @@ struct nn_table {
     decltype(&launchers<float>::nll_backward) nll_backward;
     decltype(&launchers<float>::max_pool) max_pool;
     decltype(&launchers<float>::max_pool_backward) max_pool_backward;
+    decltype(&launchers<float>::avg_pool) avg_pool;
+    decltype(&launchers<float>::avg_pool_backward) avg_pool_backward;
 };
 #define ROW(T)                                                                                  \
     {launchers<T>::softmax, launchers<T>::softmax_backward, launchers<T>::nll,                 \
-     launchers<T>::nll_backward, launchers<T>::max_pool, launchers<T>::max_pool_backward}
+     launchers<T>::nll_backward, launchers<T>::max_pool, launchers<T>::max_pool_backward,     \
+     launchers<T>::avg_pool, launchers<T>::avg_pool_backward}
 const nn_table tables[4] = {ROW(__half), ROW(__nv_bfloat16), ROW(float), ROW(double)};
 
 const nn_table *table_for(int dtype)
@@ -380,4 +477,28 @@ extern "C" int wfc_max_pool2d_backward(void *stream, int dtype, void *gin, const
         return 0;
     t->max_pool_backward((cudaStream_t)stream, gin, g, idx, planes, hw, ohw);
     return launched("max_pool2d backward");
+}
+
+extern "C" int wfc_avg_pool2d(void *stream, int dtype, void *out, const void *x, int64_t planes,
+                              const wfc_avg_pool *p)
+{
+    const nn_table *t = table_for(dtype);
+    if (!t)
+        return unsupported("avg_pool2d", dtype);
+    if (planes * p->oh * p->ow == 0)
+        return 0;
+    t->avg_pool((cudaStream_t)stream, out, x, planes, *p);
+    return launched("avg_pool2d");
+}
+
+extern "C" int wfc_avg_pool2d_backward(void *stream, int dtype, void *gin, const void *g,
+                                       int64_t planes, const wfc_avg_pool *p)
+{
+    const nn_table *t = table_for(dtype);
+    if (!t)
+        return unsupported("avg_pool2d backward", dtype);
+    if (planes * p->h * p->w == 0)
+        return 0;
+    t->avg_pool_backward((cudaStream_t)stream, gin, g, planes, *p);
+    return launched("avg_pool2d backward");
 }
