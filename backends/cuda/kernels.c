@@ -198,11 +198,11 @@ static int elementwise_kernel(weft_call *call, void *ctx)
     wfc_geometry g;
     if (rc == 0 && plan_of(&g, dest, conv, e->ninputs) != 0)
         rc = 1;
-    void *st = wfc_current_stream(index), *out = weft_tensor_data_ptr(dest);
-    int64_t n = weft_tensor_numel(dest);
-    const void *a = conv[0] ? weft_tensor_data_ptr(conv[0]) : NULL;
-    const void *b = conv[1] ? weft_tensor_data_ptr(conv[1]) : NULL;
     if (rc == 0) {
+        void *st = wfc_current_stream(index), *out = weft_tensor_data_ptr(dest);
+        int64_t n = weft_tensor_numel(dest);
+        const void *a = weft_tensor_data_ptr(conv[0]);
+        const void *b = conv[1] ? weft_tensor_data_ptr(conv[1]) : NULL;
         switch (e->family) {
         case WFC_FAMILY_BINARY: rc = wfc_binary(st, e->op, dtype, out, a, b, alpha, n, &g); break;
         case WFC_FAMILY_COMPARE: rc = wfc_compare(st, e->op, dtype, out, a, b, n, &g); break;
@@ -252,30 +252,17 @@ static int cuda_status(cudaError_t e, const char *what)
                           "copy_: %s: %s", what, cudaGetErrorString(e));
 }
 
-/* A strided converting copy between two tensors on one device. */
+/* A strided converting copy between two tensors on one device; 1 when
+ * more than WFC_MAX_DIMS dims remain after collapsing (the caller hands
+ * the call to the fallback). */
 static int copy_on_device(weft_tensor *dst, const weft_tensor *src)
 {
     int index = weft_tensor_device(dst).index;
     int rc = cuda_status(cudaSetDevice(index), "selecting the device");
     wfc_geometry g;
     weft_tensor *srcs[1] = {(weft_tensor *)src};
-    if (rc == 0 && plan_of(&g, dst, srcs, 1) != 0) {
-        /* more than 8 dims after collapsing: a contiguous source first */
-        weft_tensor *c = NULL;
-        rc = weft_empty(&c, weft_tensor_sizes(dst), weft_tensor_ndim(dst), weft_tensor_dtype(src),
-                        weft_tensor_device(dst));
-        if (rc == 0 && plan_of(&g, c, srcs, 1) == 0)
-            rc = wfc_copy(wfc_current_stream(index), weft_tensor_dtype(src),
-                          weft_tensor_data_ptr(c), weft_tensor_dtype(src),
-                          weft_tensor_data_ptr(src), weft_tensor_numel(c), &g);
-        else if (rc == 0)
-            rc = weft_set_error(WEFT_ENOTSUP, "copy_: the source has more than %d dims the "
-                                              "CUDA kernel can index", WFC_MAX_DIMS);
-        if (rc == 0)
-            rc = copy_on_device(dst, c);
-        weft_tensor_release(c);
-        return rc;
-    }
+    if (rc == 0 && plan_of(&g, dst, srcs, 1) != 0)
+        return 1;
     if (rc == 0)
         rc = wfc_copy(wfc_current_stream(index), weft_tensor_dtype(dst), weft_tensor_data_ptr(dst),
                       weft_tensor_dtype(src), weft_tensor_data_ptr(src), weft_tensor_numel(dst), &g);
@@ -350,19 +337,20 @@ static int copy_kernel(weft_call *call, void *ctx)
     if (weft_tensor_numel(dst) == 0)
         return 0;
     if (dcuda && scuda && dd.index == sd.index) {
-        if (!overlaps_differently(dst, src))
-            return copy_on_device(dst, src);
+        int rc = 0;
         weft_tensor *c = NULL;
-        int rc = contiguous_of(&c, src);
-        if (rc == 0 && c == src) { /* already contiguous, but overlapping: a fresh one */
-            weft_tensor_release(c);
-            c = NULL;
-            rc = weft_clone(&c, src);
+        if (!overlaps_differently(dst, src)) {
+            rc = copy_on_device(dst, src);
+        } else { /* overlapping: from a fresh copy of the source */
+            rc = weft_new_output(&c, src, weft_tensor_sizes(src), weft_tensor_ndim(src),
+                                 weft_tensor_dtype(src));
+            if (rc == 0)
+                rc = copy_on_device(c, src);
+            if (rc == 0)
+                rc = copy_on_device(dst, c);
         }
-        if (rc == 0)
-            rc = copy_on_device(dst, c);
         weft_tensor_release(c);
-        return rc;
+        return rc == 1 ? weft_call_cpu_fallback(call) : rc;
     }
     /* Across devices: the source, expanded to dst's shape, contiguous on
      * its own side; then one transfer into a contiguous staging tensor (or
