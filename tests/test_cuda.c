@@ -557,6 +557,67 @@ static void gpu_elementwise_dtypes(void)
            weft_dtype_name(dt));
         drop_all();
     }
+    /* the rest of the unary set, float32 and float64, positive inputs for
+     * the functions of a positive argument */
+    static const struct {
+        const char *name;
+        unary_fn fn;
+        bool positive;
+    } more[] = {{"rsqrt", weft_rsqrt, true}, {"reciprocal", weft_reciprocal, false},
+                {"sin", weft_sin, false}, {"cos", weft_cos, false}, {"log1p", weft_log1p, true},
+                {"expm1", weft_expm1, false}, {"erf", weft_erf, false}, {"silu", weft_silu, false},
+                {"sign", weft_sign, false}, {"floor", weft_floor, false}, {"ceil", weft_ceil, false},
+                {"round", weft_round, false}, {"log", weft_log, true}, {"sqrt", weft_sqrt, true},
+                {"abs", weft_abs, false}};
+    for (int dt = 0; dt < 2; dt++) {
+        weft_dtype dtype = dt ? WEFT_FLOAT64 : WEFT_FLOAT32;
+        double tol = dt ? 1e-12 : 2e-6;
+        weft_tensor *x = rand_cpu((const int64_t[]){17, 33}, 2, dtype, g), *px = NULL;
+        weft_abs(&px, x);
+        keep(px);
+        weft_add_scalar_(px, 0.1);
+        for (size_t k = 0; k < sizeof more / sizeof *more; k++) {
+            weft_tensor *in = more[k].positive ? px : x, *want = NULL, *got = NULL;
+            more[k].fn(&want, in);
+            keep(want);
+            int rc = more[k].fn(&got, to(in, CUDA0));
+            keep(got);
+            double d = rc == 0 ? max_diff(got, want) : INFINITY;
+            ok(d <= tol * 4, "%s %s matches the CPU (max diff %g)", more[k].name,
+               weft_dtype_name(dtype), d);
+        }
+        weft_tensor *want = NULL, *got = NULL, *y = rand_cpu((const int64_t[]){33}, 1, dtype, g);
+        weft_leaky_relu(&want, x, 0.2);
+        keep(want);
+        ok(weft_leaky_relu(&got, to(x, CUDA0), 0.2) == 0 && max_diff(keep(got), want) <= tol,
+           "leaky_relu %s", weft_dtype_name(dtype));
+        for (int approx = 0; approx < 2; approx++) {
+            weft_gelu_ex(&want, x, approx ? "tanh" : "none");
+            keep(want);
+            ok(weft_gelu_ex(&got, to(x, CUDA0), approx ? "tanh" : "none") == 0 &&
+                   max_diff(keep(got), want) <= tol * 4,
+               "gelu (%s) %s", approx ? "tanh" : "none", weft_dtype_name(dtype));
+        }
+        weft_pow_scalar(&want, px, 2.5);
+        keep(want);
+        ok(weft_pow_scalar(&got, to(px, CUDA0), 2.5) == 0 && max_diff(keep(got), want) <= tol * 10,
+           "pow_scalar 2.5 %s", weft_dtype_name(dtype));
+        weft_hardtanh(&want, x, -0.5, 0.25);
+        keep(want);
+        ok(weft_hardtanh(&got, to(x, CUDA0), -0.5, 0.25) == 0 && max_diff(keep(got), want) == 0,
+           "hardtanh %s", weft_dtype_name(dtype));
+        weft_lerp_scalar(&want, x, y, 0.3);
+        keep(want);
+        ok(weft_lerp_scalar(&got, to(x, CUDA0), to(y, CUDA0), 0.3) == 0 &&
+               max_diff(keep(got), want) <= tol, "lerp_scalar with a broadcast end %s",
+           weft_dtype_name(dtype));
+        drop_all();
+    }
+    weft_tensor *bad = (weft_tensor *)1;
+    ok(weft_gelu_ex(&bad, to(rand_cpu((const int64_t[]){3}, 1, WEFT_FLOAT32, g), CUDA0), "fast") < 0 &&
+           bad == NULL, "gelu with approximate='fast' is refused: %s", weft_last_error());
+    drop_all();
+
     /* mixed dtypes promote; exp of an int64 goes to float on the fallback;
      * where and clamp */
     weft_tensor *x = rand_cpu((const int64_t[]){33, 65}, 2, WEFT_FLOAT32, g);

@@ -17,12 +17,18 @@ extern "C" {
 #endif
 
 /* Operators of the elementwise families (elementwise.cu). */
-enum { WFC_ADD, WFC_SUB, WFC_MUL, WFC_DIV, WFC_MAXIMUM, WFC_MINIMUM, WFC_THRESHOLD_BACKWARD };
+/* WFC_LERP: a + alpha (b - a), lerp with a scalar weight */
+enum { WFC_ADD, WFC_SUB, WFC_MUL, WFC_DIV, WFC_MAXIMUM, WFC_MINIMUM, WFC_THRESHOLD_BACKWARD,
+       WFC_LERP };
 enum { WFC_EQ, WFC_NE, WFC_LT, WFC_LE, WFC_GT, WFC_GE };
 /* WFC_AXPB: a * s0 + s1 (the scalar forms of add, sub and mul);
  * WFC_DIV_SCALAR: a / s0. */
+/* WFC_LEAKY_RELU: slope s0; WFC_POW: exponent s0; WFC_GELU: s0 = 1 for the
+ * tanh approximation. */
 enum { WFC_NEG, WFC_ABS, WFC_RELU, WFC_EXP, WFC_LOG, WFC_SQRT, WFC_SIGMOID, WFC_TANH, WFC_CLAMP,
-       WFC_IDENTITY, WFC_AXPB, WFC_DIV_SCALAR };
+       WFC_IDENTITY, WFC_AXPB, WFC_DIV_SCALAR, WFC_RSQRT, WFC_RECIPROCAL, WFC_SIN, WFC_COS,
+       WFC_LOG1P, WFC_EXPM1, WFC_ERF, WFC_SILU, WFC_SIGN, WFC_FLOOR, WFC_CEIL, WFC_ROUND,
+       WFC_LEAKY_RELU, WFC_POW, WFC_GELU };
 enum { WFC_FAMILY_BINARY, WFC_FAMILY_COMPARE, WFC_FAMILY_UNARY, WFC_FAMILY_WHERE,
        WFC_FAMILY_FILL, WFC_FAMILY_COPY };
 

@@ -35,6 +35,7 @@ template <typename A> __device__ inline A apply_binary(int op, A a, A b, A s)
     case WFC_DIV: return a / b;
     case WFC_MAXIMUM: return isnan_(a) || a > b ? a : b;
     case WFC_MINIMUM: return isnan_(a) || a < b ? a : b;
+    case WFC_LERP: return a + s * (b - a);
     default: /* WFC_THRESHOLD_BACKWARD: a is the gradient, b the input */
         return b <= s ? A(0) : a;
     }
@@ -64,6 +65,33 @@ __device__ inline int64_t sqrt_(int64_t a) { return a; }
 __device__ inline float tanh_(float a) { return tanhf(a); }
 __device__ inline double tanh_(double a) { return tanh(a); }
 __device__ inline int64_t tanh_(int64_t a) { return a; }
+/* The float-only functions: an int64 overload only so every instantiation
+ * compiles (integers never reach them: served() in kernels.c). */
+#define MATH1(name, f32, f64)                                                                  \
+    __device__ inline float name(float a) { return f32(a); }                                   \
+    __device__ inline double name(double a) { return f64(a); }                                 \
+    __device__ inline int64_t name(int64_t a) { return a; }
+MATH1(rsqrt_, rsqrtf, rsqrt)
+MATH1(sin_, sinf, sin)
+MATH1(cos_, cosf, cos)
+MATH1(log1p_, log1pf, log1p)
+MATH1(expm1_, expm1f, expm1)
+MATH1(erf_, erff, erf)
+MATH1(floor_, floorf, floor)
+MATH1(ceil_, ceilf, ceil)
+MATH1(round_, rintf, rint)
+__device__ inline float pow_(float a, float e) { return powf(a, e); }
+__device__ inline double pow_(double a, double e) { return pow(a, e); }
+__device__ inline int64_t pow_(int64_t a, int64_t) { return a; }
+
+template <typename A> __device__ inline A gelu(A a, bool tanh_form)
+{
+    if (tanh_form) {
+        const A k = A(0.7978845608028654), c = A(0.044715); /* sqrt(2/pi) */
+        return A(0.5) * a * (A(1) + tanh_(k * (a + c * a * a * a)));
+    }
+    return A(0.5) * a * (A(1) + erf_(a * A(0.7071067811865476)));
+}
 
 /* s0, s1: the scalars of clamp (min, max; NaN for None) and of a fill. */
 template <typename A> __device__ inline A apply_unary(int op, A a, A s0, A s1)
@@ -87,6 +115,21 @@ template <typename A> __device__ inline A apply_unary(int op, A a, A s0, A s1)
         return a;
     case WFC_AXPB: return a * s0 + s1;
     case WFC_DIV_SCALAR: return a / s0;
+    case WFC_RSQRT: return rsqrt_(a);
+    case WFC_RECIPROCAL: return A(1) / a;
+    case WFC_SIN: return sin_(a);
+    case WFC_COS: return cos_(a);
+    case WFC_LOG1P: return log1p_(a);
+    case WFC_EXPM1: return expm1_(a);
+    case WFC_ERF: return erf_(a);
+    case WFC_SILU: return a / (A(1) + exp_(-a));
+    case WFC_SIGN: return a > A(0) ? A(1) : a < A(0) ? A(-1) : a; /* 0 and NaN stay */
+    case WFC_FLOOR: return floor_(a);
+    case WFC_CEIL: return ceil_(a);
+    case WFC_ROUND: return round_(a);
+    case WFC_LEAKY_RELU: return a > A(0) ? a : a * s0;
+    case WFC_POW: return pow_(a, s0);
+    case WFC_GELU: return gelu<A>(a, s0 != A(0));
     default: /* WFC_IDENTITY */
         return a;
     }
@@ -334,7 +377,10 @@ bool in_range(int dtype)
 extern "C" bool wfc_unary_is_float_only(int op)
 {
     return op == WFC_EXP || op == WFC_LOG || op == WFC_SQRT || op == WFC_SIGMOID ||
-           op == WFC_TANH || op == WFC_DIV_SCALAR;
+           op == WFC_TANH || op == WFC_DIV_SCALAR || op == WFC_RSQRT || op == WFC_RECIPROCAL ||
+           op == WFC_SIN || op == WFC_COS || op == WFC_LOG1P || op == WFC_EXPM1 ||
+           op == WFC_ERF || op == WFC_SILU || op == WFC_LEAKY_RELU || op == WFC_POW ||
+           op == WFC_GELU;
 }
 
 extern "C" bool wfc_has_kernel(int family, int dtype)

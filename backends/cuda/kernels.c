@@ -29,7 +29,10 @@ typedef struct {
     int scalar;      /* the scalar forms: SCALAR_ADD, ... */
 } entry_ctx;
 
-enum { NO_SCALAR, SCALAR_ADD, SCALAR_SUB, SCALAR_MUL, SCALAR_DIV };
+/* SCALAR_PARAM: the scalar after the inputs is the operator's parameter
+ * (s0: leaky_relu's slope, pow's exponent); SCALAR_GELU: the approximate
+ * keyword ('none' or 'tanh') as s0 = 0 or 1. */
+enum { NO_SCALAR, SCALAR_ADD, SCALAR_SUB, SCALAR_MUL, SCALAR_DIV, SCALAR_PARAM, SCALAR_GELU };
 
 static bool on_device(const weft_tensor *t, int index)
 {
@@ -103,8 +106,8 @@ static bool served(const entry_ctx *e, weft_dtype dtype)
     bool floating = weft_dtype_is_floating(dtype);
     if (e->family == WFC_FAMILY_UNARY && wfc_unary_is_float_only(e->op) && !floating)
         return false; /* torch computes exp(int) in float: the fallback knows how */
-    if (e->family == WFC_FAMILY_BINARY && e->op == WFC_DIV && !floating)
-        return false; /* true division */
+    if (e->family == WFC_FAMILY_BINARY && (e->op == WFC_DIV || e->op == WFC_LERP) && !floating)
+        return false; /* true division; lerp is for floating tensors */
     return true;
 }
 
@@ -138,7 +141,15 @@ static int elementwise_kernel(weft_call *call, void *ctx)
         s0 = weft_arg_double(call, after), s1 = NAN;
     else if (e->bounds == MAX_BOUND)
         s0 = NAN, s1 = weft_arg_double(call, after);
-    if (e->scalar != NO_SCALAR) {
+    if (e->scalar == SCALAR_PARAM) {
+        s0 = weft_arg_double(call, after);
+    } else if (e->scalar == SCALAR_GELU) {
+        const char *approximate = weft_arg_string(call, after);
+        bool tanh_form = approximate && strcmp(approximate, "tanh") == 0;
+        if (!tanh_form && !(approximate && strcmp(approximate, "none") == 0))
+            local = false; /* the CPU's message names the bad value */
+        s0 = tanh_form ? 1.0 : 0.0;
+    } else if (e->scalar != NO_SCALAR) {
         /* add/sub: self + alpha other as a * 1 + b; mul: a * other + 0 */
         double other = weft_arg_double(call, after);
         double a_ = e->scalar == SCALAR_ADD || e->scalar == SCALAR_SUB ? 1.0 : other;
@@ -387,6 +398,11 @@ static int copy_kernel(weft_call *call, void *ctx)
 #define SCALAR(name, kind, uop)                                                         \
     {#name, elementwise_kernel, {WFC_FAMILY_UNARY, uop, FUNCTIONAL, 1, false, false, NO_BOUNDS, kind}}, \
         {#name "_", elementwise_kernel, {WFC_FAMILY_UNARY, uop, INPLACE, 1, false, false, NO_BOUNDS, kind}}
+#define SCALAR3(name, kind, uop)                                                        \
+    SCALAR(name, kind, uop),                                                            \
+        {#name "_out", elementwise_kernel, {WFC_FAMILY_UNARY, uop, OUT, 1, false, false, NO_BOUNDS, kind}}
+#define LERP(name, form)                                                                \
+    {name, elementwise_kernel, {WFC_FAMILY_BINARY, WFC_LERP, form, 2, false, true, NO_BOUNDS, NO_SCALAR}}
 #define CLAMP(name, bounds)                                                              \
     {#name, elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, FUNCTIONAL, 1, false, false, bounds, NO_SCALAR}}, \
         {#name "_", elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, INPLACE, 1, false, false, bounds, NO_SCALAR}}, \
@@ -423,6 +439,23 @@ static const struct {
     FORMS3(sqrt, WFC_FAMILY_UNARY, WFC_SQRT, 1, false),
     FORMS3(sigmoid, WFC_FAMILY_UNARY, WFC_SIGMOID, 1, false),
     FORMS3(tanh, WFC_FAMILY_UNARY, WFC_TANH, 1, false),
+    FORMS3(rsqrt, WFC_FAMILY_UNARY, WFC_RSQRT, 1, false),
+    FORMS3(reciprocal, WFC_FAMILY_UNARY, WFC_RECIPROCAL, 1, false),
+    FORMS3(sin, WFC_FAMILY_UNARY, WFC_SIN, 1, false),
+    FORMS3(cos, WFC_FAMILY_UNARY, WFC_COS, 1, false),
+    FORMS3(log1p, WFC_FAMILY_UNARY, WFC_LOG1P, 1, false),
+    FORMS3(expm1, WFC_FAMILY_UNARY, WFC_EXPM1, 1, false),
+    FORMS3(erf, WFC_FAMILY_UNARY, WFC_ERF, 1, false),
+    FORMS3(silu, WFC_FAMILY_UNARY, WFC_SILU, 1, false),
+    FORMS3(sign, WFC_FAMILY_UNARY, WFC_SIGN, 1, false),
+    FORMS3(floor, WFC_FAMILY_UNARY, WFC_FLOOR, 1, false),
+    FORMS3(ceil, WFC_FAMILY_UNARY, WFC_CEIL, 1, false),
+    FORMS3(round, WFC_FAMILY_UNARY, WFC_ROUND, 1, false),
+    SCALAR3(leaky_relu, SCALAR_PARAM, WFC_LEAKY_RELU),
+    SCALAR3(gelu, SCALAR_GELU, WFC_GELU),
+    SCALAR(pow_scalar, SCALAR_PARAM, WFC_POW),
+    LERP("lerp_scalar", FUNCTIONAL), LERP("lerp_scalar_", INPLACE), LERP("lerp_scalar_out", OUT),
+    CLAMP(hardtanh, BOTH_BOUNDS),
     CLAMP(clamp, BOTH_BOUNDS),
     CLAMP(clamp_min, MIN_BOUND),
     CLAMP(clamp_max, MAX_BOUND),
