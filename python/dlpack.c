@@ -70,6 +70,20 @@ PyObject *wpy_dlpack_device(PyObject *self, PyObject *unused)
     return Py_BuildValue("(ii)", (int)type, (int)id);
 }
 
+/* Waits until the work queued so far on the calling thread's current
+ * stream of t's device has finished (an event recorded there). */
+static int order_before_consumer(const weft_tensor *t)
+{
+    weft_event *ev = NULL;
+    int rc = weft_event_create(&ev, weft_tensor_device(t));
+    if (rc == 0)
+        rc = weft_event_record(ev, NULL);
+    if (rc == 0)
+        rc = weft_event_synchronize(ev);
+    weft_event_destroy(ev);
+    return rc;
+}
+
 PyObject *wpy_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
@@ -95,6 +109,21 @@ PyObject *wpy_dlpack(PyObject *self, PyObject *args, PyObject *kwargs)
         /* a CPU has no streams: only "no synchronisation" (-1) is tolerated */
         if (dev_type == kDLCPU && s != -1) {
             PyErr_Format(PyExc_BufferError, "stream must be None for a cpu tensor (got %ld)", s);
+            return NULL;
+        }
+        /* the array API: 0 is ambiguous on CUDA and must be refused */
+        if (dev_type == kDLCUDA && s == 0) {
+            PyErr_SetString(PyExc_BufferError, "stream 0 is not allowed for a CUDA tensor (1 is "
+                                               "the legacy default stream, 2 the per-thread one)");
+            return NULL;
+        }
+        /* The consumer will use the memory on its stream s: the work queued
+         * on the producer's current stream must come first.  The core has
+         * no way to wrap the consumer's foreign stream handle, so instead
+         * of making s wait for an event, the host waits for it here —
+         * ordered all the same, at the cost of a host wait. */
+        if (dev_type != kDLCPU && s != -1 && order_before_consumer(t) < 0) {
+            PyErr_SetString(PyExc_BufferError, weft_last_error());
             return NULL;
         }
     }
@@ -282,12 +311,41 @@ static PyObject *ask_capsule(PyObject *x, PyObject *copy)
     PyObject *empty = PyTuple_New(0);
     PyObject *kw = Py_BuildValue("{s:(ii),s:O}", "max_version", WEFT_DLPACK_MAJOR_VERSION,
                                  WEFT_DLPACK_MINOR_VERSION, "copy", copy);
+    /* A CUDA producer orders its work before the stream we will use: our
+     * current stream of that device (1, the legacy default stream, when it
+     * is the default one), as the array API's stream= says. */
+    PyObject *dev = PyObject_HasAttrString(x, "__dlpack_device__")
+                        ? PyObject_CallMethod(x, "__dlpack_device__", NULL)
+                        : NULL;
+    long dtype_code = 0, dev_id = 0;
+    if (dev && PyTuple_Check(dev) && PyTuple_Size(dev) == 2) {
+        dtype_code = PyLong_AsLong(PyTuple_GetItem(dev, 0));
+        dev_id = PyLong_AsLong(PyTuple_GetItem(dev, 1));
+    }
+    Py_XDECREF(dev);
+    PyErr_Clear(); /* a producer without a usable __dlpack_device__ is asked plainly */
+    PyObject *st = NULL;
+    if (kw && dtype_code == kDLCUDA && dev_id >= 0 && dev_id < 32768) {
+        weft_device d = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)dev_id};
+        void *handle = weft_stream_handle(weft_current_stream(d));
+        st = handle ? PyLong_FromVoidPtr(handle) : PyLong_FromLong(1);
+        if (!st || PyDict_SetItemString(kw, "stream", st) < 0)
+            PyErr_Clear();
+    }
     PyObject *capsule = empty && kw ? PyObject_Call(method, empty, kw) : NULL;
     Py_XDECREF(kw);
+    if (!capsule && st && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        /* a legacy producer (torch 1.x) knows stream= but not the rest */
+        PyErr_Clear();
+        PyObject *kw_stream = Py_BuildValue("{s:O}", "stream", st);
+        capsule = empty && kw_stream ? PyObject_Call(method, empty, kw_stream) : NULL;
+        Py_XDECREF(kw_stream);
+    }
     if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         capsule = PyObject_Call(method, empty, NULL);
     }
+    Py_XDECREF(st);
     Py_XDECREF(empty);
     Py_DECREF(method);
     return capsule;

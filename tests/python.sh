@@ -56,6 +56,8 @@ else
     fi
     if "$debian" -c 'import torch' 2>/dev/null; then
         run "PyTorch (Debian)" "$debian" test_torch.py
+        # kDLCUDA with torch on the GPU (issue 6): SKIPs where torch.cuda is missing
+        run "PyTorch CUDA (Debian)" "$debian" test_torch_cuda.py
     else
         skip "PyTorch (Debian) peer" "torch is not installed for $debian (apt-get install python3-torch)"
     fi

@@ -8,11 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/nn.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
 #include "tests/tap.h"
 #include "tests/keep.h"
+#include "backends/cuda/plan.h"
+#include "backends/cuda/pinned_cache.h"
 
 static const weft_device CUDA0 = {.type = WEFT_DEVICE_TYPE_CUDA, .index = 0};
 
@@ -127,11 +130,6 @@ static void gpu_kernels(void)
     weft_sub(&diff, a, b);
     keep(diff);
     ok(max_diff(out, diff) < 1e-5, "sub_out matches the CPU");
-    weft_tensor *ints = NULL;
-    weft_zeros(&ints, sq, 2, WEFT_INT64, CUDA0);
-    ok(ints == NULL || weft_add(&got, to(ints, CUDA0), to(ints, CUDA0)) == WEFT_EDTYPE,
-       "an int64 add says the CUDA kernel supports float32 and float64: %s", weft_last_error());
-    weft_tensor_release(ints);
     drop_all();
 
     /* a created stream: kernels and copies run on it, events time it */
@@ -173,14 +171,634 @@ static void gpu_kernels(void)
             weft_device_memory_stats(CUDA0, &st0);
     }
     weft_device_memory_stats(CUDA0, &st1);
-    ok(st1.alloc_calls == st0.alloc_calls,
-       "a loop calls cudaMalloc only in its first steps (%llu then %llu)",
-       (unsigned long long)st0.alloc_calls, (unsigned long long)st1.alloc_calls);
+    ok(st1.system_alloc_calls == st0.system_alloc_calls && st1.alloc_calls > st0.alloc_calls,
+       "a loop calls cudaMalloc only in its first steps (%llu then %llu, while serving %llu "
+       "allocations)", (unsigned long long)st0.system_alloc_calls,
+       (unsigned long long)st1.system_alloc_calls,
+       (unsigned long long)(st1.alloc_calls - st0.alloc_calls));
+    weft_generator_destroy(g);
+}
+
+
+/* ------------------------------------------ host-side planning (any machine) */
+
+static void plan_checks(void)
+{
+    wfc_gemm_operand p;
+    ok(wfc_plan_gemm_operand(&p, 3, 4, 4, 1) == 0 && !p.trans && p.ld == 4,
+       "gemm plan: a row-major [3,4] goes in untransposed with ld 4");
+    ok(wfc_plan_gemm_operand(&p, 4, 3, 1, 4) == 0 && p.trans && p.ld == 4,
+       "gemm plan: a transposed view [4,3] (strides 1,4) goes in transposed, no copy");
+    ok(wfc_plan_gemm_operand(&p, 3, 4, 10, 1) == 0 && !p.trans && p.ld == 10,
+       "gemm plan: padded rows keep their leading dim 10");
+    ok(wfc_plan_gemm_operand(&p, 5, 1, 1, 1) == 0 && p.ld >= 1,
+       "gemm plan: a column [5,1] fits");
+    ok(wfc_plan_gemm_operand(&p, 1, 4, 999, 1) == 0 && !p.trans && p.ld == 4,
+       "gemm plan: a single row ignores its row stride");
+    ok(wfc_plan_gemm_operand(&p, 3, 4, 0, 1) < 0, "gemm plan: an expanded (stride 0) matrix needs a copy");
+    ok(wfc_plan_gemm_operand(&p, 3, 4, 8, 2) < 0, "gemm plan: every-other-column needs a copy");
+    ok(wfc_plan_gemm_operand(&p, 4, 3, 1, 2) < 0, "gemm plan: a column stride below the rows needs a copy");
+
+    wfc_geometry g;
+    static int64_t st[WFC_MAX_OPERANDS][64];
+    const int64_t sz[3] = {4, 5, 6};
+    const int64_t dense[3] = {30, 6, 1};
+    for (int k = 0; k < 3; k++)
+        wfc_broadcast_strides(st[k], sz, dense, 3, sz, 3);
+    ok(wfc_plan_geometry(&g, sz, 3, 3, (const int64_t(*)[64])st) == 0 && g.ndim == 1 &&
+           g.contiguous && g.sizes[0] == 120,
+       "geometry: three dense [4,5,6] operands collapse to one contiguous run of 120");
+    const int64_t row_sz[2] = {1, 6}, row_st[2] = {6, 1};
+    wfc_broadcast_strides(st[2], row_sz, row_st, 2, sz, 3);
+    ok(st[2][0] == 0 && st[2][1] == 0 && st[2][2] == 1, "broadcast strides: a [1,6] row in [4,5,6] "
+       "steps 0, 0, 1");
+    ok(wfc_plan_geometry(&g, sz, 3, 3, (const int64_t(*)[64])st) == 0 && g.ndim == 2 &&
+           !g.contiguous && g.sizes[0] == 20 && g.sizes[1] == 6 && g.strides[2][0] == 0,
+       "geometry: a broadcast row leaves two dims [20, 6] (got %d dims)", g.ndim);
+    const int64_t tsz[2] = {5, 7}, tst[2] = {1, 5}, csz[2] = {5, 7}, cst[2] = {7, 1};
+    wfc_broadcast_strides(st[0], csz, cst, 2, csz, 2);
+    wfc_broadcast_strides(st[1], tsz, tst, 2, csz, 2);
+    ok(wfc_plan_geometry(&g, csz, 2, 2, (const int64_t(*)[64])st) == 0 && g.ndim == 2 &&
+           !g.contiguous && g.strides[1][0] == 1 && g.strides[1][1] == 5,
+       "geometry: a transposed operand keeps its strides");
+    const int64_t ones[4] = {1, 3, 1, 1}, ones_st[4] = {3, 1, 1, 1};
+    wfc_broadcast_strides(st[0], ones, ones_st, 4, ones, 4);
+    ok(wfc_plan_geometry(&g, ones, 4, 1, (const int64_t(*)[64])st) == 0 && g.ndim == 1 &&
+           g.sizes[0] == 3 && g.contiguous, "geometry: size-1 dims go");
+    const int64_t empty[2] = {0, 4}, empty_st[2] = {4, 1};
+    wfc_broadcast_strides(st[0], empty, empty_st, 2, empty, 2);
+    ok(wfc_plan_geometry(&g, empty, 2, 1, (const int64_t(*)[64])st) == 0 && g.ndim == 1 &&
+           g.sizes[0] == 0, "geometry: an empty shape is one empty dim");
+    ok(wfc_plan_geometry(&g, NULL, 0, 2, (const int64_t(*)[64])st) == 0 && g.ndim == 0 &&
+           g.contiguous, "geometry: a 0-d tensor is one element, contiguous");
+    /* nine dims that cannot merge: every other element of each */
+    int64_t nine[9], nine_st[9];
+    for (int d = 8, step = 2; d >= 0; d--, step *= 4)
+        nine[d] = 2, nine_st[d] = step;
+    wfc_broadcast_strides(st[0], nine, nine_st, 9, nine, 9);
+    ok(wfc_plan_geometry(&g, nine, 9, 1, (const int64_t(*)[64])st) < 0,
+       "geometry: more than %d dims that cannot merge are refused (the kernel hands them over)",
+       WFC_MAX_DIMS);
+
+    ok(wfc_plan_blocks(0, 256, 8192) == 1 && wfc_plan_blocks(1000, 256, 8192) == 4 &&
+           wfc_plan_blocks((int64_t)1 << 40, 256, 8192) == 8192,
+       "launch: blocks cover n once, capped for the grid-stride loop");
+
+    bool mask[4];
+    char err[160];
+    ok(wfc_plan_reduce_dims(mask, 4, (const int64_t[]){-1, 1}, 2, err, sizeof err) == 0 &&
+           !mask[0] && mask[1] && !mask[2] && mask[3], "reduce dims: -1 wraps to 3");
+    ok(wfc_plan_reduce_dims(mask, 3, NULL, 0, err, sizeof err) == 0 && mask[0] && mask[1] && mask[2],
+       "reduce dims: none given means all");
+    ok(wfc_plan_reduce_dims(mask, 3, (const int64_t[]){1, -2}, 2, err, sizeof err) < 0 &&
+           strstr(err, "more than once"), "reduce dims: a repeated dim is refused: %s", err);
+    ok(wfc_plan_reduce_dims(mask, 3, (const int64_t[]){3}, 1, err, sizeof err) < 0 &&
+           strstr(err, "out of range"), "reduce dims: dim 3 of 3 is refused: %s", err);
+    ok(wfc_plan_reduce_dims(mask, 0, (const int64_t[]){-1}, 1, err, sizeof err) == 0,
+       "reduce dims: a 0-d tensor accepts -1");
+}
+
+/* --------------------- the pinned staging cache over a simulated heap */
+
+/* Simulated events: an event is done once the simulated GPU's clock has
+ * passed the tick it was recorded at. */
+typedef struct {
+    int ticks, allocs, frees, live_events, fail_next_alloc, fail_next_event, syncs;
+} fake_gpu;
+
+static int fake_alloc(void *ctx, size_t n, void **out)
+{
+    fake_gpu *f = ctx;
+    if (f->fail_next_alloc) {
+        f->fail_next_alloc = 0;
+        return WEFT_ENOMEM;
+    }
+    f->allocs++;
+    return (*out = malloc(n)) ? 0 : WEFT_ENOMEM;
+}
+
+static void fake_free(void *ctx, void *p)
+{
+    ((fake_gpu *)ctx)->frees++;
+    free(p);
+}
+
+static int fake_record(void *ctx, void *stream, void **ev)
+{
+    (void)stream;
+    fake_gpu *f = ctx;
+    if (f->fail_next_event) {
+        f->fail_next_event = 0;
+        return WEFT_EDEVICE;
+    }
+    int *tick = malloc(sizeof *tick);
+    if (!tick)
+        return WEFT_ENOMEM;
+    *tick = f->ticks;
+    f->live_events++;
+    *ev = tick;
+    return 0;
+}
+
+static int fake_query(void *ctx, void *ev)
+{
+    return ((fake_gpu *)ctx)->ticks > *(int *)ev;
+}
+
+static int fake_event_sync(void *ctx, void *ev)
+{
+    fake_gpu *f = ctx;
+    if (f->ticks <= *(int *)ev)
+        f->ticks = *(int *)ev + 1;
+    f->syncs++;
+    return 0;
+}
+
+static void fake_event_free(void *ctx, void *ev)
+{
+    ((fake_gpu *)ctx)->live_events--;
+    free(ev);
+}
+
+static int fake_stream_sync(void *ctx, void *stream)
+{
+    (void)stream;
+    ((fake_gpu *)ctx)->syncs++;
+    return 0;
+}
+
+static void pinned_checks(void)
+{
+    fake_gpu f = {0};
+    const wfc_pinned_ops ops = {&f, fake_alloc, fake_free, fake_record, fake_query,
+                                fake_event_sync, fake_event_free, fake_stream_sync};
+    ok(wfc_pinned_round(1) == 65536 && wfc_pinned_round(65537) == 131072 &&
+           wfc_pinned_round((size_t)3 << 20) == (size_t)4 << 20,
+       "pinned: sizes round to powers of two from 64 KiB");
+    wfc_pinned_cache *c = wfc_pinned_create(&ops, (size_t)1 << 20);
+    void *a = NULL, *b = NULL, *d = NULL;
+    ok(wfc_pinned_get(c, 1000, &a) == 0 && a && f.allocs == 1, "pinned: a first block is allocated");
+    ok(wfc_pinned_put_after(c, a, NULL) == 0, "pinned: given back behind an event");
+    ok(wfc_pinned_get(c, 1000, &b) == 0 && b != a && f.allocs == 2,
+       "pinned: while its copy runs, the block is not reused (a second is allocated)");
+    f.ticks++; /* the first copy completes */
+    ok(wfc_pinned_get(c, 2000, &d) == 0 && d == a && f.allocs == 2,
+       "pinned: once its event completed, the block is reused without an allocation");
+    wfc_pinned_stats st;
+    wfc_pinned_get_stats(c, &st);
+    ok(st.reuses == 1 && st.alloc_calls == 2 && st.in_flight == 0 && f.live_events == 0,
+       "pinned: statistics count 2 allocations, 1 reuse, no event left");
+    wfc_pinned_put(c, d);
+    f.fail_next_event = 1;
+    int syncs = f.syncs;
+    ok(wfc_pinned_put_after(c, b, NULL) == WEFT_EDEVICE && f.syncs == syncs + 1,
+       "pinned: without an event the stream is waited for, and the error returned");
+    wfc_pinned_get_stats(c, &st);
+    ok(st.cached_bytes == 2 * 65536, "pinned: both blocks are cached (%llu bytes)",
+       (unsigned long long)st.cached_bytes);
+    f.fail_next_alloc = 1;
+    void *big = (void *)1;
+    ok(wfc_pinned_get(c, (size_t)2 << 20, &big) == WEFT_ENOMEM && big == NULL,
+       "pinned: a failed allocation leaves *out NULL");
+    /* over the limit: a completed block goes back to the system */
+    void *huge = NULL;
+    ok(wfc_pinned_get(c, (size_t)2 << 20, &huge) == 0 && huge, "pinned: a 2 MiB block");
+    wfc_pinned_put_after(c, huge, NULL);
+    f.ticks++;
+    int frees = f.frees;
+    wfc_pinned_get_stats(c, &st);
+    ok(f.frees == frees + 1 && st.cached_bytes == 2 * 65536,
+       "pinned: a block that would pass the 1 MiB limit is freed when reclaimed");
+    wfc_pinned_empty(c);
+    wfc_pinned_get_stats(c, &st);
+    ok(st.cached_bytes == 0 && f.frees == f.allocs, "pinned: empty frees the cached blocks");
+    void *last = NULL;
+    wfc_pinned_get(c, 10, &last);
+    wfc_pinned_put_after(c, last, NULL);
+    wfc_pinned_destroy(c); /* waits for the copy in flight */
+    ok(f.frees == f.allocs && f.live_events == 0, "pinned: destroy waits for the block in flight "
+       "and frees everything (%d allocations, %d frees)", f.allocs, f.frees);
+}
+
+/* ----------------------------------------------- products through cuBLAS */
+
+/* A random CPU tensor in dtype (drawn in float32, so both sides start from
+ * the same rounded values). */
+static weft_tensor *rand_as(const int64_t *sizes, int nd, weft_dtype dtype, weft_generator *g)
+{
+    weft_tensor *f = rand_cpu(sizes, nd, WEFT_FLOAT32, g), *r = NULL;
+    if (!f || weft_to_dtype(&r, f, dtype) != 0)
+        return NULL;
+    return keep(r);
+}
+
+/* The CPU's answer in float64 from the same (rounded) inputs. */
+static weft_tensor *wide(const weft_tensor *t)
+{
+    weft_tensor *r = NULL;
+    return weft_to_dtype(&r, t, WEFT_FLOAT64) == 0 ? keep(r) : NULL;
+}
+
+static void gpu_blas(void)
+{
+    weft_generator *g = NULL;
+    weft_generator_create(&g, 11);
+    static const weft_dtype dtypes[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16};
+    /* per-element tolerance relative to sqrt(k): fp32 without TF32 is
+     * near-exact; half types keep 11 and 8 bits of their result */
+    static const double tols[] = {2e-5, 1e-12, 4e-3, 3e-2};
+    /* n, k, m: odd sizes, a vector-like one, an empty product, k = 0 */
+    static const int64_t shapes[][3] = {{33, 17, 9}, {1, 64, 1}, {128, 257, 65}, {0, 5, 3}, {4, 0, 6}};
+    for (size_t di = 0; di < 4; di++) {
+        weft_dtype dt = dtypes[di];
+        const char *dn = weft_dtype_name(dt);
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            int64_t n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
+            double tol = tols[di] * sqrt((double)(k > 0 ? k : 1)) * 4;
+            weft_tensor *a = rand_as((const int64_t[]){n, k}, 2, dt, g);
+            weft_tensor *b = rand_as((const int64_t[]){k, m}, 2, dt, g);
+            weft_tensor *bt_src = rand_as((const int64_t[]){m, k}, 2, dt, g);
+            weft_tensor *want = NULL, *got = NULL, *bt = NULL, *gbt = NULL;
+            weft_mm(&want, wide(a), wide(b));
+            keep(want);
+            int rc = weft_mm(&got, to(a, CUDA0), to(b, CUDA0));
+            keep(got);
+            double d = rc == 0 ? max_diff(got, want) : INFINITY;
+            ok(d <= tol, "mm %s [%lld,%lld]x[%lld,%lld] matches the CPU (max diff %g)%s%s", dn,
+               (long long)n, (long long)k, (long long)k, (long long)m, d, rc ? ": " : "",
+               rc ? weft_last_error() : "");
+            /* a transposed right operand (as linear's weight.t()): no copy */
+            weft_t(&bt, bt_src);
+            keep(bt);
+            weft_t(&gbt, to(bt_src, CUDA0));
+            keep(gbt);
+            weft_mm(&want, wide(a), wide(bt));
+            keep(want);
+            rc = weft_mm(&got, to(a, CUDA0), gbt);
+            keep(got);
+            d = rc == 0 ? max_diff(got, want) : INFINITY;
+            ok(d <= tol, "mm %s with a transposed operand matches the CPU (max diff %g)", dn, d);
+            /* addmm: a broadcast bias row, beta and alpha */
+            weft_tensor *bias = rand_as((const int64_t[]){m}, 1, dt, g);
+            weft_addmm_ex(&want, wide(bias), wide(a), wide(b), 0.5, 2.0);
+            keep(want);
+            rc = weft_addmm_ex(&got, to(bias, CUDA0), to(a, CUDA0), to(b, CUDA0), 0.5, 2.0);
+            keep(got);
+            d = rc == 0 ? max_diff(got, want) : INFINITY;
+            ok(d <= tol * 2, "addmm %s (beta 0.5, alpha 2) matches the CPU (max diff %g)%s%s", dn,
+               d, rc ? ": " : "", rc ? weft_last_error() : "");
+            drop_all();
+        }
+        /* bmm with a transposed batch operand, and linear / matmul */
+        weft_tensor *a = rand_as((const int64_t[]){3, 19, 23}, 3, dt, g);
+        weft_tensor *b = rand_as((const int64_t[]){3, 23, 7}, 3, dt, g);
+        weft_tensor *want = NULL, *got = NULL, *bt = NULL;
+        double tol = tols[di] * sqrt(23.0) * 4;
+        weft_bmm(&want, wide(a), wide(b));
+        keep(want);
+        int rc = weft_bmm(&got, to(a, CUDA0), to(b, CUDA0));
+        keep(got);
+        double d = rc == 0 ? max_diff(got, want) : INFINITY;
+        ok(d <= tol, "bmm %s matches the CPU (max diff %g)%s%s", dn, d, rc ? ": " : "",
+           rc ? weft_last_error() : "");
+        weft_tensor *w = rand_as((const int64_t[]){7, 23}, 2, dt, g);
+        weft_tensor *bias = rand_as((const int64_t[]){7}, 1, dt, g);
+        weft_linear(&want, wide(a), wide(w), wide(bias));
+        keep(want);
+        rc = weft_linear(&got, to(a, CUDA0), to(w, CUDA0), to(bias, CUDA0));
+        keep(got);
+        d = rc == 0 ? max_diff(got, want) : INFINITY;
+        ok(d <= tol * 2, "linear %s on a 3-D input matches the CPU (max diff %g)", dn, d);
+        weft_transpose(&bt, to(b, CUDA0), 1, 2);
+        keep(bt);
+        weft_tensor *btc = NULL;
+        weft_transpose(&btc, wide(b), 1, 2);
+        keep(btc);
+        weft_tensor *bt2 = NULL, *btc2 = NULL;
+        weft_transpose(&bt2, bt, 1, 2);
+        keep(bt2);
+        weft_transpose(&btc2, btc, 1, 2);
+        keep(btc2);
+        weft_matmul(&want, wide(a), btc2);
+        keep(want);
+        rc = weft_matmul(&got, to(a, CUDA0), bt2);
+        keep(got);
+        d = rc == 0 ? max_diff(got, want) : INFINITY;
+        ok(d <= tol, "matmul %s with a twice-transposed batch operand matches (max diff %g)", dn, d);
+        drop_all();
+    }
+    /* errors before any launch, nothing allocated for the caller */
+    weft_tensor *a = to(rand_cpu((const int64_t[]){3, 4}, 2, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *b = to(rand_cpu((const int64_t[]){5, 6}, 2, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *bad = (weft_tensor *)1;
+    ok(weft_mm(&bad, a, b) == WEFT_ESHAPE && bad == NULL && strstr(weft_last_error(), "3x4 and 5x6"),
+       "mm of [3,4] and [5,6] says which shapes: %s", weft_last_error());
+    weft_tensor *h = to(rand_cpu((const int64_t[]){4, 2}, 2, WEFT_FLOAT64, g), CUDA0);
+    bad = (weft_tensor *)1;
+    ok(weft_mm(&bad, a, h) == WEFT_EDTYPE && bad == NULL, "mm of float32 and float64 is refused: %s",
+       weft_last_error());
+    drop_all();
+    weft_generator_destroy(g);
+}
+
+/* -------------------------------- the elementwise engine beyond float32/64 */
+
+static void gpu_elementwise_dtypes(void)
+{
+    weft_generator *g = NULL;
+    weft_generator_create(&g, 5);
+    static const weft_dtype dtypes[] = {WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_INT32, WEFT_INT64};
+    const int64_t sa[3] = {7, 1, 130}, sb[2] = {9, 130};
+    for (size_t di = 0; di < 4; di++) {
+        weft_dtype dt = dtypes[di];
+        weft_tensor *fa = rand_cpu(sa, 3, WEFT_FLOAT32, g), *fb = rand_cpu(sb, 2, WEFT_FLOAT32, g);
+        weft_tensor *a = NULL, *b = NULL;
+        weft_mul_scalar(&a, fa, 10.0);
+        keep(a);
+        weft_mul_scalar(&b, fb, 10.0);
+        keep(b);
+        weft_tensor *ca = NULL, *cb = NULL;
+        weft_to_dtype(&ca, a, dt);
+        keep(ca);
+        weft_to_dtype(&cb, b, dt);
+        keep(cb);
+        double tol = dt == WEFT_FLOAT16 ? 0.05 : dt == WEFT_BFLOAT16 ? 0.4 : 0;
+        binary_fn fns[] = {weft_add, weft_sub, weft_mul, weft_maximum, weft_lt, weft_eq};
+        const char *names[] = {"add", "sub", "mul", "maximum", "lt", "eq"};
+        for (int k = 0; k < 6; k++) {
+            weft_tensor *want = NULL, *got = NULL;
+            fns[k](&want, ca, cb);
+            keep(want);
+            int rc = fns[k](&got, to(ca, CUDA0), to(cb, CUDA0));
+            keep(got);
+            double d = rc == 0 ? max_diff(got, want) : INFINITY;
+            ok(d <= tol && got && weft_tensor_dtype(got) == weft_tensor_dtype(want),
+               "%s %s broadcast [7,1,130] with [9,130] matches the CPU (max diff %g)", names[k],
+               weft_dtype_name(dt), d);
+        }
+        unary_fn un[] = {weft_neg, weft_abs, weft_relu};
+        for (int k = 0; k < 3; k++) {
+            weft_tensor *want = NULL, *got = NULL;
+            un[k](&want, ca);
+            keep(want);
+            int rc = un[k](&got, to(ca, CUDA0));
+            keep(got);
+            ok(rc == 0 && max_diff(got, want) <= tol, "unary %d on %s matches the CPU", k,
+               weft_dtype_name(dt));
+        }
+        /* a converting copy on the device, and back */
+        weft_tensor *conv = NULL, *want = NULL;
+        ok(weft_to_dtype(&conv, to(a, CUDA0), dt) == 0, "to_dtype %s on the device",
+           weft_dtype_name(dt));
+        keep(conv);
+        weft_to_dtype(&want, a, dt);
+        keep(want);
+        ok(max_diff(conv, want) == 0, "the device's conversion to %s equals the CPU's",
+           weft_dtype_name(dt));
+        drop_all();
+    }
+    /* the rest of the unary set, float32 and float64, positive inputs for
+     * the functions of a positive argument */
+    static const struct {
+        const char *name;
+        unary_fn fn;
+        bool positive;
+    } more[] = {{"rsqrt", weft_rsqrt, true}, {"reciprocal", weft_reciprocal, false},
+                {"sin", weft_sin, false}, {"cos", weft_cos, false}, {"log1p", weft_log1p, true},
+                {"expm1", weft_expm1, false}, {"erf", weft_erf, false}, {"silu", weft_silu, false},
+                {"sign", weft_sign, false}, {"floor", weft_floor, false}, {"ceil", weft_ceil, false},
+                {"round", weft_round, false}, {"log", weft_log, true}, {"sqrt", weft_sqrt, true},
+                {"abs", weft_abs, false}};
+    for (int dt = 0; dt < 2; dt++) {
+        weft_dtype dtype = dt ? WEFT_FLOAT64 : WEFT_FLOAT32;
+        double tol = dt ? 1e-12 : 2e-6;
+        weft_tensor *x = rand_cpu((const int64_t[]){17, 33}, 2, dtype, g), *px = NULL;
+        weft_abs(&px, x);
+        keep(px);
+        weft_add_scalar_(px, 0.1);
+        for (size_t k = 0; k < sizeof more / sizeof *more; k++) {
+            weft_tensor *in = more[k].positive ? px : x, *want = NULL, *got = NULL;
+            more[k].fn(&want, in);
+            keep(want);
+            int rc = more[k].fn(&got, to(in, CUDA0));
+            keep(got);
+            double d = rc == 0 ? max_diff(got, want) : INFINITY;
+            ok(d <= tol * 4, "%s %s matches the CPU (max diff %g)", more[k].name,
+               weft_dtype_name(dtype), d);
+        }
+        weft_tensor *want = NULL, *got = NULL, *y = rand_cpu((const int64_t[]){33}, 1, dtype, g);
+        weft_leaky_relu(&want, x, 0.2);
+        keep(want);
+        ok(weft_leaky_relu(&got, to(x, CUDA0), 0.2) == 0 && max_diff(keep(got), want) <= tol,
+           "leaky_relu %s", weft_dtype_name(dtype));
+        for (int approx = 0; approx < 2; approx++) {
+            weft_gelu_ex(&want, x, approx ? "tanh" : "none");
+            keep(want);
+            ok(weft_gelu_ex(&got, to(x, CUDA0), approx ? "tanh" : "none") == 0 &&
+                   max_diff(keep(got), want) <= tol * 4,
+               "gelu (%s) %s", approx ? "tanh" : "none", weft_dtype_name(dtype));
+        }
+        weft_pow_scalar(&want, px, 2.5);
+        keep(want);
+        ok(weft_pow_scalar(&got, to(px, CUDA0), 2.5) == 0 && max_diff(keep(got), want) <= tol * 10,
+           "pow_scalar 2.5 %s", weft_dtype_name(dtype));
+        weft_hardtanh(&want, x, -0.5, 0.25);
+        keep(want);
+        ok(weft_hardtanh(&got, to(x, CUDA0), -0.5, 0.25) == 0 && max_diff(keep(got), want) == 0,
+           "hardtanh %s", weft_dtype_name(dtype));
+        weft_lerp_scalar(&want, x, y, 0.3);
+        keep(want);
+        ok(weft_lerp_scalar(&got, to(x, CUDA0), to(y, CUDA0), 0.3) == 0 &&
+               max_diff(keep(got), want) <= tol, "lerp_scalar with a broadcast end %s",
+           weft_dtype_name(dtype));
+        drop_all();
+    }
+    weft_tensor *bad = (weft_tensor *)1;
+    ok(weft_gelu_ex(&bad, to(rand_cpu((const int64_t[]){3}, 1, WEFT_FLOAT32, g), CUDA0), "fast") < 0 &&
+           bad == NULL, "gelu with approximate='fast' is refused: %s", weft_last_error());
+    drop_all();
+
+    /* mixed dtypes promote; exp of an int64 goes to float on the fallback;
+     * where and clamp */
+    weft_tensor *x = rand_cpu((const int64_t[]){33, 65}, 2, WEFT_FLOAT32, g);
+    weft_tensor *y = rand_cpu((const int64_t[]){65}, 1, WEFT_FLOAT64, g);
+    weft_tensor *want = NULL, *got = NULL, *cond = NULL, *gcond = NULL;
+    weft_add(&want, x, y);
+    keep(want);
+    ok(weft_add(&got, to(x, CUDA0), to(y, CUDA0)) == 0 && weft_tensor_dtype(keep(got)) == WEFT_FLOAT64 &&
+           max_diff(got, want) < 1e-6, "float32 + float64 promotes to float64 on the device");
+    weft_gt(&cond, x, to(y, WEFT_DEVICE_CPU));
+    keep(cond);
+    weft_where(&want, cond, x, y);
+    keep(want);
+    weft_gt(&gcond, to(x, CUDA0), to(y, CUDA0));
+    keep(gcond);
+    ok(weft_where(&got, gcond, to(x, CUDA0), to(y, CUDA0)) == 0 && max_diff(keep(got), want) < 1e-6,
+       "where with a broadcast operand matches the CPU");
+    double lo = -0.5, hi = 0.7;
+    weft_clamp(&want, x, &lo, &hi);
+    keep(want);
+    ok(weft_clamp(&got, to(x, CUDA0), &lo, &hi) == 0 && max_diff(keep(got), want) == 0,
+       "clamp matches the CPU");
+    weft_clamp(&want, x, NULL, &hi);
+    keep(want);
+    ok(weft_clamp(&got, to(x, CUDA0), NULL, &hi) == 0 && max_diff(keep(got), want) == 0,
+       "clamp with only a max matches the CPU");
+    /* in-place with an overlapping operand: x += x^T on a square */
+    weft_tensor *sq = rand_cpu((const int64_t[]){37, 37}, 2, WEFT_FLOAT32, g), *sqt = NULL;
+    weft_tensor *gsq = to(sq, CUDA0), *gsqt = NULL;
+    weft_t(&sqt, sq);
+    keep(sqt);
+    weft_add(&want, sq, sqt);
+    keep(want);
+    weft_t(&gsqt, gsq);
+    keep(gsqt);
+    ok(weft_add_(gsq, gsqt) == 0 && max_diff(gsq, want) < 1e-6,
+       "add_ of a tensor and its own transpose reads the old values");
+    /* a strided destination for copy_ and a transposed source */
+    weft_tensor *dst = to(rand_cpu((const int64_t[]){37, 37}, 2, WEFT_FLOAT64, g), CUDA0), *dstt = NULL;
+    weft_t(&dstt, dst);
+    keep(dstt);
+    ok(weft_copy_(dstt, to(sq, CUDA0)) == 0, "copy_ into a transposed float64 view from float32");
+    weft_tensor *back = to(dst, WEFT_DEVICE_CPU), *sq64 = NULL;
+    weft_to_dtype(&sq64, sqt, WEFT_FLOAT64);
+    keep(sq64);
+    ok(max_diff(back, sq64) == 0, "the transposed converting copy lands element for element");
+    /* host -> strided device view, and a 0-d tensor */
+    weft_tensor *host = rand_cpu((const int64_t[]){37, 37}, 2, WEFT_FLOAT32, g), *ht = NULL;
+    weft_t(&ht, host);
+    keep(ht);
+    ok(weft_copy_(dstt, host) == 0 && max_diff(dst, ht) < 1e-6,
+       "copy_ from the host into a transposed device view converts and strides");
+    weft_tensor *zero_d = NULL;
+    weft_full(&zero_d, NULL, 0, 2.5, WEFT_FLOAT32, CUDA0);
+    keep(zero_d);
+    weft_mul(&got, to(x, CUDA0), zero_d);
+    keep(got);
+    weft_mul_scalar(&want, x, 2.5);
+    keep(want);
+    ok(max_diff(got, want) < 1e-6, "a 0-d device operand broadcasts");
+    drop_all();
+    weft_generator_destroy(g);
+}
+
+
+/* ------------------------------------------------------------ training */
+
+/* The models of tools/weft-train, initialised from a seeded generator so
+ * the CPU and GPU copies start equal. */
+static weft_module *train_model(bool cnn, uint64_t seed)
+{
+    static const int64_t k3[2] = {3, 3}, pad1[2] = {1, 1}, two[2] = {2, 2};
+    weft_generator *g = NULL;
+    weft_generator_create(&g, seed);
+    weft_module *seq = NULL, *m = NULL;
+    int rc = weft_module_sequential(&seq);
+#define ADD(call) (rc = rc == 0 && (call) == 0 ? weft_module_sequential_append(seq, m) : -1)
+    if (cnn) {
+        ADD(weft_module_conv2d(&m, 1, 16, k3, NULL, pad1, NULL, 1, true, g));
+        ADD(weft_module_activation(&m, WEFT_ACTIVATION_RELU));
+        ADD(weft_module_max_pool2d(&m, two, NULL, NULL));
+        ADD(weft_module_conv2d(&m, 16, 32, k3, NULL, pad1, NULL, 1, true, g));
+        ADD(weft_module_activation(&m, WEFT_ACTIVATION_RELU));
+        ADD(weft_module_max_pool2d(&m, two, NULL, NULL));
+        ADD(weft_module_flatten(&m, 1, -1));
+        ADD(weft_module_linear(&m, 32 * 7 * 7, 10, true, g));
+    } else {
+        ADD(weft_module_linear(&m, 784, 256, true, g));
+        ADD(weft_module_activation(&m, WEFT_ACTIVATION_RELU));
+        ADD(weft_module_linear(&m, 256, 10, true, g));
+    }
+#undef ADD
+    weft_generator_destroy(g);
+    if (rc < 0) {
+        weft_module_destroy(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+/* One SGD step on (x, y); the loss as a double, NAN on error. */
+static double train_step(weft_module *model, weft_optimizer *opt, weft_tensor *x, weft_tensor *y)
+{
+    weft_tensor *logits = NULL, *loss = NULL, *host = NULL;
+    int rc = weft_module_forward(model, x, &logits);
+    if (rc == 0)
+        rc = weft_cross_entropy(&loss, logits, y, NULL, "mean", -100, 0.0);
+    if (rc == 0)
+        rc = weft_backward(&loss, 1, NULL, false, false);
+    if (rc == 0)
+        rc = weft_optimizer_step(opt);
+    if (rc == 0)
+        rc = weft_optimizer_zero_grad(opt);
+    if (rc == 0)
+        rc = weft_to_device(&host, loss, WEFT_DEVICE_CPU);
+    double v = rc == 0 ? *values_of(host) : NAN;
+    if (rc < 0)
+        diag("training step: %s", weft_last_error());
+    weft_tensor_release(logits);
+    weft_tensor_release(loss);
+    weft_tensor_release(host);
+    return v;
+}
+
+static weft_optimizer *sgd_of(weft_module *m)
+{
+    weft_tensor *params[16];
+    int n = weft_module_parameters(m, params, NULL, 16);
+    weft_optimizer *opt = NULL;
+    return n > 0 && weft_optimizer_sgd(&opt, params, n, 0.05, 0.9, 0, 0, false) == 0 ? opt : NULL;
+}
+
+static void gpu_training(void)
+{
+    weft_generator *g = NULL;
+    weft_generator_create(&g, 99);
+    for (int cnn = 0; cnn < 2; cnn++) {
+        const char *name = cnn ? "CNN" : "MLP";
+        weft_module *cpu = train_model(cnn, 5), *gpu = train_model(cnn, 5);
+        ok(cpu && gpu && weft_module_to_device(gpu, CUDA0) == 0, "%s: two equal models, one moved "
+           "to cuda:0", name);
+        weft_optimizer *ocpu = cpu ? sgd_of(cpu) : NULL, *ogpu = gpu ? sgd_of(gpu) : NULL;
+        const int64_t xs[4] = {32, 1, 28, 28}, flat[2] = {32, 784};
+        weft_tensor *x = rand_cpu(cnn ? xs : flat, cnn ? 4 : 2, WEFT_FLOAT32, g), *y = NULL;
+        weft_randint(&y, 0, 10, (const int64_t[]){32}, 1, WEFT_INT64, WEFT_DEVICE_CPU, g);
+        keep(y);
+        weft_tensor *gx = to(x, CUDA0), *gy = to(y, CUDA0);
+        weft_allocator_stats s3 = {.struct_size = sizeof s3}, s_end = {.struct_size = sizeof s_end};
+        double first = NAN, last = NAN, worst = 0;
+        for (int step = 0; ocpu && ogpu && step < 30; step++) {
+            double lc = train_step(cpu, ocpu, x, y), lg = train_step(gpu, ogpu, gx, gy);
+            if (step == 0)
+                first = lg;
+            last = lg;
+            double d = fabs(lc - lg) / (1 + fabs(lc));
+            if (!(d <= worst))
+                worst = isnan(d) ? INFINITY : d;
+            if (step == 3)
+                weft_device_memory_stats(CUDA0, &s3);
+        }
+        weft_device_memory_stats(CUDA0, &s_end);
+        ok(worst < 1e-3, "%s: 30 SGD steps on the GPU follow the CPU's losses (worst relative "
+           "difference %g)", name, worst);
+        ok(last < first * 0.5, "%s: the loss on the fixed batch falls (%g -> %g)", name, first, last);
+        ok(s_end.system_alloc_calls == s3.system_alloc_calls,
+           "%s: no cudaMalloc after the first steps (%llu at step 3, %llu after step 30)", name,
+           (unsigned long long)s3.system_alloc_calls, (unsigned long long)s_end.system_alloc_calls);
+        weft_optimizer_destroy(ocpu);
+        weft_optimizer_destroy(ogpu);
+        weft_module_destroy(cpu);
+        weft_module_destroy(gpu);
+        drop_all();
+    }
+    diag("CPU fallback calls so far: %llu", (unsigned long long)weft_cpu_fallback_calls());
     weft_generator_destroy(g);
 }
 
 int main(void)
 {
+    plan_checks();
+    pinned_checks();
     weft_load_default_plugins();
     int type = weft_device_type_from_name("cuda");
     ok(type == WEFT_DEVICE_TYPE_CUDA, "the cuda device type is known");
@@ -206,5 +824,8 @@ int main(void)
         return done_testing();
     }
     gpu_kernels();
+    gpu_blas();
+    gpu_elementwise_dtypes();
+    gpu_training();
     return done_testing();
 }

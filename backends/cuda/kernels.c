@@ -1,8 +1,13 @@
-/* backends/cuda/kernels.c — the boxed kernels of the CUDA plugin: argument
- * checks, output allocation, broadcasting geometry, then a launcher from
- * elementwise.cu.  One kernel function per operator family serves the
- * functional, in-place and out= forms; the table at the end says which
- * operator gets which. */
+/* backends/cuda/kernels.c — the boxed elementwise kernels of the CUDA
+ * plugin: one generic kernel reads the table entry's family (binary,
+ * compare, unary, where), checks devices and dtypes, promotes, allocates or
+ * checks the destination, plans the collapsed geometry (plan.c) and
+ * launches from elementwise.cu.  What it does not cover — another device's
+ * operand, a dtype without a kernel, an out= of another dtype or shape, an
+ * integer division — goes to the core's CPU fallback, so the semantics and
+ * the messages stay the CPU backend's.  copy_ is here too: device to device
+ * on the GPU, host to device through one contiguous transfer. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,65 +16,57 @@
 #include "cuda.h"
 
 enum form { FUNCTIONAL, INPLACE, OUT };
+enum bounds { NO_BOUNDS, BOTH_BOUNDS, MIN_BOUND, MAX_BOUND };
 
 typedef struct {
+    int family;
     int op;
     int form;
-    bool has_alpha;
+    int ninputs;
+    bool has_alpha;  /* add/sub: a keyword alpha after the inputs */
+    bool has_scalar; /* threshold_backward: a scalar after the inputs */
+    int bounds;      /* clamp family */
+    int scalar;      /* the scalar forms: SCALAR_ADD, ... */
 } entry_ctx;
 
-static int check_device(const char *op, const weft_tensor *t, int index)
+/* SCALAR_PARAM: the scalar after the inputs is the operator's parameter
+ * (s0: leaky_relu's slope, pow's exponent); SCALAR_GELU: the approximate
+ * keyword ('none' or 'tanh') as s0 = 0 or 1. */
+enum { NO_SCALAR, SCALAR_ADD, SCALAR_SUB, SCALAR_MUL, SCALAR_DIV, SCALAR_PARAM, SCALAR_GELU };
+
+static bool on_device(const weft_tensor *t, int index)
 {
     weft_device d = weft_tensor_device(t);
-    if (d.type == WEFT_DEVICE_TYPE_CUDA && d.index == index)
-        return 0;
-    char name[64];
-    weft_device_to_string(d, name, sizeof name);
-    return weft_set_error(WEFT_EDEVICE, "%s: expected all tensors on cuda:%d, got one on %s", op,
-                          index, name);
+    return d.type == WEFT_DEVICE_TYPE_CUDA && d.index == index;
 }
 
-static int check_dtype(const char *op, weft_dtype dtype)
+static bool same_shape(const weft_tensor *t, const int64_t *sizes, int nd)
 {
-    if (dtype == WEFT_FLOAT32 || dtype == WEFT_FLOAT64)
-        return 0;
-    return weft_set_error(WEFT_EDTYPE, "%s: the CUDA kernel supports float32 and float64, not %s",
-                          op, weft_dtype_name(dtype));
-}
-
-/* Strides of operand t (in elements) seen in the output's shape: aligned to
- * the right, 0 where t is broadcast. */
-static void broadcast_strides(int64_t *strides, const weft_tensor *t, const int64_t *sizes,
-                              int ndim)
-{
-    int tnd = weft_tensor_ndim(t);
-    for (int d = 0; d < ndim; d++) {
-        int td = d - (ndim - tnd);
-        strides[d] = td < 0 || (weft_tensor_size(t, td) == 1 && sizes[d] != 1)
-                         ? 0
-                         : weft_tensor_stride(t, td);
-    }
-}
-
-static int geometry_of(wfc_geometry *g, const char *op, const weft_tensor *out,
-                       const weft_tensor *a, const weft_tensor *b)
-{
-    memset(g, 0, sizeof *g);
-    int nd = weft_tensor_ndim(out);
-    if (nd > WFC_MAX_DIMS)
-        return weft_set_error(WEFT_ENOTSUP, "%s: the CUDA kernel indexes at most %d dimensions, "
-                                            "got %d", op, WFC_MAX_DIMS, nd);
-    g->ndim = nd;
+    if (weft_tensor_ndim(t) != nd)
+        return false;
     for (int d = 0; d < nd; d++)
-        g->sizes[d] = weft_tensor_size(out, d);
-    const weft_tensor *ops[3] = {out, a, b};
-    for (int k = 0; k < 3; k++)
-        if (ops[k])
-            broadcast_strides(g->strides[k], ops[k], g->sizes, nd);
-    return 0;
+        if (weft_tensor_size(t, d) != sizes[d])
+            return false;
+    return true;
 }
 
-/* t in dtype, as a new reference (a conversion on the device when needed). */
+/* Whether writing dest while reading src could read an element already
+ * written: they share memory and are not the very same view. */
+static bool overlaps_differently(const weft_tensor *dest, const weft_tensor *src)
+{
+    if (!weft_tensor_shares_storage(dest, src))
+        return false;
+    if (weft_tensor_data_ptr(dest) != weft_tensor_data_ptr(src) ||
+        weft_tensor_ndim(dest) != weft_tensor_ndim(src))
+        return true;
+    for (int d = 0; d < weft_tensor_ndim(dest); d++)
+        if (weft_tensor_size(dest, d) != weft_tensor_size(src, d) ||
+            weft_tensor_stride(dest, d) != weft_tensor_stride(src, d))
+            return true;
+    return false;
+}
+
+/* t in dtype, as a new reference (converted on the device when needed). */
 static int as_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
 {
     if (weft_tensor_dtype(t) == dtype) {
@@ -79,107 +76,160 @@ static int as_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
     return weft_to_dtype(out, t, dtype);
 }
 
-static char *data_at(const weft_tensor *t)
+/* Geometry of a launch: operand 0 is dest, then the inputs, each seen in
+ * dest's shape.  Returns 0, 1 when too many dims remain (the caller hands
+ * the call over), never an error. */
+static int plan_of(wfc_geometry *g, const weft_tensor *dest, weft_tensor *const *inputs, int n)
 {
-    return weft_tensor_data_ptr(t);
+    static _Thread_local int64_t strides[WFC_MAX_OPERANDS][64];
+    const int64_t *sizes = weft_tensor_sizes(dest);
+    int nd = weft_tensor_ndim(dest);
+    const weft_tensor *ops[WFC_MAX_OPERANDS] = {dest};
+    for (int k = 0; k < n; k++)
+        ops[k + 1] = inputs[k];
+    for (int k = 0; k <= n; k++)
+        wfc_broadcast_strides(strides[k], weft_tensor_sizes(ops[k]), weft_tensor_strides(ops[k]),
+                              weft_tensor_ndim(ops[k]), sizes, nd);
+    return wfc_plan_geometry(g, sizes, nd, n + 1, (const int64_t(*)[64])strides) < 0 ? 1 : 0;
 }
 
-/* The destination of a functional or out= call: a new tensor, or out after
- * checking (or, when it is empty, resizing) its shape. */
-static int destination(weft_tensor **dest, const char *op, int form, weft_tensor *given,
-                       const int64_t *sizes, int nd, weft_dtype dtype, weft_device device)
+static double bound_arg(const weft_call *call, int i)
 {
-    if (form == FUNCTIONAL)
-        return weft_empty(dest, sizes, nd, dtype, device);
-    if (weft_tensor_numel(given) == 0) {
-        int rc = weft_tensor_resize(given, sizes, nd);
-        if (rc < 0)
-            return rc;
-    }
-    bool same = weft_tensor_ndim(given) == nd;
-    for (int d = 0; same && d < nd; d++)
-        same = weft_tensor_size(given, d) == sizes[d];
-    if (!same)
-        return weft_set_error(WEFT_ESHAPE, "%s: the output's shape does not match the broadcast "
-                                           "shape of the inputs", op);
-    if (weft_tensor_dtype(given) != dtype)
-        return weft_set_error(WEFT_EDTYPE, "%s: the output is %s but the result is %s", op,
-                              weft_dtype_name(weft_tensor_dtype(given)), weft_dtype_name(dtype));
-    *dest = weft_tensor_retain(given);
-    return 0;
+    return weft_arg_is_none(call, i) ? NAN : weft_arg_double(call, i);
 }
 
-static int binary_kernel(weft_call *call, void *ctx)
+/* Whether the family's kernel serves this call's compute dtype. */
+static bool served(const entry_ctx *e, weft_dtype dtype)
+{
+    if (!wfc_has_kernel(e->family, dtype))
+        return false;
+    bool floating = weft_dtype_is_floating(dtype);
+    if (e->family == WFC_FAMILY_UNARY && wfc_unary_is_float_only(e->op) && !floating)
+        return false; /* torch computes exp(int) in float: the fallback knows how */
+    if (e->family == WFC_FAMILY_BINARY && (e->op == WFC_DIV || e->op == WFC_LERP) && !floating)
+        return false; /* true division; lerp is for floating tensors */
+    return true;
+}
+
+static int elementwise_kernel(weft_call *call, void *ctx)
 {
     const entry_ctx *e = ctx;
     const char *op = weft_op_name(call->op);
     int first = e->form == OUT ? 1 : 0;
-    const weft_tensor *self = call->args[first].u.tensor, *other = call->args[first + 1].u.tensor;
-    double alpha = e->has_alpha ? weft_arg_double(call, first + 2) : 1.0;
-    int index = weft_tensor_device(self).index;
-    int rc = check_device(op, other, index);
-    if (rc == 0 && e->form == OUT)
-        rc = check_device(op, call->args[0].u.tensor, index);
-    weft_dtype dtype = e->form == INPLACE ? weft_tensor_dtype(self)
-                                          : weft_promote_types(weft_tensor_dtype(self),
-                                                               weft_tensor_dtype(other));
-    if (rc == 0)
-        rc = check_dtype(op, dtype);
+    weft_tensor *given = e->form == OUT ? call->args[0].u.tensor : NULL;
+    weft_tensor *in[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < e->ninputs; k++)
+        in[k] = call->args[first + k].u.tensor;
+    int index = weft_tensor_device(in[0]).index;
+    bool local = on_device(in[0], index) && (!given || on_device(given, index));
+    for (int k = 1; k < e->ninputs; k++)
+        local = local && on_device(in[k], index);
+    /* the compute dtype: promoted over the value operands (where's
+     * condition is not one) */
+    int vfirst = e->family == WFC_FAMILY_WHERE ? 1 : 0;
+    weft_dtype dtype = weft_tensor_dtype(in[vfirst]);
+    for (int k = vfirst + 1; k < e->ninputs; k++)
+        dtype = weft_promote_types(dtype, weft_tensor_dtype(in[k]));
+    weft_dtype result = e->family == WFC_FAMILY_COMPARE ? WEFT_BOOL : dtype;
+    double s0 = 0, s1 = 0, alpha = 1;
+    int after = first + e->ninputs;
+    if (e->has_alpha || e->has_scalar)
+        alpha = weft_arg_double(call, after);
+    if (e->bounds == BOTH_BOUNDS)
+        s0 = bound_arg(call, after), s1 = bound_arg(call, after + 1);
+    else if (e->bounds == MIN_BOUND)
+        s0 = weft_arg_double(call, after), s1 = NAN;
+    else if (e->bounds == MAX_BOUND)
+        s0 = NAN, s1 = weft_arg_double(call, after);
+    if (e->scalar == SCALAR_PARAM) {
+        s0 = weft_arg_double(call, after);
+    } else if (e->scalar == SCALAR_GELU) {
+        const char *approximate = weft_arg_string(call, after);
+        bool tanh_form = approximate && strcmp(approximate, "tanh") == 0;
+        if (!tanh_form && !(approximate && strcmp(approximate, "none") == 0))
+            local = false; /* the CPU's message names the bad value */
+        s0 = tanh_form ? 1.0 : 0.0;
+    } else if (e->scalar != NO_SCALAR) {
+        /* add/sub: self + alpha other as a * 1 + b; mul: a * other + 0 */
+        double other = weft_arg_double(call, after);
+        double a_ = e->scalar == SCALAR_ADD || e->scalar == SCALAR_SUB ? 1.0 : other;
+        double alpha_ = e->scalar == SCALAR_ADD || e->scalar == SCALAR_SUB
+                            ? weft_arg_double(call, after + 1) : 0.0;
+        s0 = e->scalar == SCALAR_DIV ? other : a_;
+        s1 = e->scalar == SCALAR_ADD ? alpha_ * other : e->scalar == SCALAR_SUB ? -alpha_ * other : 0.0;
+        /* an integer tensor with a fractional scalar promotes in torch */
+        if (!weft_dtype_is_floating(dtype) &&
+            (other != floor(other) || (e->scalar <= SCALAR_SUB && alpha_ != floor(alpha_))))
+            local = false;
+        if (dtype == WEFT_BOOL)
+            local = false;
+    }
+    if (e->bounds != NO_BOUNDS && !weft_dtype_is_floating(dtype) &&
+        ((!isnan(s0) && s0 != floor(s0)) || (!isnan(s1) && s1 != floor(s1))))
+        local = false; /* an integer clamped by a fraction promotes in torch */
+    if (e->family == WFC_FAMILY_WHERE && weft_tensor_dtype(in[0]) != WEFT_BOOL)
+        local = false;
     int64_t sizes[WEFT_MAX_DIMS];
-    int nd = 0;
-    if (rc == 0)
-        rc = weft_broadcast_shapes(sizes, &nd, weft_tensor_sizes(self), weft_tensor_ndim(self),
-                                   weft_tensor_sizes(other), weft_tensor_ndim(other));
-    if (rc == 0 && e->form == INPLACE && nd != weft_tensor_ndim(self))
-        rc = weft_set_error(WEFT_ESHAPE, "%s: other does not broadcast to self's shape", op);
-    weft_tensor *a = NULL, *b = NULL, *dest = NULL;
-    if (rc == 0)
-        rc = as_dtype(&a, self, dtype);
-    if (rc == 0)
-        rc = as_dtype(&b, other, dtype);
-    if (rc == 0)
-        rc = e->form == INPLACE ? (dest = weft_tensor_retain((weft_tensor *)self), 0)
-                                : destination(&dest, op, e->form, call->args[0].u.tensor, sizes,
-                                              nd, dtype, weft_tensor_device(self));
-    wfc_geometry g;
-    if (rc == 0)
-        rc = geometry_of(&g, op, dest, a, b);
-    if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
-    if (rc == 0)
-        rc = wfc_binary(wfc_current_stream(index), e->op, dtype, data_at(dest), data_at(a), data_at(b), alpha,
-                        weft_tensor_numel(dest), &g);
-    weft_tensor_release(a);
-    weft_tensor_release(b);
-    if (rc == 0 && e->form == FUNCTIONAL)
-        return weft_return_tensor(call, 0, dest);
-    weft_tensor_release(dest);
-    return rc;
-}
+    int nd = weft_tensor_ndim(in[0]);
+    memcpy(sizes, weft_tensor_sizes(in[0]), sizeof(int64_t) * (size_t)nd);
+    for (int k = 1; local && k < e->ninputs; k++) {
+        int64_t next[WEFT_MAX_DIMS];
+        int nn = 0;
+        if (weft_broadcast_shapes(next, &nn, sizes, nd, weft_tensor_sizes(in[k]),
+                                  weft_tensor_ndim(in[k])) < 0)
+            local = false; /* the fallback says why, in the CPU's words */
+        memcpy(sizes, next, sizeof(int64_t) * (size_t)nn);
+        nd = nn;
+    }
+    if (local && e->form == INPLACE)
+        local = same_shape(in[0], sizes, nd) && result == weft_tensor_dtype(in[0]);
+    if (local && e->form == OUT)
+        local = weft_tensor_dtype(given) == result &&
+                (same_shape(given, sizes, nd) || weft_tensor_numel(given) == 0);
+    if (!local || !served(e, dtype))
+        return weft_call_cpu_fallback(call);
 
-static int unary_kernel(weft_call *call, void *ctx)
-{
-    const entry_ctx *e = ctx;
-    const char *op = weft_op_name(call->op);
-    const weft_tensor *self = call->args[e->form == OUT ? 1 : 0].u.tensor;
-    int index = weft_tensor_device(self).index;
-    weft_dtype dtype = weft_tensor_dtype(self);
-    int rc = check_dtype(op, dtype);
-    if (rc == 0 && e->form == OUT)
-        rc = check_device(op, call->args[0].u.tensor, index);
-    weft_tensor *dest = NULL;
+    int rc = cudaSetDevice(index) == cudaSuccess
+                 ? 0
+                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+    if (rc == 0 && given && weft_tensor_numel(given) == 0 && !same_shape(given, sizes, nd))
+        rc = weft_tensor_resize(given, sizes, nd);
+    weft_tensor *conv[3] = {NULL, NULL, NULL}, *dest = NULL, *target = NULL;
+    for (int k = 0; rc == 0 && k < e->ninputs; k++)
+        rc = k < vfirst ? (conv[k] = weft_tensor_retain(in[k]), 0) : as_dtype(&conv[k], in[k], dtype);
     if (rc == 0)
-        rc = e->form == INPLACE
-                 ? (dest = weft_tensor_retain((weft_tensor *)self), 0)
-                 : destination(&dest, op, e->form, call->args[0].u.tensor, weft_tensor_sizes(self),
-                               weft_tensor_ndim(self), dtype, weft_tensor_device(self));
+        target = e->form == FUNCTIONAL ? NULL : e->form == INPLACE ? in[0] : given;
+    bool staged = false;
+    for (int k = 0; target && k < e->ninputs; k++)
+        staged = staged || overlaps_differently(target, conv[k]);
+    if (rc == 0 && (target == NULL || staged))
+        rc = weft_empty(&dest, sizes, nd, result, weft_tensor_device(in[0]));
+    else if (rc == 0)
+        dest = weft_tensor_retain(target);
     wfc_geometry g;
-    if (rc == 0)
-        rc = geometry_of(&g, op, dest, self, NULL);
-    if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
-    if (rc == 0)
-        rc = wfc_unary(wfc_current_stream(index), e->op, dtype, data_at(dest), data_at(self), weft_tensor_numel(dest), &g);
+    if (rc == 0 && plan_of(&g, dest, conv, e->ninputs) != 0)
+        rc = 1;
+    if (rc == 0) {
+        void *st = wfc_current_stream(index), *out = weft_tensor_data_ptr(dest);
+        int64_t n = weft_tensor_numel(dest);
+        const void *a = weft_tensor_data_ptr(conv[0]);
+        const void *b = conv[1] ? weft_tensor_data_ptr(conv[1]) : NULL;
+        switch (e->family) {
+        case WFC_FAMILY_BINARY: rc = wfc_binary(st, e->op, dtype, out, a, b, alpha, n, &g); break;
+        case WFC_FAMILY_COMPARE: rc = wfc_compare(st, e->op, dtype, out, a, b, n, &g); break;
+        case WFC_FAMILY_UNARY: rc = wfc_unary(st, e->op, dtype, out, a, s0, s1, n, &g); break;
+        default:
+            rc = wfc_where(st, dtype, out, a, b, weft_tensor_data_ptr(conv[2]), n, &g);
+        }
+    }
+    if (rc == 0 && staged)
+        rc = weft_copy_(target, dest);
+    for (int k = 0; k < 3; k++)
+        weft_tensor_release(conv[k]);
+    if (rc == 1) { /* more dims than the kernels index */
+        weft_tensor_release(dest);
+        return weft_call_cpu_fallback(call);
+    }
     if (rc == 0 && e->form == FUNCTIONAL)
         return weft_return_tensor(call, 0, dest);
     weft_tensor_release(dest);
@@ -190,36 +240,228 @@ static int fill_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     weft_tensor *self = call->args[0].u.tensor;
-    double value = weft_arg_double(call, 1);
-    int rc = check_dtype("fill_", weft_tensor_dtype(self));
+    weft_dtype dtype = weft_tensor_dtype(self);
+    int index = weft_tensor_device(self).index;
+    if (!wfc_has_kernel(WFC_FAMILY_FILL, dtype))
+        return weft_call_cpu_fallback(call);
     wfc_geometry g;
+    if (plan_of(&g, self, NULL, 0) != 0)
+        return weft_call_cpu_fallback(call);
+    if (cudaSetDevice(index) != cudaSuccess)
+        return weft_set_error(WEFT_EDEVICE, "fill_: cannot select cuda:%d", index);
+    return wfc_fill(wfc_current_stream(index), dtype, weft_tensor_data_ptr(self),
+                    weft_arg_double(call, 1), weft_tensor_numel(self), &g);
+}
+
+/* ------------------------------------------------------------------ copy_ */
+
+static int cuda_status(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    return weft_set_error(e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EDEVICE,
+                          "copy_: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* A strided converting copy between two tensors on one device; 1 when
+ * more than WFC_MAX_DIMS dims remain after collapsing (the caller hands
+ * the call to the fallback). */
+static int copy_on_device(weft_tensor *dst, const weft_tensor *src)
+{
+    int index = weft_tensor_device(dst).index;
+    int rc = cuda_status(cudaSetDevice(index), "selecting the device");
+    wfc_geometry g;
+    weft_tensor *srcs[1] = {(weft_tensor *)src};
+    if (rc == 0 && plan_of(&g, dst, srcs, 1) != 0)
+        return 1;
     if (rc == 0)
-        rc = geometry_of(&g, "fill_", self, NULL, NULL);
-    if (rc == 0 && cudaSetDevice(weft_tensor_device(self).index) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "fill_: cannot select the device");
-    if (rc == 0)
-        rc = wfc_fill(wfc_current_stream(weft_tensor_device(self).index), weft_tensor_dtype(self), data_at(self), value, weft_tensor_numel(self), &g);
+        rc = wfc_copy(wfc_current_stream(index), weft_tensor_dtype(dst), weft_tensor_data_ptr(dst),
+                      weft_tensor_dtype(src), weft_tensor_data_ptr(src), weft_tensor_numel(dst), &g);
     return rc;
 }
 
-#define BIN(name, opc, alpha)                                                            \
-    {#name, binary_kernel, {opc, FUNCTIONAL, alpha}},                                    \
-        {#name "_", binary_kernel, {opc, INPLACE, alpha}},                               \
-        {#name "_out", binary_kernel, {opc, OUT, alpha}}
-#define UN(name, opc)                                                                    \
-    {#name, unary_kernel, {opc, FUNCTIONAL, false}},                                     \
-        {#name "_", unary_kernel, {opc, INPLACE, false}},                                \
-        {#name "_out", unary_kernel, {opc, OUT, false}}
+/* src as a contiguous tensor of its own dtype on its own device. */
+static int contiguous_of(weft_tensor **out, const weft_tensor *src)
+{
+    if (weft_tensor_is_contiguous(src)) {
+        *out = weft_tensor_retain((weft_tensor *)src);
+        return 0;
+    }
+    int rc = weft_empty(out, weft_tensor_sizes(src), weft_tensor_ndim(src), weft_tensor_dtype(src),
+                        weft_tensor_device(src));
+    if (rc == 0 && (rc = weft_copy_(*out, src)) < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Bytes between two contiguous tensors of one dtype, on the calling
+ * thread's current stream of the device side, waited for (the host side
+ * may be used at once). */
+static int transfer(weft_tensor *dst, const weft_tensor *src)
+{
+    weft_device dd = weft_tensor_device(dst), sd = weft_tensor_device(src);
+    size_t bytes = (size_t)weft_tensor_numel(src) * weft_dtype_size(weft_tensor_dtype(src));
+    if (bytes == 0)
+        return 0;
+    void *d = weft_tensor_data_ptr(dst);
+    const void *s = weft_tensor_data_ptr(src);
+    if (dd.type == WEFT_DEVICE_TYPE_CUDA && sd.type == WEFT_DEVICE_TYPE_CUDA && dd.index != sd.index)
+        return cuda_status(cudaMemcpyPeer(d, dd.index, s, sd.index, bytes), "peer copy");
+    int index = dd.type == WEFT_DEVICE_TYPE_CUDA ? dd.index : sd.index;
+    enum cudaMemcpyKind kind = dd.type != WEFT_DEVICE_TYPE_CUDA   ? cudaMemcpyDeviceToHost
+                               : sd.type != WEFT_DEVICE_TYPE_CUDA ? cudaMemcpyHostToDevice
+                                                                  : cudaMemcpyDeviceToDevice;
+    cudaStream_t st = (cudaStream_t)wfc_current_stream(index);
+    if (kind == cudaMemcpyHostToDevice) /* staged, not waited for */
+        return wfc_copy_from_host_staged(d, s, bytes, index, st);
+    int rc = cuda_status(cudaSetDevice(index), "selecting the device");
+    if (rc == 0)
+        rc = cuda_status(cudaMemcpyAsync(d, s, bytes, kind, st), "cudaMemcpyAsync");
+    if (rc == 0 && kind != cudaMemcpyDeviceToDevice)
+        rc = cuda_status(cudaStreamSynchronize(st), "waiting for the copy");
+    return rc;
+}
+
+/* copy_(self, src) where one side is a CUDA tensor: on one device a
+ * kernel; across devices one contiguous transfer in the dtype that keeps
+ * it smallest, with the conversion and the striding done on the side that
+ * has them cheap (the GPU, or the host's own copy_). */
+static int copy_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *dst = call->args[0].u.tensor;
+    const weft_tensor *src = call->args[1].u.tensor;
+    weft_device dd = weft_tensor_device(dst), sd = weft_tensor_device(src);
+    bool dcuda = dd.type == WEFT_DEVICE_TYPE_CUDA, scuda = sd.type == WEFT_DEVICE_TYPE_CUDA;
+    if ((!dcuda && dd.type != WEFT_DEVICE_TYPE_CPU) || (!scuda && sd.type != WEFT_DEVICE_TYPE_CPU) ||
+        !wfc_has_kernel(WFC_FAMILY_COPY, weft_tensor_dtype(dst)) ||
+        !wfc_has_kernel(WFC_FAMILY_COPY, weft_tensor_dtype(src)))
+        return weft_call_cpu_fallback(call);
+    int64_t sizes[WEFT_MAX_DIMS];
+    int nd = 0;
+    if (weft_broadcast_shapes(sizes, &nd, weft_tensor_sizes(dst), weft_tensor_ndim(dst),
+                              weft_tensor_sizes(src), weft_tensor_ndim(src)) < 0 ||
+        !same_shape(dst, sizes, nd))
+        return weft_call_cpu_fallback(call); /* its message names the shapes */
+    if (weft_tensor_numel(dst) == 0)
+        return 0;
+    if (dcuda && scuda && dd.index == sd.index) {
+        int rc = 0;
+        weft_tensor *c = NULL;
+        if (!overlaps_differently(dst, src)) {
+            rc = copy_on_device(dst, src);
+        } else { /* overlapping: from a fresh copy of the source */
+            rc = weft_new_output(&c, src, weft_tensor_sizes(src), weft_tensor_ndim(src),
+                                 weft_tensor_dtype(src));
+            if (rc == 0)
+                rc = copy_on_device(c, src);
+            if (rc == 0)
+                rc = copy_on_device(dst, c);
+        }
+        weft_tensor_release(c);
+        return rc == 1 ? weft_call_cpu_fallback(call) : rc;
+    }
+    /* Across devices: the source, expanded to dst's shape, contiguous on
+     * its own side; then one transfer into a contiguous staging tensor (or
+     * dst itself), then the destination side converts and strides. */
+    weft_tensor *expanded = NULL, *packed = NULL, *landing = NULL;
+    int rc = weft_expand(&expanded, src, sizes, nd);
+    if (rc == 0)
+        rc = contiguous_of(&packed, expanded);
+    bool direct = rc == 0 && weft_tensor_is_contiguous(dst) &&
+                  weft_tensor_dtype(dst) == weft_tensor_dtype(src);
+    if (rc == 0 && direct)
+        landing = weft_tensor_retain(dst);
+    else if (rc == 0)
+        rc = weft_empty(&landing, sizes, nd, weft_tensor_dtype(src), dd);
+    if (rc == 0)
+        rc = transfer(landing, packed);
+    if (rc == 0 && !direct)
+        rc = weft_copy_(dst, landing);
+    weft_tensor_release(expanded);
+    weft_tensor_release(packed);
+    weft_tensor_release(landing);
+    return rc;
+}
+
+/* ------------------------------------------------------------- the table */
+
+#define FORMS3(name, fam, opc, nin, alpha)                                               \
+    {#name, elementwise_kernel, {fam, opc, FUNCTIONAL, nin, alpha, false, NO_BOUNDS, NO_SCALAR}},   \
+        {#name "_", elementwise_kernel, {fam, opc, INPLACE, nin, alpha, false, NO_BOUNDS, NO_SCALAR}}, \
+        {#name "_out", elementwise_kernel, {fam, opc, OUT, nin, alpha, false, NO_BOUNDS, NO_SCALAR}}
+#define FORMS2(name, fam, opc, nin)                                                      \
+    {#name, elementwise_kernel, {fam, opc, FUNCTIONAL, nin, false, false, NO_BOUNDS, NO_SCALAR}},   \
+        {#name "_out", elementwise_kernel, {fam, opc, OUT, nin, false, false, NO_BOUNDS, NO_SCALAR}}
+#define SCALAR(name, kind, uop)                                                         \
+    {#name, elementwise_kernel, {WFC_FAMILY_UNARY, uop, FUNCTIONAL, 1, false, false, NO_BOUNDS, kind}}, \
+        {#name "_", elementwise_kernel, {WFC_FAMILY_UNARY, uop, INPLACE, 1, false, false, NO_BOUNDS, kind}}
+#define SCALAR3(name, kind, uop)                                                        \
+    SCALAR(name, kind, uop),                                                            \
+        {#name "_out", elementwise_kernel, {WFC_FAMILY_UNARY, uop, OUT, 1, false, false, NO_BOUNDS, kind}}
+#define LERP(name, form)                                                                \
+    {name, elementwise_kernel, {WFC_FAMILY_BINARY, WFC_LERP, form, 2, false, true, NO_BOUNDS, NO_SCALAR}}
+#define CLAMP(name, bounds)                                                              \
+    {#name, elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, FUNCTIONAL, 1, false, false, bounds, NO_SCALAR}}, \
+        {#name "_", elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, INPLACE, 1, false, false, bounds, NO_SCALAR}}, \
+        {#name "_out", elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, OUT, 1, false, false, bounds, NO_SCALAR}}
 
 static const struct {
     const char *op;
     weft_kernel_fn fn;
     entry_ctx ctx;
 } table[] = {
-    BIN(add, WFC_ADD, true), BIN(sub, WFC_SUB, true), BIN(mul, WFC_MUL, false),
-    BIN(div, WFC_DIV, false), UN(neg, WFC_NEG),       UN(exp, WFC_EXP),
-    UN(relu, WFC_RELU),       UN(sigmoid, WFC_SIGMOID), UN(tanh, WFC_TANH),
-    {"fill_", fill_kernel, {0, INPLACE, false}},
+    FORMS3(add, WFC_FAMILY_BINARY, WFC_ADD, 2, true),
+    FORMS3(sub, WFC_FAMILY_BINARY, WFC_SUB, 2, true),
+    FORMS3(mul, WFC_FAMILY_BINARY, WFC_MUL, 2, false),
+    FORMS3(div, WFC_FAMILY_BINARY, WFC_DIV, 2, false),
+    FORMS2(maximum, WFC_FAMILY_BINARY, WFC_MAXIMUM, 2),
+    FORMS2(minimum, WFC_FAMILY_BINARY, WFC_MINIMUM, 2),
+    {"threshold_backward", elementwise_kernel,
+     {WFC_FAMILY_BINARY, WFC_THRESHOLD_BACKWARD, FUNCTIONAL, 2, false, true, NO_BOUNDS, NO_SCALAR}},
+    SCALAR(add_scalar, SCALAR_ADD, WFC_AXPB),
+    SCALAR(sub_scalar, SCALAR_SUB, WFC_AXPB),
+    SCALAR(mul_scalar, SCALAR_MUL, WFC_AXPB),
+    SCALAR(div_scalar, SCALAR_DIV, WFC_DIV_SCALAR),
+    FORMS3(eq, WFC_FAMILY_COMPARE, WFC_EQ, 2, false),
+    FORMS3(ne, WFC_FAMILY_COMPARE, WFC_NE, 2, false),
+    FORMS3(lt, WFC_FAMILY_COMPARE, WFC_LT, 2, false),
+    FORMS3(le, WFC_FAMILY_COMPARE, WFC_LE, 2, false),
+    FORMS3(gt, WFC_FAMILY_COMPARE, WFC_GT, 2, false),
+    FORMS3(ge, WFC_FAMILY_COMPARE, WFC_GE, 2, false),
+    FORMS3(neg, WFC_FAMILY_UNARY, WFC_NEG, 1, false),
+    FORMS3(abs, WFC_FAMILY_UNARY, WFC_ABS, 1, false),
+    FORMS3(relu, WFC_FAMILY_UNARY, WFC_RELU, 1, false),
+    FORMS3(exp, WFC_FAMILY_UNARY, WFC_EXP, 1, false),
+    FORMS3(log, WFC_FAMILY_UNARY, WFC_LOG, 1, false),
+    FORMS3(sqrt, WFC_FAMILY_UNARY, WFC_SQRT, 1, false),
+    FORMS3(sigmoid, WFC_FAMILY_UNARY, WFC_SIGMOID, 1, false),
+    FORMS3(tanh, WFC_FAMILY_UNARY, WFC_TANH, 1, false),
+    FORMS3(rsqrt, WFC_FAMILY_UNARY, WFC_RSQRT, 1, false),
+    FORMS3(reciprocal, WFC_FAMILY_UNARY, WFC_RECIPROCAL, 1, false),
+    FORMS3(sin, WFC_FAMILY_UNARY, WFC_SIN, 1, false),
+    FORMS3(cos, WFC_FAMILY_UNARY, WFC_COS, 1, false),
+    FORMS3(log1p, WFC_FAMILY_UNARY, WFC_LOG1P, 1, false),
+    FORMS3(expm1, WFC_FAMILY_UNARY, WFC_EXPM1, 1, false),
+    FORMS3(erf, WFC_FAMILY_UNARY, WFC_ERF, 1, false),
+    FORMS3(silu, WFC_FAMILY_UNARY, WFC_SILU, 1, false),
+    FORMS3(sign, WFC_FAMILY_UNARY, WFC_SIGN, 1, false),
+    FORMS3(floor, WFC_FAMILY_UNARY, WFC_FLOOR, 1, false),
+    FORMS3(ceil, WFC_FAMILY_UNARY, WFC_CEIL, 1, false),
+    FORMS3(round, WFC_FAMILY_UNARY, WFC_ROUND, 1, false),
+    SCALAR3(leaky_relu, SCALAR_PARAM, WFC_LEAKY_RELU),
+    SCALAR3(gelu, SCALAR_GELU, WFC_GELU),
+    SCALAR(pow_scalar, SCALAR_PARAM, WFC_POW),
+    LERP("lerp_scalar", FUNCTIONAL), LERP("lerp_scalar_", INPLACE), LERP("lerp_scalar_out", OUT),
+    CLAMP(hardtanh, BOTH_BOUNDS),
+    CLAMP(clamp, BOTH_BOUNDS),
+    CLAMP(clamp_min, MIN_BOUND),
+    CLAMP(clamp_max, MAX_BOUND),
+    FORMS2(where, WFC_FAMILY_WHERE, 0, 3),
+    {"fill_", fill_kernel, {WFC_FAMILY_FILL, 0, INPLACE, 1, false, false, NO_BOUNDS, NO_SCALAR}},
+    {"copy_", copy_kernel, {WFC_FAMILY_COPY, 0, INPLACE, 1, false, false, NO_BOUNDS, NO_SCALAR}},
 };
 
 int wfc_register_kernels(weft_registrar *reg)
@@ -230,5 +472,20 @@ int wfc_register_kernels(weft_registrar *reg)
         if (rc < 0)
             return rc;
     }
-    return 0;
+    int rc = wfc_register_blas(reg);
+    if (rc == 0)
+        rc = wfc_register_reduce(reg);
+    if (rc == 0)
+        rc = wfc_register_nn(reg);
+    if (rc == 0)
+        rc = wfc_register_random(reg);
+    if (rc == 0)
+        rc = wfc_register_index(reg);
+    if (rc == 0)
+        rc = wfc_register_norm(reg);
+#ifdef WEFT_HAVE_CUDNN
+    if (rc == 0)
+        rc = wfc_register_conv(reg);
+#endif
+    return rc;
 }

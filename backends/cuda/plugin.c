@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda.h"
+#include "libs.h"
 
 static int ndevices;
 static weft_caching_allocator *allocator;
@@ -48,10 +49,12 @@ static int copy_to_host(void *ctx, void *dst, const void *src, size_t n, int ind
     return copy_on_stream(dst, src, n, cudaMemcpyDeviceToHost, index, "copy to host");
 }
 
+/* Staged through pinned memory and not waited for: the source may be
+ * reused at once, and later work on the stream sees the bytes. */
 static int copy_from_host(void *ctx, void *dst, const void *src, size_t n, int index)
 {
     (void)ctx;
-    return copy_on_stream(dst, src, n, cudaMemcpyHostToDevice, index, "copy from host");
+    return wfc_copy_from_host_staged(dst, src, n, index, wfc_current_stream(index));
 }
 
 static int copy_device(void *ctx, void *dst, int dst_index, const void *src, int src_index,
@@ -259,6 +262,10 @@ static int cuda_init(weft_registrar *reg)
     if (rc == 0)
         rc = wfc_register_kernels(reg);
     if (rc < 0) {
+        wfc_blas_shutdown();
+#ifdef WEFT_HAVE_CUDNN
+        wfc_conv_shutdown();
+#endif
         weft_caching_allocator_destroy(allocator);
         allocator = NULL;
     }
@@ -269,6 +276,12 @@ static void cuda_fini(void)
 {
     /* The core unloads a plugin only when no storage it allocated lives, so
      * every block is free and the cache can go. */
+    wfc_blas_shutdown();
+#ifdef WEFT_HAVE_CUDNN
+    wfc_conv_shutdown();
+#endif
+    wfc_pinned_shutdown();
+    wfc_libs_close();
     weft_caching_allocator_destroy(allocator);
     allocator = NULL;
 }

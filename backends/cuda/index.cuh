@@ -1,0 +1,77 @@
+/* backends/cuda/index.cuh — what the .cu kernel files share: the
+ * accumulation type of each element type, loads and stores through it,
+ * conversions through double, and the strided index calculator over a
+ * collapsed geometry (plan.c).  Device code only; no weft call. */
+#ifndef WEFT_BACKENDS_CUDA_INDEX_CUH
+#define WEFT_BACKENDS_CUDA_INDEX_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "plan.h"
+
+namespace wfc {
+
+template <typename T> struct acc { typedef T type; };
+template <> struct acc<__half> { typedef float type; };
+template <> struct acc<__nv_bfloat16> { typedef float type; };
+template <> struct acc<int32_t> { typedef int64_t type; };
+template <> struct acc<int16_t> { typedef int64_t type; };
+template <> struct acc<int8_t> { typedef int64_t type; };
+template <> struct acc<uint8_t> { typedef int64_t type; };
+template <> struct acc<bool> { typedef int64_t type; };
+
+template <typename T> __device__ inline double to_double(T v) { return (double)v; }
+template <> __device__ inline double to_double(__half v) { return (double)__half2float(v); }
+template <> __device__ inline double to_double(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+template <typename T> __host__ __device__ inline T from_double(double v) { return (T)v; }
+template <> __host__ __device__ inline __half from_double(double v) { return __double2half(v); }
+template <> __host__ __device__ inline __nv_bfloat16 from_double(double v) { return __double2bfloat16(v); }
+template <> __host__ __device__ inline bool from_double(double v) { return v != 0; }
+
+template <typename A, typename T> __device__ inline A load(T v) { return (A)v; }
+template <> __device__ inline float load<float, __half>(__half v) { return __half2float(v); }
+template <> __device__ inline float load<float, __nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T, typename A> __device__ inline T store(A v) { return (T)v; }
+template <> __device__ inline __half store<__half, float>(float v) { return __float2half(v); }
+template <> __device__ inline __nv_bfloat16 store<__nv_bfloat16, float>(float v) { return __float2bfloat16(v); }
+
+/* The per-operand offsets of linear index i. */
+__device__ inline void offsets(const wfc_geometry &g, int64_t i, int64_t *off)
+{
+    for (int k = 0; k < g.noperands; k++)
+        off[k] = 0;
+    if (g.contiguous) {
+        for (int k = 0; k < g.noperands; k++)
+            off[k] = i;
+        return;
+    }
+    for (int d = g.ndim - 1; d >= 0; d--) {
+        int64_t idx = i % g.sizes[d];
+        i /= g.sizes[d];
+        for (int k = 0; k < g.noperands; k++)
+            off[k] += idx * g.strides[k][d];
+    }
+}
+
+#define GRID_STRIDE(i, n)                                                                       \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* The offset of linear index i in operand k alone. */
+__device__ inline int64_t offset_of(const wfc_geometry &g, int k, int64_t i)
+{
+    if (g.contiguous)
+        return i;
+    int64_t off = 0;
+    for (int d = g.ndim - 1; d >= 0; d--) {
+        off += (i % g.sizes[d]) * g.strides[k][d];
+        i /= g.sizes[d];
+    }
+    return off;
+}
+
+} // namespace wfc
+
+#endif

@@ -1,0 +1,114 @@
+/* backends/cuda/plan.h — the host-side planning of the CUDA kernels, in
+ * plain C with no CUDA header: how a strided operand maps onto a cuBLAS
+ * call, how broadcast operands collapse into few dimensions, how dims of a
+ * reduction are normalised, and how big a grid is.  Kept apart so that
+ * tests/test_cuda checks it on machines without a GPU. */
+#ifndef WEFT_BACKENDS_CUDA_PLAN_H
+#define WEFT_BACKENDS_CUDA_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most dimensions the strided kernels index after collapsing. */
+#define WFC_MAX_DIMS 8
+/* The most operands one elementwise launch reads or writes (out + 3). */
+#define WFC_MAX_OPERANDS 4
+
+/* A strided launch's geometry in elements: operand 0 is the output; every
+ * operand is seen in the output's shape (stride 0 along broadcast dims).
+ * contiguous: every operand is dense in the same order (ndim <= 1, stride
+ * 1), so the kernel indexes linearly without division. */
+typedef struct wfc_geometry {
+    int ndim;
+    int noperands;
+    bool contiguous;
+    int64_t sizes[WFC_MAX_DIMS];
+    int64_t strides[WFC_MAX_OPERANDS][WFC_MAX_DIMS];
+} wfc_geometry;
+
+/* Fills g from the output's sizes (nd of them, up to 64) and each operand's
+ * broadcast strides (strides[k][d], aligned with sizes), then collapses:
+ * size-1 dims go, and a dim merges with the next inner one when every
+ * operand steps across it as one run.  Returns 0, or -1 when more than
+ * WFC_MAX_DIMS dims remain (the caller says so). */
+int wfc_plan_geometry(wfc_geometry *g, const int64_t *sizes, int nd, int noperands,
+                      const int64_t (*strides)[64]);
+
+/* The strides of an operand (sizes osz, strides ost, ond dims) seen in an
+ * output shape of nd dims (right-aligned; 0 where it is broadcast). */
+void wfc_broadcast_strides(int64_t *out, const int64_t *osz, const int64_t *ost, int ond,
+                           const int64_t *sizes, int nd);
+
+/* Grid size for n elements with `threads` per block: enough blocks to
+ * cover n once, at most max_blocks (the kernels are grid-stride loops). */
+unsigned wfc_plan_blocks(int64_t n, unsigned threads, unsigned max_blocks);
+
+/* One operand of a row-major product C[m,n] = A[m,k] B[k,n], as cuBLAS
+ * (column-major) takes it when we compute C^T = B^T A^T.  For a logical
+ * row-major matrix of rows x cols with strides (s0, s1): trans false means
+ * the memory read column-major with leading dim ld is already the
+ * transpose cuBLAS needs (rows contiguous); true means it is the matrix
+ * itself (columns contiguous, a transposed view) and cuBLAS transposes it.
+ * Size-1 dims accept any stride.  Returns 0, or -1 when neither layout fits
+ * (the caller makes the operand contiguous first). */
+typedef struct wfc_gemm_operand {
+    bool trans;
+    int64_t ld;
+} wfc_gemm_operand;
+int wfc_plan_gemm_operand(wfc_gemm_operand *op, int64_t rows, int64_t cols, int64_t s0,
+                          int64_t s1);
+
+/* Normalises a reduction's dim list against ndim dims: negative dims wrap,
+ * a dim out of range or repeated is an error (message into err), none
+ * given (n == 0 or dims NULL) means all.  mask[d] is set for each reduced
+ * dim.  A 0-d input accepts dims 0 and -1, as torch does.  Returns 0 or -1. */
+int wfc_plan_reduce_dims(bool *mask, int ndim, const int64_t *dims, int n, char *err,
+                         int errlen);
+
+/* How a reduction of nred elements into each of nout outputs is cut:
+ * *chunks pieces of *chunk_len per output, reduced by one block each, then
+ * the pieces of each output by one more launch when *chunks > 1.  From the
+ * shape alone, so results never depend on the GPU. */
+void wfc_plan_reduce_split(int64_t nout, int64_t nred, int64_t *chunks, int64_t *chunk_len);
+
+/* A 2-D pooling window: kernel, stride, padding, dilation per axis. */
+typedef struct wfc_pool2d {
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+} wfc_pool2d;
+
+/* Reads torch's max_pool2d arguments (lists of 1 or 2; an empty stride
+ * means the kernel size) and checks them as torch does: positive kernel,
+ * stride and dilation, padding at most half the kernel.  Returns 0, or -1
+ * with the reason in err. */
+int wfc_plan_pool2d(wfc_pool2d *p, const int64_t *kernel, int nk, const int64_t *stride, int ns,
+                    const int64_t *padding, int np, const int64_t *dilation, int nd, char *err,
+                    int errlen);
+/* The output length of one axis; a window must start inside the input or
+ * its left padding (ceil_mode's last window included). */
+int64_t wfc_plan_pool_out(int64_t in, int k, int s, int p, int d, bool ceil_mode);
+
+/* A 2-D convolution's geometry: input [n, c, h, w], weight
+ * [oc, c / groups, kh, kw], output [n, oc, oh, ow]. */
+typedef struct wfc_conv2d {
+    int64_t n, c, h, w, oc, kh, kw, oh, ow;
+    int64_t stride[2], padding[2], dilation[2], groups;
+} wfc_conv2d;
+
+/* Checks and completes g from the input and weight sizes (4 each) and the
+ * lists stride, padding, dilation (1 or 2 entries) and groups, as torch
+ * does: positive stride, dilation and groups, padding >= 0, channels that
+ * groups divide, a dilated kernel within the padded input.  Returns 0, or
+ * -1 with the reason in err. */
+int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int64_t *weight,
+                    int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
+                    const int64_t *dilation, int nd, int64_t groups, char *err, int errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,143 @@
+/* backends/cuda/random.c — the boxed random kernels: uniform_, normal_,
+ * bernoulli_ with a scalar p, dropout and dropout_.  Arguments are checked
+ * as the CPU checks them, the generator's counters reserved exactly as the
+ * CPU reserves them (one Philox block per four values), and the values
+ * written row-major into self or a contiguous temporary copied back, so a
+ * seed gives the same numbers on the GPU as on the CPU.  Complex dtypes,
+ * a tensor p and the other random operators go to the CPU fallback. */
+#include <math.h>
+
+#include <cuda_runtime.h>
+
+#include "cuda.h"
+
+static weft_generator *generator_arg(const weft_call *call, int i)
+{
+    return i < call->nargs && call->args[i].tag == WEFT_VALUE_GENERATOR ? call->args[i].u.generator
+                                                                         : NULL;
+}
+
+static int select_device(const char *op, const weft_tensor *t)
+{
+    int index = weft_tensor_device(t).index;
+    if (cudaSetDevice(index) != cudaSuccess)
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+    return 0;
+}
+
+/* A contiguous tensor to write self's values into: self, or a temporary. */
+static int target_of(weft_tensor **dest, weft_tensor *self)
+{
+    if (weft_tensor_is_contiguous(self)) {
+        *dest = weft_tensor_retain(self);
+        return 0;
+    }
+    return weft_new_output(dest, self, weft_tensor_sizes(self), weft_tensor_ndim(self),
+                           weft_tensor_dtype(self));
+}
+
+/* uniform_(self, from, to, *, generator), normal_(self, mean, std, *,
+ * generator), bernoulli_(self, p, *, generator): ctx is the kind. */
+static int random_kernel(weft_call *call, void *ctx)
+{
+    int kind = *(const int *)ctx;
+    const char *op = weft_op_name(call->op);
+    weft_tensor *self = call->args[0].u.tensor;
+    weft_dtype dtype = weft_tensor_dtype(self);
+    double a = weft_arg_double(call, 1), b = kind == WFC_RANDOM_BERNOULLI ? 0 : weft_arg_double(call, 2);
+    if (!wfc_random_supported(kind, dtype))
+        return weft_call_cpu_fallback(call); /* complex, or integers for uniform_/normal_ */
+    if (kind == WFC_RANDOM_UNIFORM && !(a <= b))
+        return weft_set_error(WEFT_EINVAL, "%s: expects to return a [from, to) range, but found "
+                              "from=%g > to=%g", op, a, b);
+    if (kind == WFC_RANDOM_NORMAL && !(b >= 0))
+        return weft_set_error(WEFT_EINVAL, "%s: expects std >= 0.0, but found std %g", op, b);
+    if (kind == WFC_RANDOM_BERNOULLI && !(a >= 0 && a <= 1))
+        return weft_set_error(WEFT_EINVAL, "%s: expects p to be in [0, 1], but got p=%g", op, a);
+    int64_t n = weft_tensor_numel(self);
+    if (n == 0)
+        return 0;
+    /* the CPU's uniform bits per dtype: what its mantissa can hold */
+    int bits = dtype == WEFT_FLOAT16 ? 11 : dtype == WEFT_BFLOAT16 ? 8 : dtype == WEFT_FLOAT32 ? 24 : 32;
+    weft_tensor *dest = NULL;
+    int rc = target_of(&dest, self);
+    if (rc == 0)
+        rc = select_device(op, self);
+    uint64_t seed = 0, offset = 0;
+    if (rc == 0) {
+        weft_generator_reserve(generator_arg(call, kind == WFC_RANDOM_BERNOULLI ? 2 : 3),
+                               ((uint64_t)n + 3) / 4, &seed, &offset);
+        rc = wfc_random_fill(wfc_current_stream(weft_tensor_device(self).index), kind, dtype,
+                             weft_tensor_data_ptr(dest), n, seed, offset, a, b, bits);
+    }
+    if (rc == 0 && dest != self)
+        rc = weft_copy_(self, dest);
+    weft_tensor_release(dest);
+    return rc;
+}
+
+/* dropout(input, p, train, *, generator) and dropout_(self, ...) */
+static int dropout_kernel(weft_call *call, void *ctx)
+{
+    bool inplace = ctx != NULL;
+    const char *op = weft_op_name(call->op);
+    weft_tensor *self = call->args[0].u.tensor;
+    double p = weft_arg_double(call, 1);
+    bool train = weft_arg_bool(call, 2);
+    weft_dtype dt = weft_tensor_dtype(self);
+    if (!(p >= 0 && p <= 1))
+        return weft_set_error(WEFT_EINVAL, "%s: dropout probability has to be between 0 and 1, "
+                              "but got %g", op, p);
+    if (!wfc_random_supported(WFC_RANDOM_DROPOUT, dt))
+        return weft_call_cpu_fallback(call);
+    if (!train) /* the identity */
+        return inplace ? 0 : weft_return_tensor(call, 0, weft_tensor_retain(self));
+    weft_tensor *in = NULL, *out = NULL;
+    int rc = weft_contiguous(&in, self);
+    if (rc < 0)
+        return rc;
+    if (inplace && in == self)
+        out = weft_tensor_retain(self);
+    else
+        rc = weft_new_output(&out, self, weft_tensor_sizes(self), weft_tensor_ndim(self), dt);
+    int64_t n = weft_tensor_numel(self);
+    if (rc == 0)
+        rc = select_device(op, self);
+    if (rc == 0 && n > 0) {
+        uint64_t seed, offset;
+        weft_generator_reserve(generator_arg(call, 3), ((uint64_t)n + 3) / 4, &seed, &offset);
+        rc = wfc_dropout(wfc_current_stream(weft_tensor_device(self).index), dt,
+                         weft_tensor_data_ptr(out), weft_tensor_data_ptr(in), n, seed, offset,
+                         1.0 - p, p < 1 ? 1.0 / (1.0 - p) : 0.0);
+    }
+    if (rc == 0 && inplace && out != self)
+        rc = weft_copy_(self, out);
+    weft_tensor_release(in);
+    if (rc == 0 && !inplace)
+        return weft_return_tensor(call, 0, out);
+    weft_tensor_release(out);
+    return rc;
+}
+
+static const int uniform = WFC_RANDOM_UNIFORM, normal = WFC_RANDOM_NORMAL,
+                 bernoulli = WFC_RANDOM_BERNOULLI, inplace_marker = 1;
+
+int wfc_register_random(weft_registrar *reg)
+{
+    static const struct {
+        const char *op;
+        weft_kernel_fn fn;
+        const void *ctx;
+    } entries[] = {
+        {"uniform_", random_kernel, &uniform},     {"normal_", random_kernel, &normal},
+        {"bernoulli_", random_kernel, &bernoulli}, {"dropout", dropout_kernel, NULL},
+        {"dropout_", dropout_kernel, &inplace_marker},
+    };
+    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
+        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+                                      entries[i].fn, (void *)entries[i].ctx, NULL);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
