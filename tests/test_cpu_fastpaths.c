@@ -254,9 +254,11 @@ static void test_large_binary(void)
 
 static void test_products(void)
 {
-    /* mm large enough to be split over the pool, by rows and by columns */
-    static const int64_t shapes[][3] = {{300, 200, 150}, {20, 300, 900}, {257, 1, 3}};
-    for (int c = 0; c < 3; c++) {
+    /* mm large enough to be split over the pool, by rows and by columns,
+     * in two pieces and (above 2^26 multiply-adds) in four */
+    static const int64_t shapes[][3] = {
+        {300, 200, 150}, {20, 300, 900}, {257, 1, 3}, {420, 410, 403}, {67, 1030, 1001}};
+    for (int c = 0; c < 5; c++) {
         int64_t n = shapes[c][0], k = shapes[c][1], m = shapes[c][2];
         weft_tensor *a = filled(INTS(n, k), 2, 10 + c, false);
         weft_tensor *b0 = filled(INTS(m, k), 2, 20 + c, false), *b = NULL, *y = NULL;
