@@ -380,6 +380,8 @@ static const conv_case conv_cases[] = {
     {1, 32, 12, 12, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false, false}, /* channel blocks */
     {2, 3, 10, 23, 5, 2, 5, {3, 1}, {0, 2}, {1, 2}, 1, true, true},
     {9, 3, 64, 64, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false}, /* the benchmark's */
+    /* 36 unfolded rows and 40 output channels: products through OpenBLAS */
+    {2, 4, 9, 11, 40, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
 };
 enum { NCONV = sizeof conv_cases / sizeof *conv_cases };
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nn.h"
+#include "vec_math.h"
 
 /* A tile's unfolded columns take about this many bytes (at least 256
  * columns, so that the products stay wide enough for GEMM's kernels). */
@@ -60,6 +61,66 @@ static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64
     else
         cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b,
                     (int)ldb, beta, c, (int)ldc);
+}
+
+/* Products with a short inner dimension (k <= SMALL_K): a forward with
+ * few input channels (k = C/groups x KH x KW, 27 for an RGB 3x3) and the
+ * input gradient of few output channels (k = OC/groups).  OpenBLAS packs
+ * both operands for every call and spends as long packing a 27-row tile
+ * as multiplying it; here the unfolded tile is read in place (16 columns
+ * of it stay in L1 while every row block of A passes over them), four
+ * rows of C by sixteen columns in registers, each the sum over q in
+ * order.  Element (i, q) of A is a[i * ars + q * acs] (W or W^T without a
+ * copy); C starts from bias[i] or 0, so no separate pass sets it. */
+#define SMALL_K 32
+
+static inline vec_f32 vec_splat(float v)
+{
+    return (vec_f32){v, v, v, v, v, v, v, v};
+}
+
+static void small_k_rows(int64_t i, int64_t rows, int64_t n, int64_t k, const float *a,
+                         int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                         const float *bias, float *c, int64_t ldc)
+{
+    int64_t j = 0;
+    for (; j + 2 * VLANES <= n; j += 2 * VLANES) {
+        vec_f32 acc[4][2];
+        for (int64_t r = 0; r < rows; r++)
+            acc[r][0] = acc[r][1] = vec_splat(bias ? bias[i + r] : 0.0f);
+        for (int64_t q = 0; q < k; q++) {
+            vec_f32 b0 = vec_load(b + q * ldb + j), b1 = vec_load(b + q * ldb + j + VLANES);
+            for (int64_t r = 0; r < rows; r++) {
+                vec_f32 w = vec_splat(a[(i + r) * ars + q * acs]);
+                acc[r][0] += w * b0;
+                acc[r][1] += w * b1;
+            }
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            vec_store(c + (i + r) * ldc + j, acc[r][0]);
+            vec_store(c + (i + r) * ldc + j + VLANES, acc[r][1]);
+        }
+    }
+    for (; j < n; j++)
+        for (int64_t r = 0; r < rows; r++) {
+            float sum = bias ? bias[i + r] : 0.0f;
+            for (int64_t q = 0; q < k; q++)
+                sum += a[(i + r) * ars + q * acs] * b[q * ldb + j];
+            c[(i + r) * ldc + j] = sum;
+        }
+}
+
+static void small_k_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                         int64_t acs, const float *b, int64_t ldb, const float *bias, float *c,
+                         int64_t ldc)
+{
+    int64_t i = 0;
+    /* four rows at a time as a constant, so that the accumulators stay in
+     * registers; the last one to three rows alone */
+    for (; i + 4 <= m; i += 4)
+        small_k_rows(i, 4, n, k, a, ars, acs, b, ldb, bias, c, ldc);
+    for (; i < m; i++)
+        small_k_rows(i, 1, n, k, a, ars, acs, b, ldb, bias, c, ldc);
 }
 
 /* rows x cols of c (leading dimension ldc) set to values[row], each */
@@ -328,6 +389,12 @@ static void forward_task(const conv_job *j, int64_t t, char *scratch)
         im2col_tiles[j->dt](g, image, gr * Rg, (gr + 1) * Rg, oh0, oh1, scratch);
     }
     char *c = j->out + (size_t)((b * g->OC + gr * OCg) * L + oh0 * g->OW) * es;
+    if (j->dt == WEFT_FLOAT32 && Rg <= SMALL_K) {
+        small_k_gemm(OCg, cols, Rg, (const float *)j->w + gr * OCg * Rg, Rg, 1,
+                     (const float *)bmat, ldb,
+                     j->bias ? (const float *)j->bias + gr * OCg : NULL, (float *)c, L);
+        return;
+    }
     /* the bias written just before the product reads it: still in cache */
     if (j->bias)
         fill_rows(j->dt, c, OCg, cols, L, j->bias + (size_t)(gr * OCg) * es);
@@ -459,13 +526,15 @@ static void backward_input_task(const conv_job *j, int64_t t, char *scratch)
     for (int64_t tile = 0; tile < j->tiles; tile++) {
         int64_t oh0, oh1, cols = tile_span(j, tile, &oh0, &oh1);
         const char *go = j->go + (size_t)((b * g->OC + gr * OCg) * L + oh0 * g->OW) * es;
-        if (j->direct) { /* KK = 1, H W = L */
-            gemm(j->dt, true, false, c1 - c0, cols, OCg, a, Rg, go, L, 0.0,
-                 image + (size_t)(c0 * L + oh0 * g->OW) * es, L);
-        } else {
-            gemm(j->dt, true, false, (c1 - c0) * KK, cols, OCg, a, Rg, go, L, 0.0, scratch, cols);
+        char *dst = j->direct ? image + (size_t)(c0 * L + oh0 * g->OW) * es : scratch;
+        int64_t ldd = j->direct ? L : cols; /* direct: KK = 1, H W = L */
+        if (j->dt == WEFT_FLOAT32 && OCg <= SMALL_K)
+            small_k_gemm((c1 - c0) * KK, cols, OCg, (const float *)a, 1, Rg, (const float *)go,
+                         L, NULL, (float *)dst, ldd);
+        else
+            gemm(j->dt, true, false, (c1 - c0) * KK, cols, OCg, a, Rg, go, L, 0.0, dst, ldd);
+        if (!j->direct)
             col2im_tiles[j->dt](g, image, c0 * KK, c1 * KK, oh0, oh1, scratch);
-        }
     }
 }
 
