@@ -7,7 +7,9 @@
  * of images the weight gradient sums (their partials added in a fixed
  * order) follow from the shape alone, so results do not depend on the
  * thread count.  1x1 convolutions with unit stride and no padding read
- * the input directly, without im2col.  conv1d is a composite over conv2d
+ * the input directly, without im2col; float32 products with a short inner
+ * dimension use a small kernel of our own instead of OpenBLAS (below).
+ * conv1d is a composite over conv2d
  * with a unit height, and conv_transpose2d is the input-gradient operator
  * plus a bias.  Tensors are batched [N, C, H, W]; float16/bfloat16
  * compute in float32. */
