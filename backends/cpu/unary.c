@@ -237,21 +237,27 @@ enum { VEC_WINDOW = 1024 }; /* elements checked ahead of the polynomials */
         float *o = (float *)ptrs[0];                                                    \
         const float *x = (const float *)ptrs[1];                                        \
         int64_t i = 0, full = n - n % VLANES;                                           \
-        while (i < full) {                                                              \
-            int64_t j = i, stop = i + VEC_WINDOW < full ? i + VEC_WINDOW : full;         \
-            if (vec_all_within(x + i, stop - i, LO, HI))                                \
-                j = stop;                                                               \
-            else                                                                        \
-                while (j < stop && vec_within(vec_load(x + j), LO, HI))                 \
-                    j += VLANES;                                                        \
-            if (j > i)                                                                  \
-                OP##_float32_run(o + i, x + i, j - i);                                  \
-            if (j < stop) { /* a block with a lane outside: libm */                     \
-                char *p[2] = {(char *)(o + j), (char *)(x + j)};                        \
-                OP##_float32(p, st, VLANES, params);                                    \
-                j += VLANES;                                                            \
+        for (; i < full; i = i + VEC_WINDOW < full ? i + VEC_WINDOW : full) {            \
+            int64_t stop = i + VEC_WINDOW < full ? i + VEC_WINDOW : full;                \
+            if (vec_all_within(x + i, stop - i, LO, HI)) {                              \
+                OP##_float32_run(o + i, x + i, stop - i);                               \
+                continue;                                                               \
             }                                                                           \
-            i = j;                                                                      \
+            /* block by block within this window only: a window is tested   \
+             * once, however many of its blocks fall outside */                         \
+            for (int64_t j = i; j < stop;) {                                            \
+                int64_t k = j;                                                          \
+                while (k < stop && vec_within(vec_load(x + k), LO, HI))                 \
+                    k += VLANES;                                                        \
+                if (k > j)                                                              \
+                    OP##_float32_run(o + j, x + j, k - j);                              \
+                if (k < stop) { /* a block with a lane outside: libm */                 \
+                    char *p[2] = {(char *)(o + k), (char *)(x + k)};                    \
+                    OP##_float32(p, st, VLANES, params);                                \
+                    k += VLANES;                                                        \
+                }                                                                       \
+                j = k;                                                                  \
+            }                                                                           \
         }                                                                               \
         if (i < n) {                                                                    \
             char *p[2] = {(char *)(o + i), (char *)(x + i)};                            \
