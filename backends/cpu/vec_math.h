@@ -192,7 +192,9 @@ static inline vec_f32 vec_gelu_small(vec_f32 a)
  * and x erfc(|z|) / 2 below (no cancellation: the relative error stays
  * bounded for negative x), x in [-9, 9]; a block with every |x| <= 3
  * takes the cheaper path above */
-static inline vec_f32 vec_gelu(vec_f32 a)
+/* always inlined: a compiler-split out-of-line part would pass a 32-byte
+ * vector in the baseline build, an ABI change GCC warns about */
+static inline __attribute__((always_inline)) vec_f32 vec_gelu(vec_f32 a)
 {
     if (vec_within(a, -3.0f, 3.0f))
         return vec_gelu_small(a);
