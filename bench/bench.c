@@ -1134,6 +1134,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: weft-bench [--quick] [--json] [--verbose] [--threads N] [--no-torch]\n"
+            "                  [--only ROWS] [--rounds N]\n"
             "       weft-bench --startup-child | --serve [--threads N]\n"
             "  Measures weft against libtorch (bench/torch-bench, when built) and prints\n"
             "  one table.  Run it through bench/run so that it finds the build's plugins.\n"
@@ -1143,6 +1144,10 @@ static void usage(FILE *f)
             "                every CPU this process may use)\n"
             "  --no-torch    skip libtorch even when torch-bench is built\n"
             "  --verbose     also print every batch's time, to judge the spread\n"
+            "  --only ROWS   only the operator rows whose name or label contains one of\n"
+            "                the comma-separated substrings (e.g. conv_small,gelu); skips\n"
+            "                start-up, the 1-element add, autograd, add_out, mm and DLPack\n"
+            "  --rounds N    alternating rounds per operator row (default: the row's own)\n"
             "  --startup-child  load the plugins, do one add, exit (what start-up times)\n"
             "  --serve       weft's side of the measurements, driven by the parent\n");
 }
@@ -1231,10 +1236,80 @@ static bool dlpack_section(bool quick)
     return met;
 }
 
+/* --only: whether an operator row's name or label contains one of the
+ * comma-separated substrings. */
+static bool op_selected(const bench_op *op, const char *only)
+{
+    char want[64];
+    for (const char *p = only; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n > 0 && n < sizeof want) {
+            memcpy(want, p, n);
+            want[n] = '\0';
+            if (strstr(op->kind, want) || strstr(op->label, want))
+                return true;
+        }
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+/* --only: the selected operator rows alone, alternating as in a full run,
+ * printed as the same table (a quick look at one row takes seconds). */
+static int run_only(server *w, server *t, bool torch, const char *only, int rounds, bool quick,
+                    bool json, bool verbose, int threads, const char *model)
+{
+    server_job w_jobs[BENCH_NUM_OPS], t_jobs[BENCH_NUM_OPS];
+    contender cs[BENCH_NUM_OPS][2];
+    int batches[BENCH_NUM_OPS], picked[BENCH_NUM_OPS], n = 0;
+    for (int i = 0; i < BENCH_NUM_OPS; i++) {
+        if (!op_selected(&bench_ops[i], only))
+            continue;
+        w_jobs[n] = (server_job){w, bench_ops[i].kind};
+        t_jobs[n] = (server_job){t, bench_ops[i].kind};
+        cs[n][0] = (contender){bench_ops[i].kind, server_batch, &w_jobs[n], {0}};
+        cs[n][1] = (contender){bench_ops[i].kind, torch ? server_batch : NULL, &t_jobs[n], {0}};
+        batches[n] = rounds ? rounds : quick ? 2 : bench_ops[i].batches;
+        run_rounds(cs[n], 2, quick ? 1 : bench_ops[i].calls, batches[n], true);
+        picked[n++] = i;
+    }
+    if (torch)
+        server_stop(t);
+    bool alive = w->alive;
+    if (!server_stop(w) || !alive)
+        die("the weft side failed (its message is above): no results");
+    if (n == 0) {
+        fprintf(stderr, "weft-bench: --only %s matches no operator row\n", only);
+        return 2;
+    }
+    row rows[BENCH_NUM_OPS];
+    for (int k = 0; k < n; k++) {
+        const bench_op *op = &bench_ops[picked[k]];
+        rows[k] = (row){op->label, op->kind, op->unit, "throughput",
+                        op->work / contender_median(&cs[k][0], batches[k]),
+                        op->work / contender_median(&cs[k][1], batches[k]),
+                        contender_ratio(&cs[k][1], &cs[k][0], batches[k]), GOAL_MIN_RATIO,
+                        op->goal};
+    }
+    if (json) {
+        print_json(rows, n, threads, quick, model, torch ? t->version : NULL);
+        return 0;
+    }
+    if (verbose) {
+        printf("batches:\n");
+        for (int k = 0; k < n; k++)
+            print_batches(cs[k], 2, batches[k]);
+    }
+    printf("\n");
+    print_table(rows, n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     bool quick = false, json = false, use_torch = true, verbose = false, serving = false;
-    int threads = 0;
+    int threads = 0, rounds = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--startup-child") == 0) {
             return startup_child();
@@ -1251,6 +1326,14 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             threads = atoi(argv[++i]);
             if (threads < 1 || threads > 1024) {
+                usage(stderr);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+            if (rounds < 1 || rounds > 64) {
                 usage(stderr);
                 return 2;
             }
@@ -1320,7 +1403,8 @@ int main(int argc, char **argv)
     char *const *argvs[2] = {weft_child, torch ? torch_child : NULL};
     startup_stats st[2] = {{0}};
     long parent_hwm_kb = bench_self_vmhwm_kb();
-    measure_startup(argvs, plan.startup_runs, st);
+    if (!only)
+        measure_startup(argvs, plan.startup_runs, st);
 
     char *weft_argv[] = {self_path, "--serve", "--threads", tbuf, NULL};
     char *torch_argv[] = {torch_path, "--serve", "--threads", tbuf, NULL};
@@ -1333,6 +1417,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: warning: libtorch runs %d threads, weft %d\n",
                 torch_srv.threads, threads);
     double (*torch_fn)(void *, long) = torch ? server_batch : NULL;
+    if (only)
+        return run_only(&weft_srv, &torch_srv, torch, only, rounds, quick, json, verbose, threads,
+                        model);
 
     /* 1. the fixed cost of add on one element */
     server_job w_add1_job = {&weft_srv, BENCH_KIND_ADD1}, t_add1_job = {&torch_srv, BENCH_KIND_ADD1},
@@ -1374,7 +1461,7 @@ int main(int argc, char **argv)
         t_op_jobs[i] = (server_job){&torch_srv, bench_ops[i].kind};
         c_ops[i][0] = (contender){bench_ops[i].kind, server_batch, &w_op_jobs[i], {0}};
         c_ops[i][1] = (contender){bench_ops[i].kind, torch_fn, &t_op_jobs[i], {0}};
-        op_batches[i] = quick ? 2 : bench_ops[i].batches;
+        op_batches[i] = rounds ? rounds : quick ? 2 : bench_ops[i].batches;
         run_rounds(c_ops[i], 2, quick ? 1 : bench_ops[i].calls, op_batches[i], true);
     }
 

@@ -5,9 +5,10 @@
  * alpha (over the pool) next to non-contiguous operands, products split
  * over the pool (mm, conv2d and its two gradients), threshold_backward
  * (relu's one-pass backward: values, broadcasting, promotion, errors,
- * gradcheck and gradgradcheck through relu), and the same bits
- * with 1 and 2 threads (the program runs itself with WEFT_NUM_THREADS=1
- * and 2 and compares digests of every result). */
+ * gradcheck and gradgradcheck through relu), conv2d's tiles, channel
+ * blocks and runs of images on shapes that cut them unevenly, and the
+ * same bits with 1, 2 and 3 threads (the program runs itself with
+ * WEFT_NUM_THREADS=1, 2 and 3 and compares digests of every result). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -253,9 +254,11 @@ static void test_large_binary(void)
 
 static void test_products(void)
 {
-    /* mm large enough to be split over the pool, by rows and by columns */
-    static const int64_t shapes[][3] = {{300, 200, 150}, {20, 300, 900}, {257, 1, 3}};
-    for (int c = 0; c < 3; c++) {
+    /* mm large enough to be split over the pool, by rows and by columns,
+     * in two pieces and (above 2^26 multiply-adds) in four */
+    static const int64_t shapes[][3] = {
+        {300, 200, 150}, {20, 300, 900}, {257, 1, 3}, {420, 410, 403}, {67, 1030, 1001}};
+    for (int c = 0; c < 5; c++) {
         int64_t n = shapes[c][0], k = shapes[c][1], m = shapes[c][2];
         weft_tensor *a = filled(INTS(n, k), 2, 10 + c, false);
         weft_tensor *b0 = filled(INTS(m, k), 2, 20 + c, false), *b = NULL, *y = NULL;
@@ -330,8 +333,8 @@ static void test_products(void)
     ok(good, "conv2d 3x3 padding 1 with a bias, its input and weight gradients as direct sums");
     drop_all();
 
-    /* a weight gradient over several passes of the column buffer (4 images
-     * of 64x56x56 fill it): the sum of the images' gradients taken alone */
+    /* a weight gradient of several runs of images (one image each here),
+     * each of several tiles: the sum of the images' gradients taken alone */
     weft_tensor *bx = filled(INTS(6, 64, 56, 56), 4, 61, false);
     weft_tensor *bg = filled(INTS(6, 8, 56, 56), 4, 62, false), *all = NULL;
     rc = weft_convolution_backward_weight(&all, bg, bx, INTS(8, 64, 3, 3), 4, INTS(1, 1), 2,
@@ -351,9 +354,139 @@ static void test_products(void)
             sum[k] += ((const float *)weft_tensor_data_ptr(one))[k];
     }
     ok(rc == 0 && close_to(weft_tensor_data_ptr(all), sum, 8 * 64 * 9, 1e-4),
-       "convolution_backward_weight over two passes of 4 and 2 images: the images' sum");
+       "convolution_backward_weight of 6 images, one run each: the images' sum");
     free(sum);
     drop_all();
+}
+
+/* ---------------------------------------------------- conv2d's tiles */
+
+/* conv2d cuts each image's output rows into tiles of unfolded columns,
+ * the backward input into blocks of channels, the weight gradient into
+ * runs of images (8 at most): shapes with several tiles, batches not a
+ * multiple of the runs, one image with many channels, groups, stride,
+ * dilation, padding, a non-square kernel, the direct 1x1 path and a
+ * non-contiguous input, each against direct sums in float64. */
+typedef struct conv_case {
+    int64_t N, C, H, W, OC, KH, KW, s[2], p[2], d[2], groups;
+    bool bias, strided_input;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    /* 72 unfolded rows of 40 columns: 3 tiles per image; 11 images */
+    {11, 8, 40, 40, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+    {3, 4, 17, 15, 6, 3, 3, {2, 2}, {2, 2}, {2, 2}, 2, false, true},
+    {5, 6, 9, 7, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}, 2, true, false}, /* direct, groups */
+    {1, 32, 12, 12, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false, false}, /* channel blocks */
+    {2, 3, 10, 23, 5, 2, 5, {3, 1}, {0, 2}, {1, 2}, 1, true, true},
+    {9, 3, 64, 64, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false}, /* the benchmark's */
+    /* 36 unfolded rows and 40 output channels: products through OpenBLAS */
+    {2, 4, 9, 11, 40, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+};
+enum { NCONV = sizeof conv_cases / sizeof *conv_cases };
+
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d)
+{
+    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+/* y, gi and gw of case c (rc < 0 on failure; the tensors are kept) */
+static int conv_run(const conv_case *c, weft_tensor **x, weft_tensor **y, weft_tensor **gi,
+                    weft_tensor **gw, weft_tensor **w, weft_tensor **b, weft_tensor **go)
+{
+    int64_t OH = conv_out(c->H, c->KH, c->s[0], c->p[0], c->d[0]);
+    int64_t OW = conv_out(c->W, c->KW, c->s[1], c->p[1], c->d[1]);
+    weft_tensor *xv = NULL;
+    if (c->strided_input) { /* every other column of a wider input */
+        weft_tensor *wide = filled(INTS(c->N, c->C, c->H, 2 * c->W), 4, 71, false);
+        int rc = weft_slice(&xv, wide, 3, 0, 2 * c->W, 2);
+        if (rc < 0)
+            return rc;
+        keep(xv);
+    } else {
+        xv = filled(INTS(c->N, c->C, c->H, c->W), 4, 71, false);
+    }
+    *x = xv;
+    *w = filled(INTS(c->OC, c->C / c->groups, c->KH, c->KW), 4, 72, false);
+    *b = c->bias ? filled(INTS(c->OC), 1, 73, false) : NULL;
+    *go = filled(INTS(c->N, c->OC, OH, OW), 4, 74, false);
+    int rc = weft_conv2d(y, xv, *w, *b, c->s, 2, c->p, 2, c->d, 2, c->groups);
+    keep(*y);
+    if (rc == 0)
+        rc = weft_convolution_backward_input(gi, *go, *w, INTS(c->N, c->C, c->H, c->W), 4, c->s,
+                                             2, c->p, 2, c->d, 2, c->groups);
+    keep(*gi);
+    if (rc == 0)
+        rc = weft_convolution_backward_weight(gw, *go, xv, INTS(c->OC, c->C / c->groups, c->KH,
+                                                                c->KW),
+                                              4, c->s, 2, c->p, 2, c->d, 2, c->groups);
+    keep(*gw);
+    return rc;
+}
+
+static double at4(const weft_tensor *t, int64_t i, int64_t j, int64_t k, int64_t l)
+{
+    const float *p = weft_tensor_data_ptr(t);
+    const int64_t *st = weft_tensor_strides(t);
+    return p[i * st[0] + j * st[1] + k * st[2] + l * st[3]];
+}
+
+static void test_conv_tiles(void)
+{
+    for (int ci = 0; ci < NCONV; ci++) {
+        const conv_case *c = &conv_cases[ci];
+        weft_tensor *x, *y = NULL, *gi = NULL, *gw = NULL, *w, *b, *go;
+        int rc = conv_run(c, &x, &y, &gi, &gw, &w, &b, &go);
+        if (!ok(rc == 0, "conv2d case %d and its gradients run", ci)) {
+            diag("%s", weft_last_error());
+            drop_all();
+            continue;
+        }
+        int64_t OH = weft_tensor_size(y, 2), OW = weft_tensor_size(y, 3);
+        int64_t Cg = c->C / c->groups, OCg = c->OC / c->groups;
+        double *ry = calloc((size_t)(c->N * c->OC * OH * OW), sizeof(double));
+        double *rgi = calloc((size_t)(c->N * c->C * c->H * c->W), sizeof(double));
+        double *rgw = calloc((size_t)(c->OC * Cg * c->KH * c->KW), sizeof(double));
+        for (int64_t n = 0; n < c->N; n++)
+            for (int64_t o = 0; o < c->OC; o++)
+                for (int64_t oh = 0; oh < OH; oh++)
+                    for (int64_t ow = 0; ow < OW; ow++) {
+                        int64_t yi = ((n * c->OC + o) * OH + oh) * OW + ow;
+                        double gov = at4(go, n, o, oh, ow);
+                        if (b)
+                            ry[yi] = ((const float *)weft_tensor_data_ptr(b))[o];
+                        for (int64_t q = 0; q < Cg; q++)
+                            for (int64_t kh = 0; kh < c->KH; kh++)
+                                for (int64_t kw = 0; kw < c->KW; kw++) {
+                                    int64_t ih = oh * c->s[0] - c->p[0] + kh * c->d[0];
+                                    int64_t iw = ow * c->s[1] - c->p[1] + kw * c->d[1];
+                                    if (ih < 0 || iw < 0 || ih >= c->H || iw >= c->W)
+                                        continue;
+                                    int64_t ch = o / OCg * Cg + q;
+                                    double xv = at4(x, n, ch, ih, iw), wv = at4(w, o, q, kh, kw);
+                                    ry[yi] += xv * wv;
+                                    rgi[((n * c->C + ch) * c->H + ih) * c->W + iw] += gov * wv;
+                                    rgw[((o * Cg + q) * c->KH + kh) * c->KW + kw] += gov * xv;
+                                }
+                    }
+        bool good_y = close_to(weft_tensor_data_ptr(y), ry, c->N * c->OC * OH * OW, 1e-5);
+        bool good_gi = close_to(weft_tensor_data_ptr(gi), rgi, c->N * c->C * c->H * c->W, 1e-5);
+        bool good_gw = close_to(weft_tensor_data_ptr(gw), rgw, c->OC * Cg * c->KH * c->KW,
+                                2e-4);
+        ok(good_y && good_gi && good_gw,
+           "conv2d case %d (N %lld, C %lld, %lldx%lld, OC %lld, kernel %lldx%lld, stride %lld,%lld "
+           "pad %lld,%lld dilation %lld,%lld groups %lld%s%s): output, input and weight gradients "
+           "as direct sums (%d %d %d)",
+           ci, (long long)c->N, (long long)c->C, (long long)c->H, (long long)c->W,
+           (long long)c->OC, (long long)c->KH, (long long)c->KW, (long long)c->s[0],
+           (long long)c->s[1], (long long)c->p[0], (long long)c->p[1], (long long)c->d[0],
+           (long long)c->d[1], (long long)c->groups, c->bias ? ", bias" : "",
+           c->strided_input ? ", strided input" : "", good_y, good_gi, good_gw);
+        free(ry);
+        free(rgi);
+        free(rgw);
+        drop_all();
+    }
 }
 
 /* ---------------------------------------------------- threshold_backward */
@@ -510,11 +643,11 @@ static void test_linear_weight_grad(void)
 
 /* Every fast path on shapes large enough for the pool, each result hashed
  * bit for bit into digests[]. */
-#define NDIGESTS 7
+#define NDIGESTS 8
 static const char *const digest_names[NDIGESTS] = {
-    "conv2d", "convolution_backward_input", "convolution_backward_weight (one and two passes)",
+    "conv2d", "convolution_backward_input", "convolution_backward_weight (one and six runs)",
     "max_pool2d values and indices", "mm", "add_ and mul_ over 200704 elements",
-    "relu's backward"};
+    "relu's backward", "conv2d's tiled cases and their gradients"};
 
 static void digest(uint64_t *digests)
 {
@@ -550,6 +683,13 @@ static void digest(uint64_t *digests)
                                      INTS(1, 1), 2, INTS(1, 1), 2, 1);
     digests[2] = hash_tensor(digests[2], keep(all));
     drop_all();
+    for (int ci = 0; ci < NCONV; ci++) {
+        weft_tensor *cx, *cy = NULL, *cgi = NULL, *cgw = NULL, *cw, *cb, *cgo;
+        if (conv_run(&conv_cases[ci], &cx, &cy, &cgi, &cgw, &cw, &cb, &cgo) < 0)
+            digests[7] ^= 0xbadULL;
+        digests[7] = hash_tensor(hash_tensor(hash_tensor(digests[7], cy), cgi), cgw);
+        drop_all();
+    }
 }
 
 static bool digest_with_threads(int threads, uint64_t *out)
@@ -575,15 +715,16 @@ static bool digest_with_threads(int threads, uint64_t *out)
 
 static void test_threads(void)
 {
-    uint64_t here[NDIGESTS], one[NDIGESTS], two[NDIGESTS];
+    uint64_t here[NDIGESTS], one[NDIGESTS], two[NDIGESTS], three[NDIGESTS];
     digest(here);
     bool a = digest_with_threads(1, one), b = digest_with_threads(2, two);
-    ok(a && b, "the program ran itself with WEFT_NUM_THREADS=1 and 2");
+    bool c = digest_with_threads(3, three);
+    ok(a && b && c, "the program ran itself with WEFT_NUM_THREADS=1, 2 and 3");
     for (int i = 0; i < NDIGESTS; i++)
-        ok(a && b && one[i] == two[i] && one[i] == here[i],
-           "%s: the same bits with 1 and 2 threads (%016llx %016llx, here %016llx)",
+        ok(a && b && c && one[i] == two[i] && one[i] == three[i] && one[i] == here[i],
+           "%s: the same bits with 1, 2 and 3 threads (%016llx %016llx %016llx, here %016llx)",
            digest_names[i], (unsigned long long)one[i], (unsigned long long)two[i],
-           (unsigned long long)here[i]);
+           (unsigned long long)three[i], (unsigned long long)here[i]);
 }
 
 int main(int argc, char **argv)
@@ -605,6 +746,7 @@ int main(int argc, char **argv)
     test_products();
     test_threshold_backward();
     test_linear_weight_grad();
+    test_conv_tiles();
     test_threads();
     return done_testing();
 }

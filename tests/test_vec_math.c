@@ -2,8 +2,10 @@
  * (backends/cpu/vec_math.h and its users): exp, sigmoid and gelu on long
  * contiguous tensors whose values span the polynomials' range and beyond,
  * with NaN, infinities, overflow and underflow placed inside vector blocks
- * and in the tail; softmax, log_softmax and cross_entropy rows; and sum
- * over the last dim — each against a float64 reference written here. */
+ * and in the tail; dense ordered sweeps (whole blocks inside gelu's
+ * cheaper |x| <= 3 path, beyond it, exp's whole range); softmax,
+ * log_softmax and cross_entropy rows; and sum over the last dim — each
+ * against a float64 reference written here. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -34,6 +36,7 @@ static weft_tensor *f32(const int64_t *sizes, int nd, float *v)
 static double ref_exp(double x) { return exp(x); }
 static double ref_sigmoid(double x) { return 1 / (1 + exp(-x)); }
 static double ref_gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double ref_erfc(double x) { return erfc(x); }
 
 /* relative error against the float64 value, with float32's own limits:
  * results below the smallest normal are compared absolutely */
@@ -88,6 +91,54 @@ static void test_unary(void)
         if (p)
             ok(!!signbit(p[N - 2]) == (cases[c].fn == weft_gelu),
                "  the sign of %s(-0) is kept where it should be", cases[c].name);
+    }
+}
+
+/* Dense sweeps, in order, so that whole vector blocks fall in one range:
+ * gelu's |x| <= 3 blocks (the division-free erfc), the blocks beyond
+ * (Numerical Recipes' erfc) down to -9 where the result is ~1e-19 (the
+ * relative error stays bounded for negative inputs, where x Phi(x) is
+ * tiny), and exp over its whole vector range (n rounded to nearest). */
+static void test_dense(void)
+{
+    enum { M = 60000 };
+    static float x[M];
+    struct {
+        const char *name;
+        int (*fn)(weft_tensor **, const weft_tensor *);
+        double (*ref)(double);
+        double lo, hi, rel; /* gelu's and erfc's bound is rel (1 + x^2), as above */
+    } sweeps[] = {{"gelu on [-3, 3]", weft_gelu, ref_gelu, -3, 3, 2.5e-7},
+                  {"gelu on [-9, -3]", weft_gelu, ref_gelu, -9, -3, 4e-7},
+                  {"gelu on [3, 9]", weft_gelu, ref_gelu, 3, 9, 4e-7},
+                  {"exp on [-87, 88]", weft_exp, ref_exp, -87, 88, 2.5e-7},
+                  /* erfc's error grows as a^2 too (exp of a rounded a^2) */
+                  {"erfc on [-2.125, 2.125]", weft_erfc, ref_erfc, -2.125, 2.125, 2e-7},
+                  {"erfc on [-6, -2.125]", weft_erfc, ref_erfc, -6, -2.125, 2e-7},
+                  {"sigmoid on [-20, 20]", weft_sigmoid, ref_sigmoid, -20, 20, 4e-7}};
+    for (size_t c = 0; c < sizeof sweeps / sizeof *sweeps; c++) {
+        for (int i = 0; i < M; i++)
+            x[i] = (float)(sweeps[c].lo + (sweeps[c].hi - sweeps[c].lo) * i / (M - 1));
+        int64_t n = M;
+        weft_tensor *t = f32(&n, 1, x), *y = NULL;
+        int rc = sweeps[c].fn(&y, t);
+        keep(y);
+        const float *p = rc == 0 ? weft_tensor_data_ptr(y) : NULL;
+        double worst = 0;
+        int at = 0;
+        for (int i = 0; p && i < M; i++) {
+            double want = sweeps[c].ref((double)x[i]);
+            double scale = sweeps[c].fn == weft_gelu || sweeps[c].fn == weft_erfc
+                               ? 1 + (double)x[i] * x[i]
+                               : 1;
+            double err = fabs(p[i] - want) / (fabs(want) + 1e-300) / scale;
+            if (err > worst)
+                worst = err, at = i;
+        }
+        if (!ok(p && worst <= sweeps[c].rel, "float32 %s (%d values in order): relative error "
+                "%.3g within %g", sweeps[c].name, M, worst, sweeps[c].rel) && p)
+            diag("worst at x = %.9g: %.9g, expected %.9g", x[at], p[at],
+                 sweeps[c].ref((double)x[at]));
     }
 }
 
@@ -172,6 +223,7 @@ int main(void)
     if (weft_load_default_plugins() <= 0)
         skip_all("no CPU plugin: %s", weft_last_error());
     test_unary();
+    test_dense();
     test_rows();
     drop_all();
     return done_testing();

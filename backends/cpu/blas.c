@@ -29,12 +29,17 @@ void cpu__blas_init(int nthreads)
         openblas_set_num_threads(1);
 }
 
-/* A product is cut into at most GEMM_MAX_PIECES pieces of at least
- * GEMM_GRAIN multiply-adds (waking a worker for less costs more than it
- * saves), by the problem's shape alone: OpenBLAS may sum a piece in another
- * order than the whole (its kernels depend on the sizes), so a cut that
- * followed the thread count would make results depend on it. */
+/* A product is cut into pieces by the problem's shape alone: OpenBLAS may
+ * sum a piece in another order than the whole (its kernels depend on the
+ * sizes), so a cut that followed the thread count would make results
+ * depend on it.  One piece below GEMM_GRAIN multiply-adds (waking a worker
+ * for less costs more than it saves), two below GEMM_GRAIN_FOUR, four
+ * above: every piece packs the whole of the operand it shares with the
+ * others again, which cost a 256 x 256 x 256 product cut in four 8% of
+ * its speed on one thread (two pieces: 3%), while from about 400^3 up the
+ * packing is lost in the product. */
 #define GEMM_GRAIN ((int64_t)1 << 21)
+#define GEMM_GRAIN_FOUR ((int64_t)1 << 26)
 #define GEMM_MAX_PIECES 4
 
 typedef struct gemm_job {
@@ -87,8 +92,10 @@ void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t
     gemm_job j = {dtype, ta, tb, n >= m, n, m, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
     int64_t along = j.by_rows ? n : m;
     double work = (double)n * (double)m * (double)(k > 0 ? k : 1);
-    int64_t pieces = work / GEMM_GRAIN < GEMM_MAX_PIECES ? (int64_t)(work / GEMM_GRAIN) : GEMM_MAX_PIECES;
-    pieces = pieces < 1 ? 1 : pieces > along ? along : pieces;
+    int64_t pieces = work < (double)GEMM_GRAIN        ? 1
+                     : work < (double)GEMM_GRAIN_FOUR ? 2
+                                                      : GEMM_MAX_PIECES;
+    pieces = pieces > along ? along : pieces;
     /* blocks of a multiple of 8 rows or columns where there are enough:
      * whole register tiles of the BLAS kernels */
     int64_t block = (along + pieces - 1) / pieces;

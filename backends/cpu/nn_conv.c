@@ -1,22 +1,36 @@
 /* backends/cpu/nn_conv.c — conv2d and its input and weight gradients as
- * operators, by im2col and one GEMM per image and group through
- * single-threaded OpenBLAS, the (image, group) products spread over our
- * pool (the weight gradient, which sums over images, sums runs of images
- * in parallel and adds the runs' partials in a fixed order), as are the
- * im2col/col2im passes; conv1d is a
- * composite over conv2d with a unit height, and conv_transpose2d is the
- * input-gradient operator plus a bias.  1x1 convolutions with unit
- * stride and no padding read the input directly, without im2col.
- * Tensors are batched [N, C, H, W]; float16/bfloat16 compute in float32. */
+ * operators, by im2col and GEMM through single-threaded OpenBLAS.  Each
+ * image's output rows are cut into tiles whose columns fit in the L2
+ * cache; a task (image, group, tile, or a run of images for the weight
+ * gradient) unfolds its columns into a scratch slot and multiplies at
+ * once, and slots of tasks run over our pool.  Tiles, tasks and the runs
+ * of images the weight gradient sums (their partials added in a fixed
+ * order) follow from the shape alone, so results do not depend on the
+ * thread count.  1x1 convolutions with unit stride and no padding read
+ * the input directly, without im2col; float32 products with a short inner
+ * dimension use a small kernel of our own instead of OpenBLAS (below).
+ * conv1d is a composite over conv2d
+ * with a unit height, and conv_transpose2d is the input-gradient operator
+ * plus a bias.  Tensors are batched [N, C, H, W]; float16/bfloat16
+ * compute in float32. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn.h"
+#include "vec_math.h"
 
-/* The column buffer of one pass holds at most this many elements. */
-#define COLUMN_BUDGET ((int64_t)1 << 23)
+/* A tile's unfolded columns take about this many bytes (at least 256
+ * columns, so that the products stay wide enough for GEMM's kernels). */
+#define TILE_BYTES ((int64_t)192 * 1024)
+#define TILE_MIN_COLUMNS 256
+/* Scratch slots (and at most this many pieces of parallel work) per call:
+ * enough for a few pieces per thread on small machines. */
+#define MAX_SLOTS 16
+/* The weight gradient sums runs of images into this many partials at
+ * most; their number depends on the batch size alone. */
+#define WEIGHT_CHUNKS 8
 
 typedef struct conv_geometry {
     int64_t N, C, H, W;     /* input */
@@ -37,8 +51,7 @@ static bool direct_input(const conv_geometry *g)
 }
 
 /* C = op(A) op(B) + beta C, row-major, float32 or float64, on the
- * calling thread (the callers split the work over images themselves) or
- * split over the pool (split). */
+ * calling thread (the tasks are spread over the pool instead). */
 static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc)
@@ -52,19 +65,65 @@ static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64
                     (int)ldb, beta, c, (int)ldc);
 }
 
-/* One product per (image, group) pair of a pass, pairs spread over the
- * pool: each pair's product is the same single-threaded call whichever
- * thread runs it, so results do not depend on the thread count. */
-typedef struct image_gemms {
-    weft_dtype dt;
-    bool ta, tb;
-    int64_t groups, m, n, k, lda, ldb, ldc;
-    double beta;
-    const char *a, *b;
-    char *c;
-    int64_t a_group, b_image, b_group, c_image, c_group; /* byte strides */
-    const char *bias; /* non-NULL: C's row i of group gr starts as bias[gr * m + i] */
-} image_gemms;
+/* Products with a short inner dimension (k <= SMALL_K): a forward with
+ * few input channels (k = C/groups x KH x KW, 27 for an RGB 3x3) and the
+ * input gradient of few output channels (k = OC/groups).  OpenBLAS packs
+ * both operands for every call and spends as long packing a 27-row tile
+ * as multiplying it; here the unfolded tile is read in place (16 columns
+ * of it stay in L1 while every row block of A passes over them), four
+ * rows of C by sixteen columns in registers, each the sum over q in
+ * order.  Element (i, q) of A is a[i * ars + q * acs] (W or W^T without a
+ * copy); C starts from bias[i] or 0, so no separate pass sets it. */
+#define SMALL_K 32
+
+static inline vec_f32 vec_splat(float v)
+{
+    return (vec_f32){v, v, v, v, v, v, v, v};
+}
+
+static void small_k_rows(int64_t i, int64_t rows, int64_t n, int64_t k, const float *a,
+                         int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                         const float *bias, float *c, int64_t ldc)
+{
+    int64_t j = 0;
+    for (; j + 2 * VLANES <= n; j += 2 * VLANES) {
+        vec_f32 acc[4][2];
+        for (int64_t r = 0; r < rows; r++)
+            acc[r][0] = acc[r][1] = vec_splat(bias ? bias[i + r] : 0.0f);
+        for (int64_t q = 0; q < k; q++) {
+            vec_f32 b0 = vec_load(b + q * ldb + j), b1 = vec_load(b + q * ldb + j + VLANES);
+            for (int64_t r = 0; r < rows; r++) {
+                vec_f32 w = vec_splat(a[(i + r) * ars + q * acs]);
+                acc[r][0] += w * b0;
+                acc[r][1] += w * b1;
+            }
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            vec_store(c + (i + r) * ldc + j, acc[r][0]);
+            vec_store(c + (i + r) * ldc + j + VLANES, acc[r][1]);
+        }
+    }
+    for (; j < n; j++)
+        for (int64_t r = 0; r < rows; r++) {
+            float sum = bias ? bias[i + r] : 0.0f;
+            for (int64_t q = 0; q < k; q++)
+                sum += a[(i + r) * ars + q * acs] * b[q * ldb + j];
+            c[(i + r) * ldc + j] = sum;
+        }
+}
+
+static void small_k_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                         int64_t acs, const float *b, int64_t ldb, const float *bias, float *c,
+                         int64_t ldc)
+{
+    int64_t i = 0;
+    /* four rows at a time as a constant, so that the accumulators stay in
+     * registers; the last one to three rows alone */
+    for (; i + 4 <= m; i += 4)
+        small_k_rows(i, 4, n, k, a, ars, acs, b, ldb, bias, c, ldc);
+    for (; i < m; i++)
+        small_k_rows(i, 1, n, k, a, ars, acs, b, ldb, bias, c, ldc);
+}
 
 /* rows x cols of c (leading dimension ldc) set to values[row], each */
 static void fill_rows(weft_dtype dt, char *c, int64_t rows, int64_t cols, int64_t ldc,
@@ -83,34 +142,6 @@ static void fill_rows(weft_dtype dt, char *c, int64_t rows, int64_t cols, int64_
     }
 }
 
-static void image_gemm_range(int64_t begin, int64_t end, void *ctx)
-{
-    const image_gemms *j = ctx;
-    for (int64_t p = begin; p < end; p++) {
-        int64_t b = p / j->groups, gr = p % j->groups;
-        /* the bias written just before the product reads it: still in cache */
-        if (j->bias)
-            fill_rows(j->dt, j->c + b * j->c_image + gr * j->c_group, j->m, j->n, j->ldc,
-                      j->bias + (size_t)(gr * j->m) * weft_dtype_size(j->dt));
-        gemm(j->dt, j->ta, j->tb, j->m, j->n, j->k, j->a + gr * j->a_group, j->lda,
-             j->b + b * j->b_image + gr * j->b_group, j->ldb, j->beta,
-             j->c + b * j->c_image + gr * j->c_group, j->ldc);
-    }
-}
-
-static void run_image_gemms(const image_gemms *j, int64_t images)
-{
-    int64_t flops = j->m * j->n * (j->k > 0 ? j->k : 1);
-    cpu__parallel_for(0, images * j->groups, ((int64_t)1 << 19) / (flops > 0 ? flops : 1) + 1,
-                      image_gemm_range, (void *)j);
-}
-
-typedef struct column_job {
-    const conv_geometry *g;
-    void *x;       /* images [B, C, H, W] */
-    void *col;     /* [B, C*KH*KW, OH*OW] */
-} column_job;
-
 /* The output columns ow in [*lo, *hi) whose input column iw0 + ow * stride
  * lies inside [0, W); the others read padding.  *hi may be below *lo. */
 static void inside_columns(const conv_geometry *g, int64_t iw0, int64_t *lo, int64_t *hi)
@@ -122,86 +153,172 @@ static void inside_columns(const conv_geometry *g, int64_t iw0, int64_t *lo, int
     *hi = last + 1 < g->OW ? last + 1 : g->OW;
 }
 
-/* im2col over (image, row) pairs and col2im (accumulating) over (image,
- * channel) pairs: a row reads and writes a single channel. */
-#define DEFINE_COLUMNS(NAME, T)                                                            \
-    static void im2col_##NAME(int64_t begin, int64_t end, void *ctx)                      \
-    {                                                                                      \
-        const column_job *j = ctx;                                                         \
-        const conv_geometry *g = j->g;                                                     \
-        int64_t R = rows_per_image(g), L = g->OH * g->OW;                                  \
-        for (int64_t p = begin; p < end; p++) {                                            \
-            int64_t b = p / R, r = p % R;                                                  \
-            int64_t c = r / (g->KH * g->KW), kh = (r / g->KW) % g->KH, kw = r % g->KW;     \
-            const T *x = (const T *)j->x + (b * g->C + c) * g->H * g->W;                   \
-            T *dst = (T *)j->col + p * L;                                                  \
-            for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                         \
-                int64_t ih = oh * g->stride[0] - g->padding[0] + kh * g->dilation[0];      \
-                if (ih < 0 || ih >= g->H) {                                                \
-                    for (int64_t ow = 0; ow < g->OW; ow++)                                 \
-                        dst[ow] = 0;                                                       \
-                    continue;                                                              \
-                }                                                                          \
-                const T *src = x + ih * g->W;                                              \
-                int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];      \
-                int64_t lo, hi;                                                            \
-                inside_columns(g, iw0, &lo, &hi);                                          \
-                for (int64_t ow = 0; ow < lo; ow++)                                        \
-                    dst[ow] = 0;                                                           \
-                if (sw == 1) {                                                             \
-                    if (hi > lo)                                                           \
-                        memcpy(dst + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof(T));   \
-                } else {                                                                   \
-                    for (int64_t ow = lo; ow < hi; ow++)                                   \
-                        dst[ow] = src[iw0 + ow * sw];                                      \
-                }                                                                          \
-                for (int64_t ow = hi > lo ? hi : lo; ow < g->OW; ow++)                     \
-                    dst[ow] = 0;                                                           \
-            }                                                                              \
-        }                                                                                  \
-    }                                                                                      \
-    static void col2im_##NAME(int64_t begin, int64_t end, void *ctx)                      \
-    {                                                                                      \
-        const column_job *j = ctx;                                                         \
-        const conv_geometry *g = j->g;                                                     \
-        int64_t KK = g->KH * g->KW, L = g->OH * g->OW;                                     \
-        for (int64_t p = begin; p < end; p++) {                                            \
-            int64_t b = p / g->C, c = p % g->C;                                            \
-            T *x = (T *)j->x + (b * g->C + c) * g->H * g->W;                               \
-            for (int64_t i = 0; i < g->H * g->W; i++)                                      \
-                x[i] = 0;                                                                  \
-            for (int64_t k = 0; k < KK; k++) {                                             \
-                int64_t kh = k / g->KW, kw = k % g->KW;                                    \
-                const T *src = (const T *)j->col + ((b * g->C + c) * KK + k) * L;          \
-                for (int64_t oh = 0; oh < g->OH; oh++, src += g->OW) {                     \
-                    int64_t ih = oh * g->stride[0] - g->padding[0] + kh * g->dilation[0];  \
-                    if (ih < 0 || ih >= g->H)                                              \
-                        continue;                                                          \
-                    T *row = x + ih * g->W;                                                \
-                    int64_t iw0 = kw * g->dilation[1] - g->padding[1], sw = g->stride[1];  \
-                    int64_t lo, hi;                                                        \
-                    inside_columns(g, iw0, &lo, &hi);                                      \
-                    if (sw == 1) {                                                         \
-                        T *r = row + iw0;                                                  \
-                        for (int64_t ow = lo; ow < hi; ow++)                               \
-                            r[ow] += src[ow];                                              \
-                    } else {                                                               \
-                        for (int64_t ow = lo; ow < hi; ow++)                               \
-                            row[iw0 + ow * sw] += src[ow];                                 \
-                    }                                                                      \
-                }                                                                          \
-            }                                                                              \
-        }                                                                                  \
+/* im2col of one image's rows [r0, r1) (row r: channel r / (KH KW) and one
+ * kernel offset) for output rows [oh0, oh1), into col of (r1 - r0) rows of
+ * (oh1 - oh0) OW columns; col2im adds such columns back into the image
+ * (whose channels the caller zeroed). */
+#define DEFINE_TILES(NAME, T)                                                                \
+    static void im2col_##NAME(const conv_geometry *g, const void *image, int64_t r0,         \
+                              int64_t r1, int64_t oh0, int64_t oh1, void *col)               \
+    {                                                                                        \
+        int64_t KK = g->KH * g->KW, sw = g->stride[1];                                       \
+        T *dst = col;                                                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
+            int64_t c = r / KK, kh = (r / g->KW) % g->KH, kw = r % g->KW;                    \
+            const T *x = (const T *)image + c * g->H * g->W;                                 \
+            int64_t iw0 = kw * g->dilation[1] - g->padding[1], lo, hi;                       \
+            inside_columns(g, iw0, &lo, &hi);                                                \
+            for (int64_t oh = oh0; oh < oh1; oh++, dst += g->OW) {                           \
+                int64_t ih = oh * g->stride[0] - g->padding[0] + kh * g->dilation[0];        \
+                if (ih < 0 || ih >= g->H) {                                                  \
+                    memset(dst, 0, (size_t)g->OW * sizeof(T));                               \
+                    continue;                                                                \
+                }                                                                            \
+                const T *src = x + ih * g->W;                                                \
+                for (int64_t ow = 0; ow < lo; ow++)                                          \
+                    dst[ow] = 0;                                                             \
+                if (sw == 1) {                                                               \
+                    if (hi > lo)                                                             \
+                        memcpy(dst + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof(T));     \
+                } else {                                                                     \
+                    for (int64_t ow = lo; ow < hi; ow++)                                     \
+                        dst[ow] = src[iw0 + ow * sw];                                        \
+                }                                                                            \
+                for (int64_t ow = hi > lo ? hi : lo; ow < g->OW; ow++)                       \
+                    dst[ow] = 0;                                                             \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    static void col2im_##NAME(const conv_geometry *g, void *image, int64_t r0, int64_t r1,   \
+                              int64_t oh0, int64_t oh1, const void *col)                     \
+    {                                                                                        \
+        int64_t KK = g->KH * g->KW, sw = g->stride[1];                                       \
+        const T *src = col;                                                                  \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
+            int64_t c = r / KK, kh = (r / g->KW) % g->KH, kw = r % g->KW;                    \
+            T *x = (T *)image + c * g->H * g->W;                                             \
+            int64_t iw0 = kw * g->dilation[1] - g->padding[1], lo, hi;                       \
+            inside_columns(g, iw0, &lo, &hi);                                                \
+            for (int64_t oh = oh0; oh < oh1; oh++, src += g->OW) {                           \
+                int64_t ih = oh * g->stride[0] - g->padding[0] + kh * g->dilation[0];        \
+                if (ih < 0 || ih >= g->H)                                                    \
+                    continue;                                                                \
+                T *row = x + ih * g->W;                                                      \
+                if (sw == 1) {                                                               \
+                    T *rw = row + iw0;                                                       \
+                    for (int64_t ow = lo; ow < hi; ow++)                                     \
+                        rw[ow] += src[ow];                                                   \
+                } else {                                                                     \
+                    for (int64_t ow = lo; ow < hi; ow++)                                     \
+                        row[iw0 + ow * sw] += src[ow];                                       \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
     }
-DEFINE_COLUMNS(float32, float)
-DEFINE_COLUMNS(float64, double)
+DEFINE_TILES(float32, float)
+DEFINE_TILES(float64, double)
 
-typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
-static const range_fn im2col_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = im2col_float32,
-                                                       [WEFT_FLOAT64] = im2col_float64};
-static const range_fn col2im_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = col2im_float32,
-                                                       [WEFT_FLOAT64] = col2im_float64};
+typedef void (*im2col_fn)(const conv_geometry *g, const void *image, int64_t r0, int64_t r1,
+                          int64_t oh0, int64_t oh1, void *col);
+typedef void (*col2im_fn)(const conv_geometry *g, void *image, int64_t r0, int64_t r1,
+                          int64_t oh0, int64_t oh1, const void *col);
+static const im2col_fn im2col_tiles[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = im2col_float32,
+                                                        [WEFT_FLOAT64] = im2col_float64};
+static const col2im_fn col2im_tiles[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = col2im_float32,
+                                                        [WEFT_FLOAT64] = col2im_float64};
 
+/* ------------------------------------------------------------ tasks */
+
+/* One call's work: `tasks` tasks cut into `slots` contiguous runs, each
+ * run done by one thread with its own scratch slot (an im2col tile).  A
+ * task's result does not depend on which slot or thread runs it. */
+typedef struct conv_job {
+    const conv_geometry *g;
+    weft_dtype dt;
+    size_t es;
+    bool direct;            /* B read straight from the input: no im2col */
+    int64_t tile_rows;      /* output rows per tile */
+    int64_t tiles;          /* tiles per image */
+    int64_t cblocks;        /* backward input: channel blocks per group */
+    int64_t chunks;         /* backward weight: runs of images */
+    int64_t tasks, slots;
+    size_t slot_bytes;
+    char *scratch;          /* slots x slot_bytes; NULL when direct */
+    const char *x, *w, *go, *bias;
+    char *out;
+    void (*task)(const struct conv_job *j, int64_t t, char *scratch);
+} conv_job;
+
+/* Output rows per tile: about TILE_BYTES of one group's columns, the
+ * tiles of an image as even as the rows allow.  A direct convolution has
+ * no columns to keep in cache: one tile per image. */
+static int64_t tile_rows(const conv_geometry *g, size_t es, bool direct)
+{
+    if (direct)
+        return g->OH;
+    int64_t row_bytes = rows_per_image(g) / g->groups * g->OW * (int64_t)es;
+    int64_t rows = TILE_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    int64_t least = (TILE_MIN_COLUMNS + g->OW - 1) / g->OW;
+    rows = rows < least ? least : rows;
+    rows = rows > g->OH ? g->OH : rows;
+    int64_t tiles = (g->OH + rows - 1) / rows;
+    return (g->OH + tiles - 1) / tiles;
+}
+
+static void job_init(conv_job *j, const conv_geometry *g, weft_dtype dt)
+{
+    memset(j, 0, sizeof *j);
+    j->g = g;
+    j->dt = dt;
+    j->es = weft_dtype_size(dt);
+    j->direct = direct_input(g);
+    j->tile_rows = tile_rows(g, j->es, j->direct);
+    j->tiles = (g->OH + j->tile_rows - 1) / j->tile_rows;
+}
+
+/* the output rows [*oh0, *oh1) of tile `tile`; returns its columns */
+static int64_t tile_span(const conv_job *j, int64_t tile, int64_t *oh0, int64_t *oh1)
+{
+    *oh0 = tile * j->tile_rows;
+    *oh1 = *oh0 + j->tile_rows < j->g->OH ? *oh0 + j->tile_rows : j->g->OH;
+    return (*oh1 - *oh0) * j->g->OW;
+}
+
+static void slot_range(int64_t begin, int64_t end, void *ctx)
+{
+    const conv_job *j = ctx;
+    for (int64_t s = begin; s < end; s++) {
+        char *scratch = j->scratch ? j->scratch + (size_t)s * j->slot_bytes : NULL;
+        for (int64_t t = s * j->tasks / j->slots; t < (s + 1) * j->tasks / j->slots; t++)
+            j->task(j, t, scratch);
+    }
+}
+
+/* Runs the job's tasks over the pool, each slot with a scratch tile of
+ * `rows` unfolded rows (none when direct); flops: the whole job's. */
+static int run_job(conv_job *j, int64_t rows, double flops)
+{
+    j->slots = j->tasks < MAX_SLOTS ? j->tasks : MAX_SLOTS;
+    if (j->slots < 1)
+        return 0;
+    weft_tensor *scratch = NULL;
+    if (!j->direct) {
+        /* whole cache lines per slot, so that slots never share one */
+        size_t bytes = (size_t)(rows * j->tile_rows * j->g->OW) * j->es;
+        j->slot_bytes = (bytes + 63) / 64 * 64;
+        int64_t numel = (int64_t)(j->slot_bytes / j->es) * j->slots;
+        int rc = weft_empty(&scratch, &numel, 1, j->dt, WEFT_DEVICE_CPU);
+        if (rc < 0)
+            return rc;
+        j->scratch = weft_tensor_data_ptr(scratch);
+    }
+    /* a slot's share must be worth a wake-up (~2^19 flops) */
+    double per_slot = flops / (double)j->slots;
+    int64_t grain = per_slot >= (double)(1 << 19) ? 1 : (int64_t)((1 << 19) / (per_slot + 1)) + 1;
+    cpu__parallel_for(0, j->slots, grain, slot_range, j);
+    weft_tensor_release(scratch);
+    return 0;
+}
 /* ------------------------------------------------------------ arguments */
 
 /* stride, padding, dilation, groups from args[first..first+3] */
@@ -254,62 +371,60 @@ static int finish_geometry(const char *op, const int64_t *in, int in_nd, const i
     return 0;
 }
 
-/* Images per pass, so that the column buffer stays within its budget. */
-static int64_t images_per_pass(const conv_geometry *g)
-{
-    int64_t per = rows_per_image(g) * g->OH * g->OW;
-    int64_t b = per > 0 ? COLUMN_BUDGET / per : g->N;
-    return b < 1 ? 1 : (b > g->N ? g->N : b);
-}
-
-static int alloc_columns(weft_tensor **col, const conv_geometry *g, int64_t batch, weft_dtype dt)
-{
-    int64_t sizes[3] = {batch, rows_per_image(g), g->OH * g->OW};
-    return weft_empty(col, sizes, 3, dt, WEFT_DEVICE_CPU);
-}
 
 /* ------------------------------------------------------------ forward */
+
+/* task (image, group, tile): Y_g[:, tile] = bias + W_g cols_g[:, tile] */
+static void forward_task(const conv_job *j, int64_t t, char *scratch)
+{
+    const conv_geometry *g = j->g;
+    int64_t tile = t % j->tiles, gr = t / j->tiles % g->groups, b = t / (j->tiles * g->groups);
+    int64_t L = g->OH * g->OW, Rg = rows_per_image(g) / g->groups, OCg = g->OC / g->groups;
+    int64_t Cg = g->C / g->groups, oh0, oh1, cols = tile_span(j, tile, &oh0, &oh1);
+    size_t es = j->es;
+    const char *image = j->x + (size_t)(b * g->C * g->H * g->W) * es, *bmat = scratch;
+    int64_t ldb = cols;
+    if (j->direct) { /* H W = L */
+        bmat = image + (size_t)(gr * Cg * L + oh0 * g->OW) * es;
+        ldb = L;
+    } else {
+        im2col_tiles[j->dt](g, image, gr * Rg, (gr + 1) * Rg, oh0, oh1, scratch);
+    }
+    char *c = j->out + (size_t)((b * g->OC + gr * OCg) * L + oh0 * g->OW) * es;
+    if (j->dt == WEFT_FLOAT32 && Rg <= SMALL_K) {
+        small_k_gemm(OCg, cols, Rg, (const float *)j->w + gr * OCg * Rg, Rg, 1,
+                     (const float *)bmat, ldb,
+                     j->bias ? (const float *)j->bias + gr * OCg : NULL, (float *)c, L);
+        return;
+    }
+    /* the bias written just before the product reads it: still in cache */
+    if (j->bias)
+        fill_rows(j->dt, c, OCg, cols, L, j->bias + (size_t)(gr * OCg) * es);
+    gemm(j->dt, false, false, OCg, cols, Rg, j->w + (size_t)(gr * OCg * Rg) * es, Rg, bmat, ldb,
+         j->bias ? 1.0 : 0.0, c, L);
+}
 
 static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor *x,
                         const weft_tensor *w, const weft_tensor *bias, weft_tensor *out)
 {
-    int64_t L = g->OH * g->OW, R = rows_per_image(g), OCg = g->OC / g->groups, Rg = R / g->groups;
-    size_t es = weft_dtype_size(dt);
-    char *y = weft_tensor_data_ptr(out);
-    int rc = 0;
-    /* every output row starts as its bias (written per image, just before
-     * its product), and GEMM adds to it */
     weft_tensor *bt = NULL;
-    if (bias && (rc = nn__operand(&bt, bias, dt)) < 0)
+    int rc = bias ? nn__operand(&bt, bias, dt) : 0;
+    if (rc < 0)
         return rc;
-    bool direct = direct_input(g);
-    int64_t B = direct ? g->N : images_per_pass(g);
-    weft_tensor *col = NULL;
-    if (!direct && (rc = alloc_columns(&col, g, B, dt)) < 0) {
-        weft_tensor_release(bt);
-        return rc;
-    }
-    for (int64_t b0 = 0; b0 < g->N; b0 += B) {
-        int64_t nb = g->N - b0 < B ? g->N - b0 : B;
-        char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g->C * g->H * g->W) * es;
-        if (!direct) {
-            column_job j = {g, cols, weft_tensor_data_ptr(col)};
-            cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
-            cols = weft_tensor_data_ptr(col);
-        }
-        image_gemms jg = {dt, false, false, g->groups, OCg, L, Rg, Rg, L, L, bias ? 1.0 : 0.0,
-                          weft_tensor_data_ptr(w), cols, y + (size_t)(b0 * g->OC * L) * es,
-                          (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(R * L) * es),
-                          (int64_t)((size_t)(Rg * L) * es), (int64_t)((size_t)(g->OC * L) * es),
-                          (int64_t)((size_t)(OCg * L) * es),
-                          bt ? weft_tensor_data_ptr(bt) : NULL};
-        run_image_gemms(&jg, nb);
-    }
-    weft_tensor_release(col);
+    conv_job j;
+    job_init(&j, g, dt);
+    j.tasks = g->N * g->groups * j.tiles;
+    j.x = weft_tensor_data_ptr(x);
+    j.w = weft_tensor_data_ptr(w);
+    j.bias = bt ? weft_tensor_data_ptr(bt) : NULL;
+    j.out = weft_tensor_data_ptr(out);
+    j.task = forward_task;
+    rc = run_job(&j, rows_per_image(g) / g->groups,
+                 2.0 * (double)(g->N * g->OC * g->OH * g->OW) * (double)rows_per_image(g) /
+                     (double)g->groups);
     weft_tensor_release(bt);
-    return 0;
+    return rc;
 }
-
 /* conv2d(input, weight, bias?, stride, padding, dilation, groups) */
 static int conv2d_kernel(weft_call *call, void *ctx)
 {
@@ -392,48 +507,69 @@ static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, wef
     return rc;
 }
 
-/* convolution_backward_input: per image and group, dcol = W_g^T G, then
- * col2im (or, for a direct 1x1 convolution, the product itself) */
+
+/* convolution_backward_input: task (image, group, block of the group's
+ * channels), tile by tile: dcols = W_g[:, rows]^T G_g[:, tile], added
+ * back into the channels' image by col2im (tiles in order); for a
+ * direct 1x1 convolution the product is the gradient itself. */
+static void backward_input_task(const conv_job *j, int64_t t, char *scratch)
+{
+    const conv_geometry *g = j->g;
+    int64_t cb = t % j->cblocks, gr = t / j->cblocks % g->groups, b = t / (j->cblocks * g->groups);
+    int64_t L = g->OH * g->OW, KK = g->KH * g->KW, Rg = rows_per_image(g) / g->groups;
+    int64_t OCg = g->OC / g->groups, Cg = g->C / g->groups;
+    int64_t c0 = gr * Cg + cb * Cg / j->cblocks, c1 = gr * Cg + (cb + 1) * Cg / j->cblocks;
+    size_t es = j->es;
+    char *image = j->out + (size_t)(b * g->C * g->H * g->W) * es;
+    if (!j->direct)
+        memset(image + (size_t)(c0 * g->H * g->W) * es, 0, (size_t)((c1 - c0) * g->H * g->W) * es);
+    /* W_g^T's rows [c0 KK, c1 KK) are W_g's columns from (c0 - gr Cg) KK */
+    const char *a = j->w + (size_t)(gr * OCg * Rg + (c0 - gr * Cg) * KK) * es;
+    for (int64_t tile = 0; tile < j->tiles; tile++) {
+        int64_t oh0, oh1, cols = tile_span(j, tile, &oh0, &oh1);
+        const char *go = j->go + (size_t)((b * g->OC + gr * OCg) * L + oh0 * g->OW) * es;
+        char *dst = j->direct ? image + (size_t)(c0 * L + oh0 * g->OW) * es : scratch;
+        int64_t ldd = j->direct ? L : cols; /* direct: KK = 1, H W = L */
+        if (j->dt == WEFT_FLOAT32 && OCg <= SMALL_K)
+            small_k_gemm((c1 - c0) * KK, cols, OCg, (const float *)a, 1, Rg, (const float *)go,
+                         L, NULL, (float *)dst, ldd);
+        else
+            gemm(j->dt, true, false, (c1 - c0) * KK, cols, OCg, a, Rg, go, L, 0.0, dst, ldd);
+        if (!j->direct)
+            col2im_tiles[j->dt](g, image, c0 * KK, c1 * KK, oh0, oh1, scratch);
+    }
+}
+
 static int conv_backward_input_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     conv_geometry g;
     weft_dtype dt;
-    weft_tensor *go = NULL, *w = NULL, *col = NULL, *gi = NULL;
+    weft_tensor *go = NULL, *w = NULL, *gi = NULL;
     int rc = backward_setup(call, true, &g, &dt, &go, &w);
     int64_t shape[4] = {g.N, g.C, g.H, g.W};
     if (rc == 0)
         rc = weft_empty(&gi, shape, 4, dt, WEFT_DEVICE_CPU);
-    bool direct = rc == 0 && direct_input(&g);
-    int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
-    if (rc == 0 && !direct && g.N > 0)
-        rc = alloc_columns(&col, &g, B, dt);
     if (rc == 0 && g.N > 0) {
-        int64_t L = g.OH * g.OW, R = rows_per_image(&g), OCg = g.OC / g.groups, Rg = R / g.groups;
-        size_t es = weft_dtype_size(dt);
-        char *gptr = weft_tensor_data_ptr(go), *wptr = weft_tensor_data_ptr(w);
-        for (int64_t b0 = 0; b0 < g.N; b0 += B) {
-            int64_t nb = g.N - b0 < B ? g.N - b0 : B;
-            char *dst = direct ? (char *)weft_tensor_data_ptr(gi) + (size_t)(b0 * R * L) * es
-                               : (char *)weft_tensor_data_ptr(col);
-            image_gemms jg = {dt, true, false, g.groups, Rg, L, OCg, Rg, L, L, 0.0, wptr,
-                              gptr + (size_t)(b0 * g.OC * L) * es, dst,
-                              (int64_t)((size_t)(OCg * Rg) * es), (int64_t)((size_t)(g.OC * L) * es),
-                              (int64_t)((size_t)(OCg * L) * es), (int64_t)((size_t)(R * L) * es),
-                              (int64_t)((size_t)(Rg * L) * es)};
-            run_image_gemms(&jg, nb);
-            if (!direct) {
-                column_job j = {&g, (char *)weft_tensor_data_ptr(gi) +
-                                        (size_t)(b0 * g.C * g.H * g.W) * es,
-                                weft_tensor_data_ptr(col)};
-                cpu__parallel_for(0, nb * g.C, CPU_GRAIN / (R / g.C * L + 1) + 1, col2im_loops[dt],
-                                  &j);
-            }
-        }
+        conv_job j;
+        job_init(&j, &g, dt);
+        /* blocks of channels, so that a small batch still has a task per
+         * slot; every block's rows are its own (no two tasks add into the
+         * same input element) */
+        int64_t Cg = g.C / g.groups, per = g.N * g.groups;
+        j.cblocks = (MAX_SLOTS + per - 1) / per;
+        j.cblocks = j.cblocks > Cg ? Cg : j.cblocks;
+        j.tasks = per * j.cblocks;
+        j.w = weft_tensor_data_ptr(w);
+        j.go = weft_tensor_data_ptr(go);
+        j.out = weft_tensor_data_ptr(gi);
+        j.task = backward_input_task;
+        rc = run_job(&j, (Cg + j.cblocks - 1) / j.cblocks * g.KH * g.KW,
+                     2.0 * (double)(g.N * g.OC * g.OH * g.OW) * (double)rows_per_image(&g) /
+                         (double)g.groups);
     }
     weft_tensor_release(go);
     weft_tensor_release(w);
-    weft_tensor_release(col);
     if (rc < 0) {
         weft_tensor_release(gi);
         return rc;
@@ -441,43 +577,43 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
     return nn__set_result(call, 0, gi, weft_tensor_dtype(call->args[0].u.tensor));
 }
 
-/* convolution_backward_weight: dW_g = sum over images of G_g col_g^T.
- * Each pass's images are cut into WEIGHT_CHUNKS runs by the pass's size
- * alone; each run sums its images' products into a partial of its own
- * (pieces over the pool; run c of every pass adds to partial c), and the
- * partials are added in run order at the end: the same sums, in the same
- * order, whatever the thread count. */
-#define WEIGHT_CHUNKS 4
-
-typedef struct weight_job {
-    const conv_geometry *g;
-    weft_dtype dt;
-    int64_t b0, nb, chunks; /* this pass: images [b0, b0 + nb) of N */
-    const char *go;         /* grad_output [N, OC, L] */
-    const char *cols;       /* this pass's columns [nb, R, L] */
-    char *partials;         /* [chunks, OC, R / groups] */
-} weight_job;
-
+/* convolution_backward_weight: dW_g = sum over images and tiles of
+ * G_g[:, tile] cols_g[:, tile]^T.  The images are cut into runs by the
+ * batch size alone; task (run, group) sums its images' tiles, in order,
+ * into a partial of its own, and the partials are added in run order at
+ * the end: the same sums in the same order whatever the thread count. */
 static int64_t chunk_start(int64_t c, int64_t n, int64_t chunks)
 {
-    return (c * n + chunks - 1) / chunks;
+    return c * n / chunks;
 }
 
-static void weight_chunk_range(int64_t begin, int64_t end, void *ctx)
+static void backward_weight_task(const conv_job *j, int64_t t, char *scratch)
 {
-    const weight_job *j = ctx;
     const conv_geometry *g = j->g;
-    int64_t L = g->OH * g->OW, R = rows_per_image(g), OCg = g->OC / g->groups, Rg = R / g->groups;
-    size_t es = weft_dtype_size(j->dt);
-    for (int64_t c = begin; c < end; c++) {
-        int64_t first = j->b0 + chunk_start(c, j->nb, j->chunks);
-        int64_t last = j->b0 + chunk_start(c + 1, j->nb, j->chunks);
-        char *dw = j->partials + (size_t)(c * g->OC * Rg) * es;
-        for (int64_t i = first; i < last; i++)
-            for (int64_t gr = 0; gr < g->groups; gr++)
-                gemm(j->dt, false, true, OCg, Rg, L, j->go + (size_t)((i * g->OC + gr * OCg) * L) * es,
-                     L, j->cols + (size_t)(((i - j->b0) * R + gr * Rg) * L) * es, L, 1.0,
-                     dw + (size_t)(gr * OCg * Rg) * es, Rg);
+    int64_t gr = t % g->groups, run = t / g->groups;
+    int64_t L = g->OH * g->OW, Rg = rows_per_image(g) / g->groups, OCg = g->OC / g->groups;
+    int64_t Cg = g->C / g->groups;
+    size_t es = j->es;
+    char *dw = j->out + (size_t)((run * g->OC + gr * OCg) * Rg) * es;
+    double beta = 0.0; /* the first product sets the partial */
+    for (int64_t b = chunk_start(run, g->N, j->chunks); b < chunk_start(run + 1, g->N, j->chunks);
+         b++) {
+        const char *image = j->x + (size_t)(b * g->C * g->H * g->W) * es;
+        for (int64_t tile = 0; tile < j->tiles; tile++) {
+            int64_t oh0, oh1, cols = tile_span(j, tile, &oh0, &oh1);
+            const char *bmat = scratch;
+            int64_t ldb = cols;
+            if (j->direct) {
+                bmat = image + (size_t)(gr * Cg * L + oh0 * g->OW) * es;
+                ldb = L;
+            } else {
+                im2col_tiles[j->dt](g, image, gr * Rg, (gr + 1) * Rg, oh0, oh1, scratch);
+            }
+            gemm(j->dt, false, true, OCg, Rg, cols,
+                 j->go + (size_t)((b * g->OC + gr * OCg) * L + oh0 * g->OW) * es, L, bmat, ldb,
+                 beta, dw, Rg);
+            beta = 1.0;
+        }
     }
 }
 
@@ -486,56 +622,55 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
     (void)ctx;
     conv_geometry g;
     weft_dtype dt;
-    weft_tensor *go = NULL, *x = NULL, *col = NULL, *gw = NULL, *parts = NULL;
+    weft_tensor *go = NULL, *x = NULL, *gw = NULL, *parts = NULL;
     int rc = backward_setup(call, false, &g, &dt, &go, &x);
     int64_t shape[4] = {g.OC, g.C / (g.groups ? g.groups : 1), g.KH, g.KW};
     if (rc == 0)
         rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU);
-    bool direct = rc == 0 && direct_input(&g);
-    int64_t B = rc == 0 ? (direct ? g.N : images_per_pass(&g)) : 0;
-    /* runs within each pass (its size is the shape's, not the threads') */
-    int64_t chunks = B < WEIGHT_CHUNKS ? B : WEIGHT_CHUNKS;
-    int64_t psize[2] = {chunks > 0 ? chunks : 1, rc == 0 ? weft_tensor_numel(gw) : 0};
-    if (rc == 0 && (rc = weft_zeros(&parts, psize, 2, dt, WEFT_DEVICE_CPU)) == 0)
+    int64_t chunks = rc == 0 ? (g.N < WEIGHT_CHUNKS ? g.N : WEIGHT_CHUNKS) : 0;
+    int64_t n = rc == 0 ? weft_tensor_numel(gw) : 0;
+    if (rc == 0 && chunks == 0)
         rc = weft_fill_(gw, 0.0);
-    if (rc == 0 && !direct && g.N > 0)
-        rc = alloc_columns(&col, &g, B, dt);
-    if (rc == 0 && g.N > 0) {
-        int64_t L = g.OH * g.OW, R = rows_per_image(&g);
-        size_t es = weft_dtype_size(dt);
-        int64_t flops = g.OC * (R / g.groups) * L * (B / chunks);
-        for (int64_t b0 = 0; b0 < g.N; b0 += B) {
-            int64_t nb = g.N - b0 < B ? g.N - b0 : B;
-            char *cols = (char *)weft_tensor_data_ptr(x) + (size_t)(b0 * g.C * g.H * g.W) * es;
-            if (!direct) {
-                column_job j = {&g, cols, weft_tensor_data_ptr(col)};
-                cpu__parallel_for(0, nb * R, CPU_GRAIN / (L > 0 ? L : 1) + 1, im2col_loops[dt], &j);
-                cols = weft_tensor_data_ptr(col);
+    /* one run writes the gradient itself; more write partials */
+    int64_t psize[2] = {chunks, n};
+    if (rc == 0 && chunks > 1)
+        rc = weft_empty(&parts, psize, 2, dt, WEFT_DEVICE_CPU);
+    if (rc == 0 && chunks > 0) {
+        conv_job j;
+        job_init(&j, &g, dt);
+        j.chunks = chunks;
+        j.tasks = chunks * g.groups;
+        j.x = weft_tensor_data_ptr(x);
+        j.go = weft_tensor_data_ptr(go);
+        j.out = weft_tensor_data_ptr(parts ? parts : gw);
+        j.task = backward_weight_task;
+        rc = run_job(&j, rows_per_image(&g) / g.groups,
+                     2.0 * (double)(g.N * g.OC * g.OH * g.OW) * (double)rows_per_image(&g) /
+                         (double)g.groups);
+    }
+    if (rc == 0 && parts) { /* the partials in run order */
+        if (dt == WEFT_FLOAT32) {
+            float *d = weft_tensor_data_ptr(gw);
+            const float *p = weft_tensor_data_ptr(parts);
+            for (int64_t i = 0; i < n; i++) {
+                float s = p[i];
+                for (int64_t c = 1; c < chunks; c++)
+                    s += p[c * n + i];
+                d[i] = s;
             }
-            weight_job wj = {&g, dt, b0, nb, chunks, weft_tensor_data_ptr(go), cols,
-                             weft_tensor_data_ptr(parts)};
-            cpu__parallel_for(0, chunks, flops >= ((int64_t)1 << 20) ? 1 : chunks,
-                              weight_chunk_range, &wj);
-        }
-        /* the partials in run order */
-        int64_t n = weft_tensor_numel(gw);
-        for (int64_t c = 0; c < chunks; c++) {
-            if (dt == WEFT_FLOAT32) {
-                float *d = weft_tensor_data_ptr(gw);
-                const float *p = (const float *)weft_tensor_data_ptr(parts) + c * n;
-                for (int64_t i = 0; i < n; i++)
-                    d[i] += p[i];
-            } else {
-                double *d = weft_tensor_data_ptr(gw);
-                const double *p = (const double *)weft_tensor_data_ptr(parts) + c * n;
-                for (int64_t i = 0; i < n; i++)
-                    d[i] += p[i];
+        } else {
+            double *d = weft_tensor_data_ptr(gw);
+            const double *p = weft_tensor_data_ptr(parts);
+            for (int64_t i = 0; i < n; i++) {
+                double s = p[i];
+                for (int64_t c = 1; c < chunks; c++)
+                    s += p[c * n + i];
+                d[i] = s;
             }
         }
     }
     weft_tensor_release(go);
     weft_tensor_release(x);
-    weft_tensor_release(col);
     weft_tensor_release(parts);
     if (rc < 0) {
         weft_tensor_release(gw);
