@@ -708,6 +708,15 @@ static void test_bad_input(void)
     p->m.dl_tensor.strides = p->strides;
     expect_refused(p, &c, &(bad_case){"strides reaching beyond int64", WEFT_EOVERFLOW, "stride 4611686018427387904"});
 
+    /* the last element reached is exactly INT64_MAX: the element count is
+     * one past int64 (the fuzzer's find: a signed overflow before the fix) */
+    int64_t edge[2] = {2, 1};
+    p = produce(&c, buf, edge, 2);
+    p->strides[0] = INT64_MAX;
+    p->strides[1] = 1;
+    p->m.dl_tensor.strides = p->strides;
+    expect_refused(p, &c, &(bad_case){"strides reaching exactly INT64_MAX", WEFT_EOVERFLOW, "overflows int64"});
+
     int64_t pair[1] = {2};
     p = produce(&c, buf, pair, 1);
     p->strides[0] = 1LL << 62; /* elements fit, bytes do not */

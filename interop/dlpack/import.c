@@ -100,13 +100,16 @@ static int check_strides(described *d, const DLTensor *dl, int64_t *last, const 
 static int check_data(described *d, const DLTensor *dl, int64_t last, const char *op)
 {
     size_t item = weft_dtype_size(d->dtype);
-    int64_t count = last + 1; /* elements from the first to the last reached; 0 if empty */
+    int64_t count; /* elements from the first to the last reached; 0 if empty */
     int64_t nbytes;
-    if (__builtin_mul_overflow(count, (int64_t)item, &nbytes))
+    /* last may be INT64_MAX itself (shape and strides that reach exactly
+     * there): the count is then one past int64 */
+    if (__builtin_add_overflow(last, 1, &count) ||
+        __builtin_mul_overflow(count, (int64_t)item, &nbytes))
         return wf__errorf(WEFT_EOVERFLOW,
-                          "%s: the extent of dl_tensor.shape and strides (%lld elements of %zu "
-                          "bytes) overflows int64",
-                          op, (long long)count, item);
+                          "%s: the extent of dl_tensor.shape and strides (elements 0 to "
+                          "%lld, %zu bytes each) overflows int64",
+                          op, (long long)last, item);
     d->nbytes = (size_t)nbytes;
     if (!dl->data) {
         if (count > 0)
