@@ -203,9 +203,11 @@ static bool close_to(const float *got, const double *want, int64_t n, double tol
     return true;
 }
 
-static void test_large_binary(void)
+/* n above the parallel grain and not a multiple of anything; at 12000001
+ * float32 (48 MB) the pieces' outputs are large enough to be written with
+ * streaming stores through a chunk buffer (backends/cpu/elementwise.c) */
+static void test_large_binary(int64_t n)
 {
-    const int64_t n = 100003; /* above the parallel grain, not a multiple of anything */
     weft_tensor *a = filled(INTS(n), 1, 1, false), *b = filled(INTS(n), 1, 2, false);
     double *want = malloc((size_t)n * sizeof *want);
     const float *ap = weft_tensor_data_ptr(a), *bp = weft_tensor_data_ptr(b);
@@ -229,6 +231,20 @@ static void test_large_binary(void)
     for (int64_t i = 0; i < n; i++)
         want[i] = 3.0 * (double)ap[i];
     ok(weft_add_ex_(a, a, 2.0) == 0 && close_to(ap, want, n, 1e-6), "add_ of a tensor to itself");
+    /* out= into a window one element into a bigger buffer: the output is
+     * not 16-byte aligned (the streamed chunks start with plain stores) */
+    weft_tensor *big = NULL, *window = NULL;
+    weft_empty(&big, INTS(n + 1), 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    keep(big);
+    float *bigp = weft_tensor_data_ptr(big);
+    bigp[0] = 7.0f;
+    weft_slice(&window, big, 0, 1, n + 1, 1);
+    keep(window);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = (double)ap[i] * (double)bp[i];
+    ok(weft_mul_out(window, a, b) == 0 && close_to(bigp + 1, want, n, 1e-6) && bigp[0] == 7.0f,
+       "mul out= into an unaligned window over %lld elements, the element before untouched",
+       (long long)n);
     free(want);
 
     /* a transposed operand leaves the fast path: same numbers */
@@ -742,7 +758,8 @@ int main(int argc, char **argv)
     if (!ok(loaded >= 1, "the default plugins load (%d)", loaded))
         return done_testing();
     test_max_pool();
-    test_large_binary();
+    test_large_binary(100003);
+    test_large_binary(12000001);
     test_products();
     test_threshold_backward();
     test_linear_weight_grad();

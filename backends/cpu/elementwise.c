@@ -211,13 +211,66 @@ typedef struct flat_job {
     const void *params;
 } flat_job;
 
+/* Streaming stores.  A plain store to memory that is not in cache first
+ * reads the line (read for ownership): an add of large tensors moves four
+ * bytes over the memory bus for every three it needs.  When a piece's output
+ * is far larger than any cache, the loop writes chunks into a buffer on the
+ * stack (L1) and the chunk goes out with non-temporal stores, which skip the
+ * read.  Smaller outputs keep plain stores: their consumer will likely find
+ * them in cache, which streaming stores would have bypassed.  The pieces of
+ * cpu__parallel_for are at most an eighth of a large tensor on two threads,
+ * so a 4 MiB piece means an output of 32 MiB or more there. */
+enum { STREAM_MIN_BYTES = 4 << 20, STREAM_CHUNK_BYTES = 8192 };
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* Copies n bytes from the aligned buffer src to dst, the 16-byte aligned
+ * middle of dst with non-temporal stores; the caller fences. */
+static void stream_out(char *dst, const char *src, size_t n)
+{
+    size_t head = (size_t)(-(uintptr_t)dst & 15);
+    if (head > n)
+        head = n;
+    memcpy(dst, src, head);
+    size_t i = head;
+    for (; i + 16 <= n; i += 16)
+        _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+    memcpy(dst + i, src + i, n - i);
+}
+#define STREAMING 1
+#else
+#define STREAMING 0
+#endif
+
 static void flat_run_range(int64_t begin, int64_t end, void *ctx)
 {
     const flat_job *job = ctx;
     char *ptrs[MAX_OPERANDS];
     for (int k = 0; k < job->noperands; k++)
         ptrs[k] = job->data[k] + begin * job->strides[k];
-    job->loop(ptrs, job->strides, end - begin, job->params);
+    const int64_t n = end - begin, es = job->strides[0];
+    if (!STREAMING || n * es < STREAM_MIN_BYTES || es > STREAM_CHUNK_BYTES) {
+        job->loop(ptrs, job->strides, n, job->params);
+        return;
+    }
+#if STREAMING
+    /* an input that is the output itself (in place) is read before the
+     * chunk is written back, element for element as the loop would */
+    _Alignas(64) char buf[STREAM_CHUNK_BYTES];
+    const int64_t chunk = STREAM_CHUNK_BYTES / es;
+    char *out = ptrs[0];
+    for (int64_t i = 0; i < n; i += chunk) {
+        const int64_t m = n - i < chunk ? n - i : chunk;
+        ptrs[0] = buf;
+        job->loop(ptrs, job->strides, m, job->params);
+        stream_out(out + i * es, buf, (size_t)(m * es));
+        for (int k = 1; k < job->noperands; k++)
+            ptrs[k] += m * job->strides[k];
+    }
+    /* streaming stores are weakly ordered: they must be visible before the
+     * pool reports the piece done */
+    _mm_sfence();
+#endif
 }
 
 static bool same_shape(const weft_tensor *a, const weft_tensor *b)
