@@ -234,6 +234,43 @@ static bool is_float(PyObject *o)
     return !PyBool_Check(o) && (PyFloat_Check(o) || PyLong_Check(o));
 }
 
+/* int[] and float[] arguments: a number stands for a list of one (torch's
+ * int[] and float[] accept one: interpolate's scale_factor=2.0), else a
+ * list or tuple of at most WEFT_MAX_DIMS numbers, stored in ints or
+ * doubles as `floats` says.  Returns 0 (count in *n), 1 when an entry is
+ * of the wrong kind (why set), NOT_A_LIST when o is neither form (the
+ * caller's general message), -1 on a Python error. */
+enum { NOT_A_LIST = 2 };
+static int number_list(PyObject *o, bool floats, int64_t *ints, double *doubles, Py_ssize_t *n,
+                       const char *name, char *why, size_t why_size)
+{
+    bool (*fits)(PyObject *) = floats ? is_float : is_int;
+    PyObject *single[1] = {o};
+    PyObject *const *items = single;
+    *n = 1;
+    if (!fits(o)) {
+        if (!PyList_Check(o) && !PyTuple_Check(o))
+            return NOT_A_LIST;
+        *n = PySequence_Fast_GET_SIZE(o);
+        if (*n > WEFT_MAX_DIMS)
+            return NOT_A_LIST;
+        items = PySequence_Fast_ITEMS(o);
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        if (!fits(items[i])) {
+            snprintf(why, why_size, floats ? "'%s' must be a float or a tuple of floats"
+                                           : "'%s' must be a tuple of ints",
+                     name);
+            return 1;
+        }
+        if (floats)
+            doubles[i] = PyFloat_AsDouble(items[i]);
+        else
+            ints[i] = PyLong_AsLongLong(items[i]);
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* Converts one Python argument; returns 0, 1 when it does not fit the type
  * (why in `why`), -1 on a Python error. */
 static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b, int slot,
@@ -312,63 +349,23 @@ static int convert(const arg_desc *a, PyObject *o, weft_value *v, bound_args *b,
         v->u.b = o == Py_True;
         return 0;
     case A_INT_LIST:
-    case A_INT_LIST_OPT: {
-        int64_t *ints = b->ints[slot];
-        Py_ssize_t n;
-        if (is_int(o)) {
-            ints[0] = PyLong_AsLongLong(o);
-            n = 1;
-        } else if (PyList_Check(o) || PyTuple_Check(o)) {
-            n = PySequence_Fast_GET_SIZE(o);
-            if (n > WEFT_MAX_DIMS)
-                break;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                PyObject *item = PySequence_Fast_GET_ITEM(o, i);
-                if (!is_int(item)) {
-                    snprintf(why, why_size, "'%s' must be a tuple of ints", a->name);
-                    return 1;
-                }
-                ints[i] = PyLong_AsLongLong(item);
-            }
-        } else {
-            break;
-        }
-        if (PyErr_Occurred())
-            return -1;
-        v->tag = WEFT_VALUE_INT_LIST;
-        v->len = (int32_t)n;
-        v->u.ints = ints;
-        return 0;
-    }
+    case A_INT_LIST_OPT:
     case A_FLOAT_LIST:
     case A_FLOAT_LIST_OPT: {
-        /* a number stands for a list of one, as torch's float[] arguments
-         * (interpolate's scale_factor=2.0) accept */
-        double *doubles = b->doubles[slot];
+        const bool floats = a->type == A_FLOAT_LIST || a->type == A_FLOAT_LIST_OPT;
         Py_ssize_t n;
-        if (is_float(o)) {
-            doubles[0] = PyFloat_AsDouble(o);
-            n = 1;
-        } else if (PyList_Check(o) || PyTuple_Check(o)) {
-            n = PySequence_Fast_GET_SIZE(o);
-            if (n > WEFT_MAX_DIMS)
-                break;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                PyObject *item = PySequence_Fast_GET_ITEM(o, i);
-                if (!is_float(item)) {
-                    snprintf(why, why_size, "'%s' must be a float or a tuple of floats", a->name);
-                    return 1;
-                }
-                doubles[i] = PyFloat_AsDouble(item);
-            }
-        } else {
+        int rc = number_list(o, floats, b->ints[slot], b->doubles[slot], &n, a->name, why,
+                             why_size);
+        if (rc == NOT_A_LIST)
             break;
-        }
-        if (PyErr_Occurred())
-            return -1;
-        v->tag = WEFT_VALUE_DOUBLE_LIST;
+        if (rc != 0)
+            return rc;
+        v->tag = floats ? WEFT_VALUE_DOUBLE_LIST : WEFT_VALUE_INT_LIST;
         v->len = (int32_t)n;
-        v->u.doubles = doubles;
+        if (floats)
+            v->u.doubles = b->doubles[slot];
+        else
+            v->u.ints = b->ints[slot];
         return 0;
     }
     case A_DTYPE_OPT:
