@@ -147,6 +147,16 @@ static const tcase cases[] = {
     {"std correction 2", "std", 4, {T_, L_(0, 2), D_(2), B_(false)}, 1, 3, {-1}, {1}, true},
     {"prod over dim 1", "prod", 4, {T_, L_(1), B_(false), N_}, 1, 3, {-1.5}, {1.5}, true},
     {"prod", "prod", 4, {T_, N_, B_(false), N_}, 1, 2, {-1.5}, {1.5}, true},
+    /* first-slice operators no other gradcheck reached: zero gradients
+     * away from the steps, sub with a Scalar, bilinear upsampling */
+    {"ceil", "ceil", 1, {T_}, 1, 2, {-0.9}, {0.9}, false},
+    {"round", "round", 1, {T_}, 1, 2, {-0.9}, {0.9}, false},
+    {"sign", "sign", 1, {T_}, 1, 2, {-0.9}, {0.9}, false},
+    {"sub_scalar alpha 2", "sub_scalar", 3, {T_, D_(0.3), D_(2.0)}, 1, 2, {-1}, {1}, true},
+    {"upsample_bilinear2d 5x7", "upsample_bilinear2d", 5, {T_, L_(5, 7), B_(false), N_, N_}, 1, 4,
+     {-1}, {1}, true},
+    {"upsample_bilinear2d aligned 3x4", "upsample_bilinear2d", 5, {T_, L_(3, 4), B_(true), N_, N_},
+     1, 4, {-1}, {1}, true},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
