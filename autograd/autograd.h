@@ -110,6 +110,9 @@ void wf__autograd_meta_free(weft_tensor *t);
 wf_node *wf__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs);
 void wf__node_retain(wf_node *n);
 void wf__node_release(wf_node *n);
+/* Copies count integers into the node's info (a record's shapes, dims,
+ * flags); WEFT_ENOMEM leaves the node without info. */
+int wf__node_set_info(wf_node *n, const int64_t *info, int count);
 /* Saves t for backward; output is the node's output (saved detached). */
 int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output);
 /* Saves t, output number output_nr of the node (kept detached). */

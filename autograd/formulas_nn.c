@@ -160,11 +160,7 @@ static int record_loss(wf_node *n, const weft_call *call, weft_tensor *result,
             info[0] = r;
     double smoothing = call->nargs > 5 ? call->args[5].u.d : 0.0;
     memcpy(&info[2], &smoothing, sizeof smoothing);
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 3;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     n->flag = optional_arg(call, 2) != NULL;
     TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
     TRY(wf__node_save(n, 1, call->args[1].u.tensor, result));
@@ -215,11 +211,7 @@ static int record_conv2d(wf_node *n, const weft_call *call, weft_tensor *result,
         pair_of(&call->args[3 + i], zero, &info[2 * i]);
     info[6] = call->args[6].u.i;
     info[7] = optional_arg(call, 2) != NULL;
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 8;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
     return wf__node_save(n, 1, call->args[1].u.tensor, result);
 }
@@ -283,11 +275,7 @@ static int record_avg_pool(wf_node *n, const weft_call *call, weft_tensor *resul
     info[7] = a[5].u.b;
     info[8] = a[6].tag == WEFT_VALUE_INT;
     info[9] = info[8] ? a[6].u.i : 0;
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 10;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return wf__node_save(n, 0, a[0].u.tensor, result);
 }
 
@@ -426,11 +414,7 @@ static int record_batch_norm(wf_node *n, const weft_call *call, weft_tensor *res
     memcpy(&info[1], &eps, sizeof eps);
     info[2] = optional_arg(call, 1) != NULL;
     info[3] = optional_arg(call, 2) != NULL;
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 4;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     TRY(wf__node_save(n, 0, a[0].u.tensor, result));
     TRY(wf__node_save(n, 1, optional_arg(call, 1), result));
     TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
@@ -669,11 +653,7 @@ static int record_conv_transpose2d(wf_node *n, const weft_call *call, weft_tenso
     pair_of(&call->args[5], zero, output_padding);
     for (int i = 0; i < 2; i++) /* rows and columns the kernel pads with zeros */
         info[8 + i] = output_padding[i] >= info[i] ? output_padding[i] - (info[i] - 1) : 0;
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 10;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
     return wf__node_save(n, 1, call->args[1].u.tensor, result);
 }
@@ -728,11 +708,7 @@ static int record_upsample(wf_node *n, const weft_call *call, weft_tensor *resul
         info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
         memcpy(&info[8 + 2 * i], &scale, sizeof scale);
     }
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 11;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return 0;
 }
 
@@ -759,11 +735,7 @@ static int record_upsample_grad(wf_node *n, const weft_call *call, weft_tensor *
         info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
         memcpy(&info[8 + 2 * i], &scale, sizeof scale);
     }
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 11;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return 0;
 }
 

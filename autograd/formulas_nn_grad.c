@@ -176,11 +176,7 @@ static int record_avg_pool_grad(wf_node *n, const weft_call *call, weft_tensor *
     info[7] = a[6].u.b;
     info[8] = a[7].tag == WEFT_VALUE_INT;
     info[9] = info[8] ? a[7].u.i : 0;
-    n->info = malloc(sizeof info);
-    if (!n->info)
-        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
-    memcpy(n->info, info, sizeof info);
-    n->n_info = 10;
+    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return 0;
 }
 

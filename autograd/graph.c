@@ -127,6 +127,18 @@ void wf__node_release(wf_node *n)
     }
 }
 
+int wf__node_set_info(wf_node *n, const int64_t *info, int count)
+{
+    int64_t *copy = malloc((size_t)count * sizeof *copy);
+    if (!copy)
+        return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
+    memcpy(copy, info, (size_t)count * sizeof *copy);
+    free(n->info);
+    n->info = copy;
+    n->n_info = count;
+    return 0;
+}
+
 int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output)
 {
     if (slot >= n->n_saved) {
