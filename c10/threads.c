@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "c10/core.h"
@@ -63,4 +64,40 @@ WEFT_API int weft_get_num_threads(void)
         return n;
     pthread_once(&initial_once, set_initial);
     return atomic_load(&num_threads);
+}
+
+/* -1 until first read; then a weft_thread_binding. */
+static _Atomic int binding = -1;
+
+/* WEFT_THREAD_BIND when it names a mode, else AUTO (ignored like an
+ * unusable WEFT_NUM_THREADS: there is nobody to return an error to). */
+static int initial_binding(void)
+{
+    const char *s = getenv("WEFT_THREAD_BIND");
+    if (s && strcmp(s, "none") == 0)
+        return WEFT_BIND_NONE;
+    if (s && strcmp(s, "spread") == 0)
+        return WEFT_BIND_SPREAD;
+    return WEFT_BIND_AUTO;
+}
+
+WEFT_API int weft_set_thread_binding(weft_thread_binding mode)
+{
+    if (mode != WEFT_BIND_AUTO && mode != WEFT_BIND_NONE && mode != WEFT_BIND_SPREAD)
+        return wf__errorf(WEFT_EINVAL,
+                          "weft_set_thread_binding: mode %d is not WEFT_BIND_AUTO, WEFT_BIND_NONE or WEFT_BIND_SPREAD",
+                          (int)mode);
+    atomic_store(&binding, (int)mode);
+    return 0;
+}
+
+WEFT_API weft_thread_binding weft_get_thread_binding(void)
+{
+    int mode = atomic_load_explicit(&binding, memory_order_relaxed);
+    if (mode >= 0)
+        return (weft_thread_binding)mode;
+    /* a weft_set_thread_binding that came first wins over the environment */
+    int expected = -1;
+    atomic_compare_exchange_strong(&binding, &expected, initial_binding());
+    return (weft_thread_binding)atomic_load(&binding);
 }

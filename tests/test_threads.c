@@ -4,8 +4,13 @@
  * pool really grows and shrinks (counted in /proc/self/task); bad counts are
  * refused and change nothing; WEFT_NUM_THREADS is the initial value (the
  * program runs itself with it set); and changing the count from one thread
- * while another runs operators is safe and changes no result. */
+ * while another runs operators is safe and changes no result.  The binding
+ * mode (weft_set_thread_binding) places the pool's workers on CPUs of their
+ * own, read back from each thread's Cpus_allowed_list, and leaves the
+ * calling thread alone. */
+#define _GNU_SOURCE
 #include <dirent.h>
+#include <sched.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -291,10 +296,158 @@ static void test_concurrent_changes(void)
     drop_all();
 }
 
+/* The CPUs task `tid` of this process may run on, as a set; false when its
+ * status cannot be read. */
+static bool task_cpus(const char *tid, cpu_set_t *set)
+{
+    char path[300], line[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool found = false;
+    CPU_ZERO(set);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "Cpus_allowed_list:", 18) != 0)
+            continue;
+        found = true;
+        /* "0-3,8,10-11" */
+        for (char *p = line + 18; *p;) {
+            char *end;
+            long lo = strtol(p, &end, 10), hi = lo;
+            if (end == p) {
+                p++;
+                continue;
+            }
+            if (*end == '-')
+                hi = strtol(end + 1, &end, 10);
+            for (long c = lo; c <= hi && c < CPU_SETSIZE; c++)
+                CPU_SET((int)c, set);
+            p = end;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The threads other than the caller that are bound to a single CPU: how
+ * many, and the set of their CPUs in *cpus.  The caller's own set in
+ * *caller. */
+static int bound_threads(cpu_set_t *cpus, cpu_set_t *caller)
+{
+    char self[32];
+    snprintf(self, sizeof self, "%d", (int)gettid());
+    CPU_ZERO(cpus);
+    task_cpus(self, caller);
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        cpu_set_t set;
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, self) || !task_cpus(e->d_name, &set) ||
+            CPU_COUNT(&set) != 1)
+            continue;
+        n++;
+        CPU_OR(cpus, cpus, &set);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Runs one operator big enough to use the pool with `threads` threads and
+ * binding `mode`; returns the number of single-CPU threads besides the
+ * caller, their CPUs in *cpus, the caller's set in *caller. */
+static int bound_after(int threads, weft_thread_binding mode, cpu_set_t *cpus, cpu_set_t *caller)
+{
+    weft_tensor *x = random_of(INTS(1 << 20), 1, WEFT_FLOAT32, 50), *y = NULL;
+    weft_set_num_threads(threads);
+    weft_set_thread_binding(mode);
+    weft_exp(&y, x);
+    weft_tensor_release(y);
+    return bound_threads(cpus, caller);
+}
+
+static void test_binding(void)
+{
+    weft_thread_binding before = weft_get_thread_binding();
+    ok(before == WEFT_BIND_AUTO || before == WEFT_BIND_NONE || before == WEFT_BIND_SPREAD,
+       "get_thread_binding() names a mode (%d)", (int)before);
+    weft_thread_binding modes[] = {WEFT_BIND_NONE, WEFT_BIND_SPREAD, WEFT_BIND_AUTO};
+    for (int i = 0; i < 3; i++) {
+        is_int(weft_set_thread_binding(modes[i]), 0, "set_thread_binding(%d)", (int)modes[i]);
+        is_int((int)weft_get_thread_binding(), (int)modes[i], "  and read back");
+    }
+    int bad[] = {-1, 3, 1000};
+    for (int i = 0; i < 3; i++) {
+        is_int(weft_set_thread_binding((weft_thread_binding)bad[i]), WEFT_EINVAL,
+               "set_thread_binding(%d) is WEFT_EINVAL", bad[i]);
+        ok(strstr(weft_last_error(), "weft_set_thread_binding") && strstr(weft_last_error(), "mode"),
+           "  and the message says why: %s", weft_last_error());
+        is_int((int)weft_get_thread_binding(), WEFT_BIND_AUTO, "  and the mode stays AUTO");
+    }
+
+    cpu_set_t allowed;
+    int ncpu = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
+    if (ncpu < 2) {
+        skip(8, "this process may run on %d CPU(s): nothing to spread over", ncpu);
+        weft_set_num_threads(2);
+        return;
+    }
+    cpu_set_t cpus, caller, within;
+    int n = bound_after(3, WEFT_BIND_SPREAD, &cpus, &caller);
+    CPU_AND(&within, &cpus, &allowed);
+    is_int(n, 2, "SPREAD, 3 threads: both workers are bound to one CPU each");
+    is_int(CPU_COUNT(&cpus), 2, "  to two different CPUs (the process may use %d)", ncpu);
+    ok(CPU_EQUAL(&within, &cpus), "  both among the CPUs the process may use");
+    ok(CPU_EQUAL(&caller, &allowed), "  and the calling thread is left alone (%d CPUs)",
+       CPU_COUNT(&caller));
+
+    n = bound_after(3, WEFT_BIND_NONE, &cpus, &caller);
+    is_int(n, 0, "NONE: changing the mode restarts the workers unbound");
+
+    n = bound_after(2, WEFT_BIND_AUTO, &cpus, &caller);
+    is_int(n, 1, "AUTO, 2 threads on %d CPUs: the worker is bound", ncpu);
+    n = bound_after(ncpu + 1, WEFT_BIND_AUTO, &cpus, &caller);
+    is_int(n, 0, "AUTO, %d threads on %d CPUs: an oversubscribed pool stays unbound", ncpu + 1,
+           ncpu);
+    n = bound_after(2, WEFT_BIND_SPREAD, &cpus, &caller);
+    ok(n == 1 && CPU_EQUAL(&caller, &allowed),
+       "SPREAD again with 2 threads: one bound worker (%d), the caller untouched", n);
+    weft_set_thread_binding(WEFT_BIND_AUTO);
+    weft_set_num_threads(2);
+    drop_all();
+}
+
+/* The mode a fresh run of this program starts with under WEFT_THREAD_BIND
+ * = value; -1 when it could not be run. */
+static int initial_binding_with(const char *value)
+{
+    char cmd[4200], self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return -1;
+    self[len] = '\0';
+    snprintf(cmd, sizeof cmd, "WEFT_THREAD_BIND=%s '%s' --print-binding", value, self);
+    FILE *f = popen(cmd, "r");
+    int got = -1;
+    if (f) {
+        if (fscanf(f, "%d", &got) != 1)
+            got = -1;
+        pclose(f);
+    }
+    return got;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print-count")) {
         printf("%d\n", weft_get_num_threads());
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--print-binding")) {
+        printf("%d\n", (int)weft_get_thread_binding());
         return 0;
     }
     if (weft_load_default_plugins() < 0) {
@@ -306,12 +459,17 @@ int main(int argc, char **argv)
     test_openblas_single_threaded();
     test_bad_counts();
     test_concurrent_changes();
+    test_binding();
 
     /* the initial value comes from WEFT_NUM_THREADS (and a bad value is
      * ignored rather than taken) */
     is_int(initial_count_with("5"), 5, "WEFT_NUM_THREADS=5 is the initial count");
     int ignored = initial_count_with("zero");
     ok(ignored >= 1, "WEFT_NUM_THREADS=zero is ignored: the count is the CPUs (%d)", ignored);
+    is_int(initial_binding_with("none"), WEFT_BIND_NONE, "WEFT_THREAD_BIND=none is the initial mode");
+    is_int(initial_binding_with("spread"), WEFT_BIND_SPREAD, "WEFT_THREAD_BIND=spread too");
+    is_int(initial_binding_with("sideways"), WEFT_BIND_AUTO,
+           "WEFT_THREAD_BIND=sideways is ignored: the mode is AUTO");
     printf("1..%d\n", tap_count_);
     return tap_failed_ ? 1 : 0;
 }

@@ -5,9 +5,11 @@
  * a few per thread, claimed by the caller and whichever workers are awake.
  * The size follows the core's weft_get_num_threads: a change is seen at the
  * next parallel region, which joins the old workers and lets the next job
- * start the new number. */
+ * start the new number.  The same holds for the binding mode
+ * (weft_get_thread_binding): workers are bound as they start. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -50,6 +52,8 @@ static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The pool's size: written under submit_lock with no job running, read
  * without it by the fast path, hence atomic. */
 static _Atomic int num_threads = 1;
+/* The binding mode the pool was started under (guarded like num_threads). */
+static _Atomic int bind_mode = WEFT_BIND_AUTO;
 /* Non-NULL on workers and on a submitter while it runs pieces: nested
  * parallel calls run serially instead of deadlocking on the pool.  A pthread
  * key rather than _Thread_local: LeakSanitizer crashes on exit when live
@@ -70,6 +74,7 @@ static void set_parallel_region(bool inside)
 int cpu__parallel_init(void)
 {
     num_threads = weft_get_num_threads();
+    bind_mode = weft_get_thread_binding();
     pool.shut_down = false;
     if (!region_key_made) {
         if (pthread_key_create(&region_key, NULL) != 0)
@@ -120,6 +125,40 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Binds each worker to a CPU of its own as bind_mode asks (see
+ * weft_set_thread_binding).  The CPUs are those the starting thread may run
+ * on, taken in order from the one after the CPU it runs on now: the caller,
+ * which weft never binds, tends to stay where it is and so keeps a CPU to
+ * itself.  A failed pthread_setaffinity_np (a CPU removed from the cpuset
+ * meanwhile) leaves that worker unbound, which is only slower. */
+static void bind_workers(void)
+{
+    cpu_set_t allowed;
+    if (bind_mode == WEFT_BIND_NONE || pool.nworkers == 0 ||
+        sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return;
+    int ncpu = CPU_COUNT(&allowed);
+    if (ncpu < 2 || (bind_mode == WEFT_BIND_AUTO && pool.nworkers + 1 > ncpu))
+        return;
+    int *cpus = malloc((size_t)ncpu * sizeof *cpus);
+    if (!cpus)
+        return;
+    int n = 0, here = 0, current = sched_getcpu();
+    for (int c = 0; c < CPU_SETSIZE && n < ncpu; c++)
+        if (CPU_ISSET(c, &allowed)) {
+            if (c == current)
+                here = n;
+            cpus[n++] = c;
+        }
+    for (int i = 0; i < pool.nworkers; i++) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[(here + 1 + i) % n], &one);
+        pthread_setaffinity_np(pool.workers[i], sizeof one, &one);
+    }
+    free(cpus);
+}
+
 /* Called with submit_lock held.  Fewer workers than asked for (a failed
  * pthread_create) is not an error: the pool just has fewer hands. */
 static void start_workers(void)
@@ -142,6 +181,7 @@ static void start_workers(void)
         pool.nworkers++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    bind_workers();
 }
 
 /* Called with pool.lock held: until no worker is inside run_pieces. */
@@ -235,18 +275,24 @@ static void stop_workers(void)
 void cpu__parallel_sync(void)
 {
     int want = weft_get_num_threads();
+    int mode = weft_get_thread_binding();
     /* a worker (or a submitter running its own pieces) must not join the
      * pool it belongs to; the next top-level call resizes */
-    if (want == num_threads || in_parallel_region())
+    if ((want == num_threads && mode == bind_mode) || in_parallel_region())
         return;
     /* blocking: waits for another thread's job to end, so no worker is
      * joined in the middle of one */
     pthread_mutex_lock(&submit_lock);
     want = weft_get_num_threads();
-    if (want != num_threads && !pool.shut_down) {
+    mode = weft_get_thread_binding();
+    if ((want != num_threads || mode != bind_mode) && !pool.shut_down) {
         stop_workers();
-        num_threads = want; /* the next job starts want - 1 workers */
-        cpu__blas_init(want);
+        /* the next job starts want - 1 workers, bound as mode says */
+        bind_mode = mode;
+        if (want != num_threads) {
+            num_threads = want;
+            cpu__blas_init(want);
+        }
     }
     pthread_mutex_unlock(&submit_lock);
 }

@@ -803,6 +803,36 @@ WEFT_API int weft_plugin_report_string(char **out);
 WEFT_API int weft_set_num_threads(int n);
 WEFT_API int weft_get_num_threads(void);
 
+/* Where the CPU backend's pool threads run.  The calling thread is never
+ * touched: it belongs to the application.
+ *   WEFT_BIND_NONE    the scheduler places the workers (they inherit the
+ *                     affinity of the thread that started the pool).
+ *   WEFT_BIND_SPREAD  each worker is bound to one CPU of the set the process
+ *                     may run on, a different one per worker, starting after
+ *                     the CPU the pool's first caller ran on; wraps around
+ *                     only when the pool has more workers than CPUs.
+ *   WEFT_BIND_AUTO    SPREAD while the thread count is at most the number of
+ *                     CPUs the process may run on, NONE beyond (binding an
+ *                     oversubscribed pool only makes threads queue).
+ * Why bind at all: on a machine whose CPUs are shared, a worker woken after
+ * an idle spell is often placed on the CPU of the thread that woke it, and
+ * the two then share one CPU for milliseconds until the load balancer moves
+ * one (measured in docs/benchmarks.md: a memory-bound reduction at half
+ * speed).  Applications that run several weft processes side by side, or
+ * place their own threads, choose NONE.
+ * The initial mode is WEFT_THREAD_BIND ("auto", "spread" or "none"; any
+ * other value is ignored), else AUTO.  A change takes effect at the next
+ * parallel operator, which restarts the pool's workers.
+ * weft_set_thread_binding: a mode outside the enum is WEFT_EINVAL and
+ * changes nothing.  Both are thread-safe; the mode is process-wide. */
+typedef enum weft_thread_binding {
+    WEFT_BIND_AUTO = 0,
+    WEFT_BIND_NONE = 1,
+    WEFT_BIND_SPREAD = 2
+} weft_thread_binding;
+WEFT_API int weft_set_thread_binding(weft_thread_binding mode);
+WEFT_API weft_thread_binding weft_get_thread_binding(void);
+
 /* The core's version and the plugin ABI it implements. */
 WEFT_API const char *weft_version(void);
 WEFT_API void weft_plugin_abi(uint32_t *major, uint32_t *minor);
