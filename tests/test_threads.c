@@ -106,19 +106,6 @@ static void run_set(uint64_t digest[N_RESULTS])
     drop_all();
 }
 
-/* max |a - b| / max(|b|, 1) over the elements; infinity on failure */
-static double max_difference(const weft_tensor *a, const weft_tensor *b)
-{
-    if (!a || !b || weft_tensor_numel(a) != weft_tensor_numel(b))
-        return INFINITY;
-    double worst = 0;
-    for (int64_t i = 0; i < weft_tensor_numel(a); i++) {
-        double x = value_at(a, i), y = value_at(b, i);
-        worst = fmax(worst, fabs(x - y) / fmax(fabs(y), 1.0));
-    }
-    return worst;
-}
-
 static const char *const result_names[N_RESULTS] = {
     "sum (all)", "sum (dim 1)", "sum (dim 0, keepdim)", "softmax", "mm float32", "mm float64",
     "conv2d", "cumsum dim 1", "cumsum dim 0", "sort values", "sort indices",
