@@ -6,13 +6,26 @@
  * The size follows the core's weft_get_num_threads: a change is seen at the
  * next parallel region, which joins the old workers and lets the next job
  * start the new number.  The same holds for the binding mode
- * (weft_get_thread_binding): workers are bound as they start. */
+ * (weft_get_thread_binding): workers are bound as they start.
+ *
+ * Waiting: a worker that has run out of pieces, and a caller waiting for a
+ * worker's last piece, spin a short while (WEFT_SPIN_US, 200 us by default)
+ * before sleeping on a condition variable.  Sleeping at once cost a wake-up
+ * on every job: on a virtual machine a woken thread's vCPU can take a
+ * millisecond to run again, which halved sgemm 256 and the 64 MiB sum in
+ * the bench (docs/benchmarks.md).  The spin is bounded, so an idle program
+ * costs nothing, and skipped when the pool has more threads than CPUs,
+ * where a spinning thread would take the CPU from the one it waits for. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "cpu.h"
 
@@ -27,14 +40,16 @@ static struct {
     pthread_cond_t done; /* the submitter waits here for active == 0 */
     pthread_t *workers;
     int nworkers;
-    bool started, stopping;
+    _Atomic bool stopping;
+    bool started;
+    uint64_t spin_ns; /* 0: sleep at once (set as the workers start) */
     bool shut_down; /* after fini: run everything serially, never restart */
-    uint64_t generation;
+    _Atomic uint64_t generation; /* written under lock, spun on without */
     /* workers inside run_pieces; the submitter waits only for these, never
      * for a worker that has not woken yet: one that wakes late takes part
      * in whatever job is current then (finding nothing left, or the next
      * job), so a job never costs the caller a wake-up round trip */
-    int active;
+    _Atomic int active; /* written under lock, spun on without */
     bool waiting; /* the submitter sleeps on `done` for active == 0 */
     range_fn fn;
     void *ctx;
@@ -54,6 +69,8 @@ static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int num_threads = 1;
 /* The binding mode the pool was started under (guarded like num_threads). */
 static _Atomic int bind_mode = WEFT_BIND_AUTO;
+/* WEFT_SPIN_US in nanoseconds, read once by cpu__parallel_init. */
+static uint64_t spin_limit_ns = 200000;
 /* Non-NULL on workers and on a submitter while it runs pieces: nested
  * parallel calls run serially instead of deadlocking on the pool.  A pthread
  * key rather than _Thread_local: LeakSanitizer crashes on exit when live
@@ -75,6 +92,15 @@ int cpu__parallel_init(void)
 {
     num_threads = weft_get_num_threads();
     bind_mode = weft_get_thread_binding();
+    /* a whole number of microseconds up to one second; anything else is
+     * ignored (an environment variable has nobody to return an error to) */
+    const char *spin = getenv("WEFT_SPIN_US");
+    if (spin && *spin) {
+        char *end;
+        long us = strtol(spin, &end, 10);
+        if (*end == '\0' && us >= 0 && us <= 1000000)
+            spin_limit_ns = (uint64_t)us * 1000;
+    }
     pool.shut_down = false;
     if (!region_key_made) {
         if (pthread_key_create(&region_key, NULL) != 0)
@@ -100,6 +126,48 @@ static void run_pieces(void)
     }
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins until *word != value, the pool stops or its spin time has passed;
+ * the clock is read every 64 rounds only. */
+static void spin_on(const _Atomic uint64_t *word, uint64_t value)
+{
+    if (pool.spin_ns == 0)
+        return;
+    uint64_t start = now_ns();
+    for (unsigned k = 1; atomic_load_explicit(word, memory_order_relaxed) == value && !pool.stopping; k++) {
+        cpu_relax();
+        if (k % 64 == 0 && now_ns() - start > pool.spin_ns)
+            return;
+    }
+}
+
+static void spin_while_active(void)
+{
+    if (pool.spin_ns == 0)
+        return;
+    uint64_t start = now_ns();
+    for (unsigned k = 1; atomic_load_explicit(&pool.active, memory_order_relaxed) > 0; k++) {
+        cpu_relax();
+        if (k % 64 == 0 && now_ns() - start > pool.spin_ns)
+            return;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     /* the generation current when this worker was made: it joins the jobs
@@ -120,6 +188,11 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&pool.lock);
         if (--pool.active == 0 && pool.waiting)
             pthread_cond_signal(&pool.done);
+        /* the next job often follows at once: watch for it a little
+         * before sleeping (the loop above rechecks under the lock) */
+        pthread_mutex_unlock(&pool.lock);
+        spin_on(&pool.generation, seen);
+        pthread_mutex_lock(&pool.lock);
     }
     pthread_mutex_unlock(&pool.lock);
     return NULL;
@@ -167,6 +240,10 @@ static void start_workers(void)
     int want = num_threads - 1;
     if (want <= 0)
         return;
+    /* set before any worker exists, so that they read it unraced */
+    cpu_set_t allowed;
+    bool fits = sched_getaffinity(0, sizeof allowed, &allowed) == 0 && want + 1 <= CPU_COUNT(&allowed);
+    pool.spin_ns = fits ? spin_limit_ns : 0;
     pool.workers = calloc((size_t)want, sizeof *pool.workers);
     if (!pool.workers)
         return;
@@ -245,7 +322,9 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     set_parallel_region(false);
 
     /* every piece is claimed; wait only for those still running on a
-     * worker (their results are the caller's) */
+     * worker (their results are the caller's): a piece is short, so spin
+     * first (wait_idle decides under the lock) */
+    spin_while_active();
     pthread_mutex_lock(&pool.lock);
     wait_idle();
     pthread_mutex_unlock(&pool.lock);
