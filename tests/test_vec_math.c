@@ -94,6 +94,23 @@ static void test_unary(void)
     }
 }
 
+/* -0 inside a block the polynomials take (every |x| <= 3, 64 values, so
+ * gelu's group path runs): gelu(-0) is -0, as x Phi(x) and PyTorch give. */
+static void test_negative_zero_in_vector_block(void)
+{
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(i - 32) / 16.0f;
+    x[5] = -0.0f;
+    int64_t n = 64;
+    weft_tensor *y = NULL;
+    int rc = weft_gelu(&y, f32(&n, 1, x));
+    keep(y);
+    const float *p = rc == 0 ? weft_tensor_data_ptr(y) : NULL;
+    ok(p && p[5] == 0.0f && signbit(p[5]) && !signbit(p[32]),
+       "gelu(-0) in a vector block is -0 (and gelu(+0) is +0)");
+}
+
 /* Dense sweeps, in order, so that whole vector blocks fall in one range:
  * gelu's |x| <= 3 blocks (the division-free erfc), the blocks beyond
  * (Numerical Recipes' erfc) down to -9 where the result is ~1e-19 (the
@@ -223,6 +240,7 @@ int main(void)
     if (weft_load_default_plugins() <= 0)
         skip_all("no CPU plugin: %s", weft_last_error());
     test_unary();
+    test_negative_zero_in_vector_block();
     test_dense();
     test_rows();
     drop_all();
