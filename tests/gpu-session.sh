@@ -11,7 +11,8 @@
 #
 #   summary.txt  one line per step: its status and seconds
 #   build.log    configure and make
-#   tests.log    test_cuda, test_cuda_nn (TAP) and the Python DLPack test
+#   tests.log    test_cuda, test_cuda_nn, test_cuda_index (TAP) and the Python
+#                DLPack test
 #   conformance.log  weft-conformance cuda:0
 #   bench.jsonl  bench/cuda-bench rows, then bench/cuda-torch.py's
 #   train.log    weft-train mlp and cnn (--json lines at the end of each)
@@ -80,6 +81,7 @@ export WEFT_PLUGIN_PATH="$src/.libs"
 # ------------------------------------------------------------- tests
 step test_cuda 90 "$out/tests.log" ./tests/test_cuda
 step test_cuda_nn 120 "$out/tests.log" ./tests/test_cuda_nn
+step test_cuda_index 90 "$out/tests.log" ./tests/test_cuda_index
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 PYTHONPATH="$src/python/.libs:$src/tests/python"

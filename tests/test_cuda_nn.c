@@ -4,9 +4,11 @@
  * indices, argmax; var/std/norm/logsumexp; softmax and log_softmax with
  * their backward along every dim; nll_loss, cross_entropy (forward and
  * backward, weights, ignore_index), mse_loss; max_pool2d with indices and
- * its backward; argument errors before any launch; determinism (the same
- * bits on a second run).  Everywhere: the pooling plan's arithmetic and
- * checks.  Without a GPU the comparisons say SKIP and why. */
+ * its backward; upsample nearest and bilinear (both align_corners, with
+ * and without scales) and their backward; conv_transpose2d; argument
+ * errors before any launch; determinism (the same bits on a second run).
+ * Everywhere: the pooling, upsampling and conv_transpose2d plans'
+ * arithmetic and checks.  Without a GPU the comparisons say SKIP and why. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +134,90 @@ static void plan_checks(void)
     ok(chunks == 1 && len == 64, "reduce plan: many short rows stay whole");
     wfc_plan_reduce_split(0, 0, &chunks, &len);
     ok(chunks == 1 && len == 0, "reduce plan: nothing to reduce");
+}
+
+/* Upsampling's axis tables and their source ranges, conv_transpose2d's
+ * geometry: the host plans of upsample.c and conv.c. */
+static void plan_upsample_checks(void)
+{
+    int64_t i0[64], i1[64], first[64], end[64];
+    double l0[64], l1[64];
+    wfc_plan_upsample_axis(3, 7, false, false, NULL, false, i0, i1, l0, l1);
+    ok(i0[0] == 0 && i0[2] == 0 && i0[3] == 1 && i0[4] == 1 && i0[5] == 2 && i0[6] == 2 &&
+           i1[6] == 2 && l0[3] == 1 && l1[3] == 0,
+       "upsample plan: nearest 3 -> 7 reads floor(o * 3/7)");
+    wfc_plan_upsample_sources(i0, 7, 3, false, first, end);
+    ok(first[0] == 0 && end[0] == 3 && first[1] == 3 && end[1] == 5 && first[2] == 5 &&
+           end[2] == 7, "upsample plan: nearest 3 -> 7, input i is read by [0,3), [3,5), [5,7)");
+    wfc_plan_upsample_axis(2, 4, true, false, NULL, false, i0, i1, l0, l1);
+    ok(i0[0] == 0 && i0[1] == 0 && i0[2] == 0 && i0[3] == 1 && i1[0] == 1 && i1[3] == 1 &&
+           l1[0] == 0 && l1[1] == 0.25 && l1[2] == 0.75 && l1[3] == 0.25 && l0[2] == 0.25,
+       "upsample plan: bilinear 2 -> 4 without align_corners (the pixel-area mapping)");
+    wfc_plan_upsample_axis(3, 5, true, true, NULL, true, i0, i1, l0, l1);
+    ok(i0[0] == 0 && i0[1] == 0 && i0[2] == 1 && i0[4] == 2 && l1[1] == 0.5 && l1[2] == 0 &&
+           i1[4] == 2, "upsample plan: bilinear 3 -> 5 with align_corners hits the corners");
+    const double half = 0.5;
+    wfc_plan_upsample_axis(8, 4, false, false, &half, false, i0, i1, l0, l1);
+    ok(i0[1] == 2 && i0[3] == 6, "upsample plan: nearest with scale 0.5 reads every second input");
+    /* every output that reads input i lies in [first[i], end[i]), over
+     * many shapes, scales and both modes */
+    bool covered = true, tight = true;
+    for (int64_t in = 1; in <= 9; in++)
+        for (int64_t out = 1; out <= 20; out++)
+            for (int mode = 0; mode < 4; mode++) {
+                bool linear = mode > 0, align = mode == 2;
+                double scale = (double)out / (double)in * 1.01;
+                wfc_plan_upsample_axis(in, out, linear, align, mode == 3 ? &scale : NULL, false,
+                                       i0, i1, l0, l1);
+                if (wfc_plan_upsample_sources(i0, out, in, linear, first, end) < 0)
+                    covered = false;
+                for (int64_t i = 0; i < in; i++) {
+                    int64_t readers = 0;
+                    for (int64_t o = 0; o < out; o++) {
+                        bool reads = i0[o] == i || (linear && i1[o] == i);
+                        readers += reads;
+                        if (reads && (o < first[i] || o >= end[i]))
+                            covered = false;
+                        if (i0[o] >= in || i1[o] >= in)
+                            covered = false;
+                    }
+                    if (end[i] - first[i] > readers + 1) /* at most one extra (an i1 = i0 edge) */
+                        tight = false;
+                }
+            }
+    ok(covered, "upsample plan: the source ranges hold every output that reads an input, no "
+       "index past the input");
+    ok(tight, "upsample plan: the ranges hold little else");
+
+    wfc_conv_transpose2d t;
+    char err[300];
+    const int64_t in[4] = {2, 4, 5, 5}, wt[4] = {4, 3, 3, 3}, two = 2, one = 1;
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, wt, 4, &two, 1, &one, 1, &one, 1, &one, 1, 1, err,
+                                 sizeof err) == 0 &&
+           t.out[0] == 2 && t.out[1] == 3 && t.out[2] == 10 && t.out[3] == 10 && t.pad_h == 0 &&
+           t.conv.c == 3 && t.conv.oc == 4 && t.conv.h == 10 && t.conv.oh == 5,
+       "conv_transpose2d plan: [2,4,5,5] by [4,3,3,3], stride 2, padding 1, output_padding 1 "
+       "gives [2,3,10,10], the input gradient of a 10x10 conv2d");
+    const int64_t wt2[4] = {4, 1, 3, 3}, op2 = 2, d3 = 3;
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, wt2, 4, &two, 1, &one, 1, &op2, 1, &d3, 1, 2, err,
+                                 sizeof err) == 0 &&
+           t.out[1] == 2 && t.out[2] == 15 && t.pad_h == 1 && t.pad_w == 1 && t.conv.h == 14 &&
+           t.conv.oh == 5 && t.conv.groups == 2,
+       "conv_transpose2d plan: output_padding 2 with stride 2 and dilation 3 leaves a zero row "
+       "and column that no input reaches");
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, wt, 4, &two, 1, &one, 1, &two, 1, &one, 1, 1, err,
+                                 sizeof err) == -1 && strstr(err, "output_padding (2)"),
+       "conv_transpose2d plan: output_padding not below stride or dilation: %s", err);
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, wt, 4, &two, 1, &one, 1, NULL, 0, &one, 1, 0, err,
+                                 sizeof err) == -1 && strstr(err, "groups"),
+       "conv_transpose2d plan: groups 0: %s", err);
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, (const int64_t[]){3, 3, 3, 3}, 4, &two, 1, &one, 1,
+                                 NULL, 0, &one, 1, 1, err, sizeof err) == -2 &&
+           strstr(err, "C_in"), "conv_transpose2d plan: a weight of 3 input channels for 4: %s",
+       err);
+    ok(wfc_plan_conv_transpose2d(&t, (const int64_t[]){1, 4, 1, 1}, 4, (const int64_t[]){4, 3, 1, 1},
+                                 4, &one, 1, &one, 1, NULL, 0, &one, 1, 1, err, sizeof err) == -2 &&
+           strstr(err, "too small"), "conv_transpose2d plan: padding that leaves nothing: %s", err);
 }
 
 /* -------------------------------------------------------- reductions */
@@ -762,9 +848,159 @@ static void gpu_conv(weft_generator *g)
     drop_all();
 }
 
+/* ------------------------------------ upsampling and conv_transpose2d */
+
+static void gpu_upsample(weft_generator *g)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16};
+    static const struct {
+        int64_t in[4], out[2];
+        double sh, sw; /* 0: no scale */
+    } cases[] = {{{2, 3, 5, 7}, {11, 13}, 0, 0}, {{1, 2, 8, 8}, {4, 3}, 0, 0},
+                 {{2, 2, 4, 6}, {8, 12}, 2.0, 2.0}, {{1, 1, 1, 1}, {3, 5}, 0, 0},
+                 {{3, 1, 7, 5}, {7, 5}, 0, 0},     {{0, 2, 3, 3}, {6, 6}, 0, 0},
+                 {{1, 3, 9, 10}, {20, 23}, 2.3, 2.3}};
+    uint64_t fallbacks = weft_cpu_fallback_calls();
+    for (size_t di = 0; di < 4; di++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+            for (int mode = 0; mode < 3; mode++) { /* nearest, bilinear, bilinear aligned */
+                weft_dtype dt = dts[di];
+                double tol = dt == WEFT_FLOAT64 ? 1e-12 : dt == WEFT_FLOAT32 ? 1e-5 : 1e-2;
+                const double *sh = cases[c].sh ? &cases[c].sh : NULL;
+                const double *sw = cases[c].sw ? &cases[c].sw : NULL;
+                bool align = mode == 2;
+                if (align)
+                    sh = sw = NULL;
+                weft_tensor *x = rand_cpu(cases[c].in, 4, dt, g), *gx = to(x, CUDA0);
+                weft_tensor *want = NULL, *got = NULL;
+                int rc_g;
+                if (mode == 0) {
+                    weft_upsample_nearest2d(&want, x, cases[c].out, 2, sh, sw);
+                    rc_g = weft_upsample_nearest2d(&got, gx, cases[c].out, 2, sh, sw);
+                } else {
+                    weft_upsample_bilinear2d(&want, x, cases[c].out, 2, align, sh, sw);
+                    rc_g = weft_upsample_bilinear2d(&got, gx, cases[c].out, 2, align, sh, sw);
+                }
+                keep(want), keep(got);
+                const char *name = mode == 0 ? "nearest" : align ? "bilinear aligned" : "bilinear";
+                ok(rc_g == 0 && rel_diff(got, want) <= tol, "upsample %s %s case %zu matches "
+                   "the CPU (rel diff %g)%s%s", name, weft_dtype_name(dt), c, rel_diff(got, want),
+                   rc_g ? ": " : "", rc_g ? weft_last_error() : "");
+                if (!want)
+                    continue;
+                weft_tensor *gy = rand_cpu(weft_tensor_sizes(want), 4, dt, g), *bw = NULL, *gb = NULL;
+                if (mode == 0) {
+                    weft_upsample_nearest2d_backward(&bw, gy, cases[c].out, 2, cases[c].in, 4, sh, sw);
+                    rc_g = weft_upsample_nearest2d_backward(&gb, to(gy, CUDA0), cases[c].out, 2,
+                                                            cases[c].in, 4, sh, sw);
+                } else {
+                    weft_upsample_bilinear2d_backward(&bw, gy, cases[c].out, 2, cases[c].in, 4,
+                                                      align, sh, sw);
+                    rc_g = weft_upsample_bilinear2d_backward(&gb, to(gy, CUDA0), cases[c].out, 2,
+                                                             cases[c].in, 4, align, sh, sw);
+                }
+                keep(bw), keep(gb);
+                ok(rc_g == 0 && rel_diff(gb, bw) <= tol * 4, "upsample %s backward %s case %zu "
+                   "matches the CPU (rel diff %g)%s%s", name, weft_dtype_name(dt), c,
+                   rel_diff(gb, bw), rc_g ? ": " : "", rc_g ? weft_last_error() : "");
+                drop_all();
+            }
+    /* nearest moves any dtype's elements, a transposed input included */
+    static const weft_dtype any[] = {WEFT_INT64, WEFT_UINT8, WEFT_INT16, WEFT_BOOL};
+    for (size_t di = 0; di < 4; di++) {
+        weft_tensor *x = rand_cpu((const int64_t[]){2, 3, 6, 5}, 4, any[di], g), *xt = NULL, *gxt = NULL;
+        weft_transpose(&xt, x, 2, 3), keep(xt);
+        weft_transpose(&gxt, to(x, CUDA0), 2, 3), keep(gxt);
+        weft_tensor *want = NULL, *got = NULL;
+        const int64_t out[2] = {9, 13};
+        weft_upsample_nearest2d(&want, xt, out, 2, NULL, NULL), keep(want);
+        int rc = weft_upsample_nearest2d(&got, gxt, out, 2, NULL, NULL);
+        keep(got);
+        ok(rc == 0 && rel_diff(got, want) == 0, "upsample nearest %s of a transposed input",
+           weft_dtype_name(any[di]));
+        drop_all();
+    }
+    ok(weft_cpu_fallback_calls() == fallbacks, "the upsampling kernels ran on the GPU (no "
+       "fallback call)");
+    weft_tensor *x = to(rand_cpu((const int64_t[]){1, 2, 4, 4}, 4, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *out = (weft_tensor *)1;
+    ok(weft_upsample_bilinear2d(&out, x, (const int64_t[]){0, 3}, 2, false, NULL, NULL) ==
+           WEFT_EINVAL && out == NULL, "an output size of 0 is refused: %s", weft_last_error());
+    ok(weft_upsample_nearest2d_backward(&out, x, (const int64_t[]){8, 8}, 2,
+                                        (const int64_t[]){1, 2, 4, 4}, 4, NULL, NULL) == WEFT_ESHAPE,
+       "a grad_output of the wrong shape is refused: %s", weft_last_error());
+    drop_all();
+}
+
+/* Whether the CUDA plugin registered a kernel of its own for op. */
+static bool cuda_has_kernel(const char *name)
+{
+    const weft_op *op = NULL;
+    char *table = NULL;
+    if (weft_op_find(&op, name) != 0 || weft_op_dump_table(&table, op) != 0)
+        return false;
+    const char *row = strstr(table, "Dense[cuda]");
+    const char *eol = row ? strchr(row, '\n') : NULL;
+    const char *kernel = row ? strstr(row, "kernel") : NULL;
+    bool has = kernel && (!eol || kernel < eol);
+    free(table);
+    return has;
+}
+
+static void gpu_conv_transpose(weft_generator *g)
+{
+    static const struct {
+        int64_t n, cin, h, w, cout_g, k, s, p, op, d, groups;
+        bool bias;
+    } cases[] = {{2, 4, 5, 6, 3, 3, 2, 1, 1, 1, 1, true}, {1, 6, 7, 7, 2, 3, 1, 1, 0, 1, 3, false},
+                 {2, 4, 5, 5, 1, 3, 2, 1, 2, 3, 2, true}, {3, 2, 4, 3, 5, 1, 1, 0, 0, 1, 1, true},
+                 {0, 4, 5, 5, 2, 3, 2, 0, 0, 1, 1, true}, {1, 8, 9, 9, 4, 4, 3, 2, 1, 1, 2, false}};
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_BFLOAT16};
+    uint64_t fallbacks = weft_cpu_fallback_calls();
+    for (size_t di = 0; di < 3; di++)
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            weft_dtype dt = dts[di];
+            double tol = dt == WEFT_FLOAT32 ? 1e-4 : dt == WEFT_FLOAT64 ? 1e-10 : 5e-2;
+            weft_tensor *x = rand_cpu((const int64_t[]){cases[i].n, cases[i].cin, cases[i].h,
+                                                        cases[i].w}, 4, dt, g);
+            weft_tensor *w = rand_cpu((const int64_t[]){cases[i].cin, cases[i].cout_g, cases[i].k,
+                                                        cases[i].k}, 4, dt, g);
+            weft_tensor *b = cases[i].bias ? rand_cpu((const int64_t[]){cases[i].cout_g * cases[i].groups},
+                                                      1, dt, g) : NULL;
+            weft_tensor *x64 = NULL, *w64 = NULL, *b64 = NULL, *want = NULL, *got = NULL;
+            weft_to_dtype(&x64, x, WEFT_FLOAT64), keep(x64);
+            weft_to_dtype(&w64, w, WEFT_FLOAT64), keep(w64);
+            if (b)
+                weft_to_dtype(&b64, b, WEFT_FLOAT64), keep(b64);
+            int64_t s = cases[i].s, p = cases[i].p, op = cases[i].op, d = cases[i].d;
+            weft_conv_transpose2d(&want, x64, w64, b64, &s, 1, &p, 1, &op, 1, cases[i].groups, &d, 1);
+            keep(want);
+            int rc = weft_conv_transpose2d(&got, to(x, CUDA0), to(w, CUDA0), b ? to(b, CUDA0) : NULL,
+                                           &s, 1, &p, 1, &op, 1, cases[i].groups, &d, 1);
+            keep(got);
+            ok(rc == 0 && rel_diff(got, want) <= tol, "conv_transpose2d %s case %zu matches the "
+               "CPU (rel diff %g)%s%s", weft_dtype_name(dt), i, rel_diff(got, want),
+               rc ? ": " : "", rc ? weft_last_error() : "");
+            drop_all();
+        }
+    ok(weft_cpu_fallback_calls() == fallbacks, "conv_transpose2d ran on the GPU (no fallback "
+       "call)");
+    weft_tensor *x = to(rand_cpu((const int64_t[]){1, 4, 5, 5}, 4, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *w = to(rand_cpu((const int64_t[]){3, 2, 3, 3}, 4, WEFT_FLOAT32, g), CUDA0);
+    weft_tensor *out = (weft_tensor *)1;
+    const int64_t one = 1, two = 2;
+    ok(weft_conv_transpose2d(&out, x, w, NULL, &one, 1, &one, 1, NULL, 0, 1, &one, 1) ==
+           WEFT_ESHAPE && out == NULL,
+       "conv_transpose2d of 4 channels with a weight for 3 is refused: %s", weft_last_error());
+    ok(weft_conv_transpose2d(&out, x, w, NULL, &one, 1, &one, 1, &two, 1, 1, &one, 1) ==
+           WEFT_EINVAL, "an output_padding of 2 with stride 1 is refused: %s", weft_last_error());
+    drop_all();
+}
+
 int main(void)
 {
     plan_checks();
+    plan_upsample_checks();
     weft_load_default_plugins();
     int n = weft_device_count(WEFT_DEVICE_TYPE_CUDA);
     if (n <= 0) {
@@ -777,6 +1013,11 @@ int main(void)
     gpu_reductions(g);
     gpu_nn(g);
     gpu_conv(g);
+    if (cuda_has_kernel("conv_transpose2d"))
+        gpu_conv_transpose(g);
+    else
+        skip(1, "the CUDA plugin was built without cuDNN: conv_transpose2d runs on the fallback");
+    gpu_upsample(g);
     gpu_random();
     gpu_indexing(g);
     gpu_norm(g);

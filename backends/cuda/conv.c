@@ -1,5 +1,6 @@
 /* backends/cuda/conv.c — conv2d and its gradient operators
- * (convolution_backward_input, convolution_backward_weight) through cuDNN
+ * (convolution_backward_input, convolution_backward_weight), and
+ * conv_transpose2d (a backward data plus its bias), through cuDNN
  * (opened at first use, libs.c), built only when configure found cuDNN
  * (otherwise the convolutions stay on the CPU fallback).  The geometry is checked by plan.c before cuDNN is
  * called; the algorithm of each (kind, dtype, shape) is chosen once by
@@ -457,6 +458,77 @@ static int conv_backward_kernel(weft_call *call, void *ctx)
     return weft_return_tensor(call, 0, res);
 }
 
+/* conv_transpose2d(input, weight [Cin, Cout / groups, kH, kW], bias?,
+ * stride, padding, output_padding, groups, dilation): cuDNN's backward
+ * data of the conv2d whose input gradient it is (plan.c), over the
+ * reachable output; the rows and columns an output_padding of a stride or
+ * more adds stay zero, as on the CPU; then the bias.  Its backward is
+ * conv2d and convolution_backward_weight (autograd), both cuDNN here. */
+static int conv_transpose2d_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "conv_transpose2d";
+    const weft_tensor *input = call->args[0].u.tensor, *weight = call->args[1].u.tensor;
+    const weft_tensor *bias = weft_arg_tensor(call, 2);
+    if (weft_tensor_ndim(input) != 4 || weft_tensor_ndim(weight) != 4 || !served(input, weight) ||
+        (bias && !served(input, bias)))
+        return weft_call_cpu_fallback(call); /* other dtypes and shapes: the CPU's rules */
+    int ns, np, nop, nd;
+    const int64_t *s = weft_arg_ints(call, 3, &ns), *p = weft_arg_ints(call, 4, &np);
+    const int64_t *o = weft_arg_ints(call, 5, &nop), *d = weft_arg_ints(call, 7, &nd);
+    wfc_conv_transpose2d t;
+    char err[512];
+    int kind = wfc_plan_conv_transpose2d(&t, weft_tensor_sizes(input), 4, weft_tensor_sizes(weight),
+                                         4, s, ns, p, np, o, nop, d, nd, weft_arg_int(call, 6), err,
+                                         sizeof err);
+    if (kind < 0)
+        return weft_set_error(kind == -1 ? WEFT_EINVAL : WEFT_ESHAPE, "%s: %s", op, err);
+    if (bias && (weft_tensor_ndim(bias) != 1 || weft_tensor_size(bias, 0) != t.out[1]))
+        return weft_set_error(WEFT_ESHAPE, "%s: bias must be a 1-D tensor of %lld elements", op,
+                              (long long)t.out[1]);
+    if (!fits_int(&t.conv))
+        return weft_call_cpu_fallback(call);
+    weft_dtype dt = weft_tensor_dtype(input);
+    bool padded = t.pad_h > 0 || t.pad_w > 0;
+    const int64_t reach[4] = {t.out[0], t.out[1], t.out[2] - t.pad_h, t.out[3] - t.pad_w};
+    weft_tensor *x = NULL, *w = NULL, *y = NULL, *y0 = NULL, *rows = NULL, *part = NULL, *b4 = NULL;
+    int rc = weft_contiguous(&x, input);
+    if (rc == 0)
+        rc = weft_contiguous(&w, weight);
+    if (rc == 0)
+        rc = weft_new_output(&y, input, t.out, 4, dt);
+    if (rc == 0 && padded)
+        rc = weft_new_output(&y0, input, reach, 4, dt);
+    else if (rc == 0)
+        y0 = weft_tensor_retain(y);
+    if (rc == 0 && weft_tensor_numel(y0) > 0)
+        rc = weft_tensor_numel(x) == 0 || weft_tensor_numel(w) == 0
+                 ? weft_fill_(y0, 0.0)
+                 : run(BACKWARD_DATA, op, dt, &t.conv, weft_tensor_device(input).index,
+                       weft_tensor_data_ptr(y0), weft_tensor_data_ptr(w), weft_tensor_data_ptr(x));
+    if (rc == 0 && padded) { /* y0 into the top left of a zeroed y */
+        rc = weft_fill_(y, 0.0);
+        if (rc == 0)
+            rc = weft_narrow(&rows, y, 2, 0, reach[2]);
+        if (rc == 0)
+            rc = weft_narrow(&part, rows, 3, 0, reach[3]);
+        if (rc == 0)
+            rc = weft_copy_(part, y0);
+    }
+    if (rc == 0 && bias)
+        rc = weft_reshape(&b4, bias, (const int64_t[]){1, t.out[1], 1, 1}, 4);
+    if (rc == 0 && bias)
+        rc = weft_add_(y, b4);
+    weft_tensor *temps[] = {x, w, y0, rows, part, b4};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    if (rc < 0) {
+        weft_tensor_release(y);
+        return rc;
+    }
+    return weft_return_tensor(call, 0, y);
+}
+
 static const int weight_marker = 1;
 
 int wfc_register_conv(weft_registrar *reg)
@@ -477,6 +549,9 @@ int wfc_register_conv(weft_registrar *reg)
         rc = weft_register_kernel(reg, "convolution_backward_weight", WEFT_KEY_DENSE,
                                   WEFT_DEVICE_TYPE_CUDA, conv_backward_kernel,
                                   (void *)&weight_marker, NULL);
+    if (rc == 0)
+        rc = weft_register_kernel(reg, "conv_transpose2d", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+                                  conv_transpose2d_kernel, NULL, NULL);
     return rc;
 }
 

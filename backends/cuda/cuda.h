@@ -116,6 +116,12 @@ enum { WFC_RANDOM_UNIFORM, WFC_RANDOM_NORMAL, WFC_RANDOM_BERNOULLI, WFC_RANDOM_D
 bool wfc_random_supported(int kind, int dtype);
 int wfc_random_fill(void *stream, int kind, int dtype, void *out, int64_t n, uint64_t seed,
                     uint64_t offset, double a, double b, int bits);
+/* bernoulli with a tensor p (contiguous float64, one per element): 1
+ * where u < p[i]; wfc_check_probabilities notes the first p outside
+ * [0, 1] (or NaN) in bad, as wfc_check_indices does. */
+int wfc_bernoulli_tensor(void *stream, int dtype, void *out, const double *p, int64_t n,
+                         uint64_t seed, uint64_t offset);
+int wfc_check_probabilities(void *stream, const double *p, int64_t n, unsigned long long *bad);
 int wfc_dropout(void *stream, int dtype, void *out, const void *x, int64_t n, uint64_t seed,
                 uint64_t offset, double keep, double scale);
 
@@ -127,6 +133,60 @@ int wfc_take(void *stream, size_t elem, void *dst, const void *src, const int64_
              int64_t outer, int64_t len, int64_t n, int64_t inner, unsigned long long *bad);
 int wfc_gather(void *stream, size_t elem, void *dst, const void *src, const int64_t *idx,
                int64_t n, int dim, int64_t size, const wfc_geometry *g, unsigned long long *bad);
+
+/* Writes through repeating indices (scatter.cu), in the CPU's order and
+ * without atomics: wfc_scatter_pairs makes pair p (target offset keys[p],
+ * source offset from[p]) of the walked shape g (strides[0] the target's
+ * with dim's stride used for the index, strides[1] the source's; the index
+ * is idx[p], or idx[coordinate along dim] when along_dim); the pairs are
+ * sorted stably by key (wfc_radix_sort_pairs) and wfc_scatter_apply
+ * combines each run of equal keys in order.  PUT: the last value wins
+ * (any dtype, moved as elem-byte words); ADD: target += alpha value;
+ * the others as scatter_reduce's reductions, include_self false meaning
+ * the first value replaces the target's.  wfc_check_indices: idx[0..n)
+ * within [0, size), the first bad position noted in bad (index.cuh). */
+enum { WFC_SCATTER_PUT, WFC_SCATTER_ADD, WFC_SCATTER_SUM, WFC_SCATTER_PROD, WFC_SCATTER_MEAN,
+       WFC_SCATTER_AMAX, WFC_SCATTER_AMIN };
+bool wfc_scatter_supported(int kind, int dtype, size_t elem);
+int wfc_check_indices(void *stream, const int64_t *idx, int64_t n, int64_t size,
+                      unsigned long long *bad);
+int wfc_scatter_pairs(void *stream, uint64_t *keys, int64_t *from, const int64_t *idx, int64_t n,
+                      bool along_dim, int dim, int64_t size, const wfc_geometry *g);
+int wfc_scatter_apply(void *stream, int kind, int dtype, size_t elem, void *target,
+                      const void *src, const uint64_t *keys, const int64_t *from, int64_t n,
+                      double alpha, bool include_self);
+
+/* Sorting (sort.cu).  wfc_radix_sort_pairs: CUB's stable radix sort of n
+ * (key, value) pairs by the low `bits` bits of the keys; temp NULL asks
+ * for the scratch size in *temp_bytes.  wfc_sort_keys: keys[i] of x[i] in
+ * the CPU's order (plan.h), pos[i] = i; wfc_sort_row_keys: keys[i] =
+ * pos[i] / len; wfc_sort_take: the first k of each sorted row of len,
+ * indices within the row and (values non-NULL) the elements of x. */
+int wfc_radix_sort_pairs(void *stream, void *temp, size_t *temp_bytes, const uint64_t *keys_in,
+                         uint64_t *keys_out, const int64_t *values_in, int64_t *values_out,
+                         int64_t n, int bits);
+bool wfc_sort_supported(int dtype);
+int wfc_sort_keys(void *stream, int dtype, uint64_t *keys, int64_t *pos, const void *x, int64_t n,
+                  bool descending);
+int wfc_sort_row_keys(void *stream, uint64_t *keys, const int64_t *pos, int64_t n, int64_t len);
+int wfc_sort_take(void *stream, size_t elem, void *values, int64_t *indices, const void *x,
+                  const int64_t *pos, int64_t nrows, int64_t len, int64_t k);
+
+/* Upsampling (upsample.cu) over contiguous planes [planes, ih, iw] ->
+ * [planes, oh, ow], from the axis tables of plan.c on the device: per
+ * output index the two inputs and weights, per input index the outputs
+ * that read it (for the gather-style backward). */
+typedef struct wfc_upsample {
+    int64_t planes, ih, iw, oh, ow;
+    bool linear;
+    const int64_t *h0, *h1, *w0, *w1;          /* [oh], [oh], [ow], [ow] */
+    const double *hl0, *hl1, *wl0, *wl1;       /* the weights, alike */
+    const int64_t *hfirst, *hend, *wfirst, *wend; /* [ih], [ih], [iw], [iw] */
+} wfc_upsample;
+bool wfc_upsample_supported(bool backward, bool linear, int dtype);
+int wfc_upsample_forward(void *stream, int dtype, void *y, const void *x, const wfc_upsample *u);
+int wfc_upsample_backward(void *stream, int dtype, void *gx, const void *gy,
+                          const wfc_upsample *u);
 
 /* pinned.c: a host-to-device copy staged through the pinned cache,
  * queued on stream without waiting for it (the source may be reused at
@@ -146,6 +206,21 @@ int wfc_register_nn(weft_registrar *reg);
 int wfc_register_random(weft_registrar *reg);
 int wfc_register_index(weft_registrar *reg);
 int wfc_register_norm(weft_registrar *reg);
+int wfc_register_scatter(weft_registrar *reg);
+int wfc_register_sort(weft_registrar *reg);
+int wfc_register_upsample(weft_registrar *reg);
+
+/* index.c: the first bad position a check noted in bad (two words, see
+ * index.cuh): 1 and *pos when there is one, 0 when none, or an error;
+ * and element pos of a contiguous device tensor, read back into *out
+ * (its dtype's size). */
+int wfc_first_bad(const weft_tensor *bad, int64_t *pos);
+/* dim wrapped against nd dims (a 0-d tensor takes 0 and -1), with the CPU
+ * backend's message when out of range (WEFT_ERANGE). */
+int wfc_wrap_dim(const char *op, int64_t dim, int nd, int *out);
+/* A view of t with at least one dim (a 0-d tensor as [1]). */
+int wfc_at_least_1d(weft_tensor **out, const weft_tensor *t);
+int wfc_read_element(const weft_tensor *t, int64_t pos, void *out);
 /* conv.c, built with cuDNN only (WEFT_HAVE_CUDNN) */
 int wfc_register_conv(weft_registrar *reg);
 void wfc_conv_shutdown(void);

@@ -62,6 +62,57 @@ static int check_bad(const char *op, weft_tensor *bad, int dim, int64_t size)
     return rc;
 }
 
+int wfc_wrap_dim(const char *op, int64_t dim, int nd, int *out)
+{
+    int wrap = nd > 0 ? nd : 1;
+    *out = 0;
+    if (dim < -wrap || dim >= wrap)
+        return weft_set_error(WEFT_ERANGE, "%s: dimension out of range (expected to be in range "
+                              "of [%d, %d], but got %lld)", op, -wrap, wrap - 1, (long long)dim);
+    *out = (int)(dim < 0 ? dim + wrap : dim);
+    return 0;
+}
+
+int wfc_at_least_1d(weft_tensor **out, const weft_tensor *t)
+{
+    if (weft_tensor_ndim(t) > 0) {
+        *out = weft_tensor_retain((weft_tensor *)t);
+        return 0;
+    }
+    const int64_t one = 1;
+    return weft_view(out, t, &one, 1);
+}
+
+int wfc_first_bad(const weft_tensor *bad, int64_t *pos)
+{
+    weft_tensor *host = NULL;
+    int rc = weft_to_device(&host, bad, WEFT_DEVICE_CPU);
+    if (rc == 0) {
+        const uint64_t *b = weft_tensor_data_ptr(host);
+        rc = b[0] ? 1 : 0;
+        *pos = (int64_t)~b[1];
+    }
+    weft_tensor_release(host);
+    return rc;
+}
+
+int wfc_read_element(const weft_tensor *t, int64_t pos, void *out)
+{
+    const int64_t all = -1;
+    weft_tensor *flat = NULL, *one = NULL, *host = NULL;
+    int rc = weft_reshape(&flat, t, &all, 1);
+    if (rc == 0)
+        rc = weft_narrow(&one, flat, 0, pos, 1);
+    if (rc == 0)
+        rc = weft_to_device(&host, one, WEFT_DEVICE_CPU);
+    if (rc == 0)
+        memcpy(out, weft_tensor_data_ptr(host), weft_dtype_size(weft_tensor_dtype(t)));
+    weft_tensor_release(flat);
+    weft_tensor_release(one);
+    weft_tensor_release(host);
+    return rc;
+}
+
 /* Rows idx of self along dim into a new tensor of self's shape with
  * sizes[dim] = numel(idx) (or, for a 0-d self, idx's shape). */
 static int take(weft_tensor **out, const char *op, const weft_tensor *self, int dim,

@@ -72,6 +72,15 @@ __device__ inline int64_t offset_of(const wfc_geometry &g, int k, int64_t i)
     return off;
 }
 
+/* Records an index found bad at position pos: bad[0] set, bad[1] the
+ * complement of the smallest such position (the largest complement), so
+ * the host reports the first bad index in order, as the CPU does. */
+__device__ inline void note_bad(unsigned long long *bad, int64_t pos)
+{
+    bad[0] = 1;
+    atomicMax(&bad[1], ~(unsigned long long)pos);
+}
+
 } // namespace wfc
 
 #endif

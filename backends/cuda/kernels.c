@@ -483,6 +483,12 @@ int wfc_register_kernels(weft_registrar *reg)
         rc = wfc_register_index(reg);
     if (rc == 0)
         rc = wfc_register_norm(reg);
+    if (rc == 0)
+        rc = wfc_register_scatter(reg);
+    if (rc == 0)
+        rc = wfc_register_sort(reg);
+    if (rc == 0)
+        rc = wfc_register_upsample(reg);
 #ifdef WEFT_HAVE_CUDNN
     if (rc == 0)
         rc = wfc_register_conv(reg);

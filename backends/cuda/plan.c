@@ -1,6 +1,7 @@
 /* backends/cuda/plan.c — host-side planning for the CUDA kernels (see
  * plan.h).  Plain C: no CUDA header, no weft call, so the test program
  * links it directly and checks it on any machine. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -242,5 +243,166 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
     }
     g->oh = (eh - 1) / g->stride[0] + 1;
     g->ow = (ew - 1) / g->stride[1] + 1;
+    return 0;
+}
+
+const char *wfc_shape_text(char *buf, int size, const int64_t *sizes, int ndim)
+{
+    int used = snprintf(buf, (size_t)size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += snprintf(buf + used, (size_t)(size - used), "%s%lld", i ? ", " : "",
+                         (long long)sizes[i]);
+    if (used < size)
+        snprintf(buf + used, (size_t)(size - used), "]");
+    return buf;
+}
+
+int wfc_plan_key_bits(uint64_t max)
+{
+    int bits = 1;
+    while (bits < 64 && max >> bits)
+        bits++;
+    return bits;
+}
+
+/* The CPU's axis formulas, in the element type T: written once, made for
+ * float and double. */
+#define UPSAMPLE_AXIS(NAME, T)                                                                  \
+    static void NAME(int64_t in, int64_t out, bool align, const double *scale, int64_t *i0,     \
+                     int64_t *i1, double *l0, double *l1)                                       \
+    {                                                                                           \
+        T s = align ? (out > 1 ? (T)(in - 1) / (T)(out - 1) : (T)0)                             \
+                    : (scale && *scale > 0 ? (T)(1.0 / *scale) : (T)in / (T)out);               \
+        for (int64_t o = 0; o < out; o++) {                                                     \
+            T real = align ? s * (T)o : s * ((T)o + (T)0.5) - (T)0.5;                           \
+            if (real < 0)                                                                       \
+                real = 0;                                                                       \
+            int64_t i = (int64_t)real;                                                          \
+            T lambda = real - (T)i;                                                             \
+            lambda = lambda < 0 ? 0 : (lambda > 1 ? 1 : lambda);                                \
+            if (i > in - 1)                                                                     \
+                i = in - 1;                                                                     \
+            i0[o] = i;                                                                          \
+            i1[o] = i + (i < in - 1 ? 1 : 0);                                                   \
+            l0[o] = (double)(1 - lambda), l1[o] = (double)lambda;                               \
+        }                                                                                       \
+    }
+UPSAMPLE_AXIS(linear_axis_float, float)
+UPSAMPLE_AXIS(linear_axis_double, double)
+#undef UPSAMPLE_AXIS
+
+void wfc_plan_upsample_axis(int64_t in, int64_t out, bool linear, bool align, const double *scale,
+                            bool wide, int64_t *i0, int64_t *i1, double *l0, double *l1)
+{
+    if (linear) {
+        (wide ? linear_axis_double : linear_axis_float)(in, out, align, scale, i0, i1, l0, l1);
+        return;
+    }
+    float s = scale && *scale > 0 ? (float)(1.0 / *scale) : (float)in / (float)out;
+    for (int64_t o = 0; o < out; o++) {
+        int64_t i = (int64_t)floorf((float)o * s);
+        i0[o] = i1[o] = i < in - 1 ? i : in - 1;
+        l0[o] = 1, l1[o] = 0;
+    }
+}
+
+int wfc_plan_upsample_sources(const int64_t *i0, int64_t out, int64_t in, bool linear,
+                              int64_t *first, int64_t *end)
+{
+    for (int64_t o = 1; o < out; o++)
+        if (i0[o] < i0[o - 1])
+            return -1;
+    int64_t lo = 0, hi = 0;
+    for (int64_t i = 0; i < in; i++) {
+        int64_t from = linear ? i - 1 : i; /* the smallest i0 that reads i */
+        while (lo < out && i0[lo] < from)
+            lo++;
+        if (hi < lo)
+            hi = lo;
+        while (hi < out && i0[hi] <= i)
+            hi++;
+        first[i] = lo, end[i] = hi;
+    }
+    return 0;
+}
+
+int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int input_nd,
+                              const int64_t *weight, int weight_nd, const int64_t *stride, int ns,
+                              const int64_t *padding, int np, const int64_t *output_padding,
+                              int nop, const int64_t *dilation, int nd, int64_t groups, char *err,
+                              int errlen)
+{
+    memset(t, 0, sizeof *t);
+    int64_t s[2], p[2], op[2], d[2];
+    const struct {
+        const char *name;
+        const int64_t *v;
+        int n;
+        int64_t *pair, min;
+        bool may_be_empty;
+    } lists[] = {{"stride", stride, ns, s, 1, false},
+                 {"padding", padding, np, p, 0, false},
+                 {"output_padding", output_padding, nop, op, 0, true},
+                 {"dilation", dilation, nd, d, 1, false}};
+    for (int k = 0; k < 4; k++) {
+        if (lists[k].n == 0 && lists[k].may_be_empty) {
+            lists[k].pair[0] = lists[k].pair[1] = 0;
+        } else if (lists[k].n == 1 || lists[k].n == 2) {
+            lists[k].pair[0] = lists[k].v[0], lists[k].pair[1] = lists[k].v[lists[k].n - 1];
+        } else {
+            snprintf(err, (size_t)errlen, "%s must have one or two elements, got %d",
+                     lists[k].name, lists[k].n);
+            return -1;
+        }
+        if (lists[k].pair[0] < lists[k].min || lists[k].pair[1] < lists[k].min) {
+            snprintf(err, (size_t)errlen, "%s must be at least %lld, got [%lld, %lld]",
+                     lists[k].name, (long long)lists[k].min, (long long)lists[k].pair[0],
+                     (long long)lists[k].pair[1]);
+            return -1;
+        }
+    }
+    if (groups < 1) {
+        snprintf(err, (size_t)errlen, "groups must be positive, got %lld", (long long)groups);
+        return -1;
+    }
+    char bi[128], bw[128];
+    if (input_nd != 4 || weight_nd != 4 || input[1] != weight[0] || weight[0] % groups != 0 ||
+        weight[1] < 1) {
+        snprintf(err, (size_t)errlen, "expected a 4-D input [N, C_in, H, W] and a 4-D weight "
+                 "[C_in, C_out / groups, kH, kW] with C_in divisible by groups=%lld, got input %s "
+                 "and weight %s", (long long)groups, wfc_shape_text(bi, sizeof bi, input, input_nd),
+                 wfc_shape_text(bw, sizeof bw, weight, weight_nd));
+        return -2;
+    }
+    for (int i = 0; i < 2; i++)
+        if (op[i] >= s[i] && op[i] >= d[i]) {
+            snprintf(err, (size_t)errlen, "output_padding (%lld) must be smaller than either "
+                     "stride (%lld) or dilation (%lld)", (long long)op[i], (long long)s[i],
+                     (long long)d[i]);
+            return -1;
+        }
+    t->out[0] = input[0], t->out[1] = weight[1] * groups;
+    for (int i = 0; i < 2; i++) {
+        t->out[2 + i] = (input[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (weight[2 + i] - 1) + op[i] + 1;
+        if (t->out[2 + i] < 1) {
+            snprintf(err, (size_t)errlen, "input %s with weight %s gives an output size of %lld, "
+                     "which is too small", wfc_shape_text(bi, sizeof bi, input, 4),
+                     wfc_shape_text(bw, sizeof bw, weight, 4), (long long)t->out[2 + i]);
+            return -2;
+        }
+    }
+    /* an output_padding of a stride or more adds rows no input reaches */
+    t->pad_h = op[0] >= s[0] ? op[0] - (s[0] - 1) : 0;
+    t->pad_w = op[1] >= s[1] ? op[1] - (s[1] - 1) : 0;
+    const int64_t reach[4] = {t->out[0], t->out[1], t->out[2] - t->pad_h, t->out[3] - t->pad_w};
+    if (wfc_plan_conv2d(&t->conv, reach, 4, weight, 4, s, 2, p, 2, d, 2, groups, err, errlen) < 0)
+        return -2;
+    if (t->conv.oh != input[2] || t->conv.ow != input[3]) { /* cannot happen: a guard */
+        snprintf(err, (size_t)errlen, "the convolution of the reachable output %lldx%lld gives "
+                 "%lldx%lld, not the input's %lldx%lld", (long long)reach[2], (long long)reach[3],
+                 (long long)t->conv.oh, (long long)t->conv.ow, (long long)input[2],
+                 (long long)input[3]);
+        return -2;
+    }
     return 0;
 }

@@ -107,6 +107,79 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
                     int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
                     const int64_t *dilation, int nd, int64_t groups, char *err, int errlen);
 
+/* The text of a shape, "[2, 3]", into buf (as the CPU backend prints it). */
+const char *wfc_shape_text(char *buf, int size, const int64_t *sizes, int ndim);
+
+/* Functions that the kernels and the host (and so the tests) share. */
+#ifdef __CUDACC__
+#define WFC_HOST_DEVICE __host__ __device__
+#else
+#define WFC_HOST_DEVICE
+#endif
+
+/* Sort keys: unsigned 64-bit words whose order is the CPU backend's order
+ * of the values (sort.c): NaN above every number and all NaNs equal, -0.0
+ * equal to 0.0; descending keys are the complement, so a stable radix sort
+ * of them keeps equal values in their order, as the CPU's merge sort does. */
+static inline WFC_HOST_DEVICE uint64_t wfc_sort_key_double(double v, bool descending)
+{
+    union {
+        double d;
+        uint64_t u;
+    } bits;
+    uint64_t key;
+    if (v != v) {
+        key = ~(uint64_t)0;
+    } else {
+        bits.d = v == 0 ? 0.0 : v;
+        key = bits.u >> 63 ? ~bits.u : bits.u | (uint64_t)1 << 63;
+    }
+    return descending ? ~key : key;
+}
+static inline WFC_HOST_DEVICE uint64_t wfc_sort_key_int64(int64_t v, bool descending)
+{
+    uint64_t key = (uint64_t)v ^ (uint64_t)1 << 63;
+    return descending ? ~key : key;
+}
+
+/* The number of low bits that hold every value 0..max (at least 1): how
+ * far a radix sort of such keys must look. */
+int wfc_plan_key_bits(uint64_t max);
+
+/* One axis of upsample_nearest2d / upsample_bilinear2d, as the CPU backend
+ * computes it (nn_upsample.c): output o reads input i0[o] with weight
+ * l0[o] and i1[o] with l1[o] (nearest: i1 = i0, l0 = 1, l1 = 0).  Nearest
+ * works in float32 as torch does; bilinear in float32, or in float64 when
+ * wide (the float64 dtype).  scale (NULL: none) replaces in / out.  An
+ * index is never past in - 1 (a scale at odds with the sizes is clamped,
+ * where the CPU would read outside the input). */
+void wfc_plan_upsample_axis(int64_t in, int64_t out, bool linear, bool align, const double *scale,
+                            bool wide, int64_t *i0, int64_t *i1, double *l0, double *l1);
+/* For the gather-style backward: the outputs that read input i are
+ * first[i] <= o < end[i] (i0 never decreases with o, and an output reads i
+ * only as i0 = i, or as i1 = i with i0 = i - 1).  Returns 0, or -1 when i0
+ * decreases (not a table from wfc_plan_upsample_axis). */
+int wfc_plan_upsample_sources(const int64_t *i0, int64_t out, int64_t in, bool linear,
+                              int64_t *first, int64_t *end);
+
+/* conv_transpose2d as the CPU backend checks and computes it: input
+ * [N, Cin, H, W], weight [Cin, Cout / groups, kH, kW].  out: the result's
+ * sizes; conv: the conv2d whose input gradient it is, over an input of the
+ * reachable size (out minus the rows and columns that an output_padding of
+ * a stride or more adds, which stay zero: pad_h, pad_w of them at the
+ * bottom and right).  Returns 0, -1 (the arguments: WEFT_EINVAL) or -2 (the
+ * shapes: WEFT_ESHAPE) with the reason, not prefixed, in err. */
+typedef struct wfc_conv_transpose2d {
+    int64_t out[4];
+    int64_t pad_h, pad_w;
+    wfc_conv2d conv;
+} wfc_conv_transpose2d;
+int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int input_nd,
+                              const int64_t *weight, int weight_nd, const int64_t *stride, int ns,
+                              const int64_t *padding, int np, const int64_t *output_padding,
+                              int nop, const int64_t *dilation, int nd, int64_t groups, char *err,
+                              int errlen);
+
 #ifdef __cplusplus
 }
 #endif

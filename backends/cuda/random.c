@@ -1,10 +1,12 @@
 /* backends/cuda/random.c — the boxed random kernels: uniform_, normal_,
- * bernoulli_ with a scalar p, dropout and dropout_.  Arguments are checked
+ * bernoulli_ with a scalar p or a tensor p (bernoulli_tensor_, and
+ * bernoulli, whose self is p), dropout and dropout_.  Arguments are checked
  * as the CPU checks them, the generator's counters reserved exactly as the
  * CPU reserves them (one Philox block per four values), and the values
  * written row-major into self or a contiguous temporary copied back, so a
  * seed gives the same numbers on the GPU as on the CPU.  Complex dtypes,
- * a tensor p and the other random operators go to the CPU fallback. */
+ * operands on two devices and the other random operators go to the CPU
+ * fallback. */
 #include <math.h>
 
 #include <cuda_runtime.h>
@@ -76,6 +78,109 @@ static int random_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
+/* p broadcast to self's shape as contiguous float64 on the device, every
+ * value checked there to lie in [0, 1] (the first one outside reported
+ * after one read back, with the CPU backend's message). */
+static int probabilities(weft_tensor **out, const char *op, const weft_tensor *self,
+                         const weft_tensor *p)
+{
+    *out = NULL;
+    if (!weft_dtype_is_floating(weft_tensor_dtype(p)))
+        return weft_set_error(WEFT_EDTYPE, "%s: p must have a floating dtype, got %s", op,
+                              weft_dtype_name(weft_tensor_dtype(p)));
+    weft_tensor *expanded = NULL, *wide = NULL, *bad = NULL;
+    char a[128], b[128];
+    if (weft_expand(&expanded, p, weft_tensor_sizes(self), weft_tensor_ndim(self)) < 0)
+        return weft_set_error(WEFT_ESHAPE, "%s: p of shape %s cannot be broadcast to self's "
+                              "shape %s", op,
+                              wfc_shape_text(a, sizeof a, weft_tensor_sizes(p), weft_tensor_ndim(p)),
+                              wfc_shape_text(b, sizeof b, weft_tensor_sizes(self),
+                                             weft_tensor_ndim(self)));
+    int rc = weft_to_dtype(&wide, expanded, WEFT_FLOAT64);
+    if (rc == 0)
+        rc = weft_contiguous(out, wide);
+    if (rc == 0)
+        rc = weft_zeros(&bad, (const int64_t[]){2}, 1, WEFT_INT64, weft_tensor_device(self));
+    if (rc == 0)
+        rc = select_device(op, self);
+    if (rc == 0)
+        rc = wfc_check_probabilities(wfc_current_stream(weft_tensor_device(self).index),
+                                     weft_tensor_data_ptr(*out), weft_tensor_numel(*out),
+                                     weft_tensor_data_ptr(bad));
+    int64_t pos = 0;
+    double value = 0;
+    if (rc == 0 && weft_tensor_numel(*out) > 0)
+        rc = wfc_first_bad(bad, &pos);
+    if (rc == 1 && (rc = wfc_read_element(*out, pos, &value)) == 0)
+        rc = weft_set_error(WEFT_EINVAL, "%s: expects all elements of p to be in [0, 1], but "
+                            "found %g", op, value);
+    weft_tensor_release(expanded);
+    weft_tensor_release(wide);
+    weft_tensor_release(bad);
+    if (rc < 0) {
+        weft_tensor_release(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Draws into self (any layout) with probabilities p: the CPU's counters
+ * (one Philox block per four values) and test (word i%4 as u < p[i]). */
+static int bernoulli_tensor_into(const char *op, weft_tensor *self, const weft_tensor *p_arg,
+                                 weft_generator *generator)
+{
+    weft_tensor *p = NULL, *dest = NULL;
+    int rc = probabilities(&p, op, self, p_arg);
+    int64_t n = weft_tensor_numel(self);
+    if (rc == 0 && n > 0)
+        rc = target_of(&dest, self);
+    if (rc == 0 && n > 0) {
+        uint64_t seed = 0, offset = 0;
+        weft_generator_reserve(generator, ((uint64_t)n + 3) / 4, &seed, &offset);
+        rc = wfc_bernoulli_tensor(wfc_current_stream(weft_tensor_device(self).index),
+                                  weft_tensor_dtype(self), weft_tensor_data_ptr(dest),
+                                  weft_tensor_data_ptr(p), n, seed, offset);
+    }
+    if (rc == 0 && dest && dest != self)
+        rc = weft_copy_(self, dest);
+    weft_tensor_release(dest);
+    weft_tensor_release(p);
+    return rc;
+}
+
+/* bernoulli_tensor_(self, p, *, generator): p broadcasts to self */
+static int bernoulli_tensor_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *self = call->args[0].u.tensor;
+    const weft_tensor *p = call->args[1].u.tensor;
+    weft_device a = weft_tensor_device(self), b = weft_tensor_device(p);
+    if (a.type != b.type || a.index != b.index ||
+        !wfc_random_supported(WFC_RANDOM_BERNOULLI, weft_tensor_dtype(self)))
+        return weft_call_cpu_fallback(call);
+    return bernoulli_tensor_into("bernoulli_", self, p, generator_arg(call, 2));
+}
+
+/* bernoulli(self, *, generator): self holds the probabilities */
+static int bernoulli_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    weft_dtype dt = weft_tensor_dtype(self);
+    if (!weft_dtype_is_floating(dt))
+        return weft_set_error(WEFT_EDTYPE, "bernoulli: expects a floating tensor of "
+                              "probabilities, got %s", weft_dtype_name(dt));
+    weft_tensor *out = NULL;
+    int rc = weft_new_output(&out, self, weft_tensor_sizes(self), weft_tensor_ndim(self), dt);
+    if (rc == 0)
+        rc = bernoulli_tensor_into("bernoulli", out, self, generator_arg(call, 1));
+    if (rc < 0) {
+        weft_tensor_release(out);
+        return rc;
+    }
+    return weft_return_tensor(call, 0, out);
+}
+
 /* dropout(input, p, train, *, generator) and dropout_(self, ...) */
 static int dropout_kernel(weft_call *call, void *ctx)
 {
@@ -131,6 +236,7 @@ int wfc_register_random(weft_registrar *reg)
     } entries[] = {
         {"uniform_", random_kernel, &uniform},     {"normal_", random_kernel, &normal},
         {"bernoulli_", random_kernel, &bernoulli}, {"dropout", dropout_kernel, NULL},
+        {"bernoulli_tensor_", bernoulli_tensor_kernel, NULL}, {"bernoulli", bernoulli_kernel, NULL},
         {"dropout_", dropout_kernel, &inplace_marker},
     };
     for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {

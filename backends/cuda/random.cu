@@ -1,5 +1,5 @@
-/* backends/cuda/random.cu — uniform_, normal_, bernoulli_ (scalar p) and
- * dropout on the GPU, drawn from the same counter-based Philox 4x32-10
+/* backends/cuda/random.cu — uniform_, normal_, bernoulli_ (scalar or
+ * tensor p) and dropout on the GPU, drawn from the same counter-based Philox 4x32-10
  * stream as the CPU backend: element i (row-major) uses block offset + i/4,
  * word i%4, with the CPU's formulas, so a seed gives the same numbers on
  * both devices (normal_ to the last bit of float32 where the device's
@@ -80,6 +80,27 @@ __global__ void bernoulli_kernel(T *out, int64_t n, uint64_t seed, uint64_t offs
     }
 }
 
+/* bernoulli with a tensor p: the CPU's test, p[i] per element */
+template <typename T>
+__global__ void bernoulli_tensor_kernel(T *out, const double *p, int64_t n, uint64_t seed,
+                                        uint64_t offset)
+{
+    FOR_BLOCKS(q, n) {
+        uint32_t w[4];
+        philox(seed, offset + (uint64_t)q, w);
+        for (int k = 0; k < 4 && q * 4 + k < n; k++)
+            out[q * 4 + k] = from_double<T>((double)w[k] * 0x1p-32 < p[q * 4 + k] ? 1.0 : 0.0);
+    }
+}
+
+__global__ void check_probabilities_kernel(const double *p, int64_t n, unsigned long long *bad)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        if (!(p[i] >= 0 && p[i] <= 1))
+            note_bad(bad, i);
+}
+
 template <typename T>
 __global__ void dropout_kernel(T *out, const T *x, int64_t n, uint64_t seed, uint64_t offset,
                                double keep, double scale)
@@ -117,6 +138,11 @@ template <typename T> struct launch {
     {
         bernoulli_kernel<T><<<blocks_for(n), 256, 0, st>>>((T *)out, n, seed, off, p);
     }
+    static void bernoulli_tensor(cudaStream_t st, void *out, const double *p, int64_t n,
+                                 uint64_t seed, uint64_t off)
+    {
+        bernoulli_tensor_kernel<T><<<blocks_for(n), 256, 0, st>>>((T *)out, p, n, seed, off);
+    }
     static void dropout(cudaStream_t st, void *out, const void *x, int64_t n, uint64_t seed,
                         uint64_t off, double keep, double scale)
     {
@@ -141,6 +167,9 @@ const fill_launch uniform_table[WEFT_NUM_DTYPES] = {FLOATS(uniform)};
 const fill_launch normal_table[WEFT_NUM_DTYPES] = {FLOATS(normal)};
 const fill_launch bernoulli_table[WEFT_NUM_DTYPES] = {ALL(bernoulli)};
 const dropout_launch dropout_table[WEFT_NUM_DTYPES] = {FLOATS(dropout)};
+typedef void (*bernoulli_tensor_launch)(cudaStream_t, void *, const double *, int64_t, uint64_t,
+                                        uint64_t);
+const bernoulli_tensor_launch bernoulli_tensor_table[WEFT_NUM_DTYPES] = {ALL(bernoulli_tensor)};
 
 const fill_launch *table_of(int kind)
 {
@@ -185,4 +214,30 @@ extern "C" int wfc_dropout(void *stream, int dtype, void *out, const void *x, in
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching dropout: %s",
                                                  cudaGetErrorString(e));
+}
+
+extern "C" int wfc_bernoulli_tensor(void *stream, int dtype, void *out, const double *p, int64_t n,
+                                    uint64_t seed, uint64_t offset)
+{
+    if (dtype < 0 || dtype >= WEFT_NUM_DTYPES || !bernoulli_tensor_table[dtype])
+        return weft_set_error(WEFT_EDTYPE, "cuda: no bernoulli kernel for dtype %s",
+                              weft_dtype_name((weft_dtype)dtype));
+    if (n == 0)
+        return 0;
+    bernoulli_tensor_table[dtype]((cudaStream_t)stream, out, p, n, seed, offset);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching bernoulli: %s",
+                                                 cudaGetErrorString(e));
+}
+
+extern "C" int wfc_check_probabilities(void *stream, const double *p, int64_t n,
+                                       unsigned long long *bad)
+{
+    if (n == 0)
+        return 0;
+    check_probabilities_kernel<<<wfc_plan_blocks(n, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
+        p, n, bad);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching bernoulli's "
+                                                 "check of p: %s", cudaGetErrorString(e));
 }
