@@ -435,6 +435,37 @@ static PyObject *py_get_num_threads(PyObject *m, PyObject *unused)
     return PyLong_FromLong(weft_get_num_threads());
 }
 
+/* set_thread_binding("auto" | "none" | "spread"): where the CPU pool's
+ * workers run (weft_set_thread_binding); anything else is a ValueError
+ * naming the three. */
+static const char *const binding_names[] = {
+    [WEFT_BIND_AUTO] = "auto", [WEFT_BIND_NONE] = "none", [WEFT_BIND_SPREAD] = "spread"};
+
+static PyObject *py_set_thread_binding(PyObject *m, PyObject *arg)
+{
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!name) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "set_thread_binding() takes a str, not %s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    for (int mode = 0; mode < (int)(sizeof binding_names / sizeof *binding_names); mode++)
+        if (strcmp(name, binding_names[mode]) == 0) {
+            int rc = weft_set_thread_binding((weft_thread_binding)mode);
+            if (rc < 0)
+                return wpy_raise(rc);
+            Py_RETURN_NONE;
+        }
+    PyErr_Format(PyExc_ValueError, "set_thread_binding(): '%s' is not 'auto', 'none' or 'spread'", name);
+    return NULL;
+}
+
+static PyObject *py_get_thread_binding(PyObject *m, PyObject *unused)
+{
+    weft_thread_binding mode = weft_get_thread_binding();
+    return PyUnicode_FromString(binding_names[mode]);
+}
+
 /* ------------------------------------------------------- grad mode, plugins */
 
 static PyObject *py_set_grad_enabled(PyObject *m, PyObject *mode)
@@ -541,6 +572,9 @@ static PyMethodDef module_methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O,
      "set_num_threads(n): intra-op threads, from the next operator on"},
     {"get_num_threads", py_get_num_threads, METH_NOARGS, "get_num_threads()"},
+    {"set_thread_binding", py_set_thread_binding, METH_O,
+     "set_thread_binding(mode): 'auto', 'none' or 'spread' -- where the CPU pool's workers run"},
+    {"get_thread_binding", py_get_thread_binding, METH_NOARGS, "get_thread_binding()"},
     {"from_dlpack", (PyCFunction)(void (*)(void))wpy_from_dlpack, METH_VARARGS | METH_KEYWORDS,
      "from_dlpack(x, *, device=None, copy=None): a tensor sharing the memory of any object with "
      "__dlpack__ (or of a DLPack capsule)."},

@@ -63,6 +63,22 @@ def thread_count():
 
 
 @test
+def thread_binding():
+    """set_thread_binding / get_thread_binding: the three modes, bad ones refused"""
+    before = weft.get_thread_binding()
+    x = weft.arange(0, 300000, dtype=weft.float32).reshape(300, 1000) / 1000
+    want = x.softmax(-1).sum(0).tolist()
+    for mode in ("none", "spread", "auto"):
+        weft.set_thread_binding(mode)
+        eq(weft.get_thread_binding(), mode)
+        eq(x.softmax(-1).sum(0).tolist(), want, "same values bound " + mode)
+    raises(ValueError, weft.set_thread_binding, "sideways")
+    raises(TypeError, weft.set_thread_binding, 2)
+    eq(weft.get_thread_binding(), "auto", "a refused mode changes nothing")
+    weft.set_thread_binding(before)
+
+
+@test
 def dtypes():
     """dtypes are named objects with PyTorch's names and aliases"""
     eq(repr(weft.float32), "weft.float32")
