@@ -229,16 +229,17 @@ static void test_bad_counts(void)
  * operators: no result may change and nothing may hang. */
 static _Atomic bool stop_changing;
 
-/* The count a fresh run of this program starts with under WEFT_NUM_THREADS
- * = value; -1 when it could not be run. */
-static int initial_count_with(const char *value)
+/* What a fresh run of this program prints with `flag` (--print-count or
+ * --print-binding) when the environment variable `var` is `value`; -1 when
+ * it could not be run. */
+static int initial_value_with(const char *var, const char *value, const char *flag)
 {
-    char cmd[4200], self[4096];
+    char cmd[4300], self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0)
         return -1;
     self[len] = '\0';
-    snprintf(cmd, sizeof cmd, "WEFT_NUM_THREADS=%s '%s' --print-count", value, self);
+    snprintf(cmd, sizeof cmd, "%s=%s '%s' %s", var, value, self, flag);
     FILE *f = popen(cmd, "r");
     int got = -1;
     if (f) {
@@ -247,6 +248,16 @@ static int initial_count_with(const char *value)
         pclose(f);
     }
     return got;
+}
+
+static int initial_count_with(const char *value)
+{
+    return initial_value_with("WEFT_NUM_THREADS", value, "--print-count");
+}
+
+static int initial_binding_with(const char *value)
+{
+    return initial_value_with("WEFT_THREAD_BIND", value, "--print-binding");
 }
 
 static void *change_counts(void *arg)
@@ -405,26 +416,6 @@ static void test_binding(void)
     weft_set_thread_binding(WEFT_BIND_AUTO);
     weft_set_num_threads(2);
     drop_all();
-}
-
-/* The mode a fresh run of this program starts with under WEFT_THREAD_BIND
- * = value; -1 when it could not be run. */
-static int initial_binding_with(const char *value)
-{
-    char cmd[4200], self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0)
-        return -1;
-    self[len] = '\0';
-    snprintf(cmd, sizeof cmd, "WEFT_THREAD_BIND=%s '%s' --print-binding", value, self);
-    FILE *f = popen(cmd, "r");
-    int got = -1;
-    if (f) {
-        if (fscanf(f, "%d", &got) != 1)
-            got = -1;
-        pclose(f);
-    }
-    return got;
 }
 
 int main(int argc, char **argv)
