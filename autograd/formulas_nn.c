@@ -636,9 +636,11 @@ static int addbmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 
 /* conv_transpose2d(input, weight, bias?, stride, padding, output_padding,
  * groups, dilation): saves input and weight; info: stride, padding,
- * dilation (pairs), groups, whether there is a bias.  It is conv2d's input
- * gradient, so d input is conv2d of G and d weight conv2d's weight
- * gradient with the roles of G and input exchanged. */
+ * dilation (pairs), groups, whether there is a bias, and the rows and
+ * columns output_padding / stride the forward zero-padded the input with
+ * (see the CPU kernel).  It is conv2d's input gradient, so d input is
+ * conv2d of G (narrowed back to the input's size) and d weight conv2d's
+ * weight gradient with the roles of G and the padded input exchanged. */
 static int record_conv_transpose2d(wf_node *n, const weft_call *call, weft_tensor *result,
                                    weft_tensor *old_self)
 {
@@ -651,8 +653,8 @@ static int record_conv_transpose2d(wf_node *n, const weft_call *call, weft_tenso
     info[6] = call->args[6].u.i;
     info[7] = optional_arg(call, 2) != NULL;
     pair_of(&call->args[5], zero, output_padding);
-    for (int i = 0; i < 2; i++) /* rows and columns the kernel pads with zeros */
-        info[8 + i] = output_padding[i] >= info[i] ? output_padding[i] - (info[i] - 1) : 0;
+    for (int i = 0; i < 2; i++) /* rows and columns the input is padded with */
+        info[8 + i] = output_padding[i] / info[i];
     TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
     return wf__node_save(n, 1, call->args[1].u.tensor, result);
@@ -666,17 +668,32 @@ static int conv_transpose2d_backward(wf_node *n, weft_tensor **go, weft_tensor *
         return rc;
     const int64_t *s = n->info, *p = n->info + 2, *d = n->info + 4;
     int64_t groups = n->info[6];
-    /* the zero rows and columns the forward padded on carry no gradient */
-    weft_tensor *g = NULL, *rows = NULL;
-    if ((rc = weft_narrow(&rows, go[0], 2, 0, weft_tensor_size(go[0], 2) - n->info[8])) == 0)
-        rc = weft_narrow(&g, rows, 3, 0, weft_tensor_size(go[0], 3) - n->info[9]);
-    weft_tensor_release(rows);
-    if (rc == 0 && wants(n, 0))
-        rc = weft_conv2d(&gi[0], g, weight, NULL, s, 2, p, 2, d, 2, groups);
-    if (rc == 0 && wants(n, 1))
-        rc = weft_convolution_backward_weight(&gi[1], input, g, weft_tensor_sizes(weight),
-                                              weft_tensor_ndim(weight), s, 2, p, 2, d, 2, groups);
-    weft_tensor_release(g);
+    const int64_t extra_h = n->info[8], extra_w = n->info[9];
+    weft_tensor *xp = NULL;
+    if (wants(n, 0)) {
+        /* conv2d of G has the padded input's size: the zero rows and
+         * columns the forward added take no gradient */
+        weft_tensor *full = NULL, *rows = NULL;
+        rc = weft_conv2d(&full, go[0], weight, NULL, s, 2, p, 2, d, 2, groups);
+        if (rc == 0 && (extra_h > 0 || extra_w > 0)) {
+            if ((rc = weft_narrow(&rows, full, 2, 0, weft_tensor_size(full, 2) - extra_h)) == 0)
+                rc = weft_narrow(&gi[0], rows, 3, 0, weft_tensor_size(full, 3) - extra_w);
+            weft_tensor_release(rows);
+            weft_tensor_release(full);
+        } else if (rc == 0) {
+            gi[0] = full;
+        }
+    }
+    if (rc == 0 && wants(n, 1)) {
+        if (extra_h > 0 || extra_w > 0) {
+            int64_t pad[4] = {0, extra_w, 0, extra_h};
+            rc = weft_pad(&xp, input, pad, 4, "constant", NULL);
+        }
+        if (rc == 0)
+            rc = weft_convolution_backward_weight(&gi[1], xp ? xp : input, go[0], weft_tensor_sizes(weight),
+                                                  weft_tensor_ndim(weight), s, 2, p, 2, d, 2, groups);
+        weft_tensor_release(xp);
+    }
     if (rc == 0 && n->info[7] && wants(n, 2)) {
         static const int64_t dims[3] = {0, 2, 3};
         rc = weft_sum(&gi[2], go[0], dims, 3, false);

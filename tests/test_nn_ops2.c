@@ -173,6 +173,12 @@ static void test_conv_transpose(void)
         {{1, 2, 3, 3}, {2, 2, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1}, {1, 1}, true, WEFT_BFLOAT16},
         /* output_padding at or above the stride, below the dilation */
         {{2, 2, 3, 4}, {2, 2, 2, 3}, 1, {1, 2}, {0, 1}, {1, 3}, {2, 4}, true, WEFT_FLOAT64},
+        /* ... with padding at or above the stride too: inputs reach the
+         * rows the output padding adds (a kernel that left them zero
+         * passed the case above) */
+        {{1, 1, 1, 1}, {1, 1, 2, 1}, 1, {1, 1}, {1, 0}, {1, 0}, {2, 1}, false, WEFT_FLOAT64},
+        {{2, 2, 3, 3}, {2, 3, 2, 2}, 1, {1, 2}, {1, 2}, {1, 2}, {2, 3}, true, WEFT_FLOAT64},
+        {{1, 4, 4, 3}, {4, 1, 3, 2}, 2, {2, 1}, {2, 1}, {3, 1}, {4, 2}, true, WEFT_FLOAT32},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         weft_dtype dt = cases[c].dt;
@@ -417,11 +423,12 @@ static void test_interpolate(void)
 
 /* ------------------------------------------------------------ gradients */
 
-enum grad_op { G_GROUP_NORM, G_CONV_T, G_CONV_T_GROUPS, G_CONV_T_WIDE_PAD, G_CONV2D, G_NEAREST, G_NEAREST_SCALE, G_BILINEAR,
+enum grad_op { G_GROUP_NORM, G_CONV_T, G_CONV_T_GROUPS, G_CONV_T_WIDE_PAD, G_CONV_T_PAD_REACH, G_CONV2D, G_NEAREST, G_NEAREST_SCALE, G_BILINEAR,
                G_BILINEAR_ALIGNED, G_COUNT };
 static const char *const grad_names[G_COUNT] = {
     "group_norm", "conv_transpose2d", "conv_transpose2d (groups, stride, output_padding)",
-    "conv_transpose2d (output_padding above the stride)", "conv2d (groups, stride, padding, dilation)",
+    "conv_transpose2d (output_padding above the stride)",
+    "conv_transpose2d (output_padding and padding at the stride, dilation 2)", "conv2d (groups, stride, padding, dilation)",
     "interpolate nearest", "interpolate nearest (scale 1.5)", "interpolate bilinear",
     "interpolate bilinear (align_corners)"};
 
@@ -439,6 +446,8 @@ static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void 
         return weft_conv_transpose2d(out, in[0], in[1], in[2], two, 1, one, 1, one, 1, 2, one, 1);
     case G_CONV_T_WIDE_PAD:
         return weft_conv_transpose2d(out, in[0], in[1], in[2], one, 1, zero, 1, one, 1, 1, two, 1);
+    case G_CONV_T_PAD_REACH:
+        return weft_conv_transpose2d(out, in[0], in[1], in[2], one, 1, one, 1, one, 1, 1, two, 1);
     case G_CONV2D:
         return weft_conv2d(out, in[0], in[1], in[2], two, 1, one, 1, two, 1, 2);
     case G_NEAREST:
@@ -488,6 +497,12 @@ static void test_gradients(void)
         case G_CONV_T_WIDE_PAD:
             in[0] = grad_input(SHAPE(1, 2, 2, 3));
             in[1] = grad_input(SHAPE(2, 2, 2, 2));
+            in[2] = grad_input(SHAPE(2));
+            n = 3;
+            break;
+        case G_CONV_T_PAD_REACH:
+            in[0] = grad_input(SHAPE(1, 2, 3, 2));
+            in[1] = grad_input(SHAPE(2, 2, 2, 3));
             in[2] = grad_input(SHAPE(2));
             n = 3;
             break;

@@ -781,24 +781,23 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
         return weft_set_error(WEFT_EDTYPE, "%s: input, weight and bias must have the same dtype "
                               "(input is %s, weight %s)", op, weft_dtype_name(dtype),
                               weft_dtype_name(weft_tensor_dtype(weight)));
-    /* output_padding of a stride or more (allowed below the dilation) adds
-     * rows and columns that no input element reaches: a conv2d input of
-     * that size would have a larger output, so the gradient is computed
-     * for the reachable size and padded with zeros */
-    int64_t reach[4] = {out_size[0], out_size[1], out_size[2], out_size[3]};
-    for (int i = 0; i < 2; i++)
-        if (output_padding[i] >= stride[i])
-            reach[2 + i] -= output_padding[i] - (stride[i] - 1);
-    weft_tensor *y = NULL, *b4 = NULL, *y0 = NULL;
-    rc = weft_convolution_backward_input(&y0, input, weight, reach, 4, stride, 2, padding, 2,
-                                         dilation, 2, groups);
-    if (rc == 0 && (reach[2] != out_size[2] || reach[3] != out_size[3])) {
-        int64_t pad[4] = {0, out_size[3] - reach[3], 0, out_size[2] - reach[2]};
-        rc = weft_pad(&y, y0, pad, 4, "constant", NULL);
-        weft_tensor_release(y0);
-    } else if (rc == 0) {
-        y = y0;
+    /* conv_transpose2d is the input gradient of the conv2d whose input has
+     * out_size; that conv2d has H + output_padding / stride output rows
+     * (one more per whole stride the output padding holds, possible when
+     * it is below the dilation), so the input is zero-padded at the end to
+     * that size.  (Computing a smaller "reachable" output and padding it
+     * with zeros instead lost what reaches those last rows when padding >=
+     * stride.) */
+    weft_tensor *y = NULL, *b4 = NULL, *xp = NULL;
+    int64_t extra_h = output_padding[0] / stride[0], extra_w = output_padding[1] / stride[1];
+    if (extra_h > 0 || extra_w > 0) {
+        int64_t pad[4] = {0, extra_w, 0, extra_h};
+        rc = weft_pad(&xp, input, pad, 4, "constant", NULL);
     }
+    if (rc == 0)
+        rc = weft_convolution_backward_input(&y, xp ? xp : input, weight, out_size, 4, stride, 2,
+                                             padding, 2, dilation, 2, groups);
+    weft_tensor_release(xp);
     if (rc == 0 && bias) {
         int64_t shape[4] = {1, out_size[1], 1, 1};
         if ((rc = weft_reshape(&b4, bias, shape, 4)) == 0)
