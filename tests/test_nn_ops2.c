@@ -395,6 +395,23 @@ static void test_interpolate(void)
     if (ok(weft_upsample_bilinear2d_backward(&gi, g, s44, 2, in_size, 4, false, NULL, NULL) == 0,
            "upsample_bilinear2d_backward"))
         check_close(keep(gi), fours, 4, 1e-15, "bilinear weights sum to one per output");
+    /* a scale that contradicts the sizes (0.5 for 2 -> 4): sources beyond
+     * the input stay on its last row and column (read nothing outside it,
+     * which valgrind checks in memcheck.sh); rows read x[0] and x[1] at
+     * 0.5, then x[1] */
+    const double x22[4] = {1, 2, 3, 4}, one_half = 0.5;
+    weft_tensor *xs = tensor_of(SHAPE(1, 1, 2, 2), x22), *ys = NULL;
+    if (ok(weft_upsample_bilinear2d(&ys, xs, s44, 2, false, &one_half, &one_half) == 0,
+           "upsample_bilinear2d with scales that contradict the sizes")) {
+        const double want[16] = {2.5, 3, 3, 3, 3.5, 4, 4, 4, 3.5, 4, 4, 4, 3.5, 4, 4, 4};
+        check_close(keep(ys), want, 16, 1e-15, "sources past the input clamp to its edge");
+    }
+    ys = NULL;
+    if (ok(weft_upsample_bilinear2d_backward(&ys, g, s44, 2, in_size, 4, false, &one_half, &one_half) == 0,
+           "upsample_bilinear2d_backward with the same scales")) {
+        const double want[4] = {0.25, 1.75, 1.75, 12.25};
+        check_close(keep(ys), want, 4, 1e-15, "its gradient lands where the forward read");
+    }
     /* bad input */
     weft_tensor *res = NULL, *x3 = rnd(WEFT_FLOAT64, SHAPE(1, 2, 3), 0, 1);
     error_is(weft_interpolate(&res, x3, s44, 2, NULL, 0, "nearest", false), WEFT_ESHAPE, "[1, 2, 3]",

@@ -47,7 +47,9 @@ typedef struct upsample_job {
             T real = align ? s * (T)o : s * ((T)o + (T)0.5) - (T)0.5;                      \
             if (real < 0)                                                                  \
                 real = 0;                                                                  \
-            int64_t i = (int64_t)real;                                                     \
+            /* a scale that contradicts the sizes (a direct call) would  \
+             * reach past the input: such sources stay on its last row */                \
+            int64_t i = (int64_t)real < in - 1 ? (int64_t)real : in - 1;                   \
             T lambda = real - (T)i;                                                        \
             lambda = lambda < 0 ? 0 : (lambda > 1 ? 1 : lambda);                           \
             m->i0[o] = i;                                                                  \
