@@ -194,17 +194,24 @@ static void plan_upsample_checks(void)
     const int64_t in[4] = {2, 4, 5, 5}, wt[4] = {4, 3, 3, 3}, two = 2, one = 1;
     ok(wfc_plan_conv_transpose2d(&t, in, 4, wt, 4, &two, 1, &one, 1, &one, 1, &one, 1, 1, err,
                                  sizeof err) == 0 &&
-           t.out[0] == 2 && t.out[1] == 3 && t.out[2] == 10 && t.out[3] == 10 && t.pad_h == 0 &&
+           t.out[0] == 2 && t.out[1] == 3 && t.out[2] == 10 && t.out[3] == 10 && t.extra_h == 0 &&
            t.conv.c == 3 && t.conv.oc == 4 && t.conv.h == 10 && t.conv.oh == 5,
        "conv_transpose2d plan: [2,4,5,5] by [4,3,3,3], stride 2, padding 1, output_padding 1 "
        "gives [2,3,10,10], the input gradient of a 10x10 conv2d");
     const int64_t wt2[4] = {4, 1, 3, 3}, op2 = 2, d3 = 3;
     ok(wfc_plan_conv_transpose2d(&t, in, 4, wt2, 4, &two, 1, &one, 1, &op2, 1, &d3, 1, 2, err,
                                  sizeof err) == 0 &&
-           t.out[1] == 2 && t.out[2] == 15 && t.pad_h == 1 && t.pad_w == 1 && t.conv.h == 14 &&
-           t.conv.oh == 5 && t.conv.groups == 2,
-       "conv_transpose2d plan: output_padding 2 with stride 2 and dilation 3 leaves a zero row "
-       "and column that no input reaches");
+           t.out[1] == 2 && t.out[2] == 15 && t.extra_h == 1 && t.extra_w == 1 && t.conv.h == 15 &&
+           t.conv.oh == 6 && t.conv.groups == 2,
+       "conv_transpose2d plan: output_padding 2 with stride 2 and dilation 3: the 15x15 output's "
+       "conv2d has 6x6 outputs, the input padded by a row and a column");
+    const int64_t in1[4] = {1, 1, 1, 1}, wt1[4] = {1, 1, 2, 1}, d2[2] = {2, 1}, p10[2] = {1, 0},
+                  op10[2] = {1, 0};
+    ok(wfc_plan_conv_transpose2d(&t, in1, 4, wt1, 4, &one, 1, p10, 2, op10, 2, d2, 2, 1, err,
+                                 sizeof err) == 0 &&
+           t.out[2] == 2 && t.out[3] == 1 && t.extra_h == 1 && t.extra_w == 0 && t.conv.oh == 2,
+       "conv_transpose2d plan: padding and output_padding 1 at stride 1, dilation 2 (the row "
+       "output_padding adds is reached): out 2x1 from a 2x1 padded input: %s", err);
     ok(wfc_plan_conv_transpose2d(&t, in, 4, wt, 4, &two, 1, &one, 1, &two, 1, &one, 1, 1, err,
                                  sizeof err) == -1 && strstr(err, "output_padding (2)"),
        "conv_transpose2d plan: output_padding not below stride or dilation: %s", err);

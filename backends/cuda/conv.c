@@ -460,10 +460,10 @@ static int conv_backward_kernel(weft_call *call, void *ctx)
 
 /* conv_transpose2d(input, weight [Cin, Cout / groups, kH, kW], bias?,
  * stride, padding, output_padding, groups, dilation): cuDNN's backward
- * data of the conv2d whose input gradient it is (plan.c), over the
- * reachable output; the rows and columns an output_padding of a stride or
- * more adds stay zero, as on the CPU; then the bias.  Its backward is
- * conv2d and convolution_backward_weight (autograd), both cuDNN here. */
+ * data of the conv2d whose input gradient it is (plan.c), over the whole
+ * output, from the input zero-padded by output_padding / stride rows and
+ * columns as on the CPU; then the bias.  Its backward is conv2d and
+ * convolution_backward_weight (autograd), both cuDNN here. */
 static int conv_transpose2d_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -489,37 +489,38 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
     if (!fits_int(&t.conv))
         return weft_call_cpu_fallback(call);
     weft_dtype dt = weft_tensor_dtype(input);
-    bool padded = t.pad_h > 0 || t.pad_w > 0;
-    const int64_t reach[4] = {t.out[0], t.out[1], t.out[2] - t.pad_h, t.out[3] - t.pad_w};
-    weft_tensor *x = NULL, *w = NULL, *y = NULL, *y0 = NULL, *rows = NULL, *part = NULL, *b4 = NULL;
+    bool padded = t.extra_h > 0 || t.extra_w > 0;
+    weft_tensor *x = NULL, *w = NULL, *y = NULL, *xp = NULL, *rows = NULL, *part = NULL, *b4 = NULL;
     int rc = weft_contiguous(&x, input);
     if (rc == 0)
         rc = weft_contiguous(&w, weight);
     if (rc == 0)
         rc = weft_new_output(&y, input, t.out, 4, dt);
-    if (rc == 0 && padded)
-        rc = weft_new_output(&y0, input, reach, 4, dt);
-    else if (rc == 0)
-        y0 = weft_tensor_retain(y);
-    if (rc == 0 && weft_tensor_numel(y0) > 0)
-        rc = weft_tensor_numel(x) == 0 || weft_tensor_numel(w) == 0
-                 ? weft_fill_(y0, 0.0)
-                 : run(BACKWARD_DATA, op, dt, &t.conv, weft_tensor_device(input).index,
-                       weft_tensor_data_ptr(y0), weft_tensor_data_ptr(w), weft_tensor_data_ptr(x));
-    if (rc == 0 && padded) { /* y0 into the top left of a zeroed y */
-        rc = weft_fill_(y, 0.0);
+    if (rc == 0 && padded) { /* x into the top left of a zeroed xp */
+        const int64_t *in = weft_tensor_sizes(x);
+        const int64_t sizes[4] = {in[0], in[1], in[2] + t.extra_h, in[3] + t.extra_w};
+        rc = weft_new_output(&xp, input, sizes, 4, dt);
         if (rc == 0)
-            rc = weft_narrow(&rows, y, 2, 0, reach[2]);
+            rc = weft_fill_(xp, 0.0);
         if (rc == 0)
-            rc = weft_narrow(&part, rows, 3, 0, reach[3]);
+            rc = weft_narrow(&rows, xp, 2, 0, in[2]);
         if (rc == 0)
-            rc = weft_copy_(part, y0);
+            rc = weft_narrow(&part, rows, 3, 0, in[3]);
+        if (rc == 0)
+            rc = weft_copy_(part, x);
+    } else if (rc == 0) {
+        xp = weft_tensor_retain(x);
     }
+    if (rc == 0 && weft_tensor_numel(y) > 0)
+        rc = weft_tensor_numel(xp) == 0 || weft_tensor_numel(w) == 0
+                 ? weft_fill_(y, 0.0)
+                 : run(BACKWARD_DATA, op, dt, &t.conv, weft_tensor_device(input).index,
+                       weft_tensor_data_ptr(y), weft_tensor_data_ptr(w), weft_tensor_data_ptr(xp));
     if (rc == 0 && bias)
         rc = weft_reshape(&b4, bias, (const int64_t[]){1, t.out[1], 1, 1}, 4);
     if (rc == 0 && bias)
         rc = weft_add_(y, b4);
-    weft_tensor *temps[] = {x, w, y0, rows, part, b4};
+    weft_tensor *temps[] = {x, w, xp, rows, part, b4};
     for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
         weft_tensor_release(temps[i]);
     if (rc < 0) {

@@ -391,17 +391,19 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
             return -2;
         }
     }
-    /* an output_padding of a stride or more adds rows no input reaches */
-    t->pad_h = op[0] >= s[0] ? op[0] - (s[0] - 1) : 0;
-    t->pad_w = op[1] >= s[1] ? op[1] - (s[1] - 1) : 0;
-    const int64_t reach[4] = {t->out[0], t->out[1], t->out[2] - t->pad_h, t->out[3] - t->pad_w};
-    if (wfc_plan_conv2d(&t->conv, reach, 4, weight, 4, s, 2, p, 2, d, 2, groups, err, errlen) < 0)
+    /* the conv2d over the whole output has H + op / s output rows (one
+     * more per whole stride the output padding holds): the input is
+     * zero-padded to that at the bottom and right (extra_h, extra_w) */
+    t->extra_h = op[0] / s[0];
+    t->extra_w = op[1] / s[1];
+    if (wfc_plan_conv2d(&t->conv, t->out, 4, weight, 4, s, 2, p, 2, d, 2, groups, err, errlen) < 0)
         return -2;
-    if (t->conv.oh != input[2] || t->conv.ow != input[3]) { /* cannot happen: a guard */
-        snprintf(err, (size_t)errlen, "the convolution of the reachable output %lldx%lld gives "
-                 "%lldx%lld, not the input's %lldx%lld", (long long)reach[2], (long long)reach[3],
-                 (long long)t->conv.oh, (long long)t->conv.ow, (long long)input[2],
-                 (long long)input[3]);
+    if (t->conv.oh != input[2] + t->extra_h || t->conv.ow != input[3] + t->extra_w) {
+        /* cannot happen: a guard */
+        snprintf(err, (size_t)errlen, "the convolution of the output %lldx%lld gives %lldx%lld, "
+                 "not the padded input's %lldx%lld", (long long)t->out[2], (long long)t->out[3],
+                 (long long)t->conv.oh, (long long)t->conv.ow,
+                 (long long)(input[2] + t->extra_h), (long long)(input[3] + t->extra_w));
         return -2;
     }
     return 0;

@@ -164,14 +164,15 @@ int wfc_plan_upsample_sources(const int64_t *i0, int64_t out, int64_t in, bool l
 
 /* conv_transpose2d as the CPU backend checks and computes it: input
  * [N, Cin, H, W], weight [Cin, Cout / groups, kH, kW].  out: the result's
- * sizes; conv: the conv2d whose input gradient it is, over an input of the
- * reachable size (out minus the rows and columns that an output_padding of
- * a stride or more adds, which stay zero: pad_h, pad_w of them at the
- * bottom and right).  Returns 0, -1 (the arguments: WEFT_EINVAL) or -2 (the
- * shapes: WEFT_ESHAPE) with the reason, not prefixed, in err. */
+ * sizes; conv: the conv2d whose input gradient it is, over an input of
+ * size out, whose output is the input zero-padded by extra_h = op / s rows
+ * and extra_w columns at the bottom and right (an output_padding of a
+ * stride or more, allowed below the dilation).  Returns 0, -1 (the
+ * arguments: WEFT_EINVAL) or -2 (the shapes: WEFT_ESHAPE) with the reason,
+ * not prefixed, in err. */
 typedef struct wfc_conv_transpose2d {
     int64_t out[4];
-    int64_t pad_h, pad_w;
+    int64_t extra_h, extra_w;
     wfc_conv2d conv;
 } wfc_conv_transpose2d;
 int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int input_nd,
