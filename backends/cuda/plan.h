@@ -180,6 +180,42 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
                               int nop, const int64_t *dilation, int nd, int64_t groups, char *err,
                               int errlen);
 
+/* index_put's layout, as the CPU backend makes it (index_write.c).  The n
+ * entries of indices each index one dim of self (nd dims, at most
+ * WFC_MAX_DIMS): an index tensor (index_nd[i] >= 0) or None (-1: the whole
+ * dim, as `:`); dims after the last entry are whole too.  order: self's
+ * dims with the indexed ones first, so the index tensors apply to the
+ * leading `count` dims of self permuted by it; entry[k]: the entry of index
+ * tensor k; lead: the whole dims that come before the broadcast index shape
+ * in the indexed result (torch's layout: where the indexed dims were when
+ * the index tensors are adjacent, first when a None separates them).
+ * Returns 0, -1 (WEFT_EINVAL: no entry, or only None) or -2 (WEFT_ESHAPE:
+ * too many entries) with the CPU's reason, not prefixed, in err. */
+typedef struct wfc_index_put_plan {
+    int count, lead;
+    int entry[WFC_MAX_DIMS];
+    int64_t order[WFC_MAX_DIMS];
+} wfc_index_put_plan;
+int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, int n, char *err,
+                       int errlen);
+/* The next step, once values' dtype is checked: the index tensors' shapes
+ * (count of them, in order) broadcast together into shape (shape_nd <=
+ * WFC_MAX_DIMS), and the indexed result that values broadcast to: sizes
+ * (the permuted self's, nd) give the whole dims, result[result_nd] is
+ * whole[0, lead) + shape + whole[lead, ..), and result_order the
+ * permutation of it that puts the index shape first (the order in which
+ * the CPU reads values).  Returns 0, -2 (WEFT_ESHAPE: shapes that do not
+ * broadcast, the CPU's reason in err) or -3 (more than WFC_MAX_DIMS dims
+ * in the broadcast shape: not planned here). */
+typedef struct wfc_index_shape {
+    int shape_nd, result_nd;
+    int64_t shape[WFC_MAX_DIMS];
+    int64_t result[2 * WFC_MAX_DIMS], result_order[2 * WFC_MAX_DIMS];
+} wfc_index_shape;
+int wfc_plan_index_shape(wfc_index_shape *s, const wfc_index_put_plan *p, const int64_t *sizes,
+                         int nd, const int64_t *const *index_sizes, const int *index_nd,
+                         char *err, int errlen);
+
 #ifdef __cplusplus
 }
 #endif
