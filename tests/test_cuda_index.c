@@ -435,6 +435,207 @@ static void gpu_sort(weft_generator *g)
     drop_all();
 }
 
+/* ------------------------------------------------------------ index_put */
+
+/* A CPU int64 tensor of indices in [-below, below) (negatives wrap). */
+static weft_tensor *signed_indices(const int64_t *sizes, int nd, int64_t below, weft_generator *g)
+{
+    weft_tensor *t = NULL;
+    return weft_randint(&t, -below, below, sizes, nd, WEFT_INT64, WEFT_DEVICE_CPU, g) == 0 ? keep(t)
+                                                                                          : NULL;
+}
+
+/* The same index_put on both devices: results (functional) compared, and
+ * the error messages when the CPU refuses. */
+static void put_compare(const char *what, const weft_tensor *self, weft_tensor *const *ix, int n,
+                        const weft_tensor *values, bool accumulate, double tol)
+{
+    weft_tensor *gix[WEFT_MAX_DIMS], *want = NULL, *got = NULL;
+    for (int i = 0; i < n; i++)
+        gix[i] = ix[i] ? to(ix[i], CUDA0) : NULL;
+    int rc_c = weft_index_put(&want, self, ix, n, values, accumulate);
+    char cpu_error[512] = "";
+    if (rc_c < 0)
+        snprintf(cpu_error, sizeof cpu_error, "%s", weft_last_error());
+    keep(want);
+    int rc_g = weft_index_put(&got, to(self, CUDA0), gix, n, to(values, CUDA0), accumulate);
+    keep(got);
+    if (rc_c < 0)
+        ok(rc_g == rc_c && strcmp(weft_last_error(), cpu_error) == 0,
+           "index_put %s accumulate=%d: the CPU's error (%s), got %s", what, accumulate,
+           cpu_error, rc_g < 0 ? weft_last_error() : "success");
+    else
+        ok(rc_g == 0 && matches(got, want, tol), "index_put %s %s accumulate=%d matches the CPU%s%s",
+           what, weft_dtype_name(weft_tensor_dtype(self)), accumulate, rc_g ? ": " : "",
+           rc_g ? weft_last_error() : "");
+}
+
+static void gpu_index_put(weft_generator *g)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16,
+                                     WEFT_INT64,   WEFT_INT32,   WEFT_INT16,   WEFT_INT8,
+                                     WEFT_UINT8,   WEFT_BOOL};
+    uint64_t fallbacks = weft_cpu_fallback_calls();
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+        for (int acc = 0; acc < 2; acc++) {
+            weft_dtype dt = dts[di];
+            double tol = acc ? tol_of(dt) : 0;
+            const int64_t s2[2] = {6, 5}, s3[3] = {5, 6, 7};
+            weft_tensor *x2 = rand_of(s2, 2, dt, -3, 3, g), *x3 = rand_of(s3, 3, dt, -3, 3, g);
+            /* x[i] = v, 40 indices into 6 rows: many duplicates, negatives */
+            weft_tensor *i40 = signed_indices((const int64_t[]){40}, 1, 6, g);
+            put_compare("x[i] (duplicates)", x2, &i40, 1,
+                        rand_of((const int64_t[]){40, 5}, 2, dt, -3, 3, g), acc, tol);
+            /* x[i, j] = v with i [4, 1] and j [3] broadcast, v broadcast from [3, 1]...
+             * here the index shape is [4, 3] and v [4, 3, 7] */
+            weft_tensor *pair[2] = {signed_indices((const int64_t[]){4, 1}, 2, 5, g),
+                                    signed_indices((const int64_t[]){3}, 1, 6, g)};
+            put_compare("x[i, j] broadcast", x3, pair, 2,
+                        rand_of((const int64_t[]){4, 3, 7}, 3, dt, -3, 3, g), acc, tol);
+            /* x[:, i, j]: the index shape where the indexed dims were */
+            weft_tensor *sliced[3] = {NULL, signed_indices((const int64_t[]){4, 1}, 2, 6, g),
+                                      signed_indices((const int64_t[]){3}, 1, 7, g)};
+            put_compare("x[:, i, j]", x3, sliced, 3,
+                        rand_of((const int64_t[]){5, 4, 3}, 3, dt, -3, 3, g), acc, tol);
+            /* x[i, :, j]: a None between, the index shape first; v broadcast */
+            weft_tensor *apart[3] = {signed_indices((const int64_t[]){8}, 1, 5, g), NULL,
+                                     signed_indices((const int64_t[]){8}, 1, 7, g)};
+            put_compare("x[i, :, j]", x3, apart, 3,
+                        rand_of((const int64_t[]){6}, 1, dt, -3, 3, g), acc, tol);
+            /* a 0-d index and a 0-d value; an empty index; int32 indices */
+            weft_tensor *k0 = NULL, *empty = NULL, *i32 = NULL;
+            weft_full(&k0, NULL, 0, -2, WEFT_INT64, WEFT_DEVICE_CPU), keep(k0);
+            put_compare("x[k] = scalar", x2, &k0, 1, rand_of(NULL, 0, dt, -3, 3, g), acc, tol);
+            weft_empty(&empty, (const int64_t[]){0}, 1, WEFT_INT64, WEFT_DEVICE_CPU), keep(empty);
+            put_compare("x[empty]", x2, &empty, 1, rand_of(NULL, 0, dt, -3, 3, g), acc, tol);
+            weft_to_dtype(&i32, i40, WEFT_INT32), keep(i32);
+            put_compare("x[int32 i]", x2, &i32, 1,
+                        rand_of((const int64_t[]){40, 1}, 2, dt, -3, 3, g), acc, tol);
+            drop_all();
+        }
+    /* non-contiguous index tensors and values, a transposed target in place */
+    {
+        const int64_t s2[2] = {9, 8};
+        weft_tensor *base = rand_of(s2, 2, WEFT_FLOAT32, -1, 1, g), *gbase = to(base, CUDA0);
+        weft_tensor *cview = NULL, *gview = NULL, *it = NULL;
+        weft_t(&cview, base), keep(cview);
+        weft_t(&gview, gbase), keep(gview);
+        weft_t(&it, signed_indices((const int64_t[]){3, 4}, 2, 8, g)), keep(it); /* [4, 3] */
+        weft_tensor *vp = NULL;
+        weft_permute(&vp, rand_of((const int64_t[]){3, 9, 4}, 3, WEFT_FLOAT32, -1, 1, g),
+                     (const int64_t[]){2, 0, 1}, 3), keep(vp); /* [4, 3, 9] */
+        weft_tensor *ci[1] = {it}, *gi[1] = {to(it, CUDA0)};
+        put_compare("x[transposed i] = permuted v", cview, ci, 1, vp, true, 1e-6);
+        int rc_c = weft_index_put_(cview, ci, 1, vp, true);
+        int rc_g = weft_index_put_(gview, gi, 1, to(vp, CUDA0), true);
+        ok(rc_c == 0 && rc_g == 0 && matches(gbase, base, 1e-6),
+           "index_put_ accumulating into a transposed view writes through its strides");
+        /* values that are self itself: all read before anything is written */
+        weft_tensor *rows = signed_indices((const int64_t[]){9}, 1, 9, g), *grows = to(rows, CUDA0);
+        rc_c = weft_index_put_(base, &rows, 1, base, false);
+        rc_g = weft_index_put_(gbase, &grows, 1, gbase, false);
+        ok(rc_c == 0 && rc_g == 0 && matches(gbase, base, 0),
+           "index_put_ of self's rows with self as the values");
+        drop_all();
+    }
+    is_int((long long)(weft_cpu_fallback_calls() - fallbacks), 0,
+           "index_put ran on the GPU (no fallback call)");
+
+    /* refusals: the CPU's messages, and nothing written */
+    const int64_t s2[2] = {6, 5};
+    weft_tensor *self = rand_of(s2, 2, WEFT_FLOAT32, -1, 1, g), *gself = to(self, CUDA0);
+    weft_tensor *bad = NULL, *gbad = NULL;
+    weft_zeros(&bad, (const int64_t[]){7}, 1, WEFT_INT64, WEFT_DEVICE_CPU), keep(bad);
+    set_at(bad, 2, 9);
+    set_at(bad, 5, -7);
+    gbad = to(bad, CUDA0);
+    weft_tensor *v = rand_of((const int64_t[]){7, 5}, 2, WEFT_FLOAT32, -1, 1, g);
+    for (int acc = 0; acc < 2; acc++) {
+        int rc = weft_index_put_(gself, &gbad, 1, to(v, CUDA0), acc);
+        ok(rc == WEFT_ERANGE && strstr(weft_last_error(), "index_put_: index 9 is out of range "
+                                       "for dimension 0 with size 6"),
+           "index_put_ accumulate=%d with index 9 of 6 rows is refused, the first bad index "
+           "named: %s", acc, weft_last_error());
+        ok(matches(gself, self, 0), "and self is untouched");
+    }
+    set_at(bad, 2, 0);
+    weft_tensor *gbad2 = to(bad, CUDA0);
+    int rc = weft_index_put_(gself, &gbad2, 1, to(v, CUDA0), false);
+    ok(rc == WEFT_ERANGE && strstr(weft_last_error(), "index -7 is out of range"),
+       "an index of -7 for 6 rows is refused: %s", weft_last_error());
+    ok(matches(gself, self, 0), "and self is untouched");
+    weft_tensor *pair[2] = {signed_indices((const int64_t[]){3}, 1, 6, g),
+                            signed_indices((const int64_t[]){4}, 1, 5, g)};
+    put_compare("x[i[3], j[4]]", self, pair, 2, rand_of((const int64_t[]){3}, 1, WEFT_FLOAT32, 0, 1, g),
+                false, 0);
+    put_compare("x[i] = v of the wrong shape", self, pair, 1,
+                rand_of((const int64_t[]){4, 5}, 2, WEFT_FLOAT32, 0, 1, g), false, 0);
+    put_compare("x[i] = float64 v", self, pair, 1,
+                rand_of((const int64_t[]){3, 5}, 2, WEFT_FLOAT64, 0, 1, g), false, 0);
+    put_compare("x[i, j, k] of a 2-d x", self, (weft_tensor *[]){pair[0], pair[0], pair[0]}, 3,
+                rand_of((const int64_t[]){3}, 1, WEFT_FLOAT32, 0, 1, g), false, 0);
+    put_compare("x[None, None]", self, (weft_tensor *[]){NULL, NULL}, 2,
+                rand_of((const int64_t[]){3}, 1, WEFT_FLOAT32, 0, 1, g), false, 0);
+    /* a mask: served by the CPU fallback, the same result */
+    weft_tensor *mask = NULL;
+    weft_gt_scalar(&mask, self, 0.2), keep(mask);
+    put_compare("x[mask] = 0-d v (fallback)", self, &mask, 1,
+                rand_of(NULL, 0, WEFT_FLOAT32, 0, 1, g), false, 0);
+    drop_all();
+}
+
+/* ------------------------------------------------------------ unique */
+
+static void gpu_unique(weft_generator *g)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16,
+                                     WEFT_INT64,   WEFT_INT32,   WEFT_INT16,   WEFT_INT8,
+                                     WEFT_UINT8,   WEFT_BOOL};
+    static const struct {
+        int nd;
+        int64_t sizes[2];
+        bool transposed;
+    } cases[] = {{2, {40, 30}, false}, {2, {40, 30}, true}, {1, {100003}, false},
+                 {0, {0}, false},      {1, {0}, false},     {2, {3, 0}, false}, {1, {1}, false}};
+    uint64_t fallbacks = weft_cpu_fallback_calls();
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+            for (int asked = 0; asked < 4; asked++) {
+                weft_dtype dt = dts[di];
+                bool inverse = asked & 1, counts = asked & 2;
+                weft_tensor *x = ties(cases[c].sizes, cases[c].nd, dt, true, g), *gx = to(x, CUDA0);
+                if (cases[c].transposed) {
+                    weft_tensor *xt = NULL, *gxt = NULL;
+                    weft_t(&xt, x), keep(xt);
+                    weft_t(&gxt, gx), keep(gxt);
+                    x = xt, gx = gxt;
+                }
+                weft_tensor *cv = NULL, *ci = NULL, *cc = NULL, *gv = NULL, *gi = NULL, *gc = NULL;
+                int rc_c = weft_unique(&cv, &ci, &cc, x, true, inverse, counts, NULL);
+                keep(cv), keep(ci), keep(cc);
+                int rc_g = weft_unique(&gv, &gi, &gc, gx, true, inverse, counts, NULL);
+                keep(gv), keep(gi), keep(gc);
+                ok(rc_c == 0 && rc_g == 0 && matches(gv, cv, 0) && matches(gi, ci, 0) &&
+                       matches(gc, cc, 0),
+                   "unique %s case %zu inverse=%d counts=%d: the CPU's values, inverse and "
+                   "counts%s%s", weft_dtype_name(dt), c, inverse, counts, rc_g ? ": " : "",
+                   rc_g ? weft_last_error() : "");
+                drop_all();
+            }
+    is_int((long long)(weft_cpu_fallback_calls() - fallbacks), 0,
+           "unique ran on the GPU (no fallback call)");
+    /* with a dim: the CPU fallback, the same results */
+    weft_tensor *x = ties((const int64_t[]){12, 5}, 2, WEFT_INT32, false, g);
+    weft_tensor *cv = NULL, *ci = NULL, *cc = NULL, *gv = NULL, *gi = NULL, *gc = NULL;
+    const int64_t dim = 0;
+    weft_unique(&cv, &ci, &cc, x, true, true, true, &dim), keep(cv), keep(ci), keep(cc);
+    int rc = weft_unique(&gv, &gi, &gc, to(x, CUDA0), true, true, true, &dim);
+    keep(gv), keep(gi), keep(gc);
+    ok(rc == 0 && matches(gv, cv, 0) && matches(gi, ci, 0) && matches(gc, cc, 0),
+       "unique with a dim (fallback) matches the CPU");
+    drop_all();
+}
+
 /* ------------------------------------------------------------ bernoulli */
 
 static void gpu_bernoulli(weft_generator *g)
@@ -492,14 +693,16 @@ int main(void)
     weft_load_default_plugins();
     int n = weft_device_count(WEFT_DEVICE_TYPE_CUDA);
     if (n <= 0) {
-        skip(1, "no CUDA device here (cudaGetDeviceCount reports none): the scatter, sort and "
-                "bernoulli comparisons run only with a GPU");
+        skip(1, "no CUDA device here (cudaGetDeviceCount reports none): the scatter, "
+                "index_put, sort, unique and bernoulli comparisons run only with a GPU");
         return done_testing();
     }
     weft_generator *g = NULL;
     weft_generator_create(&g, 31);
     gpu_scatter(g);
     gpu_sort(g);
+    gpu_index_put(g);
+    gpu_unique(g);
     gpu_bernoulli(g);
     weft_generator_destroy(g);
     return done_testing();
