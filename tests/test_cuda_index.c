@@ -73,7 +73,7 @@ static void index_put_plan_checks(void)
     /* x[i] = v on [5, 6, 7], i of [3, 4]: the index shape first */
     const int64_t x3[3] = {5, 6, 7}, i34[2] = {3, 4};
     const int64_t *one[1] = {i34};
-    int rc = wfc_plan_index_put(&p, 3, (const int[]){2}, 1, err, sizeof err);
+    int rc = wfc_plan_index_put(&p, 3, (const int[]){2}, NULL, 1, err, sizeof err);
     ok(rc == 0 && p.count == 1 && p.lead == 0 && same_ints(p.order, (const int64_t[]){0, 1, 2}, 3),
        "x[i]: one indexed dim, self's order");
     rc = wfc_plan_index_shape(&s, &p, x3, 3, one, (const int[]){2}, err, sizeof err);
@@ -84,7 +84,7 @@ static void index_put_plan_checks(void)
     /* x[:, i, j] with i [4, 1] and j [3]: adjacent, the index shape where
      * dims 1 and 2 were, after the whole dim 0 */
     const int64_t i41[2] = {4, 1}, j3[1] = {3};
-    rc = wfc_plan_index_put(&p, 3, (const int[]){-1, 2, 1}, 3, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 3, (const int[]){-1, 2, 1}, NULL, 3, err, sizeof err);
     ok(rc == 0 && p.count == 2 && p.lead == 1 && p.entry[0] == 1 && p.entry[1] == 2 &&
            same_ints(p.order, (const int64_t[]){1, 2, 0}, 3),
        "x[:, i, j]: dims 1 and 2 indexed, moved first; one whole dim leads");
@@ -96,7 +96,7 @@ static void index_put_plan_checks(void)
            same_ints(s.result_order, (const int64_t[]){1, 2, 0}, 3),
        "x[:, i, j]: indices broadcast to [4, 3], values to [5, 4, 3], read index shape first");
     /* x[i, :, j]: a None between the index tensors puts the index shape first */
-    rc = wfc_plan_index_put(&p, 3, (const int[]){1, -1, 1}, 3, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 3, (const int[]){1, -1, 1}, NULL, 3, err, sizeof err);
     ok(rc == 0 && p.count == 2 && p.lead == 0 && same_ints(p.order, (const int64_t[]){0, 2, 1}, 3),
        "x[i, :, j]: dims 0 and 2 first, the index shape leads the result");
     rc = wfc_plan_index_shape(&s, &p, (const int64_t[]){5, 7, 6}, 3,
@@ -104,24 +104,24 @@ static void index_put_plan_checks(void)
     ok(rc == 0 && s.result_nd == 2 && same_ints(s.result, (const int64_t[]){3, 6}, 2),
        "x[i, :, j]: values broadcast to [3, 6]");
     /* a 0-d index: no index dims in the result */
-    rc = wfc_plan_index_put(&p, 2, (const int[]){0}, 1, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 2, (const int[]){0}, NULL, 1, err, sizeof err);
     if (rc == 0)
         rc = wfc_plan_index_shape(&s, &p, (const int64_t[]){5, 6}, 2, (const int64_t *const[]){NULL},
                                   (const int[]){0}, err, sizeof err);
     ok(rc == 0 && s.shape_nd == 0 && s.result_nd == 1 && s.result[0] == 6,
        "x[k] with a 0-d k: values broadcast to [6]");
     /* the CPU's refusals, word for word */
-    rc = wfc_plan_index_put(&p, 3, NULL, 0, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 3, NULL, NULL, 0, err, sizeof err);
     ok(rc == -1 && strcmp(err, "indices is empty") == 0, "no entry: %s", err);
-    rc = wfc_plan_index_put(&p, 2, (const int[]){-1, -1}, 2, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 2, (const int[]){-1, -1}, NULL, 2, err, sizeof err);
     ok(rc == -1 && strstr(err, "only None"), "only None: %s", err);
-    rc = wfc_plan_index_put(&p, 2, (const int[]){1, 1, 1}, 3, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 2, (const int[]){1, 1, 1}, NULL, 3, err, sizeof err);
     ok(rc == -2 && strcmp(err, "too many indices for a tensor of dimension 2") == 0,
        "three entries for two dims: %s", err);
-    rc = wfc_plan_index_put(&p, 0, (const int[]){0}, 1, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 0, (const int[]){0}, NULL, 1, err, sizeof err);
     ok(rc == -2, "any entry for a 0-d self: %s", err);
     const int64_t i3[1] = {3}, i4[1] = {4};
-    rc = wfc_plan_index_put(&p, 2, (const int[]){1, 1}, 2, err, sizeof err);
+    rc = wfc_plan_index_put(&p, 2, (const int[]){1, 1}, NULL, 2, err, sizeof err);
     if (rc == 0)
         rc = wfc_plan_index_shape(&s, &p, (const int64_t[]){5, 6}, 2,
                                   (const int64_t *const[]){i3, i4}, (const int[]){1, 1}, err,

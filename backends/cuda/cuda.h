@@ -171,6 +171,15 @@ int wfc_index_wrap_check(void *stream, int64_t *cols, const wfc_index_columns *c
                          unsigned long long *bad);
 int wfc_index_put_pairs(void *stream, uint64_t *keys, int64_t *from, const int64_t *cols,
                         const wfc_index_columns *c, int64_t slice, const wfc_geometry *rest);
+/* A bool/uint8 mask (contiguous bytes) as index columns, its nonzero()
+ * in row-major order: wfc_mask_marks sets marks[i] to mask[i] != 0; after
+ * wfc_inclusive_sum of them into ids (the last one the nonzero count),
+ * wfc_mask_columns writes the coordinates of each set element, dim d of
+ * the mask (shape->count dims of shape->sizes, shape->positions elements)
+ * at cols[d nonzero + rank]. */
+int wfc_mask_marks(void *stream, int64_t *marks, const uint8_t *mask, int64_t n);
+int wfc_mask_columns(void *stream, int64_t *cols, const int64_t *ids, const uint8_t *mask,
+                     const wfc_index_columns *shape, int64_t nonzero);
 /* scatter.c: the n pairs (keys below extent, from) sorted stably by key
  * and combined into target as wfc_scatter_apply does (src: contiguous or
  * addressed by from); keys and from are device int64 tensors of n. */

@@ -407,8 +407,8 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
     return 0;
 }
 
-int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, int n, char *err,
-                       int errlen)
+int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, const bool *mask,
+                       int n, char *err, int errlen)
 {
     bool whole[WFC_MAX_DIMS] = {false};
     int dim = 0, first = -1, last = -1;
@@ -418,7 +418,9 @@ int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, int n
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        if (dim + 1 > nd || dim >= WFC_MAX_DIMS) {
+        bool is_mask = mask && mask[i] && index_nd[i] >= 0;
+        int m = is_mask ? index_nd[i] : 1;
+        if (dim + m > nd || dim + m > WFC_MAX_DIMS) {
             snprintf(err, (size_t)errlen, "too many indices for a tensor of dimension %d", nd);
             return -2;
         }
@@ -431,10 +433,13 @@ int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, int n
             p->lead = dim; /* the whole dims before the first index tensor */
         }
         last = i;
-        p->entry[p->count++] = i;
-        dim++;
+        for (int d = 0; d < m; d++) {
+            p->entry[p->count] = i;
+            p->mask_dim[p->count++] = is_mask ? d : -1;
+        }
+        dim += m;
     }
-    if (p->count == 0) {
+    if (first < 0) {
         snprintf(err, (size_t)errlen, "indices holds only None: at least one index tensor is "
                  "needed");
         return -1;

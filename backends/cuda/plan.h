@@ -181,25 +181,29 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
                               int errlen);
 
 /* index_put's layout, as the CPU backend makes it (index_write.c).  The n
- * entries of indices each index one dim of self (nd dims, at most
- * WFC_MAX_DIMS): an index tensor (index_nd[i] >= 0) or None (-1: the whole
- * dim, as `:`); dims after the last entry are whole too.  order: self's
- * dims with the indexed ones first, so the index tensors apply to the
- * leading `count` dims of self permuted by it; entry[k]: the entry of index
- * tensor k; lead: the whole dims that come before the broadcast index shape
- * in the indexed result (torch's layout: where the indexed dims were when
- * the index tensors are adjacent, first when a None separates them).
- * Returns 0, -1 (WEFT_EINVAL: no entry, or only None) or -2 (WEFT_ESHAPE:
- * too many entries) with the CPU's reason, not prefixed, in err. */
+ * entries of indices are index tensors (index_nd[i] >= 0: one dim of
+ * self each), masks (mask non-NULL and mask[i]: the index_nd[i] >= 1 dims
+ * they cover, one column of their nonzero() per dim) or None (index_nd[i]
+ * -1: one whole dim, as `:`); self has nd dims (at most WFC_MAX_DIMS),
+ * those after the last entry whole too.  count: the columns (index
+ * tensors and mask dims), which index the leading `count` dims of self
+ * permuted by order; entry[k], mask_dim[k]: the entry of column k and, for
+ * a mask, which of its dims (-1 otherwise); lead: the whole dims that come
+ * before the broadcast index shape in the indexed result (torch's layout:
+ * where the indexed dims were when the entries are adjacent, first when a
+ * None separates them).  Returns 0, -1 (WEFT_EINVAL: no entry, or only
+ * None) or -2 (WEFT_ESHAPE: too many entries) with the CPU's reason, not
+ * prefixed, in err. */
 typedef struct wfc_index_put_plan {
     int count, lead;
-    int entry[WFC_MAX_DIMS];
+    int entry[WFC_MAX_DIMS], mask_dim[WFC_MAX_DIMS];
     int64_t order[WFC_MAX_DIMS];
 } wfc_index_put_plan;
-int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, int n, char *err,
-                       int errlen);
-/* The next step, once values' dtype is checked: the index tensors' shapes
- * (count of them, in order) broadcast together into shape (shape_nd <=
+int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, const bool *mask,
+                       int n, char *err, int errlen);
+/* The next step, once values' dtype and the masks are checked: the
+ * columns' shapes (count of them, in order; a mask's are [its nonzero
+ * count]) broadcast together into shape (shape_nd <=
  * WFC_MAX_DIMS), and the indexed result that values broadcast to: sizes
  * (the permuted self's, nd) give the whole dims, result[result_nd] is
  * whole[0, lead) + shape + whole[lead, ..), and result_order the

@@ -156,6 +156,29 @@ __global__ void index_put_pairs_kernel(uint64_t *keys, int64_t *from, const int6
     }
 }
 
+/* A mask's nonzero() as columns: 1 where set, then (from the prefix sum
+ * ids of those marks) each set element's coordinates at its rank. */
+__global__ void mask_marks_kernel(int64_t *marks, const uint8_t *mask, int64_t n)
+{
+    GRID_STRIDE(i, n) {
+        marks[i] = mask[i] != 0;
+    }
+}
+
+__global__ void mask_columns_kernel(int64_t *cols, const int64_t *ids, const uint8_t *mask,
+                                    wfc_index_columns shape, int64_t nonzero)
+{
+    GRID_STRIDE(i, shape.positions) {
+        if (!mask[i])
+            continue;
+        int64_t j = ids[i] - 1, rest = i;
+        for (int d = shape.count - 1; d >= 0; d--) {
+            cols[d * nonzero + j] = rest % shape.sizes[d];
+            rest /= shape.sizes[d];
+        }
+    }
+}
+
 unsigned blocks(int64_t n)
 {
     return wfc_plan_blocks(n, 256, 8192);
@@ -268,4 +291,23 @@ extern "C" int wfc_index_put_pairs(void *stream, uint64_t *keys, int64_t *from,
     index_put_pairs_kernel<<<blocks(n), 256, 0, (cudaStream_t)stream>>>(keys, from, cols, *c,
                                                                         slice, *rest);
     return launched("index_put's pairs");
+}
+
+extern "C" int wfc_mask_marks(void *stream, int64_t *marks, const uint8_t *mask, int64_t n)
+{
+    if (n == 0)
+        return 0;
+    mask_marks_kernel<<<blocks(n), 256, 0, (cudaStream_t)stream>>>(marks, mask, n);
+    return launched("a mask's marks");
+}
+
+extern "C" int wfc_mask_columns(void *stream, int64_t *cols, const int64_t *ids,
+                                const uint8_t *mask, const wfc_index_columns *shape,
+                                int64_t nonzero)
+{
+    if (shape->positions == 0 || nonzero == 0)
+        return 0;
+    mask_columns_kernel<<<blocks(shape->positions), 256, 0, (cudaStream_t)stream>>>(
+        cols, ids, mask, *shape, nonzero);
+    return launched("a mask's columns");
 }
