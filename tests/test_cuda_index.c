@@ -110,6 +110,23 @@ static void index_put_plan_checks(void)
                                   (const int[]){0}, err, sizeof err);
     ok(rc == 0 && s.shape_nd == 0 && s.result_nd == 1 && s.result[0] == 6,
        "x[k] with a 0-d k: values broadcast to [6]");
+    /* masks: one column per dim they cover */
+    rc = wfc_plan_index_put(&p, 3, (const int[]){2}, (const bool[]){true}, 1, err, sizeof err);
+    ok(rc == 0 && p.count == 2 && p.entry[0] == 0 && p.entry[1] == 0 && p.mask_dim[0] == 0 &&
+           p.mask_dim[1] == 1 && p.lead == 0 && same_ints(p.order, (const int64_t[]){0, 1, 2}, 3),
+       "x[mask] with a 2-d mask: two columns of one entry");
+    rc = wfc_plan_index_put(&p, 3, (const int[]){-1, 2}, (const bool[]){false, true}, 2, err,
+                            sizeof err);
+    ok(rc == 0 && p.count == 2 && p.lead == 1 && p.mask_dim[1] == 1 &&
+           same_ints(p.order, (const int64_t[]){1, 2, 0}, 3),
+       "x[:, mask]: dims 1 and 2 first, one whole dim leads");
+    rc = wfc_plan_index_put(&p, 3, (const int[]){1, 2}, (const bool[]){false, true}, 2, err,
+                            sizeof err);
+    ok(rc == 0 && p.count == 3 && p.mask_dim[0] == -1 && p.entry[2] == 1,
+       "x[i, mask]: an index column, then the mask's two");
+    rc = wfc_plan_index_put(&p, 2, (const int[]){3}, (const bool[]){true}, 1, err, sizeof err);
+    ok(rc == -2 && strcmp(err, "too many indices for a tensor of dimension 2") == 0,
+       "a 3-d mask on a 2-d self: %s", err);
     /* the CPU's refusals, word for word */
     rc = wfc_plan_index_put(&p, 3, NULL, NULL, 0, err, sizeof err);
     ok(rc == -1 && strcmp(err, "indices is empty") == 0, "no entry: %s", err);
@@ -427,8 +444,8 @@ static void gpu_sort(weft_generator *g)
     keep(gv), keep(gi);
     ok(rc == 0 && matches(gv, cv, 0) && matches(gi, ci, 0), "sort of a transposed view");
     weft_tensor *out1 = (weft_tensor *)1, *out2 = (weft_tensor *)1;
-    rc = weft_topk(&out1, &out2, gxt, 31, 1, true, true);
-    ok(rc == WEFT_ERANGE && strstr(weft_last_error(), "k (31) is out of range"),
+    rc = weft_topk(&out1, &out2, gxt, 41, 1, true, true);
+    ok(rc == WEFT_ERANGE && strstr(weft_last_error(), "k (41) is out of range"),
        "topk with k beyond the row is refused: %s", weft_last_error());
     rc = weft_sort(&out1, &out2, gxt, 2, false);
     ok(rc == WEFT_ERANGE, "sort along dim 2 of a 2-d tensor is refused: %s", weft_last_error());
@@ -576,10 +593,59 @@ static void gpu_index_put(weft_generator *g)
                 rand_of((const int64_t[]){3}, 1, WEFT_FLOAT32, 0, 1, g), false, 0);
     put_compare("x[None, None]", self, (weft_tensor *[]){NULL, NULL}, 2,
                 rand_of((const int64_t[]){3}, 1, WEFT_FLOAT32, 0, 1, g), false, 0);
-    /* a mask: served by the CPU fallback, the same result */
     weft_tensor *mask = NULL;
     weft_gt_scalar(&mask, self, 0.2), keep(mask);
-    put_compare("x[mask] = 0-d v (fallback)", self, &mask, 1,
+    put_compare("x[mask [6, 5]] = 0-d v", self, &mask, 1,
+                rand_of(NULL, 0, WEFT_FLOAT32, 0, 1, g), false, 0);
+    drop_all();
+}
+
+/* index_put with masks: a mask over m dims stands for the m columns of
+ * its nonzero(), alone, after None, beside an index tensor, as uint8. */
+static void gpu_index_put_masks(weft_generator *g)
+{
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT16, WEFT_INT64, WEFT_BOOL};
+    uint64_t fallbacks = weft_cpu_fallback_calls();
+    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+        for (int acc = 0; acc < 2; acc++) {
+            weft_dtype dt = dts[di];
+            double tol = acc ? tol_of(dt) : 0;
+            const int64_t s3[3] = {5, 6, 7};
+            weft_tensor *x3 = rand_of(s3, 3, dt, -3, 3, g);
+            weft_tensor *m56 = NULL, *m67 = NULL, *m6 = NULL, *none = NULL, *u8 = NULL;
+            weft_gt_scalar(&m56, rand_of((const int64_t[]){5, 6}, 2, WEFT_FLOAT32, 0, 1, g), 0.5);
+            keep(m56);
+            put_compare("x[mask [5, 6]] = 0-d v", x3, &m56, 1, rand_of(NULL, 0, dt, -3, 3, g), acc,
+                        tol);
+            put_compare("x[mask [5, 6]] = v [7]", x3, &m56, 1,
+                        rand_of((const int64_t[]){7}, 1, dt, -3, 3, g), acc, tol);
+            weft_gt_scalar(&m67, rand_of((const int64_t[]){6, 7}, 2, WEFT_FLOAT32, 0, 1, g), 0.3);
+            keep(m67);
+            put_compare("x[:, mask [6, 7]]", x3, (weft_tensor *[]){NULL, m67}, 2,
+                        rand_of((const int64_t[]){5, 1}, 2, dt, -3, 3, g), acc, tol);
+            /* three of six set, beside an index tensor of three (duplicates) */
+            weft_zeros(&m6, (const int64_t[]){6}, 1, WEFT_BOOL, WEFT_DEVICE_CPU), keep(m6);
+            ((bool *)weft_tensor_data_ptr(m6))[1] = true;
+            ((bool *)weft_tensor_data_ptr(m6))[4] = true;
+            ((bool *)weft_tensor_data_ptr(m6))[5] = true;
+            weft_tensor *rows = signed_indices((const int64_t[]){3}, 1, 2, g);
+            put_compare("x[i [3], mask of 3 set]", x3, (weft_tensor *[]){rows, m6}, 2,
+                        rand_of((const int64_t[]){3, 7}, 2, dt, -3, 3, g), acc, tol);
+            weft_to_dtype(&u8, m56, WEFT_UINT8), keep(u8);
+            put_compare("x[uint8 mask [5, 6]]", x3, &u8, 1, rand_of(NULL, 0, dt, -3, 3, g), acc,
+                        tol);
+            weft_zeros(&none, (const int64_t[]){5}, 1, WEFT_BOOL, WEFT_DEVICE_CPU), keep(none);
+            put_compare("x[mask with none set]", x3, &none, 1, rand_of(NULL, 0, dt, -3, 3, g), acc,
+                        tol);
+            drop_all();
+        }
+    is_int((long long)(weft_cpu_fallback_calls() - fallbacks), 0,
+           "index_put with masks ran on the GPU (no fallback call)");
+    weft_tensor *x = rand_of((const int64_t[]){5, 6}, 2, WEFT_FLOAT32, -1, 1, g), *m = NULL;
+    weft_zeros(&m, (const int64_t[]){4}, 1, WEFT_BOOL, WEFT_DEVICE_CPU), keep(m);
+    put_compare("x[mask of [4]] on [5, 6]", x, &m, 1, rand_of(NULL, 0, WEFT_FLOAT32, 0, 1, g),
+                false, 0);
+    put_compare("x[:, mask of [4]] on [5, 6]", x, (weft_tensor *[]){NULL, m}, 2,
                 rand_of(NULL, 0, WEFT_FLOAT32, 0, 1, g), false, 0);
     drop_all();
 }
@@ -702,6 +768,7 @@ int main(void)
     gpu_scatter(g);
     gpu_sort(g);
     gpu_index_put(g);
+    gpu_index_put_masks(g);
     gpu_unique(g);
     gpu_bernoulli(g);
     weft_generator_destroy(g);
