@@ -155,6 +155,37 @@ int wfc_scatter_pairs(void *stream, uint64_t *keys, int64_t *from, const int64_t
 int wfc_scatter_apply(void *stream, int kind, int dtype, size_t elem, void *target,
                       const void *src, const uint64_t *keys, const int64_t *from, int64_t n,
                       double alpha, bool include_self);
+/* index_put's pairs (scatter.cu).  cols: count rows of `positions`
+ * indices, one row per indexed dim of the target (int64, contiguous);
+ * wfc_index_wrap_check wraps the negative ones within -sizes[k] in place
+ * and notes the first one still outside [0, sizes[k]) at k positions + p
+ * in bad; wfc_index_put_pairs makes pair i = p slice + q (p a position, q
+ * an element of the slice the rest geometry walks, strides[0] the
+ * target's): key sum_k cols[k][p] strides[k] + rest offset of q, from i. */
+typedef struct wfc_index_columns {
+    int count;
+    int64_t positions;
+    int64_t sizes[WFC_MAX_DIMS], strides[WFC_MAX_DIMS];
+} wfc_index_columns;
+int wfc_index_wrap_check(void *stream, int64_t *cols, const wfc_index_columns *c,
+                         unsigned long long *bad);
+int wfc_index_put_pairs(void *stream, uint64_t *keys, int64_t *from, const int64_t *cols,
+                        const wfc_index_columns *c, int64_t slice, const wfc_geometry *rest);
+/* A bool/uint8 mask (contiguous bytes) as index columns, its nonzero()
+ * in row-major order: wfc_mask_marks sets marks[i] to mask[i] != 0; after
+ * wfc_inclusive_sum of them into ids (the last one the nonzero count),
+ * wfc_mask_columns writes the coordinates of each set element, dim d of
+ * the mask (shape->count dims of shape->sizes, shape->positions elements)
+ * at cols[d nonzero + rank]. */
+int wfc_mask_marks(void *stream, int64_t *marks, const uint8_t *mask, int64_t n);
+int wfc_mask_columns(void *stream, int64_t *cols, const int64_t *ids, const uint8_t *mask,
+                     const wfc_index_columns *shape, int64_t nonzero);
+/* scatter.c: the n pairs (keys below extent, from) sorted stably by key
+ * and combined into target as wfc_scatter_apply does (src: contiguous or
+ * addressed by from); keys and from are device int64 tensors of n. */
+int wfc_scatter_sorted_apply(weft_tensor *target, weft_tensor *keys, weft_tensor *from,
+                             int64_t n, uint64_t extent, const weft_tensor *src, int kind,
+                             double alpha, bool include_self);
 
 /* Sorting (sort.cu).  wfc_radix_sort_pairs: CUB's stable radix sort of n
  * (key, value) pairs by the low `bits` bits of the keys; temp NULL asks
@@ -171,6 +202,24 @@ int wfc_sort_keys(void *stream, int dtype, uint64_t *keys, int64_t *pos, const v
 int wfc_sort_row_keys(void *stream, uint64_t *keys, const int64_t *pos, int64_t n, int64_t len);
 int wfc_sort_take(void *stream, size_t elem, void *values, int64_t *indices, const void *x,
                   const int64_t *pos, int64_t nrows, int64_t len, int64_t k);
+/* unique (sort.cu), over keys sorted by wfc_radix_sort_pairs with their
+ * positions pos: wfc_unique_marks sets marks[i] to 1 where sorted key i
+ * starts a group of equal values (each NaN its own group when floating);
+ * wfc_inclusive_sum (CUB's scan; temp NULL asks for the scratch size)
+ * turns them into group numbers plus one, ids; wfc_unique_gather writes
+ * each group's first element of x (moved as elem-byte words) to values,
+ * its first sorted position to starts and, inverse non-NULL, each
+ * element's group to inverse[pos[i]]; wfc_unique_counts: the size of each
+ * of the groups from starts. */
+int wfc_unique_marks(void *stream, int64_t *marks, const uint64_t *keys, int64_t n,
+                     bool floating);
+int wfc_inclusive_sum(void *stream, void *temp, size_t *temp_bytes, const int64_t *in,
+                      int64_t *out, int64_t n);
+int wfc_unique_gather(void *stream, size_t elem, void *values, int64_t *inverse,
+                      int64_t *starts, const void *x, const int64_t *pos, const int64_t *ids,
+                      int64_t n);
+int wfc_unique_counts(void *stream, int64_t *counts, const int64_t *starts, int64_t groups,
+                      int64_t n);
 
 /* Upsampling (upsample.cu) over contiguous planes [planes, ih, iw] ->
  * [planes, oh, ow], from the axis tables of plan.c on the device: per
@@ -208,6 +257,7 @@ int wfc_register_index(weft_registrar *reg);
 int wfc_register_norm(weft_registrar *reg);
 int wfc_register_scatter(weft_registrar *reg);
 int wfc_register_sort(weft_registrar *reg);
+int wfc_register_index_put(weft_registrar *reg);
 int wfc_register_upsample(weft_registrar *reg);
 
 /* index.c: the first bad position a check noted in bad (two words, see

@@ -488,6 +488,8 @@ int wfc_register_kernels(weft_registrar *reg)
     if (rc == 0)
         rc = wfc_register_sort(reg);
     if (rc == 0)
+        rc = wfc_register_index_put(reg);
+    if (rc == 0)
         rc = wfc_register_upsample(reg);
 #ifdef WEFT_HAVE_CUDNN
     if (rc == 0)

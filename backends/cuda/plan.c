@@ -408,3 +408,97 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
     }
     return 0;
 }
+
+int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, const bool *mask,
+                       int n, char *err, int errlen)
+{
+    bool whole[WFC_MAX_DIMS] = {false};
+    int dim = 0, first = -1, last = -1;
+    memset(p, 0, sizeof *p);
+    if (n == 0) {
+        snprintf(err, (size_t)errlen, "indices is empty");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        bool is_mask = mask && mask[i] && index_nd[i] >= 0;
+        int m = is_mask ? index_nd[i] : 1;
+        if (dim + m > nd || dim + m > WFC_MAX_DIMS) {
+            snprintf(err, (size_t)errlen, "too many indices for a tensor of dimension %d", nd);
+            return -2;
+        }
+        if (index_nd[i] < 0) {
+            whole[dim++] = true;
+            continue;
+        }
+        if (first < 0) {
+            first = i;
+            p->lead = dim; /* the whole dims before the first index tensor */
+        }
+        last = i;
+        for (int d = 0; d < m; d++) {
+            p->entry[p->count] = i;
+            p->mask_dim[p->count++] = is_mask ? d : -1;
+        }
+        dim += m;
+    }
+    if (first < 0) {
+        snprintf(err, (size_t)errlen, "indices holds only None: at least one index tensor is "
+                 "needed");
+        return -1;
+    }
+    for (int i = first; i <= last; i++)
+        if (index_nd[i] < 0)
+            p->lead = 0; /* not adjacent: the index shape goes first */
+    int o = 0;
+    for (int d = 0; d < nd; d++)
+        if (d < dim && !whole[d])
+            p->order[o++] = d;
+    for (int d = 0; d < nd; d++)
+        if (d >= dim || whole[d])
+            p->order[o++] = d;
+    return 0;
+}
+
+int wfc_plan_index_shape(wfc_index_shape *s, const wfc_index_put_plan *p, const int64_t *sizes,
+                         int nd, const int64_t *const *index_sizes, const int *index_nd,
+                         char *err, int errlen)
+{
+    memset(s, 0, sizeof *s);
+    for (int k = 0; k < p->count; k++) {
+        int kn = index_nd[k], out = kn > s->shape_nd ? kn : s->shape_nd;
+        if (out > WFC_MAX_DIMS)
+            return -3;
+        int64_t next[WFC_MAX_DIMS];
+        for (int d = 0; d < out; d++) { /* right-aligned, as NumPy broadcasts */
+            int a = d - (out - s->shape_nd), b = d - (out - kn);
+            int64_t x = a < 0 ? 1 : s->shape[a], y = b < 0 ? 1 : index_sizes[k][b];
+            if (x != y && x != 1 && y != 1) {
+                char text[128];
+                snprintf(err, (size_t)errlen, "shape mismatch: indexing tensors could not be "
+                         "broadcast together (index %d has shape %s)", k,
+                         wfc_shape_text(text, sizeof text, index_sizes[k], kn));
+                return -2;
+            }
+            next[d] = x == 1 ? y : x;
+        }
+        memcpy(s->shape, next, (size_t)out * sizeof *next);
+        s->shape_nd = out;
+    }
+    const int rest = nd - p->count, lead = p->lead < rest ? p->lead : rest;
+    const int64_t *whole = sizes + p->count;
+    int r = 0, o = 0;
+    for (int d = 0; d < lead; d++)
+        s->result[r++] = whole[d];
+    for (int d = 0; d < s->shape_nd; d++)
+        s->result[r++] = s->shape[d];
+    for (int d = lead; d < rest; d++)
+        s->result[r++] = whole[d];
+    s->result_nd = r;
+    for (int d = 0; d < s->shape_nd; d++)
+        s->result_order[o++] = lead + d;
+    for (int d = 0; d < lead; d++)
+        s->result_order[o++] = d;
+    for (int d = lead + s->shape_nd; d < r; d++)
+        s->result_order[o++] = d;
+    return 0;
+}

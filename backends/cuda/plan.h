@@ -181,6 +181,46 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
                               int nop, const int64_t *dilation, int nd, int64_t groups, char *err,
                               int errlen);
 
+/* index_put's layout, as the CPU backend makes it (index_write.c).  The n
+ * entries of indices are index tensors (index_nd[i] >= 0: one dim of
+ * self each), masks (mask non-NULL and mask[i]: the index_nd[i] >= 1 dims
+ * they cover, one column of their nonzero() per dim) or None (index_nd[i]
+ * -1: one whole dim, as `:`); self has nd dims (at most WFC_MAX_DIMS),
+ * those after the last entry whole too.  count: the columns (index
+ * tensors and mask dims), which index the leading `count` dims of self
+ * permuted by order; entry[k], mask_dim[k]: the entry of column k and, for
+ * a mask, which of its dims (-1 otherwise); lead: the whole dims that come
+ * before the broadcast index shape in the indexed result (torch's layout:
+ * where the indexed dims were when the entries are adjacent, first when a
+ * None separates them).  Returns 0, -1 (WEFT_EINVAL: no entry, or only
+ * None) or -2 (WEFT_ESHAPE: too many entries) with the CPU's reason, not
+ * prefixed, in err. */
+typedef struct wfc_index_put_plan {
+    int count, lead;
+    int entry[WFC_MAX_DIMS], mask_dim[WFC_MAX_DIMS];
+    int64_t order[WFC_MAX_DIMS];
+} wfc_index_put_plan;
+int wfc_plan_index_put(wfc_index_put_plan *p, int nd, const int *index_nd, const bool *mask,
+                       int n, char *err, int errlen);
+/* The next step, once values' dtype and the masks are checked: the
+ * columns' shapes (count of them, in order; a mask's are [its nonzero
+ * count]) broadcast together into shape (shape_nd <=
+ * WFC_MAX_DIMS), and the indexed result that values broadcast to: sizes
+ * (the permuted self's, nd) give the whole dims, result[result_nd] is
+ * whole[0, lead) + shape + whole[lead, ..), and result_order the
+ * permutation of it that puts the index shape first (the order in which
+ * the CPU reads values).  Returns 0, -2 (WEFT_ESHAPE: shapes that do not
+ * broadcast, the CPU's reason in err) or -3 (more than WFC_MAX_DIMS dims
+ * in the broadcast shape: not planned here). */
+typedef struct wfc_index_shape {
+    int shape_nd, result_nd;
+    int64_t shape[WFC_MAX_DIMS];
+    int64_t result[2 * WFC_MAX_DIMS], result_order[2 * WFC_MAX_DIMS];
+} wfc_index_shape;
+int wfc_plan_index_shape(wfc_index_shape *s, const wfc_index_put_plan *p, const int64_t *sizes,
+                         int nd, const int64_t *const *index_sizes, const int *index_nd,
+                         char *err, int errlen);
+
 #ifdef __cplusplus
 }
 #endif

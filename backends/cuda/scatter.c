@@ -75,6 +75,41 @@ static int check_indices(const char *op, const weft_tensor *idx, int dim, int64_
     return rc;
 }
 
+int wfc_scatter_sorted_apply(weft_tensor *target, weft_tensor *keys, weft_tensor *from,
+                             int64_t n, uint64_t extent, const weft_tensor *src, int kind,
+                             double alpha, bool include_self)
+{
+    if (n == 0)
+        return 0;
+    void *stream = wfc_current_stream(weft_tensor_device(target).index);
+    weft_tensor *sorted_keys = NULL, *sorted_from = NULL, *temp = NULL;
+    int rc = new_int64(&sorted_keys, target, n);
+    if (rc == 0)
+        rc = new_int64(&sorted_from, target, n);
+    int bits = wfc_plan_key_bits(extent);
+    size_t bytes = 0;
+    if (rc == 0)
+        rc = wfc_radix_sort_pairs(stream, NULL, &bytes, weft_tensor_data_ptr(keys),
+                                  weft_tensor_data_ptr(sorted_keys), weft_tensor_data_ptr(from),
+                                  weft_tensor_data_ptr(sorted_from), n, bits);
+    if (rc == 0)
+        rc = weft_new_output(&temp, target, (const int64_t[]){(int64_t)bytes + 1}, 1, WEFT_UINT8);
+    if (rc == 0)
+        rc = wfc_radix_sort_pairs(stream, weft_tensor_data_ptr(temp), &bytes,
+                                  weft_tensor_data_ptr(keys), weft_tensor_data_ptr(sorted_keys),
+                                  weft_tensor_data_ptr(from), weft_tensor_data_ptr(sorted_from), n,
+                                  bits);
+    weft_dtype dt = weft_tensor_dtype(target);
+    if (rc == 0)
+        rc = wfc_scatter_apply(stream, kind, dt, weft_dtype_size(dt), weft_tensor_data_ptr(target),
+                               weft_tensor_data_ptr(src), weft_tensor_data_ptr(sorted_keys),
+                               weft_tensor_data_ptr(sorted_from), n, alpha, include_self);
+    weft_tensor_release(sorted_keys);
+    weft_tensor_release(sorted_from);
+    weft_tensor_release(temp);
+    return rc;
+}
+
 /* target[.., idx, ..] (kind)= src[p] for each p of the walked shape (the
  * index's, or for index_add the source's with idx read along dim): pairs,
  * a stable sort by target offset, one combining pass.  target is written
@@ -104,39 +139,19 @@ static int scatter_run(const char *op, weft_tensor *target, int dim, const weft_
         g.strides[0][d] = weft_tensor_stride(target, d);
         g.strides[1][d] = weft_tensor_stride(src, d);
     }
-    weft_tensor *keys = NULL, *sorted_keys = NULL, *from = NULL, *sorted_from = NULL, *temp = NULL;
+    weft_tensor *keys = NULL, *from = NULL;
     int rc = new_int64(&keys, target, n);
     if (rc == 0)
-        rc = new_int64(&sorted_keys, target, n);
-    if (rc == 0)
         rc = new_int64(&from, target, n);
-    if (rc == 0)
-        rc = new_int64(&sorted_from, target, n);
     if (rc == 0)
         rc = wfc_scatter_pairs(stream, weft_tensor_data_ptr(keys), weft_tensor_data_ptr(from),
                                weft_tensor_data_ptr(idx), n, along_dim, dim,
                                weft_tensor_size(target, dim), &g);
-    int bits = wfc_plan_key_bits((uint64_t)extent);
-    size_t bytes = 0;
     if (rc == 0)
-        rc = wfc_radix_sort_pairs(stream, NULL, &bytes, weft_tensor_data_ptr(keys),
-                                  weft_tensor_data_ptr(sorted_keys), weft_tensor_data_ptr(from),
-                                  weft_tensor_data_ptr(sorted_from), n, bits);
-    if (rc == 0)
-        rc = weft_new_output(&temp, target, (const int64_t[]){(int64_t)bytes + 1}, 1, WEFT_UINT8);
-    if (rc == 0)
-        rc = wfc_radix_sort_pairs(stream, weft_tensor_data_ptr(temp), &bytes,
-                                  weft_tensor_data_ptr(keys), weft_tensor_data_ptr(sorted_keys),
-                                  weft_tensor_data_ptr(from), weft_tensor_data_ptr(sorted_from), n,
-                                  bits);
-    weft_dtype dt = weft_tensor_dtype(target);
-    if (rc == 0)
-        rc = wfc_scatter_apply(stream, kind, dt, weft_dtype_size(dt), weft_tensor_data_ptr(target),
-                               weft_tensor_data_ptr(src), weft_tensor_data_ptr(sorted_keys),
-                               weft_tensor_data_ptr(sorted_from), n, alpha, include_self);
-    weft_tensor *temps[] = {keys, sorted_keys, from, sorted_from, temp};
-    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
-        weft_tensor_release(temps[i]);
+        rc = wfc_scatter_sorted_apply(target, keys, from, n, (uint64_t)extent, src, kind, alpha,
+                                      include_self);
+    weft_tensor_release(keys);
+    weft_tensor_release(from);
     return rc;
 }
 

@@ -129,6 +129,56 @@ __global__ void put_kernel(W *target, const W *src, const uint64_t *keys, const 
     }
 }
 
+/* index_put's indices: negative ones wrapped, then checked, column k of
+ * the broadcast indices indexing dim k (the CPU's order of checks). */
+__global__ void wrap_check_kernel(int64_t *cols, wfc_index_columns c, unsigned long long *bad)
+{
+    GRID_STRIDE(i, c.count * c.positions) {
+        int64_t size = c.sizes[i / c.positions], v = cols[i];
+        if (v < 0 && v >= -size)
+            cols[i] = v += size;
+        if (v < 0 || v >= size)
+            note_bad(bad, i);
+    }
+}
+
+/* index_put's pairs in the CPU's order: position p of the broadcast
+ * indices, then element q of the slice they select. */
+__global__ void index_put_pairs_kernel(uint64_t *keys, int64_t *from, const int64_t *cols,
+                                       wfc_index_columns c, int64_t slice, wfc_geometry rest)
+{
+    GRID_STRIDE(i, c.positions * slice) {
+        int64_t p = i / slice, q = i % slice, to = offset_of(rest, 0, q);
+        for (int k = 0; k < c.count; k++)
+            to += cols[k * c.positions + p] * c.strides[k];
+        keys[i] = (uint64_t)to;
+        from[i] = i;
+    }
+}
+
+/* A mask's nonzero() as columns: 1 where set, then (from the prefix sum
+ * ids of those marks) each set element's coordinates at its rank. */
+__global__ void mask_marks_kernel(int64_t *marks, const uint8_t *mask, int64_t n)
+{
+    GRID_STRIDE(i, n) {
+        marks[i] = mask[i] != 0;
+    }
+}
+
+__global__ void mask_columns_kernel(int64_t *cols, const int64_t *ids, const uint8_t *mask,
+                                    wfc_index_columns shape, int64_t nonzero)
+{
+    GRID_STRIDE(i, shape.positions) {
+        if (!mask[i])
+            continue;
+        int64_t j = ids[i] - 1, rest = i;
+        for (int d = shape.count - 1; d >= 0; d--) {
+            cols[d * nonzero + j] = rest % shape.sizes[d];
+            rest /= shape.sizes[d];
+        }
+    }
+}
+
 unsigned blocks(int64_t n)
 {
     return wfc_plan_blocks(n, 256, 8192);
@@ -219,4 +269,45 @@ extern "C" int wfc_scatter_apply(void *stream, int kind, int dtype, size_t elem,
     default: put_kernel<uint64_t><<<blocks(n), 256, 0, st>>>((uint64_t *)target, (const uint64_t *)src, keys, from, n); break;
     }
     return launched("scatter");
+}
+
+extern "C" int wfc_index_wrap_check(void *stream, int64_t *cols, const wfc_index_columns *c,
+                                    unsigned long long *bad)
+{
+    int64_t n = c->count * c->positions;
+    if (n == 0)
+        return 0;
+    wrap_check_kernel<<<blocks(n), 256, 0, (cudaStream_t)stream>>>(cols, *c, bad);
+    return launched("index_put's index check");
+}
+
+extern "C" int wfc_index_put_pairs(void *stream, uint64_t *keys, int64_t *from,
+                                   const int64_t *cols, const wfc_index_columns *c, int64_t slice,
+                                   const wfc_geometry *rest)
+{
+    int64_t n = c->positions * slice;
+    if (n == 0)
+        return 0;
+    index_put_pairs_kernel<<<blocks(n), 256, 0, (cudaStream_t)stream>>>(keys, from, cols, *c,
+                                                                        slice, *rest);
+    return launched("index_put's pairs");
+}
+
+extern "C" int wfc_mask_marks(void *stream, int64_t *marks, const uint8_t *mask, int64_t n)
+{
+    if (n == 0)
+        return 0;
+    mask_marks_kernel<<<blocks(n), 256, 0, (cudaStream_t)stream>>>(marks, mask, n);
+    return launched("a mask's marks");
+}
+
+extern "C" int wfc_mask_columns(void *stream, int64_t *cols, const int64_t *ids,
+                                const uint8_t *mask, const wfc_index_columns *shape,
+                                int64_t nonzero)
+{
+    if (shape->positions == 0 || nonzero == 0)
+        return 0;
+    mask_columns_kernel<<<blocks(shape->positions), 256, 0, (cudaStream_t)stream>>>(
+        cols, ids, mask, *shape, nonzero);
+    return launched("a mask's columns");
 }

@@ -2,8 +2,9 @@
  * (largest or smallest, always sorted, as the CPU's) through sort.cu: dim
  * moved last and made contiguous, keys in the CPU's order sorted stably
  * by CUB's radix sort, then stably by row, and the first k of each row
- * taken with their indices.  Complex dtypes go to the CPU fallback (and
- * its error). */
+ * taken with their indices; unique (no dim) from the same sorted keys:
+ * runs of equal keys marked, numbered by a prefix sum and compacted.
+ * Complex dtypes go to the CPU fallback (and its error). */
 #include <string.h>
 
 #include <cuda_runtime.h>
@@ -159,6 +160,107 @@ static int sort_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
+/* unique's groups of the contiguous x (n elements): the keys sorted with
+ * their positions (pos), then marks, group numbers, and the groups' values,
+ * starts, inverse (when non-NULL) and counts (when non-NULL); the group
+ * count is read back to size the results.  Buffers are reused: keys' first
+ * copy holds the marks, pos's first copy the group numbers. */
+static int unique_groups(const weft_tensor *x, int64_t n, weft_tensor **values, bool want_inverse,
+                         bool want_counts, weft_tensor **inverse, weft_tensor **counts)
+{
+    weft_dtype dt = weft_tensor_dtype(x);
+    int index = weft_tensor_device(x).index;
+    void *stream = wfc_current_stream(index);
+    if (cudaSetDevice(index) != cudaSuccess)
+        return weft_set_error(WEFT_EDEVICE, "unique: cannot select cuda:%d", index);
+    weft_tensor *keys = NULL, *keys2 = NULL, *pos = NULL, *pos2 = NULL, *temp = NULL, *starts = NULL;
+    int64_t groups = 0;
+    int rc = 0;
+    if (n > 0) {
+        rc = new_int64(&keys, x, n);
+        if (rc == 0)
+            rc = new_int64(&keys2, x, n);
+        if (rc == 0)
+            rc = new_int64(&pos, x, n);
+        if (rc == 0)
+            rc = new_int64(&pos2, x, n);
+        uint64_t *k1 = keys ? weft_tensor_data_ptr(keys) : NULL;
+        uint64_t *k2 = keys2 ? weft_tensor_data_ptr(keys2) : NULL;
+        int64_t *p1 = pos ? weft_tensor_data_ptr(pos) : NULL;
+        int64_t *p2 = pos2 ? weft_tensor_data_ptr(pos2) : NULL;
+        size_t bytes = 0, scan_bytes = 0;
+        if (rc == 0)
+            rc = wfc_radix_sort_pairs(stream, NULL, &bytes, k1, k2, p1, p2, n, 64);
+        if (rc == 0)
+            rc = wfc_inclusive_sum(stream, NULL, &scan_bytes, p1, p2, n);
+        if (scan_bytes > bytes)
+            bytes = scan_bytes;
+        if (rc == 0)
+            rc = weft_new_output(&temp, x, (const int64_t[]){(int64_t)bytes + 1}, 1, WEFT_UINT8);
+        void *scratch = temp ? weft_tensor_data_ptr(temp) : NULL;
+        if (rc == 0)
+            rc = wfc_sort_keys(stream, dt, k1, p1, weft_tensor_data_ptr(x), n, false);
+        if (rc == 0)
+            rc = wfc_radix_sort_pairs(stream, scratch, &bytes, k1, k2, p1, p2, n, 64);
+        if (rc == 0)
+            rc = wfc_unique_marks(stream, (int64_t *)k1, k2, n, weft_dtype_is_floating(dt));
+        if (rc == 0)
+            rc = wfc_inclusive_sum(stream, scratch, &bytes, (const int64_t *)k1, p1, n);
+        if (rc == 0)
+            rc = wfc_read_element(pos, n - 1, &groups);
+    }
+    if (rc == 0)
+        rc = weft_new_output(values, x, &groups, 1, dt);
+    if (rc == 0)
+        rc = new_int64(&starts, x, groups);
+    if (rc == 0)
+        rc = want_inverse ? weft_new_output(inverse, x, weft_tensor_sizes(x), weft_tensor_ndim(x),
+                                            WEFT_INT64)
+                          : new_int64(inverse, x, 0);
+    if (rc == 0)
+        rc = new_int64(counts, x, want_counts ? groups : 0);
+    if (rc == 0 && n > 0)
+        rc = wfc_unique_gather(stream, weft_dtype_size(dt), weft_tensor_data_ptr(*values),
+                               want_inverse ? weft_tensor_data_ptr(*inverse) : NULL,
+                               weft_tensor_data_ptr(starts), weft_tensor_data_ptr(x),
+                               weft_tensor_data_ptr(pos2), weft_tensor_data_ptr(pos), n);
+    if (rc == 0 && want_counts)
+        rc = wfc_unique_counts(stream, weft_tensor_data_ptr(*counts), weft_tensor_data_ptr(starts),
+                               groups, n);
+    weft_tensor *temps[] = {keys, keys2, pos, pos2, temp, starts};
+    for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+        weft_tensor_release(temps[i]);
+    return rc;
+}
+
+/* unique(self, sorted, return_inverse, return_counts, dim=None) -> (values,
+ * inverse, counts), as the CPU's: values always sorted, -0.0 one with 0.0
+ * (the first met in self's order is kept), each NaN its own entry, last;
+ * inverse of self's shape and counts only when asked, else empty.  With a
+ * dim (the distinct slices), and for complex dtypes: the CPU fallback. */
+static int unique_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = call->args[0].u.tensor;
+    if (!wfc_sort_supported(weft_tensor_dtype(self)) || !weft_arg_is_none(call, 4))
+        return weft_call_cpu_fallback(call);
+    weft_tensor *x = NULL, *values = NULL, *inverse = NULL, *counts = NULL;
+    int rc = weft_contiguous(&x, self);
+    if (rc == 0)
+        rc = unique_groups(x, weft_tensor_numel(x), &values, weft_arg_bool(call, 2),
+                           weft_arg_bool(call, 3), &inverse, &counts);
+    weft_tensor_release(x);
+    if (rc < 0) {
+        weft_tensor_release(values);
+        weft_tensor_release(inverse);
+        weft_tensor_release(counts);
+        return rc;
+    }
+    weft_return_tensor(call, 0, values);
+    weft_return_tensor(call, 1, inverse);
+    return weft_return_tensor(call, 2, counts);
+}
+
 static const sort_kind sort_values = SORT_VALUES, argsort = ARGSORT, topk = TOPK;
 
 int wfc_register_sort(weft_registrar *reg)
@@ -173,5 +275,6 @@ int wfc_register_sort(weft_registrar *reg)
         if (rc < 0)
             return rc;
     }
-    return 0;
+    return weft_register_kernel(reg, "unique", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, unique_kernel,
+                                NULL, NULL);
 }

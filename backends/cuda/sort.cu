@@ -8,6 +8,7 @@
  * values come back as the elements themselves (moved as words), so every
  * dtype's values are exact. */
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
 
 #include "cuda.h"
@@ -64,6 +65,44 @@ __global__ void take_sorted_kernel(W *values, int64_t *indices, const W *x, cons
         indices[i] = p - r * len;
         if (values)
             values[i] = x[p];
+    }
+}
+
+/* unique: 1 where a sorted key starts a run of equal values; every NaN
+ * (floating keys of all ones, plan.h) starts its own, as NaN equals
+ * nothing on the CPU. */
+__global__ void unique_marks_kernel(int64_t *marks, const uint64_t *keys, int64_t n,
+                                    bool floating)
+{
+    GRID_STRIDE(i, n) {
+        uint64_t k = keys[i];
+        marks[i] = i == 0 || k != keys[i - 1] || (floating && k == ~(uint64_t)0);
+    }
+}
+
+/* ids: the inclusive sum of the marks (group g + 1 at each sorted
+ * position); the first element of each group is its value, and every
+ * element's inverse is its group. */
+template <typename W>
+__global__ void unique_gather_kernel(W *values, int64_t *inverse, int64_t *starts, const W *x,
+                                     const int64_t *pos, const int64_t *ids, int64_t n)
+{
+    GRID_STRIDE(i, n) {
+        int64_t g = ids[i] - 1;
+        if (i == 0 || ids[i - 1] != ids[i]) {
+            starts[g] = i;
+            values[g] = x[pos[i]];
+        }
+        if (inverse)
+            inverse[pos[i]] = g;
+    }
+}
+
+__global__ void unique_counts_kernel(int64_t *counts, const int64_t *starts, int64_t groups,
+                                     int64_t n)
+{
+    GRID_STRIDE(g, groups) {
+        counts[g] = (g + 1 < groups ? starts[g + 1] : n) - starts[g];
     }
 }
 
@@ -151,4 +190,49 @@ extern "C" int wfc_sort_take(void *stream, size_t elem, void *values, int64_t *i
     default: return weft_set_error(WEFT_EDTYPE, "cuda: no sort kernel for %zu-byte elements", elem);
     }
     return launched("sort's results");
+}
+
+extern "C" int wfc_unique_marks(void *stream, int64_t *marks, const uint64_t *keys, int64_t n,
+                                bool floating)
+{
+    if (n == 0)
+        return 0;
+    unique_marks_kernel<<<blocks(n), 256, 0, (cudaStream_t)stream>>>(marks, keys, n, floating);
+    return launched("unique's marks");
+}
+
+extern "C" int wfc_inclusive_sum(void *stream, void *temp, size_t *temp_bytes, const int64_t *in,
+                                 int64_t *out, int64_t n)
+{
+    cudaError_t e = cub::DeviceScan::InclusiveSum(temp, *temp_bytes, in, out, n,
+                                                  (cudaStream_t)stream);
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: prefix sum of %lld "
+                                                 "elements: %s", (long long)n, cudaGetErrorString(e));
+}
+
+extern "C" int wfc_unique_gather(void *stream, size_t elem, void *values, int64_t *inverse,
+                                 int64_t *starts, const void *x, const int64_t *pos,
+                                 const int64_t *ids, int64_t n)
+{
+    if (n == 0)
+        return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (elem) {
+    case 1: unique_gather_kernel<uint8_t><<<blocks(n), 256, 0, st>>>((uint8_t *)values, inverse, starts, (const uint8_t *)x, pos, ids, n); break;
+    case 2: unique_gather_kernel<uint16_t><<<blocks(n), 256, 0, st>>>((uint16_t *)values, inverse, starts, (const uint16_t *)x, pos, ids, n); break;
+    case 4: unique_gather_kernel<uint32_t><<<blocks(n), 256, 0, st>>>((uint32_t *)values, inverse, starts, (const uint32_t *)x, pos, ids, n); break;
+    case 8: unique_gather_kernel<uint64_t><<<blocks(n), 256, 0, st>>>((uint64_t *)values, inverse, starts, (const uint64_t *)x, pos, ids, n); break;
+    default: return weft_set_error(WEFT_EDTYPE, "cuda: no unique kernel for %zu-byte elements", elem);
+    }
+    return launched("unique's values");
+}
+
+extern "C" int wfc_unique_counts(void *stream, int64_t *counts, const int64_t *starts,
+                                 int64_t groups, int64_t n)
+{
+    if (groups == 0)
+        return 0;
+    unique_counts_kernel<<<blocks(groups), 256, 0, (cudaStream_t)stream>>>(counts, starts,
+                                                                           groups, n);
+    return launched("unique's counts");
 }
