@@ -237,6 +237,10 @@ int wfc_upsample_forward(void *stream, int dtype, void *y, const void *x, const 
 int wfc_upsample_backward(void *stream, int dtype, void *gx, const void *gy,
                           const wfc_upsample *u);
 
+/* index.c: index as a contiguous int64 tensor on its device (int32
+ * widened); any other dtype is WEFT_EDTYPE naming op and the argument. */
+int wfc_indices_of(const char *op, const char *arg, const weft_tensor *index, weft_tensor **out);
+
 /* pinned.c: a host-to-device copy staged through the pinned cache,
  * queued on stream without waiting for it (the source may be reused at
  * once); the cache's teardown at unload. */

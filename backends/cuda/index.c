@@ -27,8 +27,8 @@ static int wrap_dim(const char *op, int64_t dim, int nd, int *out)
     return 0;
 }
 
-/* int64 contiguous indices on the device (int32 converted). */
-static int indices_of(const char *op, const char *arg, const weft_tensor *index, weft_tensor **out)
+/* int64 contiguous indices on the device (int32 converted): cuda.h. */
+int wfc_indices_of(const char *op, const char *arg, const weft_tensor *index, weft_tensor **out)
 {
     *out = NULL;
     weft_dtype dt = weft_tensor_dtype(index);
@@ -164,7 +164,7 @@ static int index_select_kernel(weft_call *call, void *ctx)
         return weft_set_error(WEFT_ESHAPE, "%s: index must be 0-d or 1-d, got %d dims", op,
                               weft_tensor_ndim(index));
     weft_tensor *idx = NULL, *r = NULL;
-    if ((rc = indices_of(op, "index", index, &idx)) < 0)
+    if ((rc = wfc_indices_of(op, "index", index, &idx)) < 0)
         return rc;
     int64_t sizes[WEFT_MAX_DIMS];
     memcpy(sizes, weft_tensor_sizes(self), sizeof(int64_t) * (size_t)nd);
@@ -192,7 +192,7 @@ static int embedding_kernel(weft_call *call, void *ctx)
     if (nd + 1 > WEFT_MAX_DIMS)
         return weft_set_error(WEFT_ESHAPE, "%s: indices have too many dims (%d)", op, nd);
     weft_tensor *idx = NULL, *r = NULL;
-    int rc = indices_of(op, "indices", indices, &idx);
+    int rc = wfc_indices_of(op, "indices", indices, &idx);
     if (rc < 0)
         return rc;
     int64_t sizes[WEFT_MAX_DIMS];
@@ -227,7 +227,7 @@ static int gather_kernel(weft_call *call, void *ctx)
     if (rank > WFC_MAX_DIMS)
         return weft_call_cpu_fallback(call);
     weft_tensor *idx = NULL, *src = NULL, *r = NULL, *bad = NULL;
-    rc = indices_of(op, "index", index, &idx);
+    rc = wfc_indices_of(op, "index", index, &idx);
     if (rc == 0)
         rc = weft_contiguous(&src, self);
     if (rc == 0)

@@ -18,25 +18,6 @@ static bool same_cuda(const weft_tensor *a, const weft_tensor *b)
     return x.type == WEFT_DEVICE_TYPE_CUDA && y.type == x.type && x.index == y.index;
 }
 
-/* int64 contiguous indices on the device (int32 widened). */
-static int indices_of(const char *op, const weft_tensor *index, weft_tensor **out)
-{
-    *out = NULL;
-    weft_dtype dt = weft_tensor_dtype(index);
-    if (dt == WEFT_INT64)
-        return weft_contiguous(out, index);
-    if (dt == WEFT_INT32) {
-        weft_tensor *wide = NULL;
-        int rc = weft_to_dtype(&wide, index, WEFT_INT64);
-        if (rc == 0)
-            rc = weft_contiguous(out, wide);
-        weft_tensor_release(wide);
-        return rc;
-    }
-    return weft_set_error(WEFT_EDTYPE, "%s: 'index' must be an int64 (or int32) tensor of indices, "
-                          "got %s", op, weft_dtype_name(dt));
-}
-
 /* A new contiguous tensor with t's values, never an alias of t. */
 static int private_copy(weft_tensor **out, const weft_tensor *t)
 {
@@ -258,7 +239,7 @@ static int scatter_kernel(weft_call *call, void *ctx)
     if (rc < 0)
         return rc;
     weft_tensor *idx0 = NULL, *idx = NULL, *self1 = NULL, *src = NULL;
-    rc = indices_of(op, index, &idx0);
+    rc = wfc_indices_of(op, "index", index, &idx0);
     if (rc == 0)
         rc = wfc_at_least_1d(&idx, idx0);
     if (rc == 0)
@@ -320,7 +301,7 @@ static int index_add_kernel(weft_call *call, void *ctx)
     if (rc < 0)
         return rc;
     weft_tensor *idx = NULL, *self1 = NULL, *source = NULL;
-    rc = indices_of(op, index, &idx);
+    rc = wfc_indices_of(op, "index", index, &idx);
     if (rc == 0 && weft_tensor_ndim(idx) > 1)
         rc = weft_set_error(WEFT_ESHAPE, "%s: index must be 0-d or 1-d, got %d dims", op,
                             weft_tensor_ndim(idx));
