@@ -207,6 +207,7 @@ static void plan_upsample_checks(void)
        "conv2d has 6x6 outputs, the input padded by a row and a column");
     const int64_t in1[4] = {1, 1, 1, 1}, wt1[4] = {1, 1, 2, 1}, d2[2] = {2, 1}, p10[2] = {1, 0},
                   op10[2] = {1, 0};
+    err[0] = '\0'; /* printed below, success or not */
     ok(wfc_plan_conv_transpose2d(&t, in1, 4, wt1, 4, &one, 1, p10, 2, op10, 2, d2, 2, 1, err,
                                  sizeof err) == 0 &&
            t.out[2] == 2 && t.out[3] == 1 && t.extra_h == 1 && t.extra_w == 0 && t.conv.oh == 2,
