@@ -46,7 +46,11 @@ int main(int argc, char **argv)
     }
     uint32_t major, minor;
     weft_plugin_abi(&major, &minor);
-    printf("weft %s (plugin ABI %u.%u)\n\n", weft_version(), major, minor);
+    printf("weft %s (plugin ABI %u.%u)\n", weft_version(), major, minor);
+    static const char *const bindings[] = {[WEFT_BIND_AUTO] = "auto", [WEFT_BIND_NONE] = "none",
+                                           [WEFT_BIND_SPREAD] = "spread"};
+    printf("intra-op threads: %d, binding %s\n\n", weft_get_num_threads(),
+           bindings[weft_get_thread_binding()]);
 
     char *report = NULL;
     if (weft_plugin_report_string(&report) == 0) {
