@@ -6,9 +6,11 @@
  * backward, weights, ignore_index), mse_loss; max_pool2d with indices and
  * its backward; upsample nearest and bilinear (both align_corners, with
  * and without scales) and their backward; conv_transpose2d; argument
- * errors before any launch; determinism (the same bits on a second run).
+ * errors before any launch; determinism (the same bits on a second run);
+ * batch_norm through cuDNN (2-D to 4-D, training and eval, float32,
+ * float64 and float16, with the running statistics and the backward).
  * Everywhere: the pooling, upsampling and conv_transpose2d plans'
- * arithmetic and checks.  Without a GPU the comparisons say SKIP and why. */
+ * arithmetic and checks, and batch_norm's route (cuDNN or composed).  Without a GPU the comparisons say SKIP and why. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +136,104 @@ static void plan_checks(void)
     ok(chunks == 1 && len == 64, "reduce plan: many short rows stay whole");
     wfc_plan_reduce_split(0, 0, &chunks, &len);
     ok(chunks == 1 && len == 0, "reduce plan: nothing to reduce");
+}
+
+/* batch_norm's route (norm.c through plan.c): which calls cuDNN takes and
+ * the [N, C, S, 1] view it gets. */
+static void plan_batch_norm_checks(void)
+{
+    const int64_t x4[4] = {6, 5, 7, 9}, x2[2] = {8, 3}, x3[3] = {4, 3, 10}, one[4] = {1, 3, 1, 1};
+    wfc_bn_query q = {.training = true, .ndim = 4, .sizes = x4, .input = WFC_BN_FLOAT,
+                      .weight = WFC_BN_FLOAT, .bias = WFC_BN_FLOAT, .running_mean = WFC_BN_FLOAT,
+                      .running_var = WFC_BN_FLOAT, .running_contiguous = true, .eps = 1e-5};
+    wfc_bn_plan p;
+    const char *why = NULL;
+    bool r; /* the route first: ok() may read why before its condition */
+    r = wfc_plan_batch_norm(&p, &q, &why);
+    ok(r && p.kind == WFC_BN_TRAINING && p.n == 6 && p.c == 5 &&
+           p.s == 63 && p.param == WFC_BN_FLOAT,
+       "bn plan: a float32 4-D training call goes to cuDNN as [6, 5, 63, 1]");
+    wfc_bn_query e = q;
+    e.training = false;
+    r = wfc_plan_batch_norm(&p, &e, &why);
+    ok(r && p.kind == WFC_BN_INFERENCE,
+       "bn plan: eval with both running statistics is cuDNN's inference");
+    e.running_var = WFC_BN_ABSENT;
+    r = wfc_plan_batch_norm(&p, &e, &why);
+    ok(r && p.kind == WFC_BN_TRAINING,
+       "bn plan: eval without running_var normalises with batch statistics (cuDNN's training)");
+    wfc_bn_query t = q;
+    t.ndim = 2, t.sizes = x2, t.input = t.weight = t.bias = t.running_mean = t.running_var =
+                                   WFC_BN_DOUBLE;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(r && p.n == 8 && p.c == 3 && p.s == 1 &&
+           p.param == WFC_BN_DOUBLE, "bn plan: a float64 [8, 3] input is [8, 3, 1, 1]");
+    t = q, t.ndim = 3, t.sizes = x3, t.weight = t.bias = WFC_BN_ABSENT;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(r && p.s == 10,
+       "bn plan: a [4, 3, 10] input without weight or bias is [4, 3, 10, 1]");
+    t = q, t.input = WFC_BN_HALF, t.weight = WFC_BN_HALF;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(r && p.param == WFC_BN_FLOAT,
+       "bn plan: float16 input, float32 statistics (a float16 weight is converted)");
+    t.running_mean = WFC_BN_HALF;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "running"),
+       "bn plan: float16 running statistics stay off cuDNN: %s", why);
+    t = q, t.input = WFC_BN_BFLOAT16;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "bfloat16"), "bn plan: %s", why);
+    t = q, t.running_var = WFC_BN_DOUBLE;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r, "bn plan: a float64 running_var of a float32 input "
+       "is not cuDNN's: %s", why);
+    t = q, t.running_contiguous = false;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "strided"), "bn plan: %s", why);
+    t = q, t.eps = 1e-6, t.min_eps = 1e-5;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "eps"),
+       "bn plan: eps below cuDNN's minimum: %s", why);
+    t.eps = NAN, t.min_eps = 0;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r, "bn plan: a NaN eps: %s", why);
+    t = q, t.sizes = one;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "one value"),
+       "bn plan: one value per channel in training is the CPU's error: %s", why);
+    t.training = false;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(r, "bn plan: one value per channel in eval is fine");
+    const int64_t empty[4] = {0, 5, 7, 9};
+    t = q, t.sizes = empty;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "empty"), "bn plan: %s", why);
+    const int64_t huge[3] = {1 << 16, 64, 1 << 16};
+    t = q, t.ndim = 3, t.sizes = huge;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r && strstr(why, "int"), "bn plan: 2^38 elements: %s",
+       why);
+    t = q, t.ndim = 1;
+    r = wfc_plan_batch_norm(&p, &t, &why);
+    ok(!r, "bn plan: a 1-D input: %s", why);
+    wfc_bn_query b = {.backward = true, .training = true, .ndim = 4, .sizes = x4,
+                      .input = WFC_BN_FLOAT, .weight = WFC_BN_ABSENT, .grad = WFC_BN_FLOAT,
+                      .save_mean = WFC_BN_FLOAT, .save_invstd = WFC_BN_FLOAT};
+    r = wfc_plan_batch_norm(&p, &b, &why);
+    ok(r && p.kind == WFC_BN_BACKWARD,
+       "bn plan: the training backward goes to cuDNN");
+    b.training = false;
+    r = wfc_plan_batch_norm(&p, &b, &why);
+    ok(!r && strstr(why, "eval"), "bn plan: %s", why);
+    b.training = true, b.grad = WFC_BN_DOUBLE;
+    r = wfc_plan_batch_norm(&p, &b, &why);
+    ok(!r, "bn plan: grad of another dtype: %s", why);
+    b.grad = WFC_BN_HALF, b.input = WFC_BN_HALF;
+    r = wfc_plan_batch_norm(&p, &b, &why);
+    ok(r, "bn plan: float16 backward with float32 statistics");
+    b.save_mean = WFC_BN_HALF;
+    r = wfc_plan_batch_norm(&p, &b, &why);
+    ok(!r, "bn plan: float16 saved statistics: %s", why);
 }
 
 /* Upsampling's axis tables and their source ranges, conv_transpose2d's
@@ -656,6 +756,74 @@ static void gpu_norm(weft_generator *g)
     }
 }
 
+/* batch_norm through cuDNN (the route pinned by WEFT_CUDA_BATCH_NORM=cudnn
+ * in main, so a call the plan gives to cuDNN fails rather than run
+ * composed) against the CPU: 2-D, 3-D and 4-D, training and eval, with and
+ * without weight, bias and running statistics, float32, float64 and
+ * float16 with float32 parameters; the running statistics after the call,
+ * save_mean / save_invstd, and the backward. */
+static void gpu_batch_norm_cudnn(weft_generator *g)
+{
+    static const int64_t shapes[3][4] = {{16, 6}, {4, 6, 11}, {3, 6, 5, 7}};
+    static const weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16};
+    const int64_t C = 6;
+    uint64_t fallbacks = weft_cpu_fallback_calls();
+    for (size_t di = 0; di < 3; di++)
+        for (int nd = 2; nd <= 4; nd++)
+            for (int variant = 0; variant < 4; variant++) {
+                weft_dtype dt = dts[di];
+                /* float16 is compared with the CPU's float16 call, both
+                 * computing in float32 */
+                double tol = dt == WEFT_FLOAT64 ? 1e-10 : dt == WEFT_FLOAT32 ? 1e-4 : 1e-2;
+                weft_dtype pdt = dt == WEFT_FLOAT16 ? WEFT_FLOAT32 : dt;
+                bool training = variant != 1, affine = variant != 2, running = variant != 3;
+                weft_tensor *x = rand_cpu(shapes[nd - 2], nd, dt, g);
+                weft_tensor *go = rand_cpu(shapes[nd - 2], nd, dt, g);
+                weft_tensor *w = affine ? rand_cpu(&C, 1, pdt, g) : NULL;
+                weft_tensor *b = affine ? rand_cpu(&C, 1, pdt, g) : NULL;
+                weft_tensor *rm = NULL, *rv = NULL, *grm = NULL, *grv = NULL;
+                if (running) {
+                    rm = rand_cpu(&C, 1, pdt, g);
+                    weft_tensor *r = rand_cpu(&C, 1, pdt, g);
+                    weft_abs(&rv, r), keep(rv);
+                    weft_add_scalar_(rv, 0.5);
+                    grm = to(rm, CUDA0), grv = to(rv, CUDA0);
+                }
+                weft_tensor *y0 = NULL, *m0 = NULL, *i0 = NULL, *y1 = NULL, *m1 = NULL, *i1 = NULL;
+                weft_native_batch_norm(&y0, &m0, &i0, x, w, b, rm, rv, training, 0.1, 1e-5);
+                keep(y0), keep(m0), keep(i0);
+                int rc = weft_native_batch_norm(&y1, &m1, &i1, to(x, CUDA0), to(w, CUDA0),
+                                                to(b, CUDA0), grm, grv, training, 0.1, 1e-5);
+                keep(y1), keep(m1), keep(i1);
+                bool stats = !running || (rel_diff(grm, rm) < tol && rel_diff(grv, rv) < tol);
+                ok(rc == 0 && rel_diff(y1, y0) < tol && rel_diff(m1, m0) < tol &&
+                       rel_diff(i1, i0) < tol && stats,
+                   "cuDNN batch_norm %s %d-D %s%s%s: output, save_mean, save_invstd and running "
+                   "statistics match the CPU%s%s", weft_dtype_name(dt), nd,
+                   training ? "training" : "eval", affine ? "" : ", no weight or bias",
+                   running ? "" : ", no running statistics", rc ? ": " : "",
+                   rc ? weft_last_error() : "");
+                if (!training)
+                    continue; /* the eval backward is the composed path's (gpu_norm) */
+                weft_tensor *gx0 = NULL, *gw0 = NULL, *gb0 = NULL, *gx1 = NULL, *gw1 = NULL,
+                            *gb1 = NULL;
+                weft_native_batch_norm_backward(&gx0, &gw0, &gb0, go, x, w, m0, i0, true);
+                keep(gx0), keep(gw0), keep(gb0);
+                rc = weft_native_batch_norm_backward(&gx1, &gw1, &gb1, to(go, CUDA0), to(x, CUDA0),
+                                                     to(w, CUDA0), m1, i1, true);
+                keep(gx1), keep(gw1), keep(gb1);
+                ok(rc == 0 && rel_diff(gx1, gx0) < tol * 10 && rel_diff(gw1, gw0) < tol * 10 &&
+                       rel_diff(gb1, gb0) < tol * 10,
+                   "cuDNN batch_norm backward %s %d-D%s: grad input, weight and bias match the "
+                   "CPU%s%s", weft_dtype_name(dt), nd, affine ? "" : " without weight",
+                   rc ? ": " : "", rc ? weft_last_error() : "");
+                drop_all();
+            }
+    drop_all();
+    ok(weft_cpu_fallback_calls() == fallbacks, "cuDNN batch_norm: no call reached the CPU "
+       "fallback (%llu did)", (unsigned long long)(weft_cpu_fallback_calls() - fallbacks));
+}
+
 /* ------------------------------------------------------------ indexing */
 
 static void gpu_indexing(weft_generator *g)
@@ -1009,6 +1177,9 @@ int main(void)
 {
     plan_checks();
     plan_upsample_checks();
+    plan_batch_norm_checks();
+    /* before the plugin registers: a call planned for cuDNN must run there */
+    setenv("WEFT_CUDA_BATCH_NORM", "cudnn", 1);
     weft_load_default_plugins();
     int n = weft_device_count(WEFT_DEVICE_TYPE_CUDA);
     if (n <= 0) {
@@ -1029,6 +1200,10 @@ int main(void)
     gpu_random();
     gpu_indexing(g);
     gpu_norm(g);
+    if (cuda_has_kernel("conv2d")) /* conv.c and norm_cudnn.c: built with cuDNN together */
+        gpu_batch_norm_cudnn(g);
+    else
+        skip(1, "the CUDA plugin was built without cuDNN: batch_norm runs composed (gpu_norm)");
     weft_generator_destroy(g);
     return done_testing();
 }

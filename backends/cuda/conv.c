@@ -101,6 +101,17 @@ static int handle_for(cudnnHandle_t *out, const char *op, int index, void *strea
     return dnn_error(DNN->cudnnSetStream(*out, (cudaStream_t)stream), op, "set stream");
 }
 
+/* norm.c's batch norm shares the handles (libs.h) */
+int wfc_cudnn_handle(cudnnHandle_t *out, const char *op, int index, void *stream)
+{
+    return handle_for(out, op, index, stream);
+}
+
+int wfc_cudnn_check(cudnnStatus_t s, const char *op, const char *what)
+{
+    return dnn_error(s, op, what);
+}
+
 /* --------------------------------------------------- the algorithm cache */
 
 enum kind { FORWARD, BACKWARD_DATA, BACKWARD_FILTER };

@@ -278,6 +278,18 @@ int wfc_read_element(const weft_tensor *t, int64_t pos, void *out);
 /* conv.c, built with cuDNN only (WEFT_HAVE_CUDNN) */
 int wfc_register_conv(weft_registrar *reg);
 void wfc_conv_shutdown(void);
+/* norm_cudnn.c, built with cuDNN only: native_batch_norm (p->kind
+ * training or inference) and its training backward for a call the plan
+ * gave to cuDNN; new tensors in the outputs, or an error and none. */
+int wfc_batch_norm_cudnn(const wfc_bn_plan *p, const weft_tensor *input, const weft_tensor *weight,
+                         const weft_tensor *bias, weft_tensor *running_mean,
+                         weft_tensor *running_var, double momentum, double eps,
+                         weft_tensor **out, weft_tensor **save_mean, weft_tensor **save_invstd);
+int wfc_batch_norm_backward_cudnn(const wfc_bn_plan *p, const weft_tensor *grad,
+                                  const weft_tensor *input, const weft_tensor *weight,
+                                  const weft_tensor *save_mean, const weft_tensor *save_invstd,
+                                  weft_tensor **grad_input, weft_tensor **grad_weight,
+                                  weft_tensor **grad_bias);
 void wfc_blas_shutdown(void);
 
 #ifdef __cplusplus

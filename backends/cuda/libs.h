@@ -39,13 +39,21 @@ const wfc_cublas_api *wfc_cublas(void);
     X(cudnnSetConvolutionMathType) X(cudnnGetConvolutionForwardAlgorithm_v7) \
     X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
     X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionForward) \
-    X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter)
+    X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
+    X(cudnnDeriveBNTensorDescriptor) X(cudnnBatchNormalizationForwardTraining) \
+    X(cudnnBatchNormalizationForwardInference) X(cudnnBatchNormalizationBackward)
 
 typedef struct wfc_cudnn_api {
     WFC_CUDNN_FUNCTIONS(WFC_TABLE_MEMBER)
 } wfc_cudnn_api;
 
 const wfc_cudnn_api *wfc_cudnn(void);
+
+/* conv.c: the calling thread's cuDNN handle for cuda:index, set to
+ * stream (the table loaded first; op names the caller in messages); and
+ * a cuDNN status as 0 or a weft error naming op and what failed. */
+int wfc_cudnn_handle(cudnnHandle_t *out, const char *op, int index, void *stream);
+int wfc_cudnn_check(cudnnStatus_t s, const char *op, const char *what);
 #endif
 
 /* Closes what was opened (the plugin's fini). */

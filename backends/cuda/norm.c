@@ -1,17 +1,35 @@
 /* backends/cuda/norm.c — native_batch_norm, native_layer_norm and their
- * backward on the GPU, written with weft operators whose CUDA kernels
- * exist (reductions, elementwise with broadcasting), so they inherit
- * those kernels' fixed reduction order: two passes for the statistics
- * (the mean, then the squared deviations from it: no cancellation), then
- * the normalisation.  float32 and float64 with parameters of the input's
- * dtype; other cases (half inputs with float parameters, empty batches)
- * go to the CPU fallback, whose rules they follow.  Several launches per
- * call where a fused kernel would take one or two: correct first; fusing
- * is the next step when a profile asks for it. */
+ * backward on the GPU.  batch_norm goes to cuDNN (norm_cudnn.c) when the
+ * plugin is built with it and the call fits (plan.c's
+ * wfc_plan_batch_norm says which rule keeps a call off it); the rest, and
+ * everything when cuDNN is absent, runs on the composed path below, written
+ * with weft operators whose CUDA kernels exist (reductions, elementwise
+ * with broadcasting), so it inherits those kernels' fixed reduction order:
+ * two passes for the statistics (the mean, then the squared deviations
+ * from it: no cancellation), then the normalisation.  The composed path
+ * takes float32 and float64 with parameters of the input's dtype; other
+ * cases (half inputs with float parameters when cuDNN does not take them,
+ * empty batches) go to the CPU fallback, whose rules they follow.  Several
+ * launches per call where a fused kernel would take one or two: correct
+ * first; fusing is the next step when a profile asks for it.
+ *
+ * WEFT_CUDA_BATCH_NORM (read when the plugin registers): "composed" keeps
+ * every call off cuDNN; "cudnn" makes a call the plan gives to cuDNN fail
+ * when cuDNN cannot be opened rather than take the composed path (the GPU
+ * tests use it to know which path ran); unset, cuDNN when it opens. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda.h"
+#ifdef WEFT_HAVE_CUDNN
+#include "libs.h"
+/* cuDNN refuses a smaller eps; the composed path takes any */
+#define WFC_BN_MIN_EPSILON CUDNN_BN_MIN_EPSILON
+#else
+#define WFC_BN_MIN_EPSILON 0.0
+#endif
 
 /* A list of tensors released together. */
 typedef struct {
@@ -89,6 +107,52 @@ static int update_running(weft_tensor *running, const weft_tensor *stat, double 
     return rc;
 }
 
+enum route { ROUTE_AUTO, ROUTE_COMPOSED, ROUTE_CUDNN };
+static enum route bn_route;
+
+static wfc_bn_type bn_type(const weft_tensor *t)
+{
+    if (!t)
+        return WFC_BN_ABSENT;
+    switch (weft_tensor_dtype(t)) {
+    case WEFT_FLOAT16: return WFC_BN_HALF;
+    case WEFT_BFLOAT16: return WFC_BN_BFLOAT16;
+    case WEFT_FLOAT32: return WFC_BN_FLOAT;
+    case WEFT_FLOAT64: return WFC_BN_DOUBLE;
+    default: return WFC_BN_OTHER;
+    }
+}
+
+/* t absent, or C elements on x's device: what both paths need (a call
+ * that fails it meets the CPU's checks and messages on the fallback) */
+static bool operand_fits(const weft_tensor *t, const weft_tensor *x, int64_t C)
+{
+    weft_device a = t ? weft_tensor_device(t) : weft_tensor_device(x), b = weft_tensor_device(x);
+    return !t || (a.type == b.type && a.index == b.index && weft_tensor_numel(t) == C);
+}
+
+/* Whether cuDNN serves q: the plan's rules, the route asked for, and
+ * cuDNN itself (opened at first use).  1 when it does, 0 when the
+ * composed path does, or an error (ROUTE_CUDNN and cuDNN missing). */
+static int use_cudnn(wfc_bn_plan *plan, const wfc_bn_query *q)
+{
+#ifdef WEFT_HAVE_CUDNN
+    const char *why = NULL;
+    if (bn_route == ROUTE_COMPOSED || !wfc_plan_batch_norm(plan, q, &why))
+        return 0;
+    if (wfc_cudnn())
+        return 1;
+    if (bn_route != ROUTE_CUDNN)
+        return 0; /* no cuDNN at run time: the composed path still serves */
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s", weft_last_error());
+    return weft_set_error(WEFT_ENOTSUP, "batch_norm: WEFT_CUDA_BATCH_NORM=cudnn, but %s", reason);
+#else
+    (void)plan, (void)q;
+    return 0;
+#endif
+}
+
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?,
  * training, momentum, eps) -> (output, save_mean, save_invstd) */
 static int batch_norm_kernel(weft_call *call, void *ctx)
@@ -99,6 +163,36 @@ static int batch_norm_kernel(weft_call *call, void *ctx)
     weft_tensor *rm = weft_arg_tensor(call, 3), *rv = weft_arg_tensor(call, 4);
     bool training = weft_arg_bool(call, 5);
     double momentum = weft_arg_double(call, 6), eps = weft_arg_double(call, 7);
+    int64_t C0 = weft_tensor_ndim(x) >= 2 ? weft_tensor_size(x, 1) : 0;
+    if (operand_fits(w, x, C0) && operand_fits(b, x, C0) && operand_fits(rm, x, C0) &&
+        operand_fits(rv, x, C0)) {
+        wfc_bn_query q = {
+            .training = training, .ndim = weft_tensor_ndim(x), .sizes = weft_tensor_sizes(x),
+            .input = bn_type(x), .weight = bn_type(w), .bias = bn_type(b),
+            .running_mean = bn_type(rm), .running_var = bn_type(rv),
+            .running_contiguous = (!rm || weft_tensor_is_contiguous(rm)) &&
+                                  (!rv || weft_tensor_is_contiguous(rv)),
+            .eps = eps, .min_eps = WFC_BN_MIN_EPSILON};
+        wfc_bn_plan plan;
+        int use = use_cudnn(&plan, &q);
+        if (use < 0)
+            return use;
+#ifdef WEFT_HAVE_CUDNN
+        if (use) {
+            /* batch statistics in eval (a running statistic missing) leave
+             * the running ones alone, as on the CPU */
+            bool update = plan.kind != WFC_BN_TRAINING || training;
+            weft_tensor *y = NULL, *mean = NULL, *invstd = NULL;
+            int rc = wfc_batch_norm_cudnn(&plan, x, w, b, update ? rm : NULL, update ? rv : NULL,
+                                          momentum, eps, &y, &mean, &invstd);
+            if (rc < 0)
+                return rc;
+            weft_return_tensor(call, 0, y);
+            weft_return_tensor(call, 1, mean);
+            return weft_return_tensor(call, 2, invstd);
+        }
+#endif
+    }
     int nd = weft_tensor_ndim(x);
     int64_t C = nd >= 2 ? weft_tensor_size(x, 1) : 0, M = C ? weft_tensor_numel(x) / C : 0;
     bool use_batch = training || !rm || !rv;
@@ -172,6 +266,31 @@ static int batch_norm_backward_kernel(weft_call *call, void *ctx)
     bool training = weft_arg_bool(call, 5);
     int nd = weft_tensor_ndim(x);
     int64_t C = nd >= 2 ? weft_tensor_size(x, 1) : 0, M = C ? weft_tensor_numel(x) / C : 0;
+    bool same_shape = weft_tensor_ndim(g) == nd;
+    for (int d = 0; same_shape && d < nd; d++)
+        same_shape = weft_tensor_size(g, d) == weft_tensor_size(x, d);
+    if (same_shape && operand_fits(g, x, weft_tensor_numel(x)) && operand_fits(w, x, C) &&
+        operand_fits(sm, x, C) && operand_fits(si, x, C)) {
+        wfc_bn_query q = {.backward = true, .training = training, .ndim = nd,
+                          .sizes = weft_tensor_sizes(x), .input = bn_type(x), .weight = bn_type(w),
+                          .grad = bn_type(g), .save_mean = bn_type(sm),
+                          .save_invstd = bn_type(si), .running_contiguous = true};
+        wfc_bn_plan plan;
+        int use = use_cudnn(&plan, &q);
+        if (use < 0)
+            return use;
+#ifdef WEFT_HAVE_CUDNN
+        if (use) {
+            weft_tensor *gx = NULL, *dw = NULL, *db = NULL;
+            int rc = wfc_batch_norm_backward_cudnn(&plan, g, x, w, sm, si, &gx, &dw, &db);
+            if (rc < 0)
+                return rc;
+            weft_return_tensor(call, 0, gx);
+            weft_return_tensor(call, 1, dw);
+            return weft_return_tensor(call, 2, db);
+        }
+#endif
+    }
     bool ok = nd >= 2 && nd <= WEFT_MAX_DIMS && float_input(x) && C > 0 && M > 0 &&
               plain(g, x) && weft_tensor_numel(g) == weft_tensor_numel(x) && plain(sm, x) &&
               plain(si, x) && weft_tensor_numel(sm) == C && weft_tensor_numel(si) == C &&
@@ -351,6 +470,11 @@ static int layer_norm_backward_kernel(weft_call *call, void *ctx)
 
 int wfc_register_norm(weft_registrar *reg)
 {
+    const char *route = getenv("WEFT_CUDA_BATCH_NORM");
+    bn_route = !route                         ? ROUTE_AUTO
+               : strcmp(route, "composed") == 0 ? ROUTE_COMPOSED
+               : strcmp(route, "cudnn") == 0    ? ROUTE_CUDNN
+                                                : ROUTE_AUTO;
     static const struct {
         const char *op;
         weft_kernel_fn fn;

@@ -502,3 +502,63 @@ int wfc_plan_index_shape(wfc_index_shape *s, const wfc_index_put_plan *p, const 
         s->result_order[o++] = d;
     return 0;
 }
+
+/* ---------------------------------------------------- batch_norm's route */
+
+static bool bn_floating(wfc_bn_type t)
+{
+    return t == WFC_BN_HALF || t == WFC_BN_BFLOAT16 || t == WFC_BN_FLOAT || t == WFC_BN_DOUBLE;
+}
+
+bool wfc_plan_batch_norm(wfc_bn_plan *p, const wfc_bn_query *q, const char **why)
+{
+    const int64_t int_max = 0x7fffffff;
+    memset(p, 0, sizeof *p);
+    /* Each rule's reason is the case's: the composed path (or past its
+     * checks, the CPU fallback) serves what cuDNN cannot or may not. */
+    if (q->ndim < 2)
+        return *why = "fewer than 2 dims: the CPU's error", false;
+    if (q->input == WFC_BN_BFLOAT16)
+        return *why = "bfloat16 input: cuDNN's legacy batch norm documents half, float and "
+                      "double only", false;
+    if (q->input != WFC_BN_HALF && q->input != WFC_BN_FLOAT && q->input != WFC_BN_DOUBLE)
+        return *why = "not a floating-point input: the CPU's error", false;
+    p->param = q->input == WFC_BN_HALF ? WFC_BN_FLOAT : q->input;
+    p->n = q->sizes[0], p->c = q->sizes[1], p->s = 1;
+    for (int d = 2; d < q->ndim; d++)
+        p->s *= q->sizes[d];
+    if (p->n == 0 || p->c == 0 || p->s == 0)
+        return *why = "an empty input: the CPU's NaN statistics or nothing to do", false;
+    if (p->n > int_max || p->c > int_max || p->s > int_max || p->n * p->c > int_max / p->s)
+        return *why = "beyond cuDNN's int dims and strides", false;
+    if (q->weight != WFC_BN_ABSENT && !bn_floating(q->weight))
+        return *why = "a weight that is not floating point: the CPU's error", false;
+    if (q->backward) {
+        if (!q->training)
+            return *why = "the eval backward (w r g, elementwise, and two sums): cuDNN has none",
+                   false;
+        if (q->grad != q->input)
+            return *why = "grad_out of another dtype than the input", false;
+        if (q->save_mean != p->param || q->save_invstd != p->param)
+            return *why = "saved statistics of another dtype than cuDNN's parameters", false;
+        if (p->n * p->s <= 1)
+            return *why = "one value per channel", false;
+        p->kind = WFC_BN_BACKWARD;
+        return *why = "cuDNN", true;
+    }
+    if (q->bias != WFC_BN_ABSENT && !bn_floating(q->bias))
+        return *why = "a bias that is not floating point: the CPU's error", false;
+    /* the running statistics are written (training) or read in place */
+    if ((q->running_mean != WFC_BN_ABSENT && q->running_mean != p->param) ||
+        (q->running_var != WFC_BN_ABSENT && q->running_var != p->param))
+        return *why = "running statistics of another dtype than cuDNN's parameters", false;
+    if (!q->running_contiguous)
+        return *why = "strided running statistics (cuDNN updates dense ones in place)", false;
+    if (!(q->eps >= q->min_eps) || !isfinite(q->eps))
+        return *why = "eps below CUDNN_BN_MIN_EPSILON (or not a number)", false;
+    bool both = q->running_mean != WFC_BN_ABSENT && q->running_var != WFC_BN_ABSENT;
+    p->kind = q->training || !both ? WFC_BN_TRAINING : WFC_BN_INFERENCE;
+    if (p->kind == WFC_BN_TRAINING && p->n * p->s <= 1)
+        return *why = "one value per channel in training: the CPU's error", false;
+    return *why = "cuDNN", true;
+}

@@ -221,6 +221,47 @@ int wfc_plan_index_shape(wfc_index_shape *s, const wfc_index_put_plan *p, const 
                          int nd, const int64_t *const *index_sizes, const int *index_nd,
                          char *err, int errlen);
 
+/* batch_norm's route (norm.c): whether cuDNN's spatial batch norm takes a
+ * call, or weft's composed kernels (and, past their checks, the CPU
+ * fallback) do.  The element types the decision tells apart: */
+typedef enum wfc_bn_type {
+    WFC_BN_ABSENT, /* an optional tensor not given */
+    WFC_BN_OTHER,  /* not floating point: the CPU's error */
+    WFC_BN_HALF,
+    WFC_BN_BFLOAT16,
+    WFC_BN_FLOAT,
+    WFC_BN_DOUBLE,
+} wfc_bn_type;
+
+enum wfc_bn_kind { WFC_BN_TRAINING, WFC_BN_INFERENCE, WFC_BN_BACKWARD };
+
+/* One call as the route sees it.  Forward: weight, bias, running_mean,
+ * running_var (running_contiguous: both given ones are dense, as cuDNN
+ * writes them in place); backward: weight, grad, save_mean, save_invstd.
+ * min_eps is CUDNN_BN_MIN_EPSILON of the headers built with. */
+typedef struct wfc_bn_query {
+    bool backward, training;
+    int ndim;
+    const int64_t *sizes;
+    wfc_bn_type input, weight, bias, running_mean, running_var;
+    bool running_contiguous;
+    wfc_bn_type grad, save_mean, save_invstd;
+    double eps, min_eps;
+} wfc_bn_query;
+
+/* cuDNN's view of the call: [n, c, s, 1] (s the product of the dims
+ * after the channels), the type of its scale, bias and statistics
+ * (float for half inputs), and which of its functions runs. */
+typedef struct wfc_bn_plan {
+    int64_t n, c, s;
+    wfc_bn_type param;
+    enum wfc_bn_kind kind;
+} wfc_bn_plan;
+
+/* true when cuDNN takes q (p filled); false with *why saying which rule
+ * keeps it on the composed path. */
+bool wfc_plan_batch_norm(wfc_bn_plan *p, const wfc_bn_query *q, const char **why);
+
 #ifdef __cplusplus
 }
 #endif

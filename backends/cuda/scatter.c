@@ -42,10 +42,14 @@ static int check_indices(const char *op, const weft_tensor *idx, int dim, int64_
     int64_t n = weft_tensor_numel(idx), pos = 0, value = 0;
     if (n == 0)
         return 0;
+    int index = weft_tensor_device(idx).index;
     weft_tensor *bad = NULL;
     int rc = weft_zeros(&bad, (const int64_t[]){2}, 1, WEFT_INT64, weft_tensor_device(idx));
+    /* the launch goes to the current device: idx's, as in every launcher */
+    if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
+        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
     if (rc == 0)
-        rc = wfc_check_indices(wfc_current_stream(weft_tensor_device(idx).index),
+        rc = wfc_check_indices(wfc_current_stream(index),
                                weft_tensor_data_ptr(idx), n, size, weft_tensor_data_ptr(bad));
     if (rc == 0)
         rc = wfc_first_bad(bad, &pos);

@@ -7,8 +7,11 @@
  * first order: the CPU's stable merge sort, whatever the row length.  The
  * values come back as the elements themselves (moved as words), so every
  * dtype's values are exact. */
+#include <climits>
+
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/version.cuh>
 #include <cuda_runtime.h>
 
 #include "cuda.h"
@@ -141,8 +144,20 @@ extern "C" int wfc_radix_sort_pairs(void *stream, void *temp, size_t *temp_bytes
                                     const int64_t *values_in, int64_t *values_out, int64_t n,
                                     int bits)
 {
+#if CUB_VERSION < 101600
+    /* CUB before 1.16 takes the count as int: a longer array would be cut
+     * short silently.  From 1.16 on (CUDA 13's CCCL included) the count's
+     * type is a template parameter and int64_t is taken whole. */
+    if (n > INT_MAX)
+        return weft_set_error(WEFT_ENOTSUP, "cuda: radix sort of %lld pairs: this build's CUB "
+                              "(version %d) sorts at most INT_MAX (%d) pairs at once; CUB 1.16 "
+                              "or later takes more", (long long)n, (int)CUB_VERSION, INT_MAX);
+    const int count = (int)n;
+#else
+    const int64_t count = n;
+#endif
     cudaError_t e = cub::DeviceRadixSort::SortPairs(temp, *temp_bytes, keys_in, keys_out,
-                                                    values_in, values_out, n, 0, bits,
+                                                    values_in, values_out, count, 0, bits,
                                                     (cudaStream_t)stream);
     return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: radix sort of %lld "
                                                  "pairs: %s", (long long)n, cudaGetErrorString(e));
