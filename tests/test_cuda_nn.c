@@ -710,7 +710,22 @@ static void gpu_norm(weft_generator *g)
             keep(rm);
             weft_ones(&rv, &c, 1, dt, WEFT_DEVICE_CPU);
             keep(rv);
-            weft_tensor *grm = to(rm, CUDA0), *grv = to(rv, CUDA0);
+            /* running statistics with a stride of 2 (column 0 of [C, 2]):
+             * cuDNN updates only contiguous ones, so this keeps the
+             * composed path under test while the program pins cuDNN for
+             * every call it can take (gpu_batch_norm_cudnn) */
+            const int64_t c2[2] = {c, 2};
+            weft_tensor *wide_m = NULL, *wide_v = NULL, *grm = NULL, *grv = NULL;
+            weft_zeros(&wide_m, c2, 2, dt, WEFT_DEVICE_CPU);
+            keep(wide_m);
+            weft_zeros(&wide_v, c2, 2, dt, WEFT_DEVICE_CPU);
+            keep(wide_v);
+            weft_select(&grm, to(wide_m, CUDA0), 1, 0);
+            keep(grm);
+            weft_select(&grv, to(wide_v, CUDA0), 1, 0);
+            keep(grv);
+            weft_copy_(grm, rm);
+            weft_copy_(grv, rv);
             weft_tensor *y0 = NULL, *m0 = NULL, *i0 = NULL, *y1 = NULL, *m1 = NULL, *i1 = NULL;
             weft_native_batch_norm(&y0, &m0, &i0, x, w, b, rm, rv, training, 0.1, 1e-5);
             keep(y0), keep(m0), keep(i0);

@@ -163,6 +163,13 @@ int wfc_batch_norm_cudnn(const wfc_bn_plan *p, const weft_tensor *input, const w
                     data(y), s.param, data(t[SCALE]), data(t[BIAS]), momentum, data(rm),
                     data(rv), eps, data(mean), data(invstd)),
                 op, "forward training");
+        /* cuDNN wrote the running statistics behind the dispatcher's back:
+         * bump their versions as the CPU's in-place updates do, so that a
+         * node that saved one sees the change */
+        if (rc == 0 && running_mean)
+            weft_tensor_bump_version(running_mean);
+        if (rc == 0 && running_var)
+            weft_tensor_bump_version(running_var);
     } else if (rc == 0) {
         if ((rc = weft_contiguous(&t[RM], running_mean)) == 0)
             rc = weft_contiguous(&t[RV], running_var);
@@ -172,13 +179,25 @@ int wfc_batch_norm_cudnn(const wfc_bn_plan *p, const weft_tensor *input, const w
                                      data(t[X]), s.x, data(y), s.param, data(t[SCALE]),
                                      data(t[BIAS]), data(t[RM]), data(t[RV]), eps),
                                  op, "forward inference");
-        /* the statistics the CPU returns in eval: the running ones */
+        /* the statistics the CPU returns in eval: the running ones, as
+         * [C] whatever their shape, and 1 / sqrt(var + eps) computed in
+         * float64 as the CPU does, then rounded to the parameters' dtype */
+        weft_tensor *rm = NULL, *rv = NULL, *wide = NULL, *shifted = NULL, *root = NULL;
+        if (rc == 0 && (rc = weft_reshape(&rm, running_mean, &p->c, 1)) == 0)
+            rc = weft_clone(&mean, rm);
         if (rc == 0)
-            rc = weft_clone(&mean, running_mean);
-        weft_tensor *shifted = NULL;
-        if (rc == 0 && (rc = weft_add_scalar(&shifted, running_var, eps)) == 0)
-            rc = weft_rsqrt(&invstd, shifted);
-        weft_tensor_release(shifted);
+            rc = weft_reshape(&rv, running_var, &p->c, 1);
+        if (rc == 0)
+            rc = weft_to_dtype(&wide, rv, WEFT_FLOAT64);
+        if (rc == 0)
+            rc = weft_add_scalar(&shifted, wide, eps);
+        if (rc == 0)
+            rc = weft_rsqrt(&root, shifted);
+        if (rc == 0)
+            rc = weft_to_dtype(&invstd, root, pd);
+        weft_tensor *temps[] = {rm, rv, wide, shifted, root};
+        for (size_t i = 0; i < sizeof temps / sizeof *temps; i++)
+            weft_tensor_release(temps[i]);
     }
     close_session(&s);
     for (int i = 0; i < NT; i++)

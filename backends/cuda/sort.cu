@@ -219,7 +219,17 @@ extern "C" int wfc_unique_marks(void *stream, int64_t *marks, const uint64_t *ke
 extern "C" int wfc_inclusive_sum(void *stream, void *temp, size_t *temp_bytes, const int64_t *in,
                                  int64_t *out, int64_t n)
 {
-    cudaError_t e = cub::DeviceScan::InclusiveSum(temp, *temp_bytes, in, out, n,
+#if CUB_VERSION < 101600
+    /* as for the radix sort above: an int count on old CUB */
+    if (n > INT_MAX)
+        return weft_set_error(WEFT_ENOTSUP, "cuda: prefix sum of %lld elements: this build's CUB "
+                              "(version %d) scans at most INT_MAX (%d) at once; CUB 1.16 or "
+                              "later takes more", (long long)n, (int)CUB_VERSION, INT_MAX);
+    const int count = (int)n;
+#else
+    const int64_t count = n;
+#endif
+    cudaError_t e = cub::DeviceScan::InclusiveSum(temp, *temp_bytes, in, out, count,
                                                   (cudaStream_t)stream);
     return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: prefix sum of %lld "
                                                  "elements: %s", (long long)n, cudaGetErrorString(e));
