@@ -83,6 +83,16 @@ static free_block *large_head;
 
 static atomic_size_t limit_bytes;
 static bool use_mmap; /* not under valgrind, whose leak check ignores mappings */
+/* Large blocks of HUGE_MIN bytes or more are mapped at a 2 MiB boundary and
+ * marked MADV_HUGEPAGE (unless WEFT_HOST_HUGEPAGES=0): where transparent
+ * huge pages are "madvise" (Debian's default) a 64 MiB tensor then needs 32
+ * TLB entries instead of 16384.  Measured with bench/run --only "add, 16M",
+ * three alternating pairs: add into a preallocated output 1.10-1.16x ->
+ * 1.20-1.22x libtorch, a fresh output 4.8-5.2x -> 5.3-5.7x.  Only blocks
+ * that large: a huge page is faulted in whole, which a small, partly used
+ * block would pay for in resident memory. */
+enum { HUGE_MIN = 4 << 20, HUGE_ALIGN = 2 << 20 };
+static bool use_huge;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static atomic_uint_fast64_t st_allocated, st_peak, st_cached, st_alloc_calls, st_free_calls,
@@ -126,6 +136,8 @@ static void init_limit(void)
     have_key = pthread_key_create(&thread_key, thread_cache_destroy) == 0;
     bool checked = CHECKED_BUILD || RUNNING_ON_VALGRIND;
     use_mmap = !checked;
+    const char *huge = getenv("WEFT_HOST_HUGEPAGES");
+    use_huge = use_mmap && !(huge && strcmp(huge, "0") == 0);
     size_t limit = checked ? 0 : DEFAULT_LIMIT;
     const char *env = getenv("WEFT_HOST_CACHE_LIMIT");
     if (env && *env) {
@@ -290,6 +302,31 @@ static void thread_cache_destroy(void *cache)
     free(tc);
 }
 
+/* A fresh mapping of size bytes (a multiple of the page size), or NULL.
+ * With huge pages on and size >= HUGE_MIN: HUGE_ALIGN more is mapped and
+ * the ends trimmed, so the block starts on a 2 MiB boundary and is exactly
+ * [p, p + size) — munmap(p, size) releases it like any other.  madvise
+ * failing (no THP in this kernel) leaves ordinary pages. */
+static void *map_block(size_t size)
+{
+    if (!use_huge || size < HUGE_MIN) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    char *raw = mmap(NULL, size + HUGE_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)raw + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + size + HUGE_ALIGN - (p + size));
+    if (tail > 0)
+        munmap(p + size, tail);
+    madvise(p, size, MADV_HUGEPAGE);
+    return p;
+}
+
 void *wf__host_block_alloc(size_t n, size_t *size_out)
 {
     void *p = NULL;
@@ -351,9 +388,7 @@ void *wf__host_block_alloc(size_t n, size_t *size_out)
             p = f;
         } else {
             if (use_mmap) {
-                p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                if (p == MAP_FAILED)
-                    p = NULL;
+                p = map_block(size);
             } else {
                 p = malloc(size);
             }

@@ -311,6 +311,27 @@ static void test_page_faults(bool under_valgrind)
     weft_tensor_release(x);
 }
 
+/* Blocks of 4 MiB and more start on a 2 MiB boundary (so that transparent
+ * huge pages can back them); smaller ones need not. */
+static void test_huge_alignment(bool under_valgrind)
+{
+    if (under_valgrind) {
+        skip(1, "under valgrind large blocks come from malloc");
+        return;
+    }
+    weft_host_empty_cache(); /* a fresh mapping, not a cached block */
+    int64_t n = (6 << 20) / 4 + 123;
+    weft_tensor *x = NULL;
+    int rc = weft_empty(&x, &n, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    /* the data follows a small header in the block's first page */
+    uintptr_t at = rc == 0 ? (uintptr_t)weft_tensor_data_ptr(x) : 1;
+    ok(rc == 0 && (at & ~(uintptr_t)4095) % (2u << 20) == 0,
+       "a 6 MiB block starts on a 2 MiB boundary (data at %#lx)", (unsigned long)at);
+    if (rc == 0)
+        memset(weft_tensor_data_ptr(x), 1, (size_t)n * 4); /* the whole block is ours */
+    weft_tensor_release(x);
+}
+
 int main(void)
 {
     const char *vg = getenv("LD_PRELOAD");
@@ -324,6 +345,7 @@ int main(void)
     test_threads();
     test_thread_cache();
     test_page_faults(under_valgrind);
+    test_huge_alignment(under_valgrind);
     weft_host_empty_cache();
     return done_testing();
 }
