@@ -389,7 +389,7 @@ static void test_binding(void)
     cpu_set_t allowed;
     int ncpu = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
     if (ncpu < 2) {
-        skip(8, "this process may run on %d CPU(s): nothing to spread over", ncpu);
+        skip(9, "this process may run on %d CPU(s): nothing to spread over", ncpu);
         weft_set_num_threads(2);
         return;
     }
@@ -413,6 +413,28 @@ static void test_binding(void)
     n = bound_after(2, WEFT_BIND_SPREAD, &cpus, &caller);
     ok(n == 1 && CPU_EQUAL(&caller, &allowed),
        "SPREAD again with 2 threads: one bound worker (%d), the caller untouched", n);
+
+    /* the caller moved onto the worker's CPU (here by the test itself;
+     * usually by the scheduler after an idle spell): at the next parallel
+     * operator the worker moves to another CPU rather than share it */
+    int worker_at = -1;
+    for (int c = 0; c < CPU_SETSIZE && worker_at < 0; c++)
+        if (CPU_ISSET(c, &cpus))
+            worker_at = c;
+    cpu_set_t onto;
+    CPU_ZERO(&onto);
+    CPU_SET(worker_at, &onto);
+    bool moved = worker_at >= 0 && sched_setaffinity(0, sizeof onto, &onto) == 0;
+    weft_tensor *x = random_of(INTS(1 << 20), 1, WEFT_FLOAT32, 51), *y = NULL;
+    weft_exp(&y, x);
+    weft_tensor_release(y);
+    cpu_set_t now_at, me;
+    n = bound_threads(&now_at, &me);
+    /* bound_threads counts single-CPU threads besides the caller */
+    ok(moved && n == 1 && !CPU_ISSET(worker_at, &now_at),
+       "a caller moved onto its worker's CPU %d: the worker moves away (%d bound, CPU %d "
+       "still taken: %s)", worker_at, n, worker_at, CPU_ISSET(worker_at, &now_at) ? "yes" : "no");
+    sched_setaffinity(0, sizeof allowed, &allowed);
     weft_set_thread_binding(WEFT_BIND_AUTO);
     weft_set_num_threads(2);
     drop_all();

@@ -43,6 +43,11 @@ static struct {
     _Atomic bool stopping;
     bool started;
     uint64_t spin_ns; /* 0: sleep at once (set as the workers start) */
+    /* with binding and a CPU for each thread: the CPU each worker is bound
+     * to, and the one the caller ran on at the last job (-1: not tracked);
+     * under submit_lock */
+    int *worker_cpu;
+    int caller_cpu;
     bool shut_down; /* after fini: run everything serially, never restart */
     _Atomic uint64_t generation; /* written under lock, spun on without */
     /* workers inside run_pieces; the submitter waits only for these, never
@@ -59,6 +64,7 @@ static struct {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
     .done = PTHREAD_COND_INITIALIZER,
+    .caller_cpu = -1,
 };
 
 /* Held by the thread whose job the pool runs; a second thread that finds it
@@ -206,6 +212,7 @@ static void *worker_main(void *arg)
  * meanwhile) leaves that worker unbound, which is only slower. */
 static void bind_workers(void)
 {
+    pool.caller_cpu = -1;
     cpu_set_t allowed;
     if (bind_mode == WEFT_BIND_NONE || pool.nworkers == 0 ||
         sched_getaffinity(0, sizeof allowed, &allowed) != 0)
@@ -223,13 +230,44 @@ static void bind_workers(void)
                 here = n;
             cpus[n++] = c;
         }
+    /* with a CPU for every thread, workers follow the caller (below) */
+    bool track = pool.nworkers + 1 <= n && current >= 0;
+    pool.worker_cpu = track ? malloc((size_t)pool.nworkers * sizeof *pool.worker_cpu) : NULL;
+    pool.caller_cpu = pool.worker_cpu ? current : -1;
     for (int i = 0; i < pool.nworkers; i++) {
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpus[(here + 1 + i) % n], &one);
         pthread_setaffinity_np(pool.workers[i], sizeof one, &one);
+        if (pool.worker_cpu)
+            pool.worker_cpu[i] = cpus[(here + 1 + i) % n];
     }
     free(cpus);
+}
+
+/* The caller is never bound, so the scheduler may move it — after an idle
+ * spell, onto the CPU of a bound worker, where the two then share one CPU
+ * for the whole job (the row sum after other operators ran at half speed).
+ * Before each job: when the caller runs on a worker's CPU, that worker
+ * moves to the CPU the caller left, which is free.  One sched_getcpu (a
+ * vDSO call) when nothing moved.  Called with submit_lock held. */
+static void follow_caller(void)
+{
+    if (pool.caller_cpu < 0 || !pool.worker_cpu)
+        return;
+    int now = sched_getcpu();
+    if (now < 0 || now == pool.caller_cpu)
+        return;
+    for (int i = 0; i < pool.nworkers; i++)
+        if (pool.worker_cpu[i] == now) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(pool.caller_cpu, &one);
+            if (pthread_setaffinity_np(pool.workers[i], sizeof one, &one) == 0)
+                pool.worker_cpu[i] = pool.caller_cpu;
+            break;
+        }
+    pool.caller_cpu = now;
 }
 
 /* Called with submit_lock held.  Fewer workers than asked for (a failed
@@ -292,6 +330,7 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     }
     if (!pool.started)
         start_workers();
+    follow_caller();
     /* a few pieces per thread, none under the grain: a worker that is
      * descheduled while it holds a piece (a machine with more runnable
      * threads than cores) then delays the caller by a small piece only,
@@ -346,6 +385,9 @@ static void stop_workers(void)
         pthread_join(pool.workers[i], NULL);
     free(pool.workers);
     pool.workers = NULL;
+    free(pool.worker_cpu);
+    pool.worker_cpu = NULL;
+    pool.caller_cpu = -1;
     pool.nworkers = 0;
     pool.started = false;
     pool.stopping = false;
