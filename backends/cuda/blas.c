@@ -391,20 +391,10 @@ int wfc_register_blas(weft_registrar *reg)
             return weft_set_error(WEFT_ENOMEM, "cuda: cannot create the cuBLAS handle key");
         key_made = true;
     }
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-        const void *ctx;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"mm", product_kernel, &mm_form},     {"mm_out", product_kernel, &mm_out_form},
         {"bmm", product_kernel, &bmm_form},   {"bmm_out", product_kernel, &bmm_out_form},
         {"addmm", addmm_kernel, NULL},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

@@ -296,20 +296,10 @@ static const int inplace_marker = 1;
 
 int wfc_register_index(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-        const void *ctx;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"index_select", index_select_kernel, NULL}, {"embedding", embedding_kernel, NULL},
         {"gather", gather_kernel, NULL},             {"masked_fill", masked_fill_kernel, NULL},
         {"masked_fill_", masked_fill_kernel, &inplace_marker},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

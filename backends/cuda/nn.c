@@ -641,11 +641,7 @@ static const int log_marker = 1, indices_marker = 1, adaptive_marker = 1;
 
 int wfc_register_nn(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-        const void *ctx;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"softmax", softmax_kernel, NULL},
         {"log_softmax", softmax_kernel, &log_marker},
         {"_softmax_backward_data", softmax_backward_kernel, NULL},
@@ -663,11 +659,5 @@ int wfc_register_nn(weft_registrar *reg)
         {"avg_pool2d_backward", avg_pool_backward_kernel, NULL},
         {"adaptive_avg_pool2d_backward", avg_pool_backward_kernel, &adaptive_marker},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

@@ -475,20 +475,11 @@ int wfc_register_norm(weft_registrar *reg)
                : strcmp(route, "composed") == 0 ? ROUTE_COMPOSED
                : strcmp(route, "cudnn") == 0    ? ROUTE_CUDNN
                                                 : ROUTE_AUTO;
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"native_batch_norm", batch_norm_kernel},
         {"native_batch_norm_backward", batch_norm_backward_kernel},
         {"native_layer_norm", layer_norm_kernel},
         {"native_layer_norm_backward", layer_norm_backward_kernel},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, NULL, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

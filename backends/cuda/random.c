@@ -229,21 +229,11 @@ static const int uniform = WFC_RANDOM_UNIFORM, normal = WFC_RANDOM_NORMAL,
 
 int wfc_register_random(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-        const void *ctx;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"uniform_", random_kernel, &uniform},     {"normal_", random_kernel, &normal},
         {"bernoulli_", random_kernel, &bernoulli}, {"dropout", dropout_kernel, NULL},
         {"bernoulli_tensor_", bernoulli_tensor_kernel, NULL}, {"bernoulli", bernoulli_kernel, NULL},
         {"dropout_", dropout_kernel, &inplace_marker},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

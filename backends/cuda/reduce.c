@@ -398,11 +398,7 @@ static const int std_marker = 1;
 
 int wfc_register_reduce(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-        const void *ctx;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"sum", reduce_kernel, &sum_f},       {"sum_out", reduce_kernel, &sum_o},
         {"mean", reduce_kernel, &mean_f},     {"mean_out", reduce_kernel, &mean_o},
         {"prod", reduce_kernel, &prod_f},     {"prod_out", reduce_kernel, &prod_o},
@@ -416,11 +412,5 @@ int wfc_register_reduce(weft_registrar *reg)
         {"var", var_kernel, NULL},            {"std", var_kernel, &std_marker},
         {"logsumexp", logsumexp_kernel, NULL}, {"norm", norm_kernel, NULL},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

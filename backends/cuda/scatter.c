@@ -343,11 +343,7 @@ static const int inplace_marker = 1;
 
 int wfc_register_scatter(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        weft_kernel_fn fn;
-        const void *ctx;
-    } entries[] = {
+    static const wfc_kernel_entry entries[] = {
         {"scatter", scatter_kernel, &put},
         {"scatter_", scatter_kernel, &put_inplace},
         {"scatter_add", scatter_kernel, &add},
@@ -357,11 +353,5 @@ int wfc_register_scatter(weft_registrar *reg)
         {"index_add", index_add_kernel, NULL},
         {"index_add_", index_add_kernel, &inplace_marker},
     };
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

@@ -265,16 +265,9 @@ static const sort_kind sort_values = SORT_VALUES, argsort = ARGSORT, topk = TOPK
 
 int wfc_register_sort(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        const sort_kind *kind;
-    } entries[] = {{"sort", &sort_values}, {"argsort", &argsort}, {"topk", &topk}};
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      sort_kernel, (void *)entries[i].kind, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return weft_register_kernel(reg, "unique", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, unique_kernel,
-                                NULL, NULL);
+    static const wfc_kernel_entry entries[] = {{"sort", sort_kernel, &sort_values},
+                                               {"argsort", sort_kernel, &argsort},
+                                               {"topk", sort_kernel, &topk},
+                                               {"unique", unique_kernel, NULL}};
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }

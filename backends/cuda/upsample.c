@@ -154,18 +154,10 @@ static const upsample_form bilinear = {true, false}, bilinear_backward = {true, 
 
 int wfc_register_upsample(weft_registrar *reg)
 {
-    static const struct {
-        const char *op;
-        const upsample_form *form;
-    } entries[] = {{"upsample_nearest2d", &nearest},
-                   {"upsample_nearest2d_backward", &nearest_backward},
-                   {"upsample_bilinear2d", &bilinear},
-                   {"upsample_bilinear2d_backward", &bilinear_backward}};
-    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      upsample_kernel, (void *)entries[i].form, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    static const wfc_kernel_entry entries[] = {
+        {"upsample_nearest2d", upsample_kernel, &nearest},
+        {"upsample_nearest2d_backward", upsample_kernel, &nearest_backward},
+        {"upsample_bilinear2d", upsample_kernel, &bilinear},
+        {"upsample_bilinear2d_backward", upsample_kernel, &bilinear_backward}};
+    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
 }
