@@ -148,26 +148,28 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins until *word != value, the pool stops or its spin time has passed;
- * the clock is read every 64 rounds only. */
-static void spin_on(const _Atomic uint64_t *word, uint64_t value)
+/* What the spins wait for: a job after generation g (or the pool
+ * stopping), and the workers' last pieces. */
+static bool same_generation(uint64_t g)
 {
-    if (pool.spin_ns == 0)
-        return;
-    uint64_t start = now_ns();
-    for (unsigned k = 1; atomic_load_explicit(word, memory_order_relaxed) == value && !pool.stopping; k++) {
-        cpu_relax();
-        if (k % 64 == 0 && now_ns() - start > pool.spin_ns)
-            return;
-    }
+    return atomic_load_explicit(&pool.generation, memory_order_relaxed) == g && !pool.stopping;
 }
 
-static void spin_while_active(void)
+static bool workers_active(uint64_t unused)
+{
+    (void)unused;
+    return atomic_load_explicit(&pool.active, memory_order_relaxed) > 0;
+}
+
+/* Spins while busy(arg) holds, for at most the pool's spin time; the clock
+ * is read every 64 rounds only.  The caller decides under the lock
+ * afterwards, so giving up early is always safe. */
+static void spin_while(bool (*busy)(uint64_t), uint64_t arg)
 {
     if (pool.spin_ns == 0)
         return;
     uint64_t start = now_ns();
-    for (unsigned k = 1; atomic_load_explicit(&pool.active, memory_order_relaxed) > 0; k++) {
+    for (unsigned k = 1; busy(arg); k++) {
         cpu_relax();
         if (k % 64 == 0 && now_ns() - start > pool.spin_ns)
             return;
@@ -197,7 +199,7 @@ static void *worker_main(void *arg)
         /* the next job often follows at once: watch for it a little
          * before sleeping (the loop above rechecks under the lock) */
         pthread_mutex_unlock(&pool.lock);
-        spin_on(&pool.generation, seen);
+        spin_while(same_generation, seen);
         pthread_mutex_lock(&pool.lock);
     }
     pthread_mutex_unlock(&pool.lock);
@@ -210,14 +212,12 @@ static void *worker_main(void *arg)
  * which weft never binds, tends to stay where it is and so keeps a CPU to
  * itself.  A failed pthread_setaffinity_np (a CPU removed from the cpuset
  * meanwhile) leaves that worker unbound, which is only slower. */
-static void bind_workers(void)
+static void bind_workers(const cpu_set_t *allowed)
 {
     pool.caller_cpu = -1;
-    cpu_set_t allowed;
-    if (bind_mode == WEFT_BIND_NONE || pool.nworkers == 0 ||
-        sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    if (bind_mode == WEFT_BIND_NONE || pool.nworkers == 0 || !allowed)
         return;
-    int ncpu = CPU_COUNT(&allowed);
+    int ncpu = CPU_COUNT(allowed);
     if (ncpu < 2 || (bind_mode == WEFT_BIND_AUTO && pool.nworkers + 1 > ncpu))
         return;
     int *cpus = malloc((size_t)ncpu * sizeof *cpus);
@@ -225,7 +225,7 @@ static void bind_workers(void)
         return;
     int n = 0, here = 0, current = sched_getcpu();
     for (int c = 0; c < CPU_SETSIZE && n < ncpu; c++)
-        if (CPU_ISSET(c, &allowed)) {
+        if (CPU_ISSET(c, allowed)) {
             if (c == current)
                 here = n;
             cpus[n++] = c;
@@ -278,10 +278,11 @@ static void start_workers(void)
     int want = num_threads - 1;
     if (want <= 0)
         return;
-    /* set before any worker exists, so that they read it unraced */
+    /* the CPUs this thread may run on, for the spin and the binding; the
+     * spin time is set before any worker exists, so they read it unraced */
     cpu_set_t allowed;
-    bool fits = sched_getaffinity(0, sizeof allowed, &allowed) == 0 && want + 1 <= CPU_COUNT(&allowed);
-    pool.spin_ns = fits ? spin_limit_ns : 0;
+    bool known = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    pool.spin_ns = known && want + 1 <= CPU_COUNT(&allowed) ? spin_limit_ns : 0;
     pool.workers = calloc((size_t)want, sizeof *pool.workers);
     if (!pool.workers)
         return;
@@ -296,7 +297,7 @@ static void start_workers(void)
         pool.nworkers++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    bind_workers();
+    bind_workers(known ? &allowed : NULL);
 }
 
 /* Called with pool.lock held: until no worker is inside run_pieces. */
@@ -363,7 +364,7 @@ int cpu__parallel_for(int64_t begin, int64_t end, int64_t grain, range_fn fn, vo
     /* every piece is claimed; wait only for those still running on a
      * worker (their results are the caller's): a piece is short, so spin
      * first (wait_idle decides under the lock) */
-    spin_while_active();
+    spin_while(workers_active, 0);
     pthread_mutex_lock(&pool.lock);
     wait_idle();
     pthread_mutex_unlock(&pool.lock);
