@@ -617,6 +617,22 @@ static void backward_weight_task(const conv_job *j, int64_t t, char *scratch)
     }
 }
 
+/* d[i] = the sum of the chunks' partials p[c * n + i], in chunk order (the
+ * order fixed by the batch size, so the bits do not depend on the thread
+ * count) */
+#define DEFINE_SUM_PARTIALS(T)                                                              \
+    static void sum_partials_##T(T *d, const T *p, int64_t n, int64_t chunks)               \
+    {                                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            T s = p[i];                                                                     \
+            for (int64_t c = 1; c < chunks; c++)                                            \
+                s += p[c * n + i];                                                          \
+            d[i] = s;                                                                       \
+        }                                                                                   \
+    }
+DEFINE_SUM_PARTIALS(float)
+DEFINE_SUM_PARTIALS(double)
+
 static int conv_backward_weight_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -649,25 +665,10 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
                          (double)g.groups);
     }
     if (rc == 0 && parts) { /* the partials in run order */
-        if (dt == WEFT_FLOAT32) {
-            float *d = weft_tensor_data_ptr(gw);
-            const float *p = weft_tensor_data_ptr(parts);
-            for (int64_t i = 0; i < n; i++) {
-                float s = p[i];
-                for (int64_t c = 1; c < chunks; c++)
-                    s += p[c * n + i];
-                d[i] = s;
-            }
-        } else {
-            double *d = weft_tensor_data_ptr(gw);
-            const double *p = weft_tensor_data_ptr(parts);
-            for (int64_t i = 0; i < n; i++) {
-                double s = p[i];
-                for (int64_t c = 1; c < chunks; c++)
-                    s += p[c * n + i];
-                d[i] = s;
-            }
-        }
+        if (dt == WEFT_FLOAT32)
+            sum_partials_float(weft_tensor_data_ptr(gw), weft_tensor_data_ptr(parts), n, chunks);
+        else
+            sum_partials_double(weft_tensor_data_ptr(gw), weft_tensor_data_ptr(parts), n, chunks);
     }
     weft_tensor_release(go);
     weft_tensor_release(x);

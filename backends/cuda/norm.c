@@ -50,6 +50,15 @@ static void drain(pool *p)
         weft_tensor_release(p->t[--p->n]);
 }
 
+/* The three results of every operator here (output or gradient, and two
+ * per-channel or per-row tensors), handed to the call. */
+static int return_three(weft_call *call, weft_tensor *a, weft_tensor *b, weft_tensor *c)
+{
+    weft_return_tensor(call, 0, a);
+    weft_return_tensor(call, 1, b);
+    return weft_return_tensor(call, 2, c);
+}
+
 static bool plain(const weft_tensor *t, const weft_tensor *like)
 {
     weft_device a = weft_tensor_device(t), b = weft_tensor_device(like);
@@ -187,9 +196,7 @@ static int batch_norm_kernel(weft_call *call, void *ctx)
                                           momentum, eps, &y, &mean, &invstd);
             if (rc < 0)
                 return rc;
-            weft_return_tensor(call, 0, y);
-            weft_return_tensor(call, 1, mean);
-            return weft_return_tensor(call, 2, invstd);
+            return return_three(call, y, mean, invstd);
         }
 #endif
     }
@@ -249,9 +256,7 @@ static int batch_norm_kernel(weft_call *call, void *ctx)
         weft_tensor_release(save_invstd);
         return rc;
     }
-    weft_return_tensor(call, 0, y);
-    weft_return_tensor(call, 1, save_mean);
-    return weft_return_tensor(call, 2, save_invstd);
+    return return_three(call, y, save_mean, save_invstd);
 }
 
 /* native_batch_norm_backward(grad_out, input, weight?, save_mean,
@@ -285,9 +290,7 @@ static int batch_norm_backward_kernel(weft_call *call, void *ctx)
             int rc = wfc_batch_norm_backward_cudnn(&plan, g, x, w, sm, si, &gx, &dw, &db);
             if (rc < 0)
                 return rc;
-            weft_return_tensor(call, 0, gx);
-            weft_return_tensor(call, 1, dw);
-            return weft_return_tensor(call, 2, db);
+            return return_three(call, gx, dw, db);
         }
 #endif
     }
@@ -340,9 +343,7 @@ static int batch_norm_backward_kernel(weft_call *call, void *ctx)
         weft_tensor_release(db);
         return rc;
     }
-    weft_return_tensor(call, 0, gx);
-    weft_return_tensor(call, 1, dw);
-    return weft_return_tensor(call, 2, db);
+    return return_three(call, gx, dw, db);
 }
 
 /* The normalised (last k) dims of a layer_norm input, checked; 1 when the
@@ -398,9 +399,7 @@ static int layer_norm_kernel(weft_call *call, void *ctx)
         weft_tensor_release(y);
         return rc;
     }
-    weft_return_tensor(call, 0, y);
-    weft_return_tensor(call, 1, mean);
-    return weft_return_tensor(call, 2, rstd);
+    return return_three(call, y, mean, rstd);
 }
 
 /* native_layer_norm_backward(grad_out, input, normalized_shape, mean,
@@ -463,9 +462,7 @@ static int layer_norm_backward_kernel(weft_call *call, void *ctx)
         weft_tensor_release(db);
         return rc;
     }
-    weft_return_tensor(call, 0, gx);
-    weft_return_tensor(call, 1, dw);
-    return weft_return_tensor(call, 2, db);
+    return return_three(call, gx, dw, db);
 }
 
 int wfc_register_norm(weft_registrar *reg)
