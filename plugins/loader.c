@@ -10,7 +10,10 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dispatch/dispatcher.h"
 
@@ -44,6 +48,21 @@ typedef struct report_row {
 } report_row;
 
 static pthread_mutex_t loader_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* The name of the plugin whose init is running, or NULL.  Written and read
+ * only with loader_mutex held; the mutex is recursive, so only the thread
+ * running that init can see it set.  A plugin's init that calls back into
+ * the loader (load, load default, unload) is refused: the nested call would
+ * otherwise probe and initialise the very file being initialised, without
+ * end, or close a library whose init is still on the stack. */
+static const char *initializing;
+
+static int refuse_from_init(const char *what)
+{
+    return wf__errorf(WEFT_EBUSY,
+                      "%s: called from inside the init of plugin '%s'; a plugin's init must "
+                      "not load or unload plugins",
+                      what, initializing);
+}
 /* Set while an unload holds the mutex and waits for sections to end. */
 static atomic_bool quiescing;
 
@@ -258,16 +277,137 @@ static bool name_disabled(const char *name)
     return false;
 }
 
-/* An opened, checked candidate that has not been initialised. */
+/* An opened, checked candidate that has not been initialised.  Its name
+ * and variant are copies: a candidate whose init fails is closed at once,
+ * and the descriptor's strings live in the closed library. */
 typedef struct candidate {
     char *path;
+    char *name;
+    char *variant;
+    uint32_t abi_major, abi_minor;
     dev_t dev;
     ino_t ino;
     void *handle;
-    const weft_plugin_descriptor *desc;
+    const weft_plugin_descriptor *desc; /* valid while handle is open */
     int score;
-    bool chosen;
+    bool done; /* reported: loaded, failed, skipped or unsupported */
 } candidate;
+
+#if __ELF_NATIVE_CLASS == 64
+#define ELFCLASS_HERE ELFCLASS64
+#else
+#define ELFCLASS_HERE ELFCLASS32
+#endif
+
+/* A plugin name is at most this long (the registrar keeps a copy), printable
+ * ASCII without '/' or ',' (WEFT_DISABLE_PLUGINS is a comma list). */
+#define NAME_MAX_LEN 47
+
+/* Checks the file's ELF program headers before dlopen maps it: a truncated
+ * library (a copy cut short, a download in progress) has segments that end
+ * past the end of the file, and touching such a mapping raises SIGBUS inside
+ * dlopen, which no caller can recover from.  Anything that is not a native
+ * ELF file is left to dlopen, whose own messages are clear.  Returns 0 or
+ * writes the reason into msg and returns -1. */
+static int check_elf_extent(const char *path, char *msg, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* dlopen reports it */
+    struct stat st;
+    ElfW(Ehdr) eh;
+    int rc = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS_HERE)
+        goto out;
+    off_t fsize = st.st_size;
+    if (eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0) {
+        snprintf(msg, size, "malformed ELF file: %u program headers of %u bytes", eh.e_phnum,
+                 eh.e_phentsize);
+        rc = -1;
+        goto out;
+    }
+    if (eh.e_phoff > (uint64_t)fsize ||
+        (uint64_t)eh.e_phnum * sizeof(ElfW(Phdr)) > (uint64_t)fsize - eh.e_phoff) {
+        snprintf(msg, size, "truncated ELF file: its program headers end past its %lld bytes",
+                 (long long)fsize);
+        rc = -1;
+        goto out;
+    }
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        ElfW(Phdr) ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
+            snprintf(msg, size, "cannot read program header %u", i);
+            rc = -1;
+            goto out;
+        }
+        if (ph.p_type != PT_LOAD && ph.p_type != PT_DYNAMIC)
+            continue;
+        if (ph.p_offset > (uint64_t)fsize || ph.p_filesz > (uint64_t)fsize - ph.p_offset) {
+            snprintf(msg, size,
+                     "truncated ELF file: segment %u ends at byte %llu but the file has %lld "
+                     "bytes",
+                     i, (unsigned long long)(ph.p_offset + ph.p_filesz), (long long)fsize);
+            rc = -1;
+            goto out;
+        }
+    }
+out:
+    close(fd);
+    return rc;
+}
+
+/* Checks that the entry symbol is a data object big enough and aligned for
+ * the descriptor before any field is read: an entry that is a function, or a
+ * one-byte object, would otherwise be read as a descriptor (a misaligned,
+ * out-of-bounds read of whatever follows it). */
+static int check_entry_symbol(const void *d, char *msg, size_t size)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!dladdr1(d, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
+        return 0; /* no symbol table entry to check (not expected) */
+    int type = ELF64_ST_TYPE(sym->st_info); /* the same macro in both classes */
+    if (type != STT_OBJECT) {
+        snprintf(msg, size, "entry symbol '%s' is %s, not a weft_plugin_descriptor object",
+                 WEFT_PLUGIN_ENTRY_SYMBOL,
+                 type == STT_FUNC ? "a function" : type == STT_TLS ? "thread-local" : "not data");
+        return -1;
+    }
+    size_t need = offsetof(weft_plugin_descriptor, init) + sizeof(void *);
+    if (sym->st_size < need) {
+        snprintf(msg, size, "entry symbol '%s' is %llu bytes, too small for a descriptor (%zu)",
+                 WEFT_PLUGIN_ENTRY_SYMBOL, (unsigned long long)sym->st_size, need);
+        return -1;
+    }
+    if ((uintptr_t)d % _Alignof(weft_plugin_descriptor) != 0) {
+        snprintf(msg, size, "entry symbol '%s' is misaligned", WEFT_PLUGIN_ENTRY_SYMBOL);
+        return -1;
+    }
+    if (((const weft_plugin_descriptor *)d)->struct_size > sym->st_size) {
+        snprintf(msg, size, "entry descriptor claims %u bytes but its symbol has %llu",
+                 ((const weft_plugin_descriptor *)d)->struct_size,
+                 (unsigned long long)sym->st_size);
+        return -1;
+    }
+    return 0;
+}
+
+/* The name's problem, or NULL when it is acceptable. */
+static const char *bad_name(const char *name)
+{
+    size_t n = strnlen(name, NAME_MAX_LEN + 1);
+    if (n == 0)
+        return "the plugin name is empty";
+    if (n > NAME_MAX_LEN)
+        return "the plugin name is longer than 47 characters";
+    for (size_t i = 0; i < n; i++)
+        if (name[i] <= ' ' || name[i] > '~' || name[i] == '/' || name[i] == ',')
+            return "the plugin name has a character other than printable ASCII, "
+                   "or a space, '/' or ','";
+    return NULL;
+}
 
 /* Opens path and checks its descriptor.  On failure the report has the
  * row and the return is negative. */
@@ -279,6 +419,11 @@ static int probe(candidate *c, const char *path)
         report(path, NULL, NULL, WEFT_PLUGIN_FAILED, "file not found", 0, 0, 0);
         return wf__errorf(WEFT_ENOTFOUND, "plugin '%s': file not found", path);
     }
+    char msg[512];
+    if (check_elf_extent(path, msg, sizeof msg) < 0) {
+        report(path, NULL, NULL, WEFT_PLUGIN_FAILED, msg, 0, 0, 0);
+        return wf__errorf(WEFT_EPLUGIN, "plugin '%s': %s", path, msg);
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
@@ -286,10 +431,13 @@ static int probe(candidate *c, const char *path)
         return wf__errorf(WEFT_EPLUGIN, "plugin '%s': dlopen failed: %s", path, e);
     }
     const weft_plugin_descriptor *d = dlsym(h, WEFT_PLUGIN_ENTRY_SYMBOL);
-    char msg[512];
     int rc = 0;
+    const char *why_name = NULL;
     if (!d) {
         snprintf(msg, sizeof msg, "no entry symbol '%s': not a weft plugin", WEFT_PLUGIN_ENTRY_SYMBOL);
+        rc = WEFT_EPLUGIN;
+    } else if (check_entry_symbol(d, msg, sizeof msg) < 0) {
+        d = NULL; /* nothing of it may be read */
         rc = WEFT_EPLUGIN;
     } else if (d->struct_size < offsetof(weft_plugin_descriptor, init) + sizeof(void *)) {
         snprintf(msg, sizeof msg, "entry descriptor too small (%u bytes)", d->struct_size);
@@ -303,14 +451,33 @@ static int probe(candidate *c, const char *path)
     } else if (!d->name || !*d->name || !d->init) {
         snprintf(msg, sizeof msg, "entry descriptor lacks a name or an init function");
         rc = WEFT_EPLUGIN;
+    } else if ((why_name = bad_name(d->name)) != NULL ||
+               (d->variant && strnlen(d->variant, NAME_MAX_LEN + 1) > NAME_MAX_LEN)) {
+        snprintf(msg, sizeof msg, "%s", why_name ? why_name : "the variant name is longer than 47 characters");
+        rc = WEFT_EPLUGIN;
     }
     if (rc < 0) {
-        report(path, d && d->struct_size >= 32 && d->name ? d->name : NULL, NULL,
-               WEFT_PLUGIN_FAILED, msg, d ? d->abi_major : 0, d ? d->abi_minor : 0, 0);
+        /* a name is shown only when it passed its own check */
+        const char *shown = d && d->struct_size >= 32 && d->name && !bad_name(d->name) ? d->name : NULL;
+        report(path, shown, NULL, WEFT_PLUGIN_FAILED, msg, d ? d->abi_major : 0,
+               d ? d->abi_minor : 0, 0);
         dlclose(h);
         return wf__errorf(rc, "plugin '%s': %s", path, msg);
     }
     c->path = strdup(path);
+    c->name = strdup(d->name);
+    c->variant = d->variant ? strdup(d->variant) : NULL;
+    if (!c->path || !c->name || (d->variant && !c->variant)) {
+        free(c->path);
+        free(c->name);
+        free(c->variant);
+        memset(c, 0, sizeof *c);
+        report(path, NULL, NULL, WEFT_PLUGIN_FAILED, "out of memory", 0, 0, 0);
+        dlclose(h);
+        return wf__errorf(WEFT_ENOMEM, "plugin '%s': out of memory", path);
+    }
+    c->abi_major = d->abi_major;
+    c->abi_minor = d->abi_minor;
     c->dev = st.st_dev;
     c->ino = st.st_ino;
     c->handle = h;
@@ -324,8 +491,11 @@ static void drop_candidate(candidate *c)
     if (c->handle)
         dlclose(c->handle);
     free(c->path);
+    free(c->name);
+    free(c->variant);
     c->handle = NULL;
-    c->path = NULL;
+    c->desc = NULL;
+    c->path = c->name = c->variant = NULL;
 }
 
 /* Runs init for a chosen candidate.  Takes its handle either way (closing
@@ -333,19 +503,28 @@ static void drop_candidate(candidate *c)
 static int init_candidate(candidate *c)
 {
     const weft_plugin_descriptor *d = c->desc;
+    c->done = true;
     plugin *p = calloc(1, sizeof *p);
     weft_registrar *reg = NULL;
     char *path_copy = strdup(c->path);
-    if (!p || !path_copy || wf__registrar_new(&reg, d->name) < 0) {
+    char *name_copy = strdup(c->name);
+    if (!p || !path_copy || !name_copy || wf__registrar_new(&reg, c->name) < 0) {
         free(p);
         free(path_copy);
+        free(name_copy);
         dlclose(c->handle);
         c->handle = NULL;
-        return wf__errorf(WEFT_ENOMEM, "out of memory loading a plugin");
+        c->desc = NULL;
+        report(c->path, c->name, c->variant, WEFT_PLUGIN_FAILED, "out of memory", c->abi_major,
+               c->abi_minor, c->score);
+        return wf__errorf(WEFT_ENOMEM, "out of memory loading plugin '%s'", c->name);
     }
     weft_clear_error();
     wf__registrar_set_initializing(reg, true);
+    const char *outer = initializing;
+    initializing = c->name;
     int rc = d->init(reg);
+    initializing = outer;
     if (rc < 0) {
         char msg[768];
         const char *why = weft_last_error();
@@ -354,18 +533,24 @@ static int init_candidate(candidate *c)
         /* everything the plugin registered goes, newest first */
         wf__registrar_release_all(reg);
         free(reg);
-        report(c->path, d->name, d->variant, WEFT_PLUGIN_FAILED, msg, d->abi_major, d->abi_minor,
+        report(c->path, c->name, c->variant, WEFT_PLUGIN_FAILED, msg, c->abi_major, c->abi_minor,
                c->score);
-        rc = wf__errorf(WEFT_EPLUGIN, "plugin '%s' (%s): %s", d->name, c->path, msg);
+        rc = wf__errorf(WEFT_EPLUGIN, "plugin '%s' (%s): %s", c->name, c->path, msg);
         free(p);
         free(path_copy);
+        free(name_copy);
+        /* nothing of the descriptor is read after this: it lives in the
+         * library being closed */
         dlclose(c->handle);
         c->handle = NULL;
+        c->desc = NULL;
         return rc;
+    } else if (rc > 0) {
+        rc = 0;
     }
     wf__registrar_set_initializing(reg, false); /* its CPU fallbacks go live */
     p->path = path_copy;
-    p->name = strdup(d->name);
+    p->name = name_copy;
     p->dev = c->dev;
     p->ino = c->ino;
     p->handle = c->handle;
@@ -374,7 +559,7 @@ static int init_candidate(candidate *c)
     p->reg = reg;
     p->next = loaded;
     loaded = p;
-    report(c->path, d->name, d->variant, WEFT_PLUGIN_LOADED, NULL, d->abi_major, d->abi_minor,
+    report(c->path, c->name, c->variant, WEFT_PLUGIN_LOADED, NULL, c->abi_major, c->abi_minor,
            c->score);
     return 1;
 }
@@ -398,6 +583,11 @@ WEFT_API int weft_load_default_plugins(void)
     int lrc = loader_lock("load_default_plugins");
     if (lrc < 0)
         return lrc;
+    if (initializing) {
+        int rc = refuse_from_init("load_default_plugins");
+        pthread_mutex_unlock(&loader_mutex);
+        return rc;
+    }
     char **dirs;
     int ndirs = search_dirs(&dirs);
     if (ndirs < 0) {
@@ -454,42 +644,67 @@ WEFT_API int weft_load_default_plugins(void)
         free(names);
     }
     free_dirs(dirs, ndirs);
-    /* choose: per name, the best score that can run here */
+    /* choose: per name, the best score that can run here; when its init
+     * fails, the next best (a broken AVX-512 build must not leave the
+     * machine without its baseline CPU plugin) */
     int loaded_now = 0;
     for (int i = 0; i < ncands; i++) {
         candidate *c = &cands[i];
-        const char *name = c->desc->name;
-        const weft_plugin_descriptor *d = c->desc;
+        if (c->done)
+            continue;
         if (c->score < 0) {
-            report(c->path, name, d->variant, WEFT_PLUGIN_UNSUPPORTED,
-                   "its score says this machine cannot run it", d->abi_major, d->abi_minor, c->score);
-            continue;
-        }
-        if (name_disabled(name)) {
-            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, "disabled by WEFT_DISABLE_PLUGINS",
-                   d->abi_major, d->abi_minor, c->score);
-            continue;
-        }
-        int best = i;
-        for (int j = 0; j < ncands; j++)
-            if (j != i && cands[j].score >= 0 && strcmp(cands[j].desc->name, name) == 0 &&
-                cands[j].score > cands[best].score)
-                best = j;
-        if (best != i) {
-            char msg[PATH_MAX + 64];
-            snprintf(msg, sizeof msg, "a better variant was chosen: %s", cands[best].path);
-            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, msg, d->abi_major, d->abi_minor,
+            c->done = true;
+            report(c->path, c->name, c->variant, WEFT_PLUGIN_UNSUPPORTED,
+                   "its score says this machine cannot run it", c->abi_major, c->abi_minor,
                    c->score);
             continue;
         }
-        if (find_loaded_name(name)) {
-            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED, "a plugin of this name is already loaded",
-                   d->abi_major, d->abi_minor, c->score);
+        if (name_disabled(c->name)) {
+            c->done = true;
+            report(c->path, c->name, c->variant, WEFT_PLUGIN_SKIPPED,
+                   "disabled by WEFT_DISABLE_PLUGINS", c->abi_major, c->abi_minor, c->score);
             continue;
         }
-        c->chosen = true;
-        if (init_candidate(c) > 0)
+    }
+    for (;;) {
+        /* the best remaining candidate of any name, the first on ties */
+        int best = -1;
+        for (int j = 0; j < ncands; j++)
+            if (!cands[j].done && (best < 0 || strcmp(cands[j].name, cands[best].name) < 0 ||
+                                   (strcmp(cands[j].name, cands[best].name) == 0 &&
+                                    cands[j].score > cands[best].score)))
+                best = j;
+        if (best < 0)
+            break;
+        candidate *c = &cands[best];
+        plugin *won = find_loaded_name(c->name);
+        if (!won && init_candidate(c) > 0) {
             loaded_now++;
+            won = find_loaded_name(c->name);
+        }
+        c->done = true;
+        if (!won)
+            continue; /* its failure is reported; the next best of the name is tried */
+        for (int j = 0; j < ncands; j++) {
+            candidate *o = &cands[j];
+            if (o->done || strcmp(o->name, c->name) != 0)
+                continue;
+            o->done = true;
+            char msg[PATH_MAX + 64];
+            if (won->ino == c->ino && won->dev == c->dev)
+                snprintf(msg, sizeof msg, "a better variant was chosen: %s", won->path);
+            else
+                snprintf(msg, sizeof msg, "a plugin of this name is already loaded from %s",
+                         won->path);
+            report(o->path, o->name, o->variant, WEFT_PLUGIN_SKIPPED, msg, o->abi_major,
+                   o->abi_minor, o->score);
+        }
+        if (won->ino != c->ino || won->dev != c->dev) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "a plugin of this name is already loaded from %s", won->path);
+            report(c->path, c->name, c->variant, WEFT_PLUGIN_SKIPPED, msg, c->abi_major,
+                   c->abi_minor, c->score);
+        }
     }
     for (int i = 0; i < ncands; i++) {
         remember_decided(cands[i].dev, cands[i].ino);
@@ -507,6 +722,11 @@ WEFT_API int weft_load_plugin(const char *path)
     int lrc = loader_lock("load_plugin");
     if (lrc < 0)
         return lrc;
+    if (initializing) {
+        int rc = refuse_from_init("load_plugin");
+        pthread_mutex_unlock(&loader_mutex);
+        return rc;
+    }
     char found[PATH_MAX];
     int rc = 0;
     if (!strchr(path, '/')) {
@@ -540,21 +760,20 @@ WEFT_API int weft_load_plugin(const char *path)
     candidate c;
     rc = probe(&c, found);
     if (rc == 0) {
-        const weft_plugin_descriptor *d = c.desc;
-        plugin *other = find_loaded_name(d->name);
+        plugin *other = find_loaded_name(c.name);
         if (other) {
             char msg[PATH_MAX + 64];
-            snprintf(msg, sizeof msg, "a plugin named '%s' is already loaded from %s", d->name,
+            snprintf(msg, sizeof msg, "a plugin named '%s' is already loaded from %s", c.name,
                      other->path);
-            report(c.path, d->name, d->variant, WEFT_PLUGIN_SKIPPED, msg, d->abi_major, d->abi_minor,
+            report(c.path, c.name, c.variant, WEFT_PLUGIN_SKIPPED, msg, c.abi_major, c.abi_minor,
                    c.score);
             rc = wf__errorf(WEFT_EEXIST, "plugin '%s': %s", found, msg);
             drop_candidate(&c);
         } else if (c.score < 0) {
-            report(c.path, d->name, d->variant, WEFT_PLUGIN_UNSUPPORTED,
-                   "its score says this machine cannot run it", d->abi_major, d->abi_minor, c.score);
+            report(c.path, c.name, c.variant, WEFT_PLUGIN_UNSUPPORTED,
+                   "its score says this machine cannot run it", c.abi_major, c.abi_minor, c.score);
             rc = wf__errorf(WEFT_ENOTSUP, "plugin '%s' (%s variant) cannot run on this machine",
-                            d->name, d->variant ? d->variant : "default");
+                            c.name, c.variant ? c.variant : "default");
             drop_candidate(&c);
         } else {
             rc = init_candidate(&c);
@@ -599,6 +818,11 @@ WEFT_API int weft_unload_plugin(const char *name)
                           "device call (the code it would return to could be the plugin's)",
                           name);
     pthread_mutex_lock(&loader_mutex);
+    if (initializing) {
+        int rc = refuse_from_init("unload_plugin");
+        pthread_mutex_unlock(&loader_mutex);
+        return rc;
+    }
     plugin **pp = &loaded;
     while (*pp && strcmp((*pp)->name, name) != 0)
         pp = &(*pp)->next;
