@@ -93,7 +93,7 @@ WEFT_API int weft_function_save_for_backward(weft_function_ctx *ctx, weft_tensor
     for (int i = 0; i < n; i++)
         if (!tensors[i])
             return wf__errorf(WEFT_EINVAL, "%s: save_for_backward: tensor %d is NULL", ctx->name, i);
-    weft_tensor **kept = n ? malloc((size_t)n * sizeof *kept) : NULL;
+    weft_tensor **kept = n ? wf__malloc((size_t)n * sizeof *kept) : NULL;
     if (n && !kept)
         return wf__errorf(WEFT_ENOMEM, "%s: out of memory saving tensors", ctx->name);
     for (int i = 0; i < n; i++)
@@ -129,7 +129,7 @@ static int mark(weft_function_ctx *ctx, const weft_tensor *t, const weft_tensor 
         return wf__errorf(WEFT_EINVAL, "function_mark_%s: NULL argument", what);
     if (!ctx->in_forward)
         return wf__errorf(WEFT_EINVAL, "%s: mark_%s can only be called from forward", ctx->name, what);
-    const weft_tensor **grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
+    const weft_tensor **grown = wf__realloc(*list, (size_t)(*n + 1) * sizeof *grown);
     if (!grown)
         return wf__errorf(WEFT_ENOMEM, "%s: out of memory", ctx->name);
     grown[(*n)++] = t;
@@ -153,8 +153,8 @@ WEFT_API int weft_function_mark_dirty(weft_function_ctx *ctx, const weft_tensor 
 static int custom_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 {
     weft_function_ctx *c = n->ctx;
-    weft_tensor **grads = calloc((size_t)c->noutputs, sizeof *grads);
-    weft_tensor **result = calloc((size_t)(c->ninputs ? c->ninputs : 1), sizeof *result);
+    weft_tensor **grads = wf__calloc((size_t)c->noutputs, sizeof *grads);
+    weft_tensor **result = wf__calloc((size_t)(c->ninputs ? c->ninputs : 1), sizeof *result);
     int rc = grads && result ? 0 : wf__errorf(WEFT_ENOMEM, "%s: out of memory", c->name);
     for (int o = 0; rc == 0 && o < c->noutputs; o++) {
         if (go[o])
@@ -325,7 +325,7 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
     for (int o = 0; outputs && o < noutputs; o++)
         outputs[o] = NULL;
     int rc = check_apply(outputs, noutputs, fn, inputs, ninputs);
-    weft_function_ctx *c = rc == 0 ? calloc(1, sizeof *c) : NULL;
+    weft_function_ctx *c = rc == 0 ? wf__calloc(1, sizeof *c) : NULL;
     if (rc == 0 && !c)
         rc = wf__errorf(WEFT_ENOMEM, "function_apply: out of memory");
     if (rc < 0) {
@@ -338,10 +338,10 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
     c->destroy = destroy;
     c->ninputs = ninputs;
     c->noutputs = noutputs;
-    c->name = strdup(fn->name ? fn->name : "CustomFunctionBackward");
-    c->needs_grad = calloc((size_t)(ninputs ? ninputs : 1), sizeof *c->needs_grad);
-    c->input_meta = calloc((size_t)(ninputs ? ninputs : 1), sizeof *c->input_meta);
-    c->output_meta = calloc((size_t)noutputs, sizeof *c->output_meta);
+    c->name = wf__strdup(fn->name ? fn->name : "CustomFunctionBackward");
+    c->needs_grad = wf__calloc((size_t)(ninputs ? ninputs : 1), sizeof *c->needs_grad);
+    c->input_meta = wf__calloc((size_t)(ninputs ? ninputs : 1), sizeof *c->input_meta);
+    c->output_meta = wf__calloc((size_t)noutputs, sizeof *c->output_meta);
     if (!c->name || !c->needs_grad || !c->input_meta || !c->output_meta) {
         ctx_free(c);
         return wf__errorf(WEFT_ENOMEM, "function_apply: out of memory");

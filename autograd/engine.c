@@ -29,18 +29,21 @@ static int add_node(task *t, wf_node *n)
 {
     if (t->n_nodes == t->cap_nodes) {
         int cap = t->cap_nodes ? 2 * t->cap_nodes : 64;
-        wf_node **g = realloc(t->nodes, (size_t)cap * sizeof *g);
+        wf_node **g = wf__realloc(t->nodes, (size_t)cap * sizeof *g);
         if (!g)
             return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
         t->nodes = g;
         t->cap_nodes = cap;
     }
+    /* The buffer first: cleanup() reads the buffer of every linked node,
+     * so a node must never be linked without one. */
+    weft_tensor **buf = wf__calloc((size_t)(n->n_outputs > 0 ? n->n_outputs : 1), sizeof *buf);
+    if (!buf)
+        return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
+    n->buffer = buf;
     t->nodes[t->n_nodes++] = n;
     n->task_id = t->id;
     n->dependencies = 0;
-    n->buffer = calloc((size_t)(n->n_outputs > 0 ? n->n_outputs : 1), sizeof *n->buffer);
-    if (!n->buffer)
-        return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
     return 0;
 }
 
@@ -187,7 +190,7 @@ static int run_node_hooks(wf_node *n, wf_node_hook *hooks, weft_tensor **grads_i
     const char *kind = grads_in ? "post" : "pre";
     for (wf_node_hook *h = hooks; h; h = h->next) {
         weft_tensor *stack_replace[8];
-        weft_tensor **replace = n_grads <= 8 ? stack_replace : calloc((size_t)n_grads, sizeof *replace);
+        weft_tensor **replace = n_grads <= 8 ? stack_replace : wf__calloc((size_t)n_grads, sizeof *replace);
         if (!replace)
             return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
         for (int i = 0; i < n_grads; i++)
@@ -239,7 +242,7 @@ static int run_node(task *t, wf_node *n, bool retain_graph)
     for (int o = 0; o < n->n_outputs; o++)
         any |= n->buffer[o] != NULL;
     weft_tensor *stack_grads[8];
-    weft_tensor **grads_in = n->n_edges <= 8 ? stack_grads : calloc((size_t)n->n_edges, sizeof *grads_in);
+    weft_tensor **grads_in = n->n_edges <= 8 ? stack_grads : wf__calloc((size_t)n->n_edges, sizeof *grads_in);
     if (!grads_in)
         return wf__errorf(WEFT_ENOMEM, "backward: out of memory");
     for (int e = 0; e < n->n_edges; e++)
@@ -298,9 +301,9 @@ static int run_backward(weft_tensor *const *outputs, int n, weft_tensor *const *
 {
     if (!outputs || n <= 0)
         return wf__errorf(WEFT_EINVAL, "backward: no outputs given");
-    wf_edge *roots = calloc((size_t)n, sizeof *roots);
-    wf_node **root_nodes = calloc((size_t)n, sizeof *root_nodes);
-    weft_tensor **root_grads = calloc((size_t)n, sizeof *root_grads);
+    wf_edge *roots = wf__calloc((size_t)n, sizeof *roots);
+    wf_node **root_nodes = wf__calloc((size_t)n, sizeof *root_nodes);
+    weft_tensor **root_grads = wf__calloc((size_t)n, sizeof *root_grads);
     int rc = roots && root_nodes && root_grads ? 0 : wf__errorf(WEFT_ENOMEM, "backward: out of memory");
     for (int i = 0; i < n && rc == 0; i++) {
         weft_tensor *o = outputs[i];
@@ -338,7 +341,7 @@ static int run_backward(weft_tensor *const *outputs, int n, weft_tensor *const *
     t->id = atomic_fetch_add(&next_task_id, 1);
     if (rc == 0)
         rc = discover(t, root_nodes, n);
-    if (rc == 0 && !(t->heap = malloc((size_t)(t->n_nodes ? t->n_nodes : 1) * sizeof *t->heap)))
+    if (rc == 0 && !(t->heap = wf__malloc((size_t)(t->n_nodes ? t->n_nodes : 1) * sizeof *t->heap)))
         rc = wf__errorf(WEFT_ENOMEM, "backward: out of memory");
     for (int i = 0; i < n && rc == 0; i++) {
         rc = accumulate_into(&roots[i].node->buffer[roots[i].input_nr], root_grads[i]);
@@ -387,7 +390,7 @@ WEFT_API int weft_autograd_grad(weft_tensor **grads, weft_tensor *const *outputs
         grads[i] = NULL;
     task t = {0};
     t.n_capture = ninputs;
-    t.capture = calloc((size_t)ninputs, sizeof *t.capture);
+    t.capture = wf__calloc((size_t)ninputs, sizeof *t.capture);
     t.captured = grads;
     if (!t.capture)
         return wf__errorf(WEFT_ENOMEM, "autograd_grad: out of memory");

@@ -105,7 +105,7 @@ static int record_softmax(wf_node *n, const weft_call *call, weft_tensor *result
                           weft_tensor *old_self)
 {
     (void)old_self;
-    n->info = malloc(sizeof(int64_t));
+    n->info = wf__malloc(sizeof(int64_t));
     if (!n->info)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
     n->info[0] = call->args[1].u.i;
@@ -480,7 +480,7 @@ static int record_layer_norm(wf_node *n, const weft_call *call, weft_tensor *res
     const weft_value *a = call->args;
     int k = a[1].len;
     double eps = a[4].u.d;
-    n->info = malloc((size_t)(3 + k) * sizeof(int64_t));
+    n->info = wf__malloc((size_t)(3 + k) * sizeof(int64_t));
     if (!n->info)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
     n->info[0] = optional_arg(call, 2) != NULL;

@@ -36,7 +36,7 @@ static int shapes_then(wf_node *n, const weft_tensor *const *ts, int k, const in
                        int count)
 {
     TRY(store_shapes(n, ts, k));
-    int64_t *info = realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
+    int64_t *info = wf__realloc(n->info, (size_t)(n->n_info + count) * sizeof(int64_t));
     if (!info)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
     memcpy(info + n->n_info, extra, (size_t)count * sizeof(int64_t));

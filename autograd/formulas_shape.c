@@ -579,7 +579,7 @@ static int split_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
         like = go[k];
     if (!like)
         return 0; /* no piece was used */
-    weft_tensor **parts = calloc((size_t)count, sizeof *parts);
+    weft_tensor **parts = wf__calloc((size_t)count, sizeof *parts);
     if (!parts)
         return wf__errorf(WEFT_ENOMEM, "SplitBackward: out of memory");
     int rc = 0;

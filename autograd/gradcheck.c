@@ -65,9 +65,9 @@ WEFT_API int weft_gradcheck(weft_tensor_fn fn, void *ctx, weft_tensor *const *in
             idx[nt] = i;
             tracked[nt++] = inputs[i];
         }
-    double **analytic = calloc((size_t)nt, sizeof *analytic);
+    double **analytic = wf__calloc((size_t)nt, sizeof *analytic);
     for (int k = 0; analytic && k < nt; k++)
-        if (!(analytic[k] = calloc((size_t)(m * tracked[k]->numel + 1), sizeof(double))))
+        if (!(analytic[k] = wf__calloc((size_t)(m * tracked[k]->numel + 1), sizeof(double))))
             rc = wf__errorf(WEFT_ENOMEM, "gradcheck: out of memory");
     if (!analytic)
         rc = wf__errorf(WEFT_ENOMEM, "gradcheck: out of memory");

@@ -37,10 +37,10 @@ WEFT_API bool weft_set_grad_enabled(bool enabled)
 
 wf_node *wf__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs)
 {
-    wf_node *n = calloc(1, sizeof *n);
+    wf_node *n = wf__calloc(1, sizeof *n);
     if (!n)
         return NULL;
-    if (n_edges > 0 && !(n->edges = calloc((size_t)n_edges, sizeof *n->edges))) {
+    if (n_edges > 0 && !(n->edges = wf__calloc((size_t)n_edges, sizeof *n->edges))) {
         free(n);
         return NULL;
     }
@@ -129,7 +129,7 @@ void wf__node_release(wf_node *n)
 
 int wf__node_set_info(wf_node *n, const int64_t *info, int count)
 {
-    int64_t *copy = malloc((size_t)count * sizeof *copy);
+    int64_t *copy = wf__malloc((size_t)count * sizeof *copy);
     if (!copy)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
     memcpy(copy, info, (size_t)count * sizeof *copy);
@@ -142,7 +142,7 @@ int wf__node_set_info(wf_node *n, const int64_t *info, int count)
 int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output)
 {
     if (slot >= n->n_saved) {
-        wf_saved *grown = realloc(n->saved, (size_t)(slot + 1) * sizeof *grown);
+        wf_saved *grown = wf__realloc(n->saved, (size_t)(slot + 1) * sizeof *grown);
         if (!grown)
             return wf__errorf(WEFT_ENOMEM, "out of memory saving a tensor for backward");
         memset(grown + n->n_saved, 0, (size_t)(slot + 1 - n->n_saved) * sizeof *grown);
@@ -241,7 +241,7 @@ weft_tensor *wf__node_saved(wf_node *n, int slot)
 static wf_autograd_meta *meta_of(weft_tensor *t, bool create)
 {
     if (!t->autograd_meta && create)
-        t->autograd_meta = calloc(1, sizeof(wf_autograd_meta));
+        t->autograd_meta = wf__calloc(1, sizeof(wf_autograd_meta));
     return t->autograd_meta;
 }
 
@@ -447,7 +447,7 @@ static int add_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx, weft_tensor
     int rc = wf__edge_of(&edge, t);
     if (rc < 0)
         return rc;
-    wf_hook *h = malloc(sizeof *h);
+    wf_hook *h = wf__malloc(sizeof *h);
     if (!h) {
         wf__node_release(edge.node);
         return wf__errorf(WEFT_ENOMEM, "out of memory registering a hook");
@@ -599,7 +599,7 @@ static atomic_uint_fast64_t next_hook_handle = 1;
 static int add_node_hook(wf_node_hook **list, weft_node_pre_hook_fn pre, weft_node_post_hook_fn post,
                          void *ctx, uint64_t *handle)
 {
-    wf_node_hook *h = malloc(sizeof *h);
+    wf_node_hook *h = wf__malloc(sizeof *h);
     if (!h)
         return wf__errorf(WEFT_ENOMEM, "out of memory registering a node hook");
     h->handle = atomic_fetch_add(&next_hook_handle, 1);

@@ -78,7 +78,7 @@ static int record_view(weft_tensor *out, const weft_tensor *src, wf_view_kind ki
     int nd = src->ndim;
     /* the view's own strides close the record, for the strided case */
     node->n_info = 1 + 2 * nd + 3 + (kind == WF_VIEW_PERMUTE ? ndims : 0) + out->ndim;
-    node->info = malloc((size_t)node->n_info * sizeof(int64_t));
+    node->info = wf__malloc((size_t)node->n_info * sizeof(int64_t));
     int rc = node->info ? 0 : wf__errorf(WEFT_ENOMEM, "out of memory recording a view");
     if (rc == 0) {
         int64_t *p = node->info;
@@ -118,7 +118,7 @@ int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kin
         return wf__requires_grad(src) ? record_view(out, src, kind, dims, ndims) : 0;
     /* taken in no-grad mode from a tensor that requires grad (or from such
      * a view): remembered, to refuse an in-place write to it later */
-    wf_autograd_meta *m = calloc(1, sizeof *m);
+    wf_autograd_meta *m = wf__calloc(1, sizeof *m);
     if (!m)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a view");
     m->no_grad_view = true;
@@ -242,7 +242,7 @@ static int copy_slices_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     int64_t extent = extent_of(bs, bst, c->base_ndim);
     weft_tensor *g = go[0], *flat = NULL, *res = NULL, *slice = NULL, *gslice = NULL;
     weft_tensor *stack_fn_gi[8];
-    weft_tensor **fn_gi = fn->n_edges <= 8 ? stack_fn_gi : calloc((size_t)fn->n_edges, sizeof *fn_gi);
+    weft_tensor **fn_gi = fn->n_edges <= 8 ? stack_fn_gi : wf__calloc((size_t)fn->n_edges, sizeof *fn_gi);
     if (!fn_gi)
         return wf__errorf(WEFT_ENOMEM, "CopySlices: out of memory");
     for (int e = 0; e < fn->n_edges; e++)
@@ -286,11 +286,11 @@ int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge)
 {
     weft_tensor *base = view->view_base;
     int skip = self_edge ? 1 : 0;
-    copy_slices *c = calloc(1, sizeof *c);
+    copy_slices *c = wf__calloc(1, sizeof *c);
     wf_node *cs = c ? wf__node_new("CopySlices", copy_slices_backward, 1 + fn->n_edges - skip, 1) : NULL;
     int bnd = base->ndim, vnd = view->ndim;
     if (c)
-        c->geometry = malloc((size_t)(2 * bnd + 2 * vnd + 1) * sizeof(int64_t));
+        c->geometry = wf__malloc((size_t)(2 * bnd + 2 * vnd + 1) * sizeof(int64_t));
     if (!c || !cs || !c->geometry) {
         if (c)
             free(c->geometry);
@@ -347,7 +347,7 @@ int wf__autograd_copy(weft_tensor *out, const weft_tensor *src)
                                  copy_backward, 1, 1);
     if (!node)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a copy");
-    node->info = malloc(sizeof(int64_t));
+    node->info = wf__malloc(sizeof(int64_t));
     int rc = node->info ? 0 : wf__errorf(WEFT_ENOMEM, "out of memory recording a copy");
     if (rc == 0) {
         node->info[0] = src->dtype;

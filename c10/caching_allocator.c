@@ -123,7 +123,7 @@ static int set_insert(block_set *s, block *b)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
-        block **v = realloc(s->v, cap * sizeof *v);
+        block **v = wf__realloc(s->v, cap * sizeof *v);
         if (!v)
             return WEFT_ENOMEM;
         s->v = v;
@@ -300,7 +300,7 @@ static int new_segment(weft_caching_allocator *a, int device, size_t bytes, bloc
     device_state *d = &a->dev[device];
     if (d->st.limit_bytes && d->st.reserved_bytes + bytes > d->st.limit_bytes)
         return WEFT_ENOMEM;
-    block *b = calloc(1, sizeof *b);
+    block *b = wf__calloc(1, sizeof *b);
     if (!b)
         return WEFT_ENOMEM;
     void *ptr = NULL;
@@ -403,7 +403,7 @@ static int caching_allocate(void *ctx, size_t nbytes, int device, weft_data_ptr 
         b->stream = stream;
     }
     if (worth_splitting(b, size)) {
-        block *rest = calloc(1, sizeof *rest);
+        block *rest = wf__calloc(1, sizeof *rest);
         if (rest) {
             *rest = (block){.owner = a, .ptr = b->ptr + size, .size = b->size - size,
                             .stream = b->stream, .prev = b, .next = b->next,
@@ -451,7 +451,7 @@ static void block_deleter(void *data, void *ctx)
     d->st.active_blocks--;
     for (int i = 0; i < b->n_use; i++) {
         void *event = NULL;
-        pending *p = a->mem.event_record ? malloc(sizeof *p) : NULL;
+        pending *p = a->mem.event_record ? wf__malloc(sizeof *p) : NULL;
         if (!p || a->mem.event_record(a->mem.ctx, b->device, b->use_streams[i], &event) < 0) {
             /* No event to wait on: wait for the whole device instead. */
             free(p);
@@ -560,8 +560,8 @@ int weft_caching_allocator_create(weft_caching_allocator **out, const char *name
         return wf__errorf(WEFT_EINVAL, "%s=%s is not a size (bytes, or a number with K, M or "
                                        "G)", env, text);
 
-    weft_caching_allocator *a = calloc(1, sizeof *a);
-    if (!a || (device_count && !(a->dev = calloc((size_t)device_count, sizeof *a->dev)))) {
+    weft_caching_allocator *a = wf__calloc(1, sizeof *a);
+    if (!a || (device_count && !(a->dev = wf__calloc((size_t)device_count, sizeof *a->dev)))) {
         free(a);
         return wf__errorf(WEFT_ENOMEM, "out of memory creating a caching allocator");
     }
@@ -697,7 +697,7 @@ int weft_record_stream(const weft_tensor *t, void *stream)
             known |= b->use_streams[i] == stream;
         if (!known && b->n_use == b->cap_use) {
             int cap = b->cap_use ? 2 * b->cap_use : 2;
-            void **v = realloc(b->use_streams, (size_t)cap * sizeof *v);
+            void **v = wf__realloc(b->use_streams, (size_t)cap * sizeof *v);
             if (!v)
                 rc = wf__errorf(WEFT_ENOMEM, "out of memory in weft_record_stream");
             else

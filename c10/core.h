@@ -12,6 +12,20 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+/* Allocation fault injection (c10/fault.c).  Every allocation of weft's
+ * own goes through these; wf__fault_alloc is true when it must fail. */
+extern atomic_bool wf__fault_armed;
+bool wf__fault_hit(void);
+static inline bool wf__fault_alloc(void)
+{
+    return __builtin_expect(atomic_load_explicit(&wf__fault_armed, memory_order_relaxed), 0) &&
+           wf__fault_hit();
+}
+void *wf__malloc(size_t n);
+void *wf__calloc(size_t n, size_t size);
+void *wf__realloc(void *p, size_t n);
+char *wf__strdup(const char *s);
+
 #define WF_INLINE_DIMS 5
 
 struct weft_registrar;

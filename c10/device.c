@@ -275,7 +275,7 @@ static int copy_bytes(void *dst, weft_device dst_dev, const void *src, weft_devi
     if (src_dev.type == dst_dev.type && si && si->copy_device)
         return si->copy_device(si->ctx, dst, dst_dev.index, src, src_dev.index, nbytes);
     /* between two device types: stage through the host */
-    void *tmp = malloc(nbytes);
+    void *tmp = wf__malloc(nbytes);
     if (!tmp)
         return wf__errorf(WEFT_ENOMEM, "out of memory staging a %zu-byte copy", nbytes);
     int rc = copy_bytes(tmp, WEFT_DEVICE_CPU, src, src_dev, nbytes);

@@ -329,6 +329,8 @@ static void *map_block(size_t size)
 
 void *wf__host_block_alloc(size_t n, size_t *size_out)
 {
+    if (wf__fault_alloc()) /* one branch here covers the cache and the system paths */
+        return NULL;
     void *p = NULL;
     size_t size;
     /* (a thread with a cache has seen init_limit run) */

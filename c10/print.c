@@ -29,7 +29,7 @@ static void sb_append(strbuf *b, const char *s, size_t n)
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1)
             cap *= 2;
-        char *data = realloc(b->data, cap);
+        char *data = wf__realloc(b->data, cap);
         if (!data) {
             b->failed = true;
             return;

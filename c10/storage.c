@@ -10,7 +10,7 @@
 wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device,
                              struct weft_registrar *owner)
 {
-    wf_storage *s = malloc(sizeof *s);
+    wf_storage *s = wf__malloc(sizeof *s);
     if (!s)
         return NULL;
     atomic_init(&s->refcount, 1);

@@ -81,7 +81,7 @@ static int create_object(void **out, size_t size, enum object_kind kind, weft_de
         wf__reader_exit(rt);
         return rc;
     }
-    device_object *o = calloc(1, size);
+    device_object *o = wf__calloc(1, size);
     void *handle = NULL;
     if (!o)
         rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory", what);
@@ -212,7 +212,7 @@ WEFT_API int weft_set_current_stream(weft_device device, weft_stream *stream)
         pthread_once(&current_once, make_current_key);
         if (!current_key_ok)
             return wf__errorf(WEFT_ENOMEM, "set_current_stream: no thread-exit hook available");
-        e = calloc(1, sizeof *e);
+        e = wf__calloc(1, sizeof *e);
         if (!e)
             return wf__errorf(WEFT_ENOMEM, "set_current_stream: out of memory");
         e->device = device;

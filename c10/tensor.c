@@ -89,7 +89,7 @@ int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t 
 {
     int64_t *ns = t->inline_sizes, *nt = t->inline_strides;
     if (ndim > WF_INLINE_DIMS) {
-        ns = malloc(2 * (size_t)ndim * sizeof(int64_t));
+        ns = wf__malloc(2 * (size_t)ndim * sizeof(int64_t));
         if (!ns)
             return wf__errorf(WEFT_ENOMEM, "out of memory for tensor metadata");
         nt = ns + ndim;
@@ -116,7 +116,7 @@ int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t 
 int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
                     const int64_t *strides, int ndim, int64_t offset, weft_dtype dtype)
 {
-    weft_tensor *t = malloc(sizeof *t);
+    weft_tensor *t = wf__malloc(sizeof *t);
     if (!t) {
         *out = NULL;
         return wf__errorf(WEFT_ENOMEM, "out of memory for a tensor");
@@ -331,7 +331,7 @@ WEFT_API int weft_from_blob(weft_tensor **out, void *data, const int64_t *sizes,
     }
     weft_data_ptr dp = {data, NULL, NULL};
     if (deleter) {
-        owner = malloc(sizeof *owner);
+        owner = wf__malloc(sizeof *owner);
         if (!owner) {
             rc = wf__errorf(WEFT_ENOMEM, "from_blob: out of memory");
             goto fail;

@@ -133,7 +133,7 @@ static int note_tensor(staging *st, const weft_tensor *t)
         }
     if (st->n == st->cap) {
         int cap = st->cap ? 2 * st->cap : 8;
-        staged *g = realloc(st->entries, (size_t)cap * sizeof *g);
+        staged *g = wf__realloc(st->entries, (size_t)cap * sizeof *g);
         if (!g)
             return wf__errorf(WEFT_ENOMEM, "%s: out of memory staging arguments", st->op_name);
         st->entries = g;
@@ -215,7 +215,7 @@ static int make_host_args(weft_value *host_args, staging *st, const weft_value *
             if (rc < 0)
                 return rc;
         } else if (v->tag == WEFT_VALUE_TENSOR_LIST && v->len > 0) {
-            weft_tensor **list = calloc((size_t)v->len, sizeof *list);
+            weft_tensor **list = wf__calloc((size_t)v->len, sizeof *list);
             if (!list)
                 return wf__errorf(WEFT_ENOMEM, "%s: out of memory staging a list", st->op_name);
             host_args[i].u.tensors = list;

@@ -210,8 +210,8 @@ WEFT_API const char *weft_op_schema(const weft_op *op)
 /* Adds an operator defined at run time (registry lock held). */
 int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer)
 {
-    weft_op *op = calloc(1, sizeof *op);
-    char *text = strdup(schema_text);
+    weft_op *op = wf__calloc(1, sizeof *op);
+    char *text = wf__strdup(schema_text);
     if (!op || !text) {
         free(op);
         free(text);
@@ -231,7 +231,7 @@ int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_regist
     }
     if (n_extra_ops == cap_extra_ops) {
         int cap = cap_extra_ops ? 2 * cap_extra_ops : 16;
-        weft_op **grown = realloc(extra_ops, (size_t)cap * sizeof *grown);
+        weft_op **grown = wf__realloc(extra_ops, (size_t)cap * sizeof *grown);
         if (!grown) {
             free(op);
             free(text);
@@ -506,7 +506,7 @@ WEFT_API int weft_op_dump_table(char **out, const weft_op *op)
         return wf__errorf(WEFT_EINVAL, "op_dump_table: NULL argument");
     *out = NULL;
     size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    char *buf = wf__malloc(cap);
     if (!buf)
         return wf__errorf(WEFT_ENOMEM, "op_dump_table: out of memory");
 #define APPEND(...)                                                                     \
@@ -514,7 +514,7 @@ WEFT_API int weft_op_dump_table(char **out, const weft_op *op)
         int w_ = snprintf(buf + n, cap - n, __VA_ARGS__);                               \
         if ((size_t)w_ >= cap - n) {                                                    \
             cap = 2 * cap + (size_t)w_;                                                 \
-            char *g_ = realloc(buf, cap);                                               \
+            char *g_ = wf__realloc(buf, cap);                                               \
             if (!g_) {                                                                  \
                 free(buf);                                                              \
                 return wf__errorf(WEFT_ENOMEM, "op_dump_table: out of memory");         \

@@ -213,7 +213,7 @@ static void recompute_all_ops(void)
 
 static weft_registration *new_registration(weft_registrar *reg, reg_kind kind)
 {
-    weft_registration *r = calloc(1, sizeof *r);
+    weft_registration *r = wf__calloc(1, sizeof *r);
     if (!r)
         return NULL;
     r->kind = kind;
@@ -246,7 +246,7 @@ static void unlink_global(weft_registration *r)
 
 static wf_kernel *new_kernel(weft_registrar *reg, weft_kernel_fn fn, void *ctx, wf_kernel_kind kind)
 {
-    wf_kernel *k = calloc(1, sizeof *k);
+    wf_kernel *k = wf__calloc(1, sizeof *k);
     if (!k)
         return NULL;
     k->fn = fn;
@@ -265,7 +265,7 @@ static void retire(void *k)
 {
     if (n_retired == cap_retired) {
         size_t cap = cap_retired ? 2 * cap_retired : 64;
-        void **g = realloc(retired, cap * sizeof *g);
+        void **g = wf__realloc(retired, cap * sizeof *g);
         if (!g)
             return; /* leak the record rather than risk a reader's use */
         retired = g;
@@ -344,7 +344,7 @@ void wf__registrar_release_all(weft_registrar *reg)
 
 int wf__registrar_new(weft_registrar **out, const char *name)
 {
-    weft_registrar *reg = calloc(1, sizeof *reg);
+    weft_registrar *reg = wf__calloc(1, sizeof *reg);
     if (!reg)
         return wf__errorf(WEFT_ENOMEM, "out of memory creating a registrar");
     snprintf(reg->name, sizeof reg->name, "%s", name ? name : "anonymous");
@@ -525,7 +525,7 @@ WEFT_API int weft_register_op(weft_registrar *reg, const char *schema, const wef
  * zero-extended, so unknown trailing slots read as "not provided". */
 static void *copy_struct(const void *src, uint32_t src_size, size_t full_size)
 {
-    void *dst = calloc(1, full_size);
+    void *dst = wf__calloc(1, full_size);
     if (dst)
         memcpy(dst, src, src_size < full_size ? src_size : full_size);
     return dst;

@@ -29,7 +29,7 @@ static int plan_new(piece_plan *plan, int64_t count, const char *op)
     if (count > INT32_MAX)
         return wf__errorf(WEFT_EOVERFLOW, "%s: %lld pieces are more than a list can hold", op,
                           (long long)count);
-    plan->lengths = malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
+    plan->lengths = wf__malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
     if (!plan->lengths)
         return wf__errorf(WEFT_ENOMEM, "%s: out of memory for %lld pieces", op, (long long)count);
     plan->count = (int)count;

@@ -480,7 +480,7 @@ int weft_module_sequential_append(weft_module *seq, weft_module *child)
                             seq ? weft_module_kind(seq) : "NULL");
     } else if (seq->nchildren == seq->capchildren) {
         int cap = seq->capchildren ? 2 * seq->capchildren : 8;
-        weft_module **grown = realloc(seq->children, (size_t)cap * sizeof *grown);
+        weft_module **grown = weft_realloc(seq->children, (size_t)cap * sizeof *grown);
         if (grown) {
             seq->children = grown;
             seq->capchildren = cap;
@@ -756,13 +756,13 @@ static int collect(weft_module *root, const weft_module *m, const char *prefix, 
     for (int i = 0; i < m->nentries; i++) {
         if (root->nnames == *cap) {
             int c = *cap ? 2 * *cap : 16;
-            char **names = realloc(root->names, (size_t)c * sizeof *names);
+            char **names = weft_realloc(root->names, (size_t)c * sizeof *names);
             if (names)
                 root->names = names;
-            weft_tensor **tensors = realloc(root->tensors, (size_t)c * sizeof *tensors);
+            weft_tensor **tensors = weft_realloc(root->tensors, (size_t)c * sizeof *tensors);
             if (tensors)
                 root->tensors = tensors;
-            bool *buffers = realloc(root->is_buffer, (size_t)c * sizeof *buffers);
+            bool *buffers = weft_realloc(root->is_buffer, (size_t)c * sizeof *buffers);
             if (buffers)
                 root->is_buffer = buffers;
             if (!names || !tensors || !buffers)
@@ -770,7 +770,7 @@ static int collect(weft_module *root, const weft_module *m, const char *prefix, 
             *cap = c;
         }
         size_t len = strlen(prefix) + strlen(m->entries[i].name) + 1;
-        char *name = malloc(len);
+        char *name = weft_malloc(len);
         if (!name)
             return weft_set_error(WEFT_ENOMEM, "module state: out of memory");
         snprintf(name, len, "%s%s", prefix, m->entries[i].name);
@@ -897,7 +897,7 @@ static int move_module(weft_module *m, const move *how)
 {
     int n = 0;
     make_moved(m, how, NULL, &n);
-    weft_tensor **moved = calloc((size_t)n + 1, sizeof *moved);
+    weft_tensor **moved = weft_calloc((size_t)n + 1, sizeof *moved);
     if (!moved)
         return weft_set_error(WEFT_ENOMEM, "moving a %s: out of memory", weft_module_kind(m));
     bool mode = weft_set_grad_enabled(false);
@@ -956,8 +956,8 @@ static int save_or_load(weft_module *m, const char *path, bool save)
     int n = weft_module_state(m, NULL, NULL, 0);
     if (n < 0)
         return n;
-    weft_tensor **tensors = calloc((size_t)n + 1, sizeof *tensors);
-    const char **names = calloc((size_t)n + 1, sizeof *names);
+    weft_tensor **tensors = weft_calloc((size_t)n + 1, sizeof *tensors);
+    const char **names = weft_calloc((size_t)n + 1, sizeof *names);
     int rc = tensors && names ? weft_module_state(m, tensors, names, n)
                               : weft_set_error(WEFT_ENOMEM, "module save/load: out of memory");
     if (rc >= 0)

@@ -78,7 +78,7 @@ static int append_group(weft_optimizer *opt, weft_tensor *const *params, int n,
 {
     if (opt->ngroups == opt->capgroups) {
         int cap = opt->capgroups ? 2 * opt->capgroups : 4;
-        weft_optim_group *grown = realloc(opt->groups, (size_t)cap * sizeof *grown);
+        weft_optim_group *grown = weft_realloc(opt->groups, (size_t)cap * sizeof *grown);
         if (!grown)
             return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[opt->kind]);
         opt->groups = grown;
@@ -88,7 +88,7 @@ static int append_group(weft_optimizer *opt, weft_tensor *const *params, int n,
         int cap = opt->cap ? opt->cap : 8;
         while (cap < opt->n + n)
             cap *= 2;
-        param_state *grown = realloc(opt->state, (size_t)cap * sizeof *grown);
+        param_state *grown = weft_realloc(opt->state, (size_t)cap * sizeof *grown);
         if (!grown)
             return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[opt->kind]);
         opt->state = grown;
@@ -114,7 +114,7 @@ static int optimizer_create(weft_optimizer **out, weft_tensor *const *params, in
         rc = check_params(NULL, kind, params, n);
     if (rc < 0)
         return rc;
-    weft_optimizer *opt = calloc(1, sizeof *opt);
+    weft_optimizer *opt = weft_calloc(1, sizeof *opt);
     if (!opt)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[kind]);
     opt->kind = kind;

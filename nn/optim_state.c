@@ -74,10 +74,10 @@ static int add(entries *e, weft_tensor *t, const char *fmt, const char *a, const
         return WEFT_ENOMEM; /* the caller's factory set the message */
     if (e->n == e->cap) {
         int cap = e->cap ? 2 * e->cap : 32;
-        weft_tensor **tensors = realloc(e->tensors, (size_t)cap * sizeof *tensors);
+        weft_tensor **tensors = weft_realloc(e->tensors, (size_t)cap * sizeof *tensors);
         if (tensors)
             e->tensors = tensors;
-        char **names = realloc(e->names, (size_t)cap * sizeof *names);
+        char **names = weft_realloc(e->names, (size_t)cap * sizeof *names);
         if (names)
             e->names = names;
         if (!tensors || !names) {
@@ -87,7 +87,7 @@ static int add(entries *e, weft_tensor *t, const char *fmt, const char *a, const
         e->cap = cap;
     }
     int len = snprintf(NULL, 0, fmt, a, b);
-    char *name = malloc((size_t)len + 1);
+    char *name = weft_malloc((size_t)len + 1);
     if (!name) {
         weft_tensor_release(t);
         return weft_set_error(WEFT_ENOMEM, "optimizer save: out of memory");
@@ -335,9 +335,9 @@ int weft_optimizer_load(weft_optimizer *opt, const char *path, const char *const
     int rc = wf__read_parameter_file(path, &f.list, &f.n);
     if (rc < 0)
         return rc;
-    f.used = calloc((size_t)f.n + 1, sizeof *f.used);
-    weft_optim_group *groups = calloc((size_t)opt->ngroups + 1, sizeof *groups);
-    staged *states = calloc((size_t)opt->n + 1, sizeof *states);
+    f.used = weft_calloc((size_t)f.n + 1, sizeof *f.used);
+    weft_optim_group *groups = weft_calloc((size_t)opt->ngroups + 1, sizeof *groups);
+    staged *states = weft_calloc((size_t)opt->n + 1, sizeof *states);
     if (!f.used || !groups || !states)
         rc = weft_set_error(WEFT_ENOMEM, "weft_optimizer_load: out of memory");
     for (int g = 0; g < opt->ngroups && rc == 0; g++)

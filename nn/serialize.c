@@ -188,7 +188,7 @@ int weft_save_parameters(const char *path, weft_tensor *const *tensors, const ch
         return rc;
     /* written beside path and renamed over it: never a half-written file */
     size_t len = strlen(path);
-    char *tmp = malloc(len + 5);
+    char *tmp = weft_malloc(len + 5);
     if (!tmp)
         return weft_set_error(WEFT_ENOMEM, "weft_save_parameters: out of memory");
     memcpy(tmp, path, len);
@@ -373,12 +373,12 @@ static int read_whole_file(const char *path, unsigned char **bytes, size_t *len)
     if (!f)
         return weft_set_error(WEFT_EIO, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 16, used = 0;
-    unsigned char *buf = malloc(cap);
+    unsigned char *buf = weft_malloc(cap);
     while (buf) {
         used += fread(buf + used, 1, cap - used, f);
         if (used < cap)
             break;
-        unsigned char *grown = realloc(buf, cap * 2);
+        unsigned char *grown = weft_realloc(buf, cap * 2);
         if (!grown) {
             free(buf);
             buf = NULL;
@@ -497,8 +497,8 @@ int weft_load_parameters(const char *path, weft_tensor *const *tensors, const ch
     r.bytes = bytes;
     record *records = NULL;
     uint32_t count = 0;
-    const record **matched = calloc((size_t)n + 1, sizeof *matched);
-    weft_tensor **staged = calloc((size_t)n + 1, sizeof *staged);
+    const record **matched = weft_calloc((size_t)n + 1, sizeof *matched);
+    weft_tensor **staged = weft_calloc((size_t)n + 1, sizeof *staged);
     if (!matched || !staged)
         rc = weft_set_error(WEFT_ENOMEM, "weft_load_parameters: out of memory");
     if (rc == 0)
@@ -543,12 +543,12 @@ int wf__read_parameter_file(const char *path, wf_named_tensor **out, int *n)
     record *records = NULL;
     uint32_t count = 0;
     rc = parse_file(&r, &records, &count);
-    wf_named_tensor *list = rc == 0 ? calloc(count ? count : 1, sizeof *list) : NULL;
+    wf_named_tensor *list = rc == 0 ? weft_calloc(count ? count : 1, sizeof *list) : NULL;
     if (rc == 0 && !list)
         rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", path);
     weft_tensor *host_like = NULL;
     for (uint32_t i = 0; i < count && rc == 0; i++) {
-        list[i].name = malloc(records[i].name_len + 1);
+        list[i].name = weft_malloc(records[i].name_len + 1);
         if (!list[i].name) {
             rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", path);
             break;

@@ -110,7 +110,7 @@ static void remember_decided(dev_t dev, ino_t ino)
         return;
     if (n_decided == cap_decided) {
         int cap = cap_decided ? 2 * cap_decided : 16;
-        file_id *g = realloc(decided, (size_t)cap * sizeof *g);
+        file_id *g = wf__realloc(decided, (size_t)cap * sizeof *g);
         if (!g)
             return; /* only costs a repeated probe later */
         decided = g;
@@ -126,14 +126,14 @@ static int n_api_paths;
 
 static char *dup_or_null(const char *s)
 {
-    return s ? strdup(s) : NULL;
+    return s ? wf__strdup(s) : NULL;
 }
 
 static void report(const char *path, const char *name, const char *variant,
                    weft_plugin_status status, const char *error, uint32_t major, uint32_t minor,
                    int score)
 {
-    report_row *row = calloc(1, sizeof *row);
+    report_row *row = wf__calloc(1, sizeof *row);
     if (!row)
         return;
     row->r.path = dup_or_null(path);
@@ -169,8 +169,8 @@ WEFT_API int weft_plugin_add_search_path(const char *dir)
     int lrc = loader_lock("plugin_add_search_path");
     if (lrc < 0)
         return lrc;
-    char **grown = realloc(api_paths, (size_t)(n_api_paths + 1) * sizeof *grown);
-    char *copy = strdup(dir);
+    char **grown = wf__realloc(api_paths, (size_t)(n_api_paths + 1) * sizeof *grown);
+    char *copy = wf__strdup(dir);
     if (!grown || !copy) {
         if (grown)
             api_paths = grown;
@@ -188,29 +188,29 @@ WEFT_API int weft_plugin_add_search_path(const char *dir)
 static int search_dirs(char ***out)
 {
     int cap = n_api_paths + 8, n = 0;
-    char **dirs = calloc((size_t)cap, sizeof *dirs);
+    char **dirs = wf__calloc((size_t)cap, sizeof *dirs);
     if (!dirs)
         return -1;
     for (int i = 0; i < n_api_paths; i++)
-        dirs[n++] = strdup(api_paths[i]);
+        dirs[n++] = wf__strdup(api_paths[i]);
     const char *env = getenv("WEFT_PLUGIN_PATH");
     if (env && *env) {
-        char *copy = strdup(env), *save = NULL;
+        char *copy = wf__strdup(env), *save = NULL;
         for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
             if (n == cap) {
-                char **g = realloc(dirs, (size_t)(cap *= 2) * sizeof *g);
+                char **g = wf__realloc(dirs, (size_t)(cap *= 2) * sizeof *g);
                 if (!g)
                     break;
                 dirs = g;
             }
             /* a relative entry would depend on the current directory */
             if (d[0] == '/')
-                dirs[n++] = strdup(d);
+                dirs[n++] = wf__strdup(d);
         }
         free(copy);
     }
     if (n + 2 > cap) {
-        char **g = realloc(dirs, (size_t)(cap = n + 2) * sizeof *g);
+        char **g = wf__realloc(dirs, (size_t)(cap = n + 2) * sizeof *g);
         if (!g) {
             for (int i = 0; i < n; i++)
                 free(dirs[i]);
@@ -230,10 +230,10 @@ static int search_dirs(char ***out)
             *slash = '\0';
             size_t len = strlen(buf);
             snprintf(buf + len, sizeof buf - len, "/weft/plugins");
-            dirs[n++] = strdup(buf);
+            dirs[n++] = wf__strdup(buf);
         }
     }
-    dirs[n++] = strdup(WEFT_PLUGINDIR);
+    dirs[n++] = wf__strdup(WEFT_PLUGINDIR);
     *out = dirs;
     return n;
 }
@@ -464,9 +464,9 @@ static int probe(candidate *c, const char *path)
         dlclose(h);
         return wf__errorf(rc, "plugin '%s': %s", path, msg);
     }
-    c->path = strdup(path);
-    c->name = strdup(d->name);
-    c->variant = d->variant ? strdup(d->variant) : NULL;
+    c->path = wf__strdup(path);
+    c->name = wf__strdup(d->name);
+    c->variant = d->variant ? wf__strdup(d->variant) : NULL;
     if (!c->path || !c->name || (d->variant && !c->variant)) {
         free(c->path);
         free(c->name);
@@ -504,10 +504,10 @@ static int init_candidate(candidate *c)
 {
     const weft_plugin_descriptor *d = c->desc;
     c->done = true;
-    plugin *p = calloc(1, sizeof *p);
+    plugin *p = wf__calloc(1, sizeof *p);
     weft_registrar *reg = NULL;
-    char *path_copy = strdup(c->path);
-    char *name_copy = strdup(c->name);
+    char *path_copy = wf__strdup(c->path);
+    char *name_copy = wf__strdup(c->name);
     if (!p || !path_copy || !name_copy || wf__registrar_new(&reg, c->name) < 0) {
         free(p);
         free(path_copy);
@@ -607,11 +607,11 @@ WEFT_API int weft_load_default_plugins(void)
         while ((e = readdir(dir)) != NULL) {
             if (!is_plugin_file(e->d_name))
                 continue;
-            char **g = realloc(names, (size_t)(nn + 1) * sizeof *g);
+            char **g = wf__realloc(names, (size_t)(nn + 1) * sizeof *g);
             if (!g)
                 break;
             names = g;
-            names[nn++] = strdup(e->d_name);
+            names[nn++] = wf__strdup(e->d_name);
         }
         closedir(dir);
         if (nn > 1)
@@ -631,7 +631,7 @@ WEFT_API int weft_load_default_plugins(void)
             if (seen)
                 continue;
             if (ncands == cap) {
-                candidate *g = realloc(cands, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *g);
+                candidate *g = wf__realloc(cands, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *g);
                 if (!g)
                     break;
                 cands = g;

@@ -73,6 +73,28 @@ WEFT_API const char *weft_error_name(int code);
 /* Clears the calling thread's message. */
 WEFT_API void weft_clear_error(void);
 
+/* --------------------------------------------------------------- memory */
+
+/* malloc, calloc, realloc and strdup as weft makes its own allocations:
+ * the same memory as the C library's (free it with free() or weft_free),
+ * but subject to weft_fault_inject_alloc, so a plugin or an application
+ * that allocates through them takes part in allocation-failure tests.
+ * Thread-safe. */
+WEFT_API void *weft_malloc(size_t n);
+WEFT_API void *weft_calloc(size_t n, size_t size);
+WEFT_API void *weft_realloc(void *p, size_t n);
+WEFT_API char *weft_strdup(const char *s);
+WEFT_API void weft_free(void *p);
+/* Allocation fault injection, for tests (SQLite's test malloc): after n more
+ * allocations through weft's own paths (the core's tables, tensors and their
+ * storage from the host allocator, the autograd graph, the loader, nn, and
+ * weft_malloc & co.) succeed, the next one fails; with keep_failing every
+ * later one fails too.  n < 0 disarms.  Returns how many allocations were
+ * made to fail since the previous call, so a sweep knows when a program ran
+ * to its end without reaching the n-th allocation.  Process-wide: meant for
+ * single-threaded tests; allocations on other threads count too. */
+WEFT_API long weft_fault_inject_alloc(long n, int keep_failing);
+
 /* ---------------------------------------------------------------- dtypes */
 
 typedef enum weft_dtype {

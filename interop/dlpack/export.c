@@ -84,7 +84,7 @@ WEFT_API int weft_to_dlpack(DLManagedTensor **out, weft_tensor *t)
                           "%s: the tensor is read-only, which a legacy DLManagedTensor cannot "
                           "say; use weft_to_dlpack_versioned",
                           op);
-    legacy_export *e = malloc(sizeof *e + 2 * (size_t)t->ndim * sizeof(int64_t));
+    legacy_export *e = wf__malloc(sizeof *e + 2 * (size_t)t->ndim * sizeof(int64_t));
     if (!e)
         return wf__errorf(WEFT_ENOMEM, "%s: out of memory", op);
     fill(&e->managed.dl_tensor, e->dims, t, dtype, device);
@@ -114,7 +114,7 @@ WEFT_API int weft_to_dlpack_versioned(DLManagedTensorVersioned **out, weft_tenso
     int rc = describe(&dtype, &device, t, op);
     if (rc < 0)
         return rc;
-    versioned_export *e = malloc(sizeof *e + 2 * (size_t)t->ndim * sizeof(int64_t));
+    versioned_export *e = wf__malloc(sizeof *e + 2 * (size_t)t->ndim * sizeof(int64_t));
     if (!e)
         return wf__errorf(WEFT_ENOMEM, "%s: out of memory", op);
     e->managed.version.major = WEFT_DLPACK_MAJOR_VERSION;
