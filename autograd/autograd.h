@@ -9,8 +9,6 @@
 
 #include "c10/core.h"
 
-#define WF_AUTOGRAD_KEYS (WEFT_KEYSET_BIT(WEFT_KEY_AUTOGRAD))
-
 typedef struct wf_node wf_node;
 
 /* An edge of the graph: the gradient for input `input_nr` of `node`. */
@@ -139,13 +137,8 @@ int wf__edge_of(wf_edge *edge, weft_tensor *t);
 /* Makes t an output of node (output_nr), giving it the Autograd key. */
 int wf__set_history(weft_tensor *t, wf_node *node, int output_nr);
 
-/* Views: records how out was viewed from src. */
-typedef enum wf_view_kind {
-    WF_VIEW_RESHAPE, /* same elements in the same order: view, squeeze, unsqueeze, flatten, alias */
-    WF_VIEW_PERMUTE, /* dims holds the permutation */
-    WF_VIEW_EXPAND,
-    WF_VIEW_STRIDED, /* narrow, slice, select, as_strided: a subset of src */
-} wf_view_kind;
+/* Views: records how out was viewed from src (c10 has set is_view and
+ * view_base already).  Installed as wf__autograd_hooks.on_view. */
 int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
                       const int64_t *dims, int ndims);
 /* A view whose base's history changed since its grad_fn was set (an

@@ -108,10 +108,6 @@ static int record_view(weft_tensor *out, const weft_tensor *src, wf_view_kind ki
 int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
                       const int64_t *dims, int ndims)
 {
-    out->is_view = true;
-    /* every view knows its root, tracked or not: an in-place write through
-     * it must reach the root's history (t.select(0, 1).copy_(src)) */
-    out->view_base = weft_tensor_retain(src->view_base ? src->view_base : src);
     const wf_autograd_meta *sm = src->autograd_meta;
     bool no_grad_source = sm && sm->no_grad_view;
     if (!no_grad_source && (!wf__requires_grad(src) || wf__grad_enabled()))

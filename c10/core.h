@@ -28,7 +28,37 @@ char *wf__strdup(const char *s);
 
 #define WF_INLINE_DIMS 5
 
+/* The Autograd functionality bit of a key set (every backend's shares it). */
+#define WF_AUTOGRAD_KEYS (WEFT_KEYSET_BIT(WEFT_KEY_AUTOGRAD))
+
+/* How a view was made from its source; autograd derives the gradient's
+ * path from it. */
+typedef enum wf_view_kind {
+    WF_VIEW_RESHAPE, /* same elements in the same order: view, squeeze, unsqueeze, flatten, alias */
+    WF_VIEW_PERMUTE, /* dims holds the permutation */
+    WF_VIEW_EXPAND,
+    WF_VIEW_STRIDED, /* narrow, slice, select, as_strided: a subset of src */
+} wf_view_kind;
+
 struct weft_registrar;
+
+/* ----- owners of memory and streams (c10/owner.c) */
+/* What keeps a plugin loaded: storages from its allocators, streams and
+ * events on its device types.  c10 owns the record and its counters; a
+ * registrar (dispatch/registrar.c) embeds one, so c10 counts holds without
+ * knowing what a registrar is.  try_hold fails while an unload decides. */
+enum { WF_HOLD_STORAGE, WF_HOLD_STREAM };
+typedef struct wf_owner {
+    char name[48];            /* the plugin's name, for messages */
+    atomic_long live;         /* storages made by its allocators */
+    atomic_long live_streams; /* streams and events on its device types */
+    atomic_bool closing;      /* an unload is deciding: refuse new holds */
+} wf_owner;
+void wf__owner_drop(wf_owner *o);
+bool wf__owner_try_hold(wf_owner *o, int kind);
+void wf__owner_drop_kind(wf_owner *o, int kind);
+long wf__owner_live_kind(wf_owner *o, int kind);
+void wf__owner_set_closing(wf_owner *o, bool closing);
 
 /* The owner of a block of memory.  Knows nothing of dtype or shape. */
 typedef struct wf_storage {
@@ -38,9 +68,9 @@ typedef struct wf_storage {
     weft_device device;
     size_t nbytes;
     weft_data_ptr data;
-    /* The registrar whose allocator made this memory, or NULL for the core's
-     * own: a plugin is not unloaded while its memory is alive. */
-    struct weft_registrar *owner;
+    /* The owner record of the plugin whose allocator made this memory, or
+     * NULL for the core's own: a plugin is not unloaded while it lives. */
+    struct wf_owner *owner;
     /* Nonzero: the storage and its data are one block of the caching host
      * allocator, of this size (c10/host_alloc.c). */
     size_t host_block_size;
@@ -68,14 +98,31 @@ struct weft_tensor {
     int64_t inline_strides[WF_INLINE_DIMS];
 };
 
+/* ----- the layer above (c10/hooks.c)
+ * c10 knows nothing of autograd; the autograd layer installs these once, at
+ * library load (the composition root, init/init.c), before any tensor
+ * exists.  A NULL hook means "no autograd" and costs one predictable branch,
+ * as c10's SetAutogradMetaFactory does in PyTorch. */
+typedef struct wf_autograd_hooks {
+    /* frees t->autograd_meta (only called when it is set) */
+    void (*meta_free)(weft_tensor *t);
+    /* out was just made as a view of src (is_view and view_base are set) */
+    int (*on_view)(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
+                   const int64_t *dims, int ndims);
+    /* out is a converted copy of src (to_dtype, to_device) */
+    int (*on_copy)(weft_tensor *out, const weft_tensor *src);
+    /* a view whose root gained history takes its grad_fn again */
+    int (*view_refresh)(weft_tensor *t);
+} wf_autograd_hooks;
+extern wf_autograd_hooks wf__autograd_hooks;
+
 /* ----- errors (c10/error.c) */
 /* weft_set_error is the public form; these keep the hot path short. */
 int wf__errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ----- storage (c10/storage.c) */
 int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device);
-wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device,
-                             struct weft_registrar *owner);
+wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device);
 void wf__storage_retain(wf_storage *s);
 void wf__storage_release(wf_storage *s);
 
@@ -102,12 +149,12 @@ const char *wf__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim
  * that registered it, whose storages it counts. */
 typedef struct wf_allocator_copy {
     weft_allocator a;
-    struct weft_registrar *owner;
+    wf_owner *owner;
 } wf_allocator_copy;
 /* The same for a device interface: streams and events count against it. */
 typedef struct wf_iface_copy {
     weft_device_interface i;
-    struct weft_registrar *owner;
+    wf_owner *owner;
 } wf_iface_copy;
 
 /* Readers outside the registry lock (dispatch, allocation, name lookups)
@@ -158,19 +205,5 @@ uint16_t wf__float_to_half(float f);
 float wf__bfloat16_to_float(uint16_t h);
 uint16_t wf__float_to_bfloat16(float f);
 
-/* ----- registrar bookkeeping used by storage (dispatch/registrar.c) */
-void wf__registrar_hold(struct weft_registrar *reg);
-void wf__registrar_drop(struct weft_registrar *reg);
-/* What keeps a plugin loaded: storages from its allocators, streams and
- * events on its device types.  try_hold fails while an unload decides. */
-enum { WF_HOLD_STORAGE, WF_HOLD_STREAM };
-bool wf__registrar_try_hold(struct weft_registrar *reg, int kind);
-void wf__registrar_drop_kind(struct weft_registrar *reg, int kind);
-long wf__registrar_live_kind(struct weft_registrar *reg, int kind);
-void wf__registrar_set_closing(struct weft_registrar *reg, bool closing);
-/* While a plugin's init runs (set by the loader around it); clearing it
- * recomputes the tables so the plugin's CPU fallbacks appear at once. */
-void wf__registrar_set_initializing(struct weft_registrar *reg, bool initializing);
-const char *wf__registrar_name(const struct weft_registrar *reg);
 
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "c10/core.h"
-#include "plugins/quiesce.h"
+#include "c10/quiesce.h"
 
 wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
 

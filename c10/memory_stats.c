@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "c10/core.h"
-#include "plugins/quiesce.h"
+#include "c10/quiesce.h"
 
 /* Runs stats (out != NULL) or empty_cache on the device type's allocator. */
 static int with_allocator(weft_device device, weft_allocator_stats *out, const char *fn)

@@ -5,10 +5,9 @@
 #include <stdlib.h>
 
 #include "c10/core.h"
-#include "plugins/quiesce.h"
+#include "c10/quiesce.h"
 
-wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device,
-                             struct weft_registrar *owner)
+wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device device)
 {
     wf_storage *s = wf__malloc(sizeof *s);
     if (!s)
@@ -19,10 +18,8 @@ wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device devi
     s->device = device;
     s->nbytes = nbytes;
     s->data = data;
-    s->owner = owner;
+    s->owner = NULL; /* a plugin's allocation sets it, with the hold it took */
     s->host_block_size = 0;
-    if (owner)
-        wf__registrar_hold(owner);
     return s;
 }
 
@@ -64,19 +61,19 @@ static int plugin_storage_new(wf_storage **out, const weft_allocator *alloc, siz
                               weft_device device)
 {
     /* every allocator but the core's host one is a registrar's copy */
-    struct weft_registrar *owner = ((const wf_allocator_copy *)alloc)->owner;
-    if (owner && !wf__registrar_try_hold(owner, WF_HOLD_STORAGE))
+    wf_owner *owner = ((const wf_allocator_copy *)alloc)->owner;
+    if (owner && !wf__owner_try_hold(owner, WF_HOLD_STORAGE))
         return wf__errorf(WEFT_EBUSY,
                           "cannot allocate on %s: its plugin '%s' is being unloaded",
-                          wf__device_types[device.type].name, wf__registrar_name(owner));
+                          wf__device_types[device.type].name, owner->name);
     weft_data_ptr data = {NULL, NULL, NULL};
     int rc = alloc->allocate(alloc->ctx, nbytes, device.index, &data);
-    wf_storage *s = rc < 0 ? NULL : wf__storage_wrap(data, nbytes, device, NULL);
+    wf_storage *s = rc < 0 ? NULL : wf__storage_wrap(data, nbytes, device);
     if (!s) {
         if (rc == 0 && data.deleter)
             data.deleter(data.data, data.ctx);
         if (owner)
-            wf__registrar_drop_kind(owner, WF_HOLD_STORAGE);
+            wf__owner_drop_kind(owner, WF_HOLD_STORAGE);
         return rc < 0 ? rc : wf__errorf(WEFT_ENOMEM, "out of memory allocating a storage");
     }
     s->owner = owner;
@@ -113,7 +110,7 @@ void wf__storage_release(wf_storage *s)
     if (s->data.deleter)
         s->data.deleter(s->data.data, s->data.ctx);
     if (s->owner)
-        wf__registrar_drop(s->owner);
+        wf__owner_drop(s->owner);
     if (s->host_block_size)
         wf__host_block_free(s, s->host_block_size);
     else

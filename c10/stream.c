@@ -6,14 +6,14 @@
 #include <stdlib.h>
 
 #include "c10/core.h"
-#include "plugins/quiesce.h"
+#include "c10/quiesce.h"
 
 /* What a stream and an event both are: a plugin's handle on a device. */
 typedef struct device_object {
     weft_device device;
     void *handle;
     const weft_device_interface *iface; /* core copy: never freed */
-    struct weft_registrar *owner;       /* held while the object lives */
+    wf_owner *owner;       /* held while the object lives */
 } device_object;
 
 struct weft_stream {
@@ -29,7 +29,7 @@ struct weft_event {
  * plugin provides `fn`, and its registrar is held (released by the caller
  * on failure).  Runs in a section: the interface and registrar are read. */
 static int begin(weft_device device, bool has_fn, const char *what, const char *noun,
-                 const weft_device_interface **iface_out, struct weft_registrar **owner_out)
+                 const weft_device_interface **iface_out, wf_owner **owner_out)
 {
     int rc = wf__check_device(device, what);
     if (rc < 0)
@@ -41,19 +41,19 @@ static int begin(weft_device device, bool has_fn, const char *what, const char *
     if (!has_fn)
         return wf__errorf(WEFT_ENOTSUP, "%s: device type '%s' provides no %s", what,
                           wf__device_types[device.type].name, noun);
-    struct weft_registrar *owner = ((const wf_iface_copy *)iface)->owner;
-    if (owner && !wf__registrar_try_hold(owner, WF_HOLD_STREAM))
+    wf_owner *owner = ((const wf_iface_copy *)iface)->owner;
+    if (owner && !wf__owner_try_hold(owner, WF_HOLD_STREAM))
         return wf__errorf(WEFT_EBUSY, "%s: the plugin '%s' of device type '%s' is being unloaded",
-                          what, wf__registrar_name(owner), wf__device_types[device.type].name);
+                          what, owner->name, wf__device_types[device.type].name);
     *iface_out = iface;
     *owner_out = owner;
     return 0;
 }
 
-static void end(struct weft_registrar *owner)
+static void end(wf_owner *owner)
 {
     if (owner)
-        wf__registrar_drop_kind(owner, WF_HOLD_STREAM);
+        wf__owner_drop_kind(owner, WF_HOLD_STREAM);
 }
 
 enum object_kind { OBJ_STREAM, OBJ_EVENT };
@@ -68,7 +68,7 @@ static int create_object(void **out, size_t size, enum object_kind kind, weft_de
     *out = NULL;
     wf_reader_tls *rt = wf__reader_enter();
     const weft_device_interface *iface = NULL;
-    struct weft_registrar *owner = NULL;
+    wf_owner *owner = NULL;
     const weft_device_interface *peek =
         device.type >= 0 && device.type < WEFT_MAX_DEVICE_TYPES
             ? atomic_load(&wf__device_types[device.type].iface)
@@ -115,7 +115,7 @@ static void stream_release(weft_stream *s)
     if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
     s->o.iface->stream_destroy(s->o.iface->ctx, s->o.device.index, s->o.handle);
-    struct weft_registrar *owner = s->o.owner;
+    wf_owner *owner = s->o.owner;
     free(s);
     end(owner); /* last: after it the plugin may go */
 }
@@ -248,7 +248,7 @@ WEFT_API void weft_event_destroy(weft_event *e)
     if (!e)
         return;
     e->o.iface->event_destroy(e->o.iface->ctx, e->o.device.index, e->o.handle);
-    struct weft_registrar *owner = e->o.owner;
+    wf_owner *owner = e->o.owner;
     free(e);
     end(owner);
 }

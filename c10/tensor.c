@@ -6,8 +6,11 @@
 #include <string.h>
 
 #include "c10/core.h"
-#include "autograd/autograd.h"
-#include "dispatch/dispatcher.h"
+
+WEFT_API const char *weft_format_shape(char *buf, size_t size, const int64_t *sizes, int ndim)
+{
+    return buf && size ? wf__shape_str(buf, size, sizes, ndim) : buf;
+}
 
 const char *wf__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim)
 {
@@ -168,8 +171,8 @@ WEFT_API void weft_tensor_release(weft_tensor *t)
 {
     if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (t->autograd_meta)
-        wf__autograd_meta_free(t);
+    if (t->autograd_meta) /* only the autograd layer sets it, having installed its hooks */
+        wf__autograd_hooks.meta_free(t);
     weft_tensor_release(t->view_base); /* a root, never itself a view: no deep recursion */
     wf__storage_release(t->storage);
     if (t->sizes != t->inline_sizes)
@@ -341,7 +344,7 @@ WEFT_API int weft_from_blob(weft_tensor **out, void *data, const int64_t *sizes,
         dp.ctx = owner;
         dp.deleter = blob_release;
     }
-    wf_storage *s = wf__storage_wrap(dp, nbytes, device, NULL);
+    wf_storage *s = wf__storage_wrap(dp, nbytes, device);
     if (!s) {
         free(owner);
         owner = NULL;

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/autograd.h"
 #include "c10/core.h"
 
 /* Entry checks shared by every function here: out is cleared first so that
@@ -30,7 +29,14 @@ static int make_view_of(weft_tensor **out, const weft_tensor *t, const int64_t *
     if (rc < 0)
         return rc;
     (*out)->keys = t->keys & ~WF_AUTOGRAD_KEYS;
-    if ((rc = wf__autograd_view(*out, t, kind, perm, ndim)) < 0) {
+    /* every view knows its root, tracked or not: an in-place write through
+     * it must reach the root's history (t.select(0, 1).copy_(src)) */
+    (*out)->is_view = true;
+    (*out)->view_base = weft_tensor_retain(t->view_base ? t->view_base : t);
+    /* autograd has nothing to record for a source it never touched (no
+     * metadata, no Autograd key): the inference path pays this test only */
+    if ((t->autograd_meta || (t->keys & WF_AUTOGRAD_KEYS)) && wf__autograd_hooks.on_view &&
+        (rc = wf__autograd_hooks.on_view(*out, t, kind, perm, ndim)) < 0) {
         weft_tensor_release(*out);
         *out = NULL;
     }
@@ -57,8 +63,8 @@ static int copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype
     if (rc < 0)
         return rc;
     rc = copy_into(*out, t);
-    if (rc == 0)
-        rc = wf__autograd_copy(*out, t);
+    if (rc == 0 && wf__autograd_hooks.on_copy)
+        rc = wf__autograd_hooks.on_copy(*out, t);
     if (rc < 0) {
         weft_tensor_release(*out);
         *out = NULL;

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/autograd.h"
 #include "dispatch/dispatcher.h"
 
 /* copy_(self, src): same device and host → strided converting copy;
@@ -270,15 +269,4 @@ void wf__core_kernels_register(void)
     weft_register_kernel(wf__core_registrar, "tile", WEFT_KEY_COMPOSITE, 0, tile_kernel, NULL, NULL);
     weft_register_kernel(wf__core_registrar, "take", WEFT_KEY_COMPOSITE, 0, take_kernel, NULL, NULL);
     wf__split_kernels_register();
-}
-
-/* The core is ready before main(): devices, the operator table and its own
- * kernels.  Nothing here can fail except for memory, which would make every
- * later call report it. */
-__attribute__((constructor)) static void core_init(void)
-{
-    wf__device_init();
-    wf__dispatch_init();
-    wf__core_kernels_register();
-    wf__autograd_register();
 }

@@ -8,9 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/autograd.h"
 #include "dispatch/dispatcher.h"
-#include "plugins/quiesce.h"
+
+/* The loader sits above the dispatcher; the composition root installs its
+ * summary here for the "no kernel" message. */
+void (*wf__loader_summary_hook)(char *buf, size_t size);
+#include "c10/quiesce.h"
 
 _Thread_local weft_keyset wf__tls_included;
 _Thread_local weft_keyset wf__tls_excluded;
@@ -272,9 +275,9 @@ int wf__missing_kernel(const weft_op *op, weft_keyset ks)
                                       weft_dispatch_key_name(key), k->owner);
         }
     }
-    extern void wf__loader_summary(char *buf, size_t size);
-    char plugins[512];
-    wf__loader_summary(plugins, sizeof plugins);
+    char plugins[512] = "";
+    if (wf__loader_summary_hook)
+        wf__loader_summary_hook(plugins, sizeof plugins);
     return wf__errorf(WEFT_ENOKERNEL,
                       "%s: no kernel for dispatch keys %s; kernels exist for: %s; %s",
                       op->schema.name, keys, n ? have : "none", plugins);
@@ -368,7 +371,7 @@ static inline int join_root_history(weft_tensor *t)
 {
     if (__builtin_expect(t->is_view, 0) && !(t->keys & WF_AUTOGRAD_KEYS) && t->view_base &&
         (t->view_base->keys & WF_AUTOGRAD_KEYS) && !(wf__tls_excluded & WF_AUTOGRAD_KEYS))
-        return wf__view_refresh(t);
+        return wf__autograd_hooks.view_refresh(t); /* set: t's root carries Autograd */
     return 0;
 }
 
@@ -462,7 +465,7 @@ static int dispatch_checked(const weft_op *op, const weft_value *args, int nargs
 }
 
 /* Both entry points mark the call as a section that may run plugin code, so
- * weft_unload_plugin can wait for it (plugins/quiesce.h); nested calls from
+ * weft_unload_plugin can wait for it (c10/quiesce.h); nested calls from
  * kernels only count the depth. */
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
 {

@@ -125,6 +125,20 @@ int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets,
 void wf__split_kernels_register(void);
 /* Recomputes op's hot table from the registrations (registry lock held). */
 void wf__op_recompute(weft_op *op);
+/* The registrar's side of unloading (dispatch/registrar.c); the counters
+ * live in its embedded c10 owner record. */
+long wf__registrar_live_kind(struct weft_registrar *reg, int kind);
+void wf__registrar_set_closing(struct weft_registrar *reg, bool closing);
+/* While a plugin's init runs (set by the loader around it); clearing it
+ * recomputes the tables so the plugin's CPU fallbacks appear at once. */
+void wf__registrar_set_initializing(struct weft_registrar *reg, bool initializing);
+const char *wf__registrar_name(const struct weft_registrar *reg);
+int wf__registrar_new(weft_registrar **out, const char *name);
+void wf__registrar_release_all(weft_registrar *reg);
+long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size);
+/* Which plugins are loaded and where the loader looked, for the "no kernel"
+ * message: installed by the composition root (the loader is a layer above). */
+extern void (*wf__loader_summary_hook)(char *buf, size_t size);
 void wf__dispatch_init(void);
 void wf__registry_lock(void);
 void wf__registry_unlock(void);

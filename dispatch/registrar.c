@@ -35,11 +35,10 @@ struct weft_registration {
 };
 
 struct weft_registrar {
-    char name[48];
+    /* first: c10's record of the plugin's live storages and streams, its
+     * closing flag and its name (c10/core.h); c10 holds &reg->owner */
+    wf_owner owner;
     weft_registration *regs; /* newest first */
-    atomic_long live;        /* storages made by this registrar's allocators */
-    atomic_long live_streams; /* streams and events on its device types */
-    atomic_bool closing;     /* an unload is deciding: refuse new holds */
     /* A plugin's registrar is not ready while its init runs.  Until then,
      * and once it is closing, the CPU fallback of its device types stays
      * out of the tables: a call that meets a kernel the plugin has not
@@ -49,55 +48,18 @@ struct weft_registrar {
 };
 
 static weft_registration *global_regs; /* fallbacks and allocators */
-static weft_registrar core_registrar_storage = {.name = "core"};
+static weft_registrar core_registrar_storage = {.owner = {.name = "core"}};
 weft_registrar *wf__core_registrar = &core_registrar_storage;
 
-void wf__registrar_hold(weft_registrar *reg)
-{
-    atomic_fetch_add_explicit(&reg->live, 1, memory_order_relaxed);
-}
-
-void wf__registrar_drop(weft_registrar *reg)
-{
-    atomic_fetch_sub_explicit(&reg->live, 1, memory_order_release);
-}
-
-long wf__registrar_live(weft_registrar *reg)
-{
-    return atomic_load_explicit(&reg->live, memory_order_acquire);
-}
-
-/* Holds for unload (plugins/loader.c).  A holder increments, then looks at
- * closing; the unloader sets closing, then reads the counts.  Both sides are
- * sequentially consistent, so either the holder backs out or the unloader
- * sees the hold: nothing is created behind an unload's back. */
-static atomic_long *hold_counter(weft_registrar *reg, int kind)
-{
-    return kind == WF_HOLD_STREAM ? &reg->live_streams : &reg->live;
-}
-
-bool wf__registrar_try_hold(weft_registrar *reg, int kind)
-{
-    atomic_fetch_add(hold_counter(reg, kind), 1);
-    if (!atomic_load(&reg->closing))
-        return true;
-    atomic_fetch_sub(hold_counter(reg, kind), 1);
-    return false;
-}
-
-void wf__registrar_drop_kind(weft_registrar *reg, int kind)
-{
-    atomic_fetch_sub_explicit(hold_counter(reg, kind), 1, memory_order_release);
-}
-
+/* The loader's view of the holds (c10/owner.c keeps the counters). */
 long wf__registrar_live_kind(weft_registrar *reg, int kind)
 {
-    return atomic_load(hold_counter(reg, kind));
+    return wf__owner_live_kind(&reg->owner, kind);
 }
 
 void wf__registrar_set_closing(weft_registrar *reg, bool closing)
 {
-    atomic_store(&reg->closing, closing);
+    wf__owner_set_closing(&reg->owner, closing);
 }
 
 static void recompute_all_ops(void);
@@ -115,17 +77,17 @@ void wf__registrar_set_initializing(weft_registrar *reg, bool initializing)
 static bool fallback_live(const weft_registration *r)
 {
     return !atomic_load_explicit(&r->registrar->initializing, memory_order_relaxed) &&
-           !atomic_load_explicit(&r->registrar->closing, memory_order_relaxed);
+           !atomic_load_explicit(&r->registrar->owner.closing, memory_order_relaxed);
 }
 
 const char *wf__registrar_name(const weft_registrar *reg)
 {
-    return reg->name;
+    return reg->owner.name;
 }
 
 void wf__registrar_set_name(weft_registrar *reg, const char *name)
 {
-    snprintf(reg->name, sizeof reg->name, "%s", name);
+    snprintf(reg->owner.name, sizeof reg->owner.name, "%s", name);
 }
 
 /* ------------------------------------------------------ table compute */
@@ -252,7 +214,7 @@ static wf_kernel *new_kernel(weft_registrar *reg, weft_kernel_fn fn, void *ctx, 
     k->fn = fn;
     k->ctx = ctx;
     k->kind = (uint8_t)kind;
-    snprintf(k->owner, sizeof k->owner, "%s", reg->name);
+    snprintf(k->owner, sizeof k->owner, "%s", reg->owner.name);
     return k;
 }
 
@@ -347,8 +309,8 @@ int wf__registrar_new(weft_registrar **out, const char *name)
     weft_registrar *reg = wf__calloc(1, sizeof *reg);
     if (!reg)
         return wf__errorf(WEFT_ENOMEM, "out of memory creating a registrar");
-    snprintf(reg->name, sizeof reg->name, "%s", name ? name : "anonymous");
-    atomic_init(&reg->live, 0);
+    snprintf(reg->owner.name, sizeof reg->owner.name, "%s", name ? name : "anonymous");
+    atomic_init(&reg->owner.live, 0);
     *out = reg;
     return 0;
 }
@@ -540,7 +502,7 @@ static weft_allocator *copy_allocator(weft_registrar *reg, const weft_allocator 
     wf_allocator_copy *c = copy_struct(alloc, n, sizeof *c);
     if (!c)
         return NULL;
-    c->owner = reg;
+    c->owner = &reg->owner;
     return &c->a;
 }
 
@@ -552,7 +514,7 @@ static weft_device_interface *copy_iface(weft_registrar *reg, const weft_device_
     wf_iface_copy *c = copy_struct(iface, n, sizeof *c);
     if (!c)
         return NULL;
-    c->owner = reg;
+    c->owner = &reg->owner;
     return &c->i;
 }
 
@@ -644,12 +606,12 @@ WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
     for (int i = 0; i < WEFT_MAX_DEVICE_TYPES; i++) {
         wf_device_type *dt = &wf__device_types[i];
         if (dt->registered && strcmp(dt->name, name) == 0) {
-            const char *holder = dt->owner ? dt->owner->name : "the core";
+            const char *holder = dt->owner ? dt->owner->owner.name : "the core";
             wf__registry_unlock();
             return wf__errorf(WEFT_EEXIST,
                               "device type '%s' is already registered (by %s); plugin '%s' cannot "
                               "register it again",
-                              name, holder, reg->name);
+                              name, holder, reg->owner.name);
         }
         if (free_id < 0 && i >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC && !dt->registered)
             free_id = i;
@@ -685,7 +647,7 @@ WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
     wf_device_type *dt = &wf__device_types[type];
     if (dt->owner) {
         rc = wf__errorf(WEFT_EEXIST, "device type '%s' is already provided by %s", dt->name,
-                        dt->owner->name);
+                        dt->owner->owner.name);
     } else {
         char name[32];
         snprintf(name, sizeof name, "%s", dt->name);
@@ -762,9 +724,9 @@ static bool depends_on(const weft_registration *r, const weft_registrar *reg)
 
 static void note_dependent(const weft_registration *r, char *buf, size_t size, size_t *n)
 {
-    if (*n >= size || strstr(buf, r->registrar->name))
+    if (*n >= size || strstr(buf, r->registrar->owner.name))
         return;
-    *n += (size_t)snprintf(buf + *n, size - *n, "%s'%s'", *n ? ", " : "", r->registrar->name);
+    *n += (size_t)snprintf(buf + *n, size - *n, "%s'%s'", *n ? ", " : "", r->registrar->owner.name);
 }
 
 /* For weft_unload_plugin: if no other registrar's registration depends on

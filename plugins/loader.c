@@ -25,11 +25,9 @@
 
 #include "dispatch/dispatcher.h"
 
-#include "plugins/quiesce.h"
+#include "c10/quiesce.h"
+#include "plugins/loader.h"
 
-int wf__registrar_new(weft_registrar **out, const char *name);
-void wf__registrar_release_all(weft_registrar *reg);
-long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size);
 
 typedef struct plugin {
     char *path;

@@ -326,12 +326,7 @@ static int integer_indices(weft_tensor **idx, int *dims, int *n, const weft_tens
 
 static void format_shape(char *buf, size_t size, const weft_tensor *t)
 {
-    size_t used = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < weft_tensor_ndim(t) && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
-                                 (long long)weft_tensor_size(t, i));
-    if (used < size)
-        snprintf(buf + used, size - used, "]");
+    weft_format_shape(buf, size, weft_tensor_sizes(t), weft_tensor_ndim(t));
 }
 
 /* Broadcasts idx[0..n) together (replacing each by an expanded view);

@@ -127,6 +127,37 @@ int main(void)
     if (rc == 0)
         weft_tensor_release(ret3.u.tensor);
 
+    /* weft_value_double: every number tag, 0 for the rest */
+    weft_value vd = {.tag = WEFT_VALUE_DOUBLE, .u.d = -2.5};
+    weft_value vi = {.tag = WEFT_VALUE_INT, .u.i = -7};
+    weft_value vb = {.tag = WEFT_VALUE_BOOL, .u.b = true};
+    weft_value vn = {.tag = WEFT_VALUE_NONE};
+    ok(weft_value_double(&vd) == -2.5 && weft_value_double(&vi) == -7.0 &&
+           weft_value_double(&vb) == 1.0 && weft_value_double(&vn) == 0.0,
+       "weft_value_double reads double, int and bool values, 0 for None");
+
+    /* weft_register_kernel_table: all rows, or the first error */
+    weft_registrar *treg = NULL;
+    ok(weft_registrar_create(&treg, "sdk-table") == 0, "a registrar for the table");
+    const weft_kernel_entry good_rows[] = {{"sdk_probe", probe_kernel, NULL}};
+    rc = weft_register_kernel_table(treg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, good_rows, 1);
+    ok(rc == 0, "a table of one kernel registers (%s)", rc ? weft_last_error() : "ok");
+    const weft_kernel_entry bad_rows[] = {{"sdk_probe", probe_kernel, NULL},
+                                          {"no_such_operator_xyz", probe_kernel, NULL}};
+    rc = weft_register_kernel_table(treg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, bad_rows, 2);
+    ok(rc == WEFT_ENOTFOUND && strstr(weft_last_error(), "no_such_operator_xyz"),
+       "a table with an unknown operator stops there, naming it: %s", weft_last_error());
+    weft_registrar_destroy(treg);
+
+    /* weft_format_shape */
+    char sbuf[32];
+    const int64_t shp[3] = {2, 0, 7};
+    is_str(weft_format_shape(sbuf, sizeof sbuf, shp, 3), "[2, 0, 7]", "weft_format_shape of 3 dims");
+    is_str(weft_format_shape(sbuf, sizeof sbuf, NULL, 0), "[]", "weft_format_shape of a 0-d shape");
+    char tiny[4];
+    weft_format_shape(tiny, sizeof tiny, shp, 3);
+    ok(strlen(tiny) == 3, "weft_format_shape truncates to the buffer (%s)", tiny);
+
     weft_tensor_release(r);
     weft_tensor_release(t);
     weft_registrar_destroy(reg);

@@ -329,7 +329,7 @@ static int binary_kernel(weft_call *call, void *ctx)
     weft_dtype st = weft_tensor_dtype(self), ct;
     double value = 0;
     if (form->scalar) {
-        value = cpu__scalar_arg(other);
+        value = weft_value_double(other);
         ct = cpu_scalar_result_type(st, other, value);
     } else {
         ct = weft_promote_types(st, weft_tensor_dtype(other->u.tensor));
@@ -399,7 +399,7 @@ static int masked_fill_kernel(weft_call *call, void *ctx)
     const cpu_mode *mode = ctx;
     const char *op = weft_op_name(call->op);
     weft_tensor *inputs[2] = {call->args[0].u.tensor, call->args[1].u.tensor};
-    double value = cpu__scalar_arg(&call->args[2]);
+    double value = weft_value_double(&call->args[2]);
     int rc = require_bool(op, "mask", inputs[1]);
     if (rc < 0)
         return rc;
@@ -412,9 +412,9 @@ static int masked_fill_kernel(weft_call *call, void *ctx)
         char sm[256], ss[256];
         rc = weft_set_error(WEFT_ESHAPE, "%s: the mask of shape %s does not broadcast to self's "
                             "shape %s", op,
-                            cpu__shape_str(sm, sizeof sm, weft_tensor_sizes(inputs[1]),
+                            weft_format_shape(sm, sizeof sm, weft_tensor_sizes(inputs[1]),
                                            weft_tensor_ndim(inputs[1])),
-                            cpu__shape_str(ss, sizeof ss, weft_tensor_sizes(inputs[0]), nd));
+                            weft_format_shape(ss, sizeof ss, weft_tensor_sizes(inputs[0]), nd));
     }
     if (rc < 0)
         return rc;
@@ -428,7 +428,7 @@ static int threshold_backward_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     weft_tensor *inputs[2] = {call->args[0].u.tensor, call->args[1].u.tensor};
-    double value = cpu__scalar_arg(&call->args[2]);
+    double value = weft_value_double(&call->args[2]);
     weft_dtype ct = weft_promote_types(weft_tensor_dtype(inputs[0]), weft_tensor_dtype(inputs[1]));
     return run_map(call, CPU_FUNCTIONAL, threshold_backward_loops, ct, ct, inputs, 2, &value);
 }
@@ -457,7 +457,7 @@ static int lerp_kernel(weft_call *call, void *ctx)
     if (form->scalar) {
         if (dt < 0 || dt >= WEFT_NUM_DTYPES || !lerp_loops[dt])
             return cpu__unsupported_dtype(op, dt);
-        if ((rc = cpu__scalar_tensor(&weight, cpu__scalar_arg(&args[2]), dt)) < 0)
+        if ((rc = cpu__scalar_tensor(&weight, weft_value_double(&args[2]), dt)) < 0)
             return rc;
     }
     weft_tensor *inputs[3] = {self, end, form->scalar ? weight : args[2].u.tensor};
@@ -478,7 +478,7 @@ static int addc_kernel(weft_call *call, void *ctx)
     const char *op = weft_op_name(call->op);
     const weft_value *args = call->args + (form->mode == CPU_OUT ? 1 : 0);
     weft_tensor *inputs[3] = {args[0].u.tensor, args[1].u.tensor, args[2].u.tensor};
-    double value = cpu__scalar_arg(&args[3]);
+    double value = weft_value_double(&args[3]);
     weft_dtype ct = weft_promote_types(
         weft_promote_types(weft_tensor_dtype(inputs[0]), weft_tensor_dtype(inputs[1])),
         weft_tensor_dtype(inputs[2]));
@@ -544,7 +544,7 @@ static const addc_form addc_forms[] = {{CPU_FUNCTIONAL, false}, {CPU_INPLACE, fa
                                        {CPU_OUT, false},        {CPU_FUNCTIONAL, true},
                                        {CPU_INPLACE, true},     {CPU_OUT, true}};
 
-static const cpu_kernel_entry binary_kernels[] = {
+static const weft_kernel_entry binary_kernels[] = {
     {"div_mode", binary_kernel, &div_mode_functional},
     {"div_mode_", binary_kernel, &div_mode_inplace},
     {"div_mode_out", binary_kernel, &div_mode_out},
@@ -591,5 +591,5 @@ static const cpu_kernel_entry binary_kernels[] = {
 
 int cpu__register_binary(weft_registrar *reg)
 {
-    return cpu__register_table(reg, binary_kernels, sizeof binary_kernels / sizeof *binary_kernels);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, binary_kernels, sizeof binary_kernels / sizeof *binary_kernels);
 }

@@ -287,8 +287,8 @@ static int check_shapes(const char *op, bool batched, const weft_tensor *a, cons
                                   (long long)sa[1], (long long)sb[0], (long long)sb[1]);
         char ba[128], bb[128];
         return weft_set_error(WEFT_ESHAPE, "%s: batch1 and batch2 shapes cannot be multiplied "
-                              "(%s and %s)", op, cpu__shape_str(ba, sizeof ba, sa, 3),
-                              cpu__shape_str(bb, sizeof bb, sb, 3));
+                              "(%s and %s)", op, weft_format_shape(ba, sizeof ba, sa, 3),
+                              weft_format_shape(bb, sizeof bb, sb, 3));
     }
     return 0;
 }
@@ -396,7 +396,7 @@ static int addbmm_kernel(weft_call *call, void *ctx)
     weft_tensor *target = form->mode == CPU_FUNCTIONAL ? NULL : call->args[0].u.tensor;
     const weft_value *args = call->args + first;
     const weft_tensor *self = args[0].u.tensor, *a = args[1].u.tensor, *b = args[2].u.tensor;
-    double beta = cpu__scalar_arg(&args[3]), alpha = cpu__scalar_arg(&args[4]);
+    double beta = weft_value_double(&args[3]), alpha = weft_value_double(&args[4]);
     static const product_form batched = {true, false};
     product p;
     int rc = cpu__check_cpu(op, "self", self);
@@ -427,9 +427,9 @@ static int addbmm_kernel(weft_call *call, void *ctx)
         char bs[128], bt[128];
         return weft_set_error(WEFT_ESHAPE, "%s: self of shape %s cannot be broadcast to the "
                               "product's shape %s", op,
-                              cpu__shape_str(bs, sizeof bs, weft_tensor_sizes(self),
+                              weft_format_shape(bs, sizeof bs, weft_tensor_sizes(self),
                                              weft_tensor_ndim(self)),
-                              cpu__shape_str(bt, sizeof bt, sizes, ndim));
+                              weft_format_shape(bt, sizeof bt, sizes, ndim));
     }
     rc = weft_empty(&dest, sizes, ndim, dtype, WEFT_DEVICE_CPU);
     if (rc == 0 && beta != 0)
@@ -485,9 +485,9 @@ static int mv_kernel(weft_call *call, void *ctx)
         weft_tensor_size(self, 1) != weft_tensor_size(vec, 0))
         return weft_set_error(WEFT_ESHAPE, "%s: expected a matrix [n, k] and a vector [k], got "
                               "self %s and vec %s", op,
-                              cpu__shape_str(bs, sizeof bs, weft_tensor_sizes(self),
+                              weft_format_shape(bs, sizeof bs, weft_tensor_sizes(self),
                                              weft_tensor_ndim(self)),
-                              cpu__shape_str(bv, sizeof bv, weft_tensor_sizes(vec),
+                              weft_format_shape(bv, sizeof bv, weft_tensor_sizes(vec),
                                              weft_tensor_ndim(vec)));
     weft_dtype dtype = weft_tensor_dtype(self);
     if (weft_tensor_dtype(vec) != dtype || (out && weft_tensor_dtype(out) != dtype))
@@ -569,9 +569,9 @@ static int dot_kernel(weft_call *call, void *ctx)
         weft_tensor_size(a, 0) != weft_tensor_size(b, 0))
         return weft_set_error(WEFT_ESHAPE, "%s: expected two 1-D tensors of the same size, got "
                               "self %s and %s %s", op,
-                              cpu__shape_str(ba, sizeof ba, weft_tensor_sizes(a), weft_tensor_ndim(a)),
+                              weft_format_shape(ba, sizeof ba, weft_tensor_sizes(a), weft_tensor_ndim(a)),
                               name_b,
-                              cpu__shape_str(bb, sizeof bb, weft_tensor_sizes(b), weft_tensor_ndim(b)));
+                              weft_format_shape(bb, sizeof bb, weft_tensor_sizes(b), weft_tensor_ndim(b)));
     weft_dtype dtype = weft_tensor_dtype(a);
     if (weft_tensor_dtype(b) != dtype)
         return weft_set_error(WEFT_EDTYPE, "%s: expected both vectors to have the same dtype, but "
@@ -609,7 +609,7 @@ static const dot_form dot_plain = {false, false}, dot_out_form = {false, true};
 static const dot_form vdot_plain = {true, false}, vdot_out_form = {true, true};
 static const int mv_out_marker = 1;
 static const product_form bmm_form = {true, false}, bmm_out_form = {true, true};
-static const cpu_kernel_entry blas_entries[] = {
+static const weft_kernel_entry blas_entries[] = {
     {"mm", product_kernel, &mm_form},
     {"mm_out", product_kernel, &mm_out_form},
     {"bmm", product_kernel, &bmm_form},
@@ -630,5 +630,5 @@ static const cpu_kernel_entry blas_entries[] = {
 
 int cpu__register_blas(weft_registrar *reg)
 {
-    return cpu__register_table(reg, blas_entries, sizeof blas_entries / sizeof *blas_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, blas_entries, sizeof blas_entries / sizeof *blas_entries);
 }

@@ -288,12 +288,8 @@ int cpu__elementwise(const char *op, weft_tensor *out, weft_tensor *const *input
 
 /* ------------------------------------------------------------- helpers */
 
-/* "[2, 3]" into buf; returns buf. */
-const char *cpu__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim);
 /* WEFT_EDEVICE unless t lives on the CPU; names op and the argument. */
 int cpu__check_cpu(const char *op, const char *arg, const weft_tensor *t);
-/* A Scalar argument as double (DOUBLE, INT or BOOL tags). */
-double cpu__scalar_arg(const weft_value *v);
 /* WEFT_EDTYPE "op: not supported for dtype X". */
 int cpu__unsupported_dtype(const char *op, weft_dtype dtype);
 /* Prepares an out= or in-place target of `sizes`: when resizable (out=)
@@ -327,13 +323,8 @@ void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t
                double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                double beta, void *c, int64_t ldc);
 
-/* One row of a file's registration table. */
-typedef struct cpu_kernel_entry {
-    const char *op;
-    weft_kernel_fn fn;
-    const void *ctx;
-} cpu_kernel_entry;
-int cpu__register_table(weft_registrar *reg, const cpu_kernel_entry *entries, size_t count);
+/* Each file registers its table of kernels for the CPU with the SDK's
+ * weft_register_kernel_table (<weft/plugin.h>). */
 
 /* How well this build suits the machine (backends/cpu/score.c, compiled for
  * the baseline ISA in every variant): the loader keeps the highest. */

@@ -38,7 +38,7 @@ static int dropout_kernel(weft_call *call, void *ctx)
     const bool inplace = ctx != NULL;
     const char *op = weft_op_name(call->op);
     weft_tensor *self = call->args[0].u.tensor;
-    double p = cpu__scalar_arg(&call->args[1]);
+    double p = weft_value_double(&call->args[1]);
     bool train = call->args[2].u.b;
     weft_generator *g =
         call->args[3].tag == WEFT_VALUE_GENERATOR ? call->args[3].u.generator : NULL;
@@ -85,12 +85,12 @@ static int dropout_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
-static const cpu_kernel_entry dropout_entries[] = {
+static const weft_kernel_entry dropout_entries[] = {
     {"dropout", dropout_kernel, NULL},
     {"dropout_", dropout_kernel, &dropout_entries},
 };
 
 int cpu__register_dropout(weft_registrar *reg)
 {
-    return cpu__register_table(reg, dropout_entries, sizeof dropout_entries / sizeof *dropout_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, dropout_entries, sizeof dropout_entries / sizeof *dropout_entries);
 }

@@ -135,7 +135,7 @@ static int prepare_operand(einsum_ctx *e, int i, const term *t, const weft_tenso
     if (covered < 0 || (!t->ellipsis && covered != 0))
         return bad_equation(e, "operand %d has %d dimensions (shape %s) but its subscripts name "
                             "%d", i, nd,
-                            cpu__shape_str(b, sizeof b, weft_tensor_sizes(x), nd), letters);
+                            weft_format_shape(b, sizeof b, weft_tensor_sizes(x), nd), letters);
     int labels[WEFT_MAX_DIMS], d = 0;
     for (int k = 0; k < t->n; k++) {
         if (t->raw[k] != ELLIPSIS_MARK) {
@@ -164,7 +164,7 @@ static int prepare_operand(einsum_ctx *e, int i, const term *t, const weft_tenso
             return bad_equation(e, "subscript '%c' is repeated in operand %d for dimensions of "
                                 "sizes %lld and %lld (shape %s)", letter_of(labels[k]), i,
                                 (long long)sizes[at], (long long)sz[k],
-                                cpu__shape_str(b, sizeof b, sz, nd));
+                                weft_format_shape(b, sizeof b, sz, nd));
         } else {
             strides[at] += st[k];
             repeated = true;

@@ -387,8 +387,8 @@ static int broadcast_inputs(const char *op, weft_tensor *const *inputs, int n, i
                               "%s: shapes %s and %s cannot be broadcast: the size of tensor a "
                               "(%lld) must match the size of tensor b (%lld) at non-singleton "
                               "dimension %d",
-                              op, cpu__shape_str(sa, sizeof sa, shape, *ndim),
-                              cpu__shape_str(sb, sizeof sb, b, nb), (long long)da, (long long)db,
+                              op, weft_format_shape(sa, sizeof sa, shape, *ndim),
+                              weft_format_shape(sb, sizeof sb, b, nb), (long long)da, (long long)db,
                               dim);
     }
     return 0;
@@ -406,9 +406,9 @@ int cpu__prepare_target(const char *op, weft_tensor *target, bool resizable,
         return weft_tensor_resize(target, sizes, ndim);
     char st[256], se[256];
     return weft_set_error(WEFT_ESHAPE, "%s: output with shape %s doesn't match the %s shape %s",
-                          op, cpu__shape_str(st, sizeof st, weft_tensor_sizes(target), tnd),
+                          op, weft_format_shape(st, sizeof st, weft_tensor_sizes(target), tnd),
                           what,
-                          cpu__shape_str(se, sizeof se, sizes, ndim));
+                          weft_format_shape(se, sizeof se, sizes, ndim));
 }
 
 /* Checks everything that can fail before anything is allocated. */
@@ -677,7 +677,7 @@ typedef struct binary_form {
 /* cpu__scalar_arg without the call. */
 static inline double scalar_arg(const weft_value *v)
 {
-    return v->tag == WEFT_VALUE_DOUBLE ? v->u.d : cpu__scalar_arg(v);
+    return v->tag == WEFT_VALUE_DOUBLE ? v->u.d : weft_value_double(v);
 }
 
 #define is_whole cpu_is_whole
@@ -901,11 +901,11 @@ BINARY_FORMS(BINARY_DIV, div)
     {#NAME "_out", binary_out_kernel, &NAME##_out},                         \
     {#NAME "_scalar", binary_scalar_kernel, &NAME##_scalar},                \
     {#NAME "_scalar_", binary_scalar_inplace_kernel, &NAME##_scalar_inplace}
-static const cpu_kernel_entry binary_kernels[] = {
+static const weft_kernel_entry binary_kernels[] = {
     BINARY_ENTRIES(add), BINARY_ENTRIES(sub), BINARY_ENTRIES(mul), BINARY_ENTRIES(div),
 };
 
 int cpu__register_elementwise(weft_registrar *reg)
 {
-    return cpu__register_table(reg, binary_kernels, sizeof binary_kernels / sizeof *binary_kernels);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, binary_kernels, sizeof binary_kernels / sizeof *binary_kernels);
 }

@@ -68,7 +68,7 @@ static int fill_kernel(weft_call *call, void *ctx)
     const char *op = weft_op_name(call->op);
     weft_tensor *self = call->args[0].u.tensor;
     weft_dtype dtype = weft_tensor_dtype(self);
-    double value = cpu__scalar_arg(&call->args[1]);
+    double value = weft_value_double(&call->args[1]);
     int rc = cpu__check_cpu(op, "self", self);
     if (rc == 0 && (dtype < 0 || dtype >= WEFT_NUM_DTYPES || !fill_loops[dtype]))
         rc = cpu__unsupported_dtype(op, dtype);
@@ -207,7 +207,7 @@ static int random_kernel(weft_call *call, void *ctx)
     bool normal = ctx != NULL;
     weft_tensor *self = call->args[0].u.tensor;
     weft_dtype dtype = weft_tensor_dtype(self), real = dtype;
-    double a = cpu__scalar_arg(&call->args[1]), b = cpu__scalar_arg(&call->args[2]);
+    double a = weft_value_double(&call->args[1]), b = weft_value_double(&call->args[2]);
     int rc = cpu__check_cpu(op, "self", self);
     if (rc < 0)
         return rc;
@@ -248,8 +248,8 @@ static int sequence_kernel(weft_call *call, void *ctx)
         return rc;
     if (dtype < 0 || dtype >= WEFT_NUM_DTYPES || !sequence_loops[dtype])
         return cpu__unsupported_dtype(op, dtype);
-    sequence s = {.kind = ctx ? SEQ_LINSPACE : SEQ_ARANGE, .a = cpu__scalar_arg(&call->args[1]),
-                  .b = cpu__scalar_arg(&call->args[2]), .n = weft_tensor_numel(out),
+    sequence s = {.kind = ctx ? SEQ_LINSPACE : SEQ_ARANGE, .a = weft_value_double(&call->args[1]),
+                  .b = weft_value_double(&call->args[2]), .n = weft_tensor_numel(out),
                   .integral = weft_dtype_is_integral(dtype, false)};
     if (s.n == 0)
         return 0;
@@ -257,7 +257,7 @@ static int sequence_kernel(weft_call *call, void *ctx)
 }
 
 static const int normal_marker, linspace_marker; /* non-NULL ctx values */
-static const cpu_kernel_entry fill_kernels[] = {
+static const weft_kernel_entry fill_kernels[] = {
     {"fill_", fill_kernel, NULL},
     {"uniform_", random_kernel, NULL},
     {"normal_", random_kernel, &normal_marker},
@@ -267,5 +267,5 @@ static const cpu_kernel_entry fill_kernels[] = {
 
 int cpu__register_fill(weft_registrar *reg)
 {
-    return cpu__register_table(reg, fill_kernels, sizeof fill_kernels / sizeof *fill_kernels);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, fill_kernels, sizeof fill_kernels / sizeof *fill_kernels);
 }

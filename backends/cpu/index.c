@@ -34,7 +34,7 @@ static const accumulate_fn accumulate_fns[WEFT_NUM_DTYPES] = {
 
 static const char *shape_text(char *buf, size_t size, const weft_tensor *t)
 {
-    return cpu__shape_str(buf, size, weft_tensor_sizes(t), weft_tensor_ndim(t));
+    return weft_format_shape(buf, size, weft_tensor_sizes(t), weft_tensor_ndim(t));
 }
 
 /* A new contiguous copy of t. */
@@ -387,7 +387,7 @@ static int index_add_kernel(weft_call *call, void *ctx)
         rc = form->inplace ? (target = weft_tensor_retain(self), 0) : copy_of(self, &target);
     if (rc == 0)
         rc = index_add_into(op, target, call->args[1].u.i, call->args[2].u.tensor,
-                            call->args[3].u.tensor, cpu__scalar_arg(&call->args[4]));
+                            call->args[3].u.tensor, weft_value_double(&call->args[4]));
     if (rc == 0 && !form->inplace)
         cpu__set_ret(call, 0, target);
     else
@@ -540,7 +540,7 @@ static int nonzero_kernel(weft_call *call, void *ctx)
 static const write_form scatter_form = {false, false}, scatter_inplace = {false, true};
 static const write_form scatter_add_form = {true, false}, scatter_add_inplace = {true, true};
 
-static const cpu_kernel_entry index_entries[] = {
+static const weft_kernel_entry index_entries[] = {
     {"index_select", index_select_kernel, NULL},
     {"embedding", embedding_kernel, NULL},
     {"gather", gather_kernel, NULL},
@@ -557,5 +557,5 @@ static const cpu_kernel_entry index_entries[] = {
 
 int cpu__register_index(weft_registrar *reg)
 {
-    return cpu__register_table(reg, index_entries, sizeof index_entries / sizeof *index_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, index_entries, sizeof index_entries / sizeof *index_entries);
 }

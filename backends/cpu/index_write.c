@@ -128,8 +128,8 @@ static int scatter_reduce_into(const char *op, weft_tensor *target_arg, int64_t 
         if ((d != dim && k > weft_tensor_sizes(target)[d]) || k > weft_tensor_sizes(src)[d])
             rc = weft_set_error(WEFT_ESHAPE, "%s: index %s must be no larger than src %s, nor "
                                 "than self apart from dimension %d", op,
-                                cpu__shape_str(a, sizeof a, weft_tensor_sizes(idx), ndim),
-                                cpu__shape_str(b, sizeof b, weft_tensor_sizes(src), ndim), dim);
+                                weft_format_shape(a, sizeof a, weft_tensor_sizes(idx), ndim),
+                                weft_format_shape(b, sizeof b, weft_tensor_sizes(src), ndim), dim);
     }
     if (rc == 0)
         rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), weft_tensor_numel(idx), dim,
@@ -263,8 +263,8 @@ static int gather_indices(index_set *s, const char *op, const weft_tensor *self,
                 if (weft_tensor_sizes(ix)[d] != weft_tensor_sizes(self)[s->count + d]) {
                     rc = weft_set_error(WEFT_ESHAPE, "%s: the shape of the mask %s at index %d "
                                         "does not match the shape of the indexed tensor %s", op,
-                                        cpu__shape_str(a, sizeof a, weft_tensor_sizes(ix), m), i,
-                                        cpu__shape_str(b, sizeof b, weft_tensor_sizes(self), ndim));
+                                        weft_format_shape(a, sizeof a, weft_tensor_sizes(ix), m), i,
+                                        weft_format_shape(b, sizeof b, weft_tensor_sizes(self), ndim));
                     break;
                 }
             weft_tensor *nz = NULL;
@@ -304,7 +304,7 @@ static int gather_indices(index_set *s, const char *op, const weft_tensor *self,
                                   weft_tensor_ndim(s->cols[k])) < 0) {
             rc = weft_set_error(WEFT_ESHAPE, "%s: shape mismatch: indexing tensors could not be "
                                 "broadcast together (index %d has shape %s)", op, k,
-                                cpu__shape_str(a, sizeof a, weft_tensor_sizes(s->cols[k]),
+                                weft_format_shape(a, sizeof a, weft_tensor_sizes(s->cols[k]),
                                                weft_tensor_ndim(s->cols[k])));
             break;
         }
@@ -369,9 +369,9 @@ static int index_put_into(const char *op, weft_tensor *target, weft_tensor *cons
     if (rc == 0 && weft_expand(&expanded, values_arg, full, fn) < 0)
         rc = weft_set_error(WEFT_ESHAPE, "%s: shape mismatch: value tensor of shape %s cannot be "
                             "broadcast to indexing result of shape %s", op,
-                            cpu__shape_str(a, sizeof a, weft_tensor_sizes(values_arg),
+                            weft_format_shape(a, sizeof a, weft_tensor_sizes(values_arg),
                                            weft_tensor_ndim(values_arg)),
-                            cpu__shape_str(b, sizeof b, full, fn));
+                            weft_format_shape(b, sizeof b, full, fn));
     if (rc == 0 && lead > 0) {
         /* b first, as the loop below reads values */
         int64_t order[2 * WEFT_MAX_DIMS];
@@ -507,7 +507,7 @@ static int index_put_kernel(weft_call *call, void *ctx)
 }
 
 static const int inplace_marker;
-static const cpu_kernel_entry index_write_entries[] = {
+static const weft_kernel_entry index_write_entries[] = {
     {"scatter_reduce", scatter_reduce_kernel, NULL},
     {"scatter_reduce_", scatter_reduce_kernel, &inplace_marker},
     {"index_put", index_put_kernel, NULL},
@@ -516,6 +516,6 @@ static const cpu_kernel_entry index_write_entries[] = {
 
 int cpu__register_index_write(weft_registrar *reg)
 {
-    return cpu__register_table(reg, index_write_entries,
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, index_write_entries,
                                sizeof index_write_entries / sizeof *index_write_entries);
 }

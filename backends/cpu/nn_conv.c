@@ -346,24 +346,24 @@ static int finish_geometry(const char *op, const int64_t *in, int in_nd, const i
     char b1[128], b2[128];
     if (in_nd != 4)
         return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D (batched) input [N, C, H, W], got "
-                              "%s", op, cpu__shape_str(b1, sizeof b1, in, in_nd));
+                              "%s", op, weft_format_shape(b1, sizeof b1, in, in_nd));
     if (w_nd != 4)
         return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D weight [out_channels, "
                               "in_channels / groups, kH, kW], got %s", op,
-                              cpu__shape_str(b1, sizeof b1, w, w_nd));
+                              weft_format_shape(b1, sizeof b1, w, w_nd));
     g->N = in[0], g->C = in[1], g->H = in[2], g->W = in[3];
     g->OC = w[0], g->KH = w[2], g->KW = w[3];
     if (g->C != w[1] * g->groups || g->OC % g->groups != 0 || g->OC == 0)
         return weft_set_error(WEFT_ESHAPE, "%s: weight of shape %s with groups=%lld does not fit "
                               "an input of shape %s (expected %lld input channels, and output "
                               "channels divisible by groups)", op,
-                              cpu__shape_str(b1, sizeof b1, w, 4), (long long)g->groups,
-                              cpu__shape_str(b2, sizeof b2, in, 4), (long long)(w[1] * g->groups));
+                              weft_format_shape(b1, sizeof b1, w, 4), (long long)g->groups,
+                              weft_format_shape(b2, sizeof b2, in, 4), (long long)(w[1] * g->groups));
     int64_t eh = g->H + 2 * g->padding[0] - g->dilation[0] * (g->KH - 1);
     int64_t ew = g->W + 2 * g->padding[1] - g->dilation[1] * (g->KW - 1);
     if (eh < 1 || ew < 1 || g->KH < 1 || g->KW < 1)
         return weft_set_error(WEFT_ESHAPE, "%s: the kernel (dilated) is larger than the padded "
-                              "input %s", op, cpu__shape_str(b1, sizeof b1, in, 4));
+                              "input %s", op, weft_format_shape(b1, sizeof b1, in, 4));
     g->OH = (eh - 1) / g->stride[0] + 1;
     g->OW = (ew - 1) / g->stride[1] + 1;
     if (g->OH * g->OW > INT_MAX || rows_per_image(g) > INT_MAX || g->OC > INT_MAX)
@@ -499,7 +499,7 @@ static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, wef
         char b[128];
         return weft_set_error(WEFT_ESHAPE, "%s: grad_output of shape %s, expected [%lld, %lld, "
                               "%lld, %lld]", op,
-                              cpu__shape_str(b, sizeof b, gs, weft_tensor_ndim(grad)),
+                              weft_format_shape(b, sizeof b, gs, weft_tensor_ndim(grad)),
                               (long long)g->N, (long long)g->OC, (long long)g->OH, (long long)g->OW);
     }
     if ((rc = nn__operand(go, grad, *dt)) == 0)
@@ -755,8 +755,8 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
         return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D input [N, C_in, H, W] and a 4-D "
                               "weight [C_in, C_out / groups, kH, kW] with C_in divisible by "
                               "groups=%lld, got input %s and weight %s", op, (long long)groups,
-                              cpu__shape_str(bi, sizeof bi, in, in_nd),
-                              cpu__shape_str(bw, sizeof bw, w, w_nd));
+                              weft_format_shape(bi, sizeof bi, in, in_nd),
+                              weft_format_shape(bw, sizeof bw, w, w_nd));
     for (int i = 0; i < 2; i++)
         if (output_padding[i] >= stride[i] && output_padding[i] >= dilation[i])
             return weft_set_error(WEFT_EINVAL, "%s: output_padding (%lld) must be smaller than "
@@ -770,8 +770,8 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
         if (out_size[2 + i] < 1)
             return weft_set_error(WEFT_ESHAPE, "%s: input %s with weight %s gives an output "
                                   "size of %lld, which is too small", op,
-                                  cpu__shape_str(bi, sizeof bi, in, in_nd),
-                                  cpu__shape_str(bw, sizeof bw, w, w_nd),
+                                  weft_format_shape(bi, sizeof bi, in, in_nd),
+                                  weft_format_shape(bw, sizeof bw, w, w_nd),
                                   (long long)out_size[2 + i]);
     }
     if (bias && (weft_tensor_ndim(bias) != 1 || weft_tensor_size(bias, 0) != out_size[1]))
@@ -814,7 +814,7 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
     return 0;
 }
 
-static const cpu_kernel_entry conv_entries[] = {
+static const weft_kernel_entry conv_entries[] = {
     {"conv2d", conv2d_kernel, NULL},
     {"convolution_backward_input", conv_backward_input_kernel, NULL},
     {"convolution_backward_weight", conv_backward_weight_kernel, NULL},
@@ -823,7 +823,7 @@ static const cpu_kernel_entry conv_entries[] = {
 
 int cpu__register_nn_conv(weft_registrar *reg)
 {
-    int rc = cpu__register_table(reg, conv_entries, sizeof conv_entries / sizeof *conv_entries);
+    int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, conv_entries, sizeof conv_entries / sizeof *conv_entries);
     if (rc == 0)
         rc = nn__register_composite(reg, "conv1d", conv1d_composite);
     return rc;

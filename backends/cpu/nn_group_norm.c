@@ -25,20 +25,20 @@ static int group_norm_composite(weft_call *call, void *ctx)
         return rc;
     if (nd < 2)
         return weft_set_error(WEFT_ESHAPE, "%s: expected an input [N, C, *] of at least 2 "
-                              "dimensions, got %s", op, cpu__shape_str(b1, sizeof b1, sizes, nd));
+                              "dimensions, got %s", op, weft_format_shape(b1, sizeof b1, sizes, nd));
     int64_t C = sizes[1];
     if (groups < 1 || C % groups != 0)
         return weft_set_error(WEFT_EINVAL, "%s: expected the number of channels of input %s to "
                               "be divisible by num_groups, but got num_groups=%lld", op,
-                              cpu__shape_str(b1, sizeof b1, sizes, nd), (long long)groups);
+                              weft_format_shape(b1, sizeof b1, sizes, nd), (long long)groups);
     const weft_tensor *affine[2] = {weight, bias};
     for (int i = 0; i < 2; i++)
         if (affine[i] && (weft_tensor_ndim(affine[i]) != 1 || weft_tensor_size(affine[i], 0) != C))
             return weft_set_error(WEFT_ESHAPE, "%s: expected %s to be a 1-D tensor of %lld "
                                   "elements (the channels of input %s), got %s", op,
                                   i ? "bias" : "weight", (long long)C,
-                                  cpu__shape_str(b1, sizeof b1, sizes, nd),
-                                  cpu__shape_str(b2, sizeof b2, weft_tensor_sizes(affine[i]),
+                                  weft_format_shape(b1, sizeof b1, sizes, nd),
+                                  weft_format_shape(b2, sizeof b2, weft_tensor_sizes(affine[i]),
                                                  weft_tensor_ndim(affine[i])));
     int64_t per_group = C / groups;
     for (int d = 2; d < nd; d++)

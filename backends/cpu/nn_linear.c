@@ -91,7 +91,7 @@ static int addmm_kernel(weft_call *call, void *ctx)
     const char *op = "addmm";
     const weft_value *args = call->args;
     const weft_tensor *self = args[0].u.tensor, *a = args[1].u.tensor, *b = args[2].u.tensor;
-    double beta = cpu__scalar_arg(&args[3]), alpha = cpu__scalar_arg(&args[4]);
+    double beta = weft_value_double(&args[3]), alpha = weft_value_double(&args[4]);
     int rc = cpu__check_cpu(op, "self", self);
     if (rc == 0)
         rc = cpu__check_cpu(op, "mat1", a);
@@ -112,7 +112,7 @@ static int addmm_kernel(weft_call *call, void *ctx)
     if ((rc = weft_expand(&expanded, self, shape, 2)) < 0) {
         char buf[128];
         return weft_set_error(WEFT_ESHAPE, "addmm: self of shape %s cannot be broadcast to [%lld, "
-                              "%lld]", cpu__shape_str(buf, sizeof buf, weft_tensor_sizes(self),
+                              "%lld]", weft_format_shape(buf, sizeof buf, weft_tensor_sizes(self),
                                                       weft_tensor_ndim(self)),
                               (long long)n, (long long)m);
     }
@@ -184,8 +184,8 @@ static int outer_composite(weft_call *call, void *ctx)
         char ba[128], bb[128];
         return weft_set_error(WEFT_ESHAPE, "outer: expected two 1-D tensors, got self %s and "
                               "vec2 %s",
-                              cpu__shape_str(ba, sizeof ba, weft_tensor_sizes(a), weft_tensor_ndim(a)),
-                              cpu__shape_str(bb, sizeof bb, weft_tensor_sizes(b), weft_tensor_ndim(b)));
+                              weft_format_shape(ba, sizeof ba, weft_tensor_sizes(a), weft_tensor_ndim(a)),
+                              weft_format_shape(bb, sizeof bb, weft_tensor_sizes(b), weft_tensor_ndim(b)));
     }
     weft_tensor *column = NULL, *r = NULL;
     int rc = weft_unsqueeze(&column, a, 1);
@@ -201,13 +201,13 @@ static int outer_composite(weft_call *call, void *ctx)
 
 static const int outer_out_marker = 1;
 
-static const cpu_kernel_entry linear_entries[] = {
+static const weft_kernel_entry linear_entries[] = {
     {"addmm", addmm_kernel, NULL},
 };
 
 int cpu__register_nn_linear(weft_registrar *reg)
 {
-    int rc = cpu__register_table(reg, linear_entries, sizeof linear_entries / sizeof *linear_entries);
+    int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, linear_entries, sizeof linear_entries / sizeof *linear_entries);
     if (rc == 0)
         rc = nn__register_composite(reg, "linear", linear_composite);
     if (rc == 0)

@@ -175,8 +175,8 @@ static int check_target_shape(loss_args *a, const weft_tensor *self, const weft_
         char bs[128], bt[128];
         return weft_set_error(WEFT_ESHAPE, "%s: expected target of shape %s without the class "
                               "dim of input %s", a->op,
-                              cpu__shape_str(bt, sizeof bt, weft_tensor_sizes(target), tnd),
-                              cpu__shape_str(bs, sizeof bs, weft_tensor_sizes(self), nd));
+                              weft_format_shape(bt, sizeof bt, weft_tensor_sizes(target), tnd),
+                              weft_format_shape(bs, sizeof bs, weft_tensor_sizes(self), nd));
     }
     return 0;
 }
@@ -542,7 +542,7 @@ static int bce_with_logits_composite(weft_call *call, void *ctx)
 }
 
 static const int logits_flag = 1;
-static const cpu_kernel_entry loss_entries[] = {
+static const weft_kernel_entry loss_entries[] = {
     {"nll_loss", loss_kernel, NULL},
     {"cross_entropy", loss_kernel, &logits_flag},
     {"nll_loss_backward", loss_backward_kernel, NULL},
@@ -562,7 +562,7 @@ static const struct {
 
 int cpu__register_nn_loss(weft_registrar *reg)
 {
-    int rc = cpu__register_table(reg, loss_entries, sizeof loss_entries / sizeof *loss_entries);
+    int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, loss_entries, sizeof loss_entries / sizeof *loss_entries);
     for (size_t i = 0; rc == 0 && i < sizeof loss_composites / sizeof *loss_composites; i++)
         rc = nn__register_composite(reg, loss_composites[i].op, loss_composites[i].fn);
     return rc;

@@ -427,8 +427,8 @@ static int check_same_shape(const char *op, const weft_tensor *g, const weft_ten
     char b1[128], b2[128];
     return weft_set_error(WEFT_ESHAPE, "%s: grad_out of shape %s does not match input of "
                           "shape %s", op,
-                          cpu__shape_str(b1, sizeof b1, weft_tensor_sizes(g), weft_tensor_ndim(g)),
-                          cpu__shape_str(b2, sizeof b2, weft_tensor_sizes(x), weft_tensor_ndim(x)));
+                          weft_format_shape(b1, sizeof b1, weft_tensor_sizes(g), weft_tensor_ndim(g)),
+                          weft_format_shape(b2, sizeof b2, weft_tensor_sizes(x), weft_tensor_ndim(x)));
 }
 
 /* native_batch_norm_backward(grad_out, input, weight?, save_mean,
@@ -498,8 +498,8 @@ static int ln_shape(const char *op, const weft_tensor *x, const weft_value *shap
         char b1[128], b2[128];
         return weft_set_error(WEFT_ESHAPE, "%s: normalized_shape %s does not match the last "
                               "dims of an input of shape %s", op,
-                              cpu__shape_str(b1, sizeof b1, shape->u.ints, k),
-                              cpu__shape_str(b2, sizeof b2, weft_tensor_sizes(x), nd));
+                              weft_format_shape(b1, sizeof b1, shape->u.ints, k),
+                              weft_format_shape(b2, sizeof b2, weft_tensor_sizes(x), nd));
     }
     *rows = *D = 1;
     for (int d = 0; d < nd; d++)
@@ -668,7 +668,7 @@ static int layer_norm_composite(weft_call *call, void *ctx)
     return first_of(call, call_native_layer_norm);
 }
 
-static const cpu_kernel_entry norm_entries[] = {
+static const weft_kernel_entry norm_entries[] = {
     {"native_batch_norm", native_batch_norm_kernel, NULL},
     {"native_batch_norm_backward", native_batch_norm_backward_kernel, NULL},
     {"native_layer_norm", native_layer_norm_kernel, NULL},
@@ -677,7 +677,7 @@ static const cpu_kernel_entry norm_entries[] = {
 
 int cpu__register_nn_norm(weft_registrar *reg)
 {
-    int rc = cpu__register_table(reg, norm_entries, sizeof norm_entries / sizeof *norm_entries);
+    int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, norm_entries, sizeof norm_entries / sizeof *norm_entries);
     if (rc == 0)
         rc = nn__register_composite(reg, "batch_norm", batch_norm_composite);
     if (rc == 0)

@@ -460,7 +460,7 @@ static int pool_backward_kernel(weft_call *call, void *ctx)
 }
 
 static const pool_kind max_kind = POOL_MAX, avg_kind = POOL_AVG, adaptive_kind = POOL_ADAPTIVE;
-static const cpu_kernel_entry pool_entries[] = {
+static const weft_kernel_entry pool_entries[] = {
     {"max_pool2d_with_indices", pool_kernel, &max_kind},
     {"avg_pool2d", pool_kernel, &avg_kind},
     {"adaptive_avg_pool2d", pool_kernel, &adaptive_kind},
@@ -471,7 +471,7 @@ static const cpu_kernel_entry pool_entries[] = {
 
 int cpu__register_nn_pool(weft_registrar *reg)
 {
-    int rc = cpu__register_table(reg, pool_entries, sizeof pool_entries / sizeof *pool_entries);
+    int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, pool_entries, sizeof pool_entries / sizeof *pool_entries);
     if (rc == 0)
         rc = nn__register_composite(reg, "max_pool2d", max_pool2d_composite);
     return rc;

@@ -206,7 +206,7 @@ static int softmax_kernel(weft_call *call, void *ctx)
 static const softmax_form softmax_form_ = {false, false}, log_softmax_form = {true, false};
 static const softmax_form softmax_backward_form = {false, true};
 static const softmax_form log_softmax_backward_form = {true, true};
-static const cpu_kernel_entry softmax_entries[] = {
+static const weft_kernel_entry softmax_entries[] = {
     {"softmax", softmax_kernel, &softmax_form_},
     {"log_softmax", softmax_kernel, &log_softmax_form},
     {"_softmax_backward_data", softmax_kernel, &softmax_backward_form},
@@ -215,5 +215,5 @@ static const cpu_kernel_entry softmax_entries[] = {
 
 int cpu__register_nn_softmax(weft_registrar *reg)
 {
-    return cpu__register_table(reg, softmax_entries, sizeof softmax_entries / sizeof *softmax_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, softmax_entries, sizeof softmax_entries / sizeof *softmax_entries);
 }

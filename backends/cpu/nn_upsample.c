@@ -226,31 +226,31 @@ static int upsample_kernel(weft_call *call, void *ctx)
     const int64_t *out_size = a[1].u.ints;
     if (a[1].len != 2 || out_size[0] < 1 || out_size[1] < 1)
         return weft_set_error(WEFT_EINVAL, "%s: output_size must be two positive sizes, got %s",
-                              op, cpu__shape_str(b1, sizeof b1, out_size, a[1].len));
+                              op, weft_format_shape(b1, sizeof b1, out_size, a[1].len));
     int64_t in_size[4];
     if (form->backward) {
         if (a[2].len != 4)
             return weft_set_error(WEFT_EINVAL, "%s: input_size must have 4 elements [N, C, H, "
                                   "W], got %s", op,
-                                  cpu__shape_str(b1, sizeof b1, a[2].u.ints, a[2].len));
+                                  weft_format_shape(b1, sizeof b1, a[2].u.ints, a[2].len));
         memcpy(in_size, a[2].u.ints, sizeof in_size);
     } else if (weft_tensor_ndim(t) == 4) {
         memcpy(in_size, weft_tensor_sizes(t), sizeof in_size);
     } else {
         return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D input [N, C, H, W], got %s", op,
-                              cpu__shape_str(b1, sizeof b1, weft_tensor_sizes(t),
+                              weft_format_shape(b1, sizeof b1, weft_tensor_sizes(t),
                                              weft_tensor_ndim(t)));
     }
     if (in_size[0] < 0 || in_size[1] < 1 || in_size[2] < 1 || in_size[3] < 1)
         return weft_set_error(WEFT_ESHAPE, "%s: expected an input [N, C, H, W] with non-zero C, "
-                              "H and W, got %s", op, cpu__shape_str(b1, sizeof b1, in_size, 4));
+                              "H and W, got %s", op, weft_format_shape(b1, sizeof b1, in_size, 4));
     int64_t y_size[4] = {in_size[0], in_size[1], out_size[0], out_size[1]};
     if (form->backward && (weft_tensor_ndim(t) != 4 ||
                            memcmp(weft_tensor_sizes(t), y_size, sizeof y_size) != 0))
         return weft_set_error(WEFT_ESHAPE, "%s: grad_output of shape %s, expected %s", op,
-                              cpu__shape_str(b1, sizeof b1, weft_tensor_sizes(t),
+                              weft_format_shape(b1, sizeof b1, weft_tensor_sizes(t),
                                              weft_tensor_ndim(t)),
-                              cpu__shape_str(b2, sizeof b2, y_size, 4));
+                              weft_format_shape(b2, sizeof b2, y_size, 4));
     weft_tensor *src = NULL, *dest = NULL;
     rc = nn__operand(&src, t, dt);
     if (rc == 0)
@@ -284,7 +284,7 @@ static int interpolate_composite(weft_call *call, void *ctx)
     char b1[128];
     if (weft_tensor_ndim(input) != 4)
         return weft_set_error(WEFT_ESHAPE, "%s: only 4-D input [N, C, H, W] is supported, got %s",
-                              op, cpu__shape_str(b1, sizeof b1, weft_tensor_sizes(input),
+                              op, weft_format_shape(b1, sizeof b1, weft_tensor_sizes(input),
                                                  weft_tensor_ndim(input)));
     if (has_size == has_scale)
         return weft_set_error(WEFT_EINVAL, "%s: %s", op, has_size
@@ -331,7 +331,7 @@ static int interpolate_composite(weft_call *call, void *ctx)
 
 static const upsample_form nearest = {false, false}, nearest_backward = {false, true};
 static const upsample_form bilinear = {true, false}, bilinear_backward = {true, true};
-static const cpu_kernel_entry upsample_entries[] = {
+static const weft_kernel_entry upsample_entries[] = {
     {"upsample_nearest2d", upsample_kernel, &nearest},
     {"upsample_nearest2d_backward", upsample_kernel, &nearest_backward},
     {"upsample_bilinear2d", upsample_kernel, &bilinear},
@@ -340,7 +340,7 @@ static const cpu_kernel_entry upsample_entries[] = {
 
 int cpu__register_nn_upsample(weft_registrar *reg)
 {
-    int rc = cpu__register_table(reg, upsample_entries,
+    int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, upsample_entries,
                                  sizeof upsample_entries / sizeof *upsample_entries);
     if (rc == 0)
         rc = nn__register_composite(reg, "interpolate", interpolate_composite);

@@ -8,18 +8,6 @@
 #include "nn.h"
 #include "shape.h"
 
-const char *cpu__shape_str(char *buf, size_t size, const int64_t *sizes, int ndim)
-{
-    size_t used = 0;
-    used += (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
-                                 (long long)sizes[i]);
-    if (used < size)
-        snprintf(buf + used, size - used, "]");
-    return buf;
-}
-
 int cpu__check_cpu(const char *op, const char *arg, const weft_tensor *t)
 {
     weft_device device = weft_tensor_device(t);
@@ -31,20 +19,6 @@ int cpu__check_cpu(const char *op, const char *arg, const weft_tensor *t)
                           "%s: expected all tensors to be on the same device, but argument "
                           "'%s' is on %s and the CPU kernel needs cpu",
                           op, arg, name);
-}
-
-double cpu__scalar_arg(const weft_value *v)
-{
-    switch (v->tag) {
-    case WEFT_VALUE_INT:
-        return (double)v->u.i;
-    case WEFT_VALUE_BOOL:
-        return v->u.b ? 1.0 : 0.0;
-    case WEFT_VALUE_DOUBLE:
-        return v->u.d;
-    default:
-        return 0.0;
-    }
 }
 
 int cpu__unsupported_dtype(const char *op, weft_dtype dtype)
@@ -64,17 +38,6 @@ int cpu__deliver(weft_call *call, weft_tensor *out, weft_tensor *dest, int rc)
         weft_tensor_release(dest);
     }
     return rc;
-}
-
-int cpu__register_table(weft_registrar *reg, const cpu_kernel_entry *entries, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc; /* the core rolls back what was registered */
-    }
-    return 0;
 }
 
 static int cpu_init(weft_registrar *reg)

@@ -96,8 +96,8 @@ static int probabilities(weft_tensor **out, const char *op, const weft_tensor *s
     if (rc < 0) {
         char a[128], b[128];
         return weft_set_error(WEFT_ESHAPE, "%s: p of shape %s cannot be broadcast to self's shape %s",
-                              op, cpu__shape_str(a, sizeof a, weft_tensor_sizes(p), weft_tensor_ndim(p)),
-                              cpu__shape_str(b, sizeof b, weft_tensor_sizes(self), weft_tensor_ndim(self)));
+                              op, weft_format_shape(a, sizeof a, weft_tensor_sizes(p), weft_tensor_ndim(p)),
+                              weft_format_shape(b, sizeof b, weft_tensor_sizes(self), weft_tensor_ndim(self)));
     }
     rc = weft_to_dtype(&as_double, expanded, WEFT_FLOAT64);
     if (rc == 0)
@@ -152,7 +152,7 @@ static int bernoulli_scalar_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     return bernoulli_into("bernoulli_", call->args[0].u.tensor, NULL,
-                          cpu__scalar_arg(&call->args[1]), generator_arg(call, 2));
+                          weft_value_double(&call->args[1]), generator_arg(call, 2));
 }
 
 /* bernoulli_tensor_(self, p, *, generator): p broadcasts to self */
@@ -505,7 +505,7 @@ static int multinomial_kernel(weft_call *call, void *ctx)
     return 0;
 }
 
-static const cpu_kernel_entry random_entries[] = {
+static const weft_kernel_entry random_entries[] = {
     {"bernoulli_", bernoulli_scalar_kernel, NULL},
     {"bernoulli_tensor_", bernoulli_tensor_kernel, NULL},
     {"bernoulli", bernoulli_kernel, NULL},
@@ -516,5 +516,5 @@ static const cpu_kernel_entry random_entries[] = {
 
 int cpu__register_random(weft_registrar *reg)
 {
-    return cpu__register_table(reg, random_entries, sizeof random_entries / sizeof *random_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, random_entries, sizeof random_entries / sizeof *random_entries);
 }

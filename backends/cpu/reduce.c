@@ -445,7 +445,7 @@ static int reduce_kernel(weft_call *call, void *ctx)
 
 static const reduce_form sum_form = {false, false}, sum_out_form = {false, true};
 static const reduce_form mean_form = {true, false}, mean_out_form = {true, true};
-static const cpu_kernel_entry reduce_entries[] = {
+static const weft_kernel_entry reduce_entries[] = {
     {"sum", reduce_kernel, &sum_form},
     {"sum_out", reduce_kernel, &sum_out_form},
     {"mean", reduce_kernel, &mean_form},
@@ -454,5 +454,5 @@ static const cpu_kernel_entry reduce_entries[] = {
 
 int cpu__register_reduce(weft_registrar *reg)
 {
-    return cpu__register_table(reg, reduce_entries, sizeof reduce_entries / sizeof *reduce_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, reduce_entries, sizeof reduce_entries / sizeof *reduce_entries);
 }

@@ -351,11 +351,11 @@ static int reduce_kernel(weft_call *call, void *ctx)
     case R_VAR:
     case R_STD:
         dims = &args[1];
-        p = args[2].tag == WEFT_VALUE_NONE ? 1 : cpu__scalar_arg(&args[2]);
+        p = args[2].tag == WEFT_VALUE_NONE ? 1 : weft_value_double(&args[2]);
         keepdim = args[3].u.b;
         break;
     case R_NORM:
-        p = args[1].tag == WEFT_VALUE_NONE ? 2 : cpu__scalar_arg(&args[1]);
+        p = args[1].tag == WEFT_VALUE_NONE ? 2 : weft_value_double(&args[1]);
         dims = &args[2];
         keepdim = args[3].u.b;
         dtype_arg = &args[4];
@@ -601,7 +601,7 @@ SCAN_FORMS(cummin, S_CUMMIN)
 
 #define REDUCE_ENTRIES(NAME) {#NAME, reduce_kernel, &NAME##_form}, \
     {#NAME "_out", reduce_kernel, &NAME##_out_form}
-static const cpu_kernel_entry reduce_entries[] = {
+static const weft_kernel_entry reduce_entries[] = {
     REDUCE_ENTRIES(prod),
     {"max", reduce_kernel, &max_form},
     {"min", reduce_kernel, &min_form},
@@ -630,5 +630,5 @@ static const cpu_kernel_entry reduce_entries[] = {
 
 int cpu__register_reduce_rows(weft_registrar *reg)
 {
-    return cpu__register_table(reg, reduce_entries, sizeof reduce_entries / sizeof *reduce_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, reduce_entries, sizeof reduce_entries / sizeof *reduce_entries);
 }

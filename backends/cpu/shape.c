@@ -196,8 +196,8 @@ static int stack_kernel(weft_call *call, void *ctx)
             memcmp(weft_tensor_sizes(ts[i]), weft_tensor_sizes(ts[0]), (size_t)ndim * sizeof(int64_t)))
             return weft_set_error(WEFT_ESHAPE, "stack: expects each tensor to be equal size, but "
                                   "got %s at entry 0 and %s at entry %d",
-                                  cpu__shape_str(a, sizeof a, weft_tensor_sizes(ts[0]), ndim),
-                                  cpu__shape_str(b, sizeof b, weft_tensor_sizes(ts[i]),
+                                  weft_format_shape(a, sizeof a, weft_tensor_sizes(ts[0]), ndim),
+                                  weft_format_shape(b, sizeof b, weft_tensor_sizes(ts[i]),
                                                  weft_tensor_ndim(ts[i])), i);
     int dim;
     int rc = cpu__wrap_dim("stack", call->args[1].u.i, ndim + 1, &dim);
@@ -613,7 +613,7 @@ static int pad_kernel(weft_call *call, void *ctx)
 static const triangle_form tril_form = {true, false}, tril_inplace = {true, true};
 static const triangle_form triu_form = {false, false}, triu_inplace = {false, true};
 
-static const cpu_kernel_entry shape_entries[] = {
+static const weft_kernel_entry shape_entries[] = {
     {"clone", clone_kernel, NULL},
     {"cat", cat_kernel, NULL},
     {"stack", stack_kernel, NULL},
@@ -629,5 +629,5 @@ static const cpu_kernel_entry shape_entries[] = {
 
 int cpu__register_shape(weft_registrar *reg)
 {
-    return cpu__register_table(reg, shape_entries, sizeof shape_entries / sizeof *shape_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, shape_entries, sizeof shape_entries / sizeof *shape_entries);
 }

@@ -405,7 +405,7 @@ static int unique_kernel(weft_call *call, void *ctx)
 
 static const sort_kind sort_values = SORT_VALUES, argsort = ARGSORT, topk = TOPK;
 
-static const cpu_kernel_entry sort_entries[] = {
+static const weft_kernel_entry sort_entries[] = {
     {"sort", sort_kernel, &sort_values},
     {"argsort", sort_kernel, &argsort},
     {"topk", sort_kernel, &topk},
@@ -414,5 +414,5 @@ static const cpu_kernel_entry sort_entries[] = {
 
 int cpu__register_sort(weft_registrar *reg)
 {
-    return cpu__register_table(reg, sort_entries, sizeof sort_entries / sizeof *sort_entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, sort_entries, sizeof sort_entries / sizeof *sort_entries);
 }

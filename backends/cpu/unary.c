@@ -464,7 +464,7 @@ static double scalar_or(const unary_args *u, int i, double fallback)
 {
     if (i >= u->nargs || u->args[i].tag == WEFT_VALUE_NONE)
         return fallback;
-    return cpu__scalar_arg(&u->args[i]);
+    return weft_value_double(&u->args[i]);
 }
 
 static int prepare_leaky_relu(unary_args *u)
@@ -528,11 +528,11 @@ static int prepare_clamp_bounds(unary_args *u, const weft_value *lo, const weft_
     if (u->dtype == WEFT_BOOL)
         return cpu__unsupported_dtype(u->op, u->dtype);
     if (has_lo)
-        u->dtype = cpu_scalar_result_type(u->dtype, lo, cpu__scalar_arg(lo));
+        u->dtype = cpu_scalar_result_type(u->dtype, lo, weft_value_double(lo));
     if (has_hi)
-        u->dtype = cpu_scalar_result_type(u->dtype, hi, cpu__scalar_arg(hi));
-    u->p[0] = has_lo ? cpu__scalar_arg(lo) : 0;
-    u->p[1] = has_hi ? cpu__scalar_arg(hi) : 0;
+        u->dtype = cpu_scalar_result_type(u->dtype, hi, weft_value_double(hi));
+    u->p[0] = has_lo ? weft_value_double(lo) : 0;
+    u->p[1] = has_hi ? weft_value_double(hi) : 0;
     u->p[2] = has_lo;
     u->p[3] = has_hi;
     return 0;
@@ -655,7 +655,7 @@ FLOAT(erf) FLOAT(erfc) FLOAT(erfinv)
 #define INPLACE_ENTRY(NAME) {#NAME "_", unary_kernel, &NAME##_inplace}
 #define OUT_ENTRY(NAME) {#NAME "_out", unary_kernel, &NAME##_out}
 #define UNARY_ENTRIES(NAME) FUNCTIONAL_ENTRY(NAME), INPLACE_ENTRY(NAME), OUT_ENTRY(NAME)
-static const cpu_kernel_entry unary_kernels[] = {
+static const weft_kernel_entry unary_kernels[] = {
     UNARY_ENTRIES(neg),         UNARY_ENTRIES(abs),        UNARY_ENTRIES(exp),
     UNARY_ENTRIES(log),         UNARY_ENTRIES(sqrt),       UNARY_ENTRIES(relu),
     UNARY_ENTRIES(sigmoid),     UNARY_ENTRIES(tanh),       UNARY_ENTRIES(sign),
@@ -679,5 +679,5 @@ static const cpu_kernel_entry unary_kernels[] = {
 
 int cpu__register_unary(weft_registrar *reg)
 {
-    return cpu__register_table(reg, unary_kernels, sizeof unary_kernels / sizeof *unary_kernels);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, unary_kernels, sizeof unary_kernels / sizeof *unary_kernels);
 }

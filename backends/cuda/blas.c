@@ -391,10 +391,10 @@ int wfc_register_blas(weft_registrar *reg)
             return weft_set_error(WEFT_ENOMEM, "cuda: cannot create the cuBLAS handle key");
         key_made = true;
     }
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"mm", product_kernel, &mm_form},     {"mm_out", product_kernel, &mm_out_form},
         {"bmm", product_kernel, &bmm_form},   {"bmm_out", product_kernel, &bmm_out_form},
         {"addmm", addmm_kernel, NULL},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

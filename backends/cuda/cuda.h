@@ -251,15 +251,9 @@ void wfc_pinned_shutdown(void);
  * default stream); kernels launch on it. */
 void *wfc_current_stream(int index);
 
-/* A kernel table: each file lists its operators and registers them for
- * the CUDA device type with wfc_register_table (plugin.c); stops at the
- * first error. */
-typedef struct wfc_kernel_entry {
-    const char *op;
-    weft_kernel_fn fn;
-    const void *ctx;
-} wfc_kernel_entry;
-int wfc_register_table(weft_registrar *reg, const wfc_kernel_entry *entries, size_t n);
+/* Each file lists its operators in a weft_kernel_entry table and registers
+ * them for the CUDA device type with the SDK's weft_register_kernel_table
+ * (<weft/plugin.h>), which stops at the first error. */
 
 /* Registration, one function per file of kernels. */
 int wfc_register_kernels(weft_registrar *reg);

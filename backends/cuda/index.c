@@ -296,10 +296,10 @@ static const int inplace_marker = 1;
 
 int wfc_register_index(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"index_select", index_select_kernel, NULL}, {"embedding", embedding_kernel, NULL},
         {"gather", gather_kernel, NULL},             {"masked_fill", masked_fill_kernel, NULL},
         {"masked_fill_", masked_fill_kernel, &inplace_marker},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

@@ -129,9 +129,9 @@ static int column_tensors(const char *op, weft_tensor **cols, const weft_tensor 
                 if (weft_tensor_size(t, d) != weft_tensor_size(view, k + d))
                     rc = weft_set_error(WEFT_ESHAPE, "%s: the shape of the mask %s at index %d "
                                         "does not match the shape of the indexed tensor %s", op,
-                                        wfc_shape_text(a, sizeof a, weft_tensor_sizes(t), m),
+                                        weft_format_shape(a, sizeof a, weft_tensor_sizes(t), m),
                                         present,
-                                        wfc_shape_text(b, sizeof b, weft_tensor_sizes(view),
+                                        weft_format_shape(b, sizeof b, weft_tensor_sizes(view),
                                                        weft_tensor_ndim(view)));
             weft_tensor_release(nonzero);
             nonzero = NULL;
@@ -208,9 +208,9 @@ static int values_in_order(const char *op, weft_tensor **out, const weft_tensor 
     if (weft_expand(&expanded, values, s->result, s->result_nd) < 0)
         return weft_set_error(WEFT_ESHAPE, "%s: shape mismatch: value tensor of shape %s cannot "
                               "be broadcast to indexing result of shape %s", op,
-                              wfc_shape_text(a, sizeof a, weft_tensor_sizes(values),
+                              weft_format_shape(a, sizeof a, weft_tensor_sizes(values),
                                              weft_tensor_ndim(values)),
-                              wfc_shape_text(b, sizeof b, s->result, s->result_nd));
+                              weft_format_shape(b, sizeof b, s->result, s->result_nd));
     int rc = weft_permute(&moved, expanded, s->result_order, s->result_nd);
     if (rc == 0)
         rc = private_copy(out, moved);

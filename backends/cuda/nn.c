@@ -641,7 +641,7 @@ static const int log_marker = 1, indices_marker = 1, adaptive_marker = 1;
 
 int wfc_register_nn(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"softmax", softmax_kernel, NULL},
         {"log_softmax", softmax_kernel, &log_marker},
         {"_softmax_backward_data", softmax_backward_kernel, NULL},
@@ -659,5 +659,5 @@ int wfc_register_nn(weft_registrar *reg)
         {"avg_pool2d_backward", avg_pool_backward_kernel, NULL},
         {"adaptive_avg_pool2d_backward", avg_pool_backward_kernel, &adaptive_marker},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

@@ -472,11 +472,11 @@ int wfc_register_norm(weft_registrar *reg)
                : strcmp(route, "composed") == 0 ? ROUTE_COMPOSED
                : strcmp(route, "cudnn") == 0    ? ROUTE_CUDNN
                                                 : ROUTE_AUTO;
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"native_batch_norm", batch_norm_kernel},
         {"native_batch_norm_backward", batch_norm_backward_kernel},
         {"native_layer_norm", layer_norm_kernel},
         {"native_layer_norm_backward", layer_norm_backward_kernel},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

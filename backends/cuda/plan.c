@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <weft/weft.h>
+
 #include "plan.h"
 
 void wfc_broadcast_strides(int64_t *out, const int64_t *osz, const int64_t *ost, int ond,
@@ -246,17 +248,6 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
     return 0;
 }
 
-const char *wfc_shape_text(char *buf, int size, const int64_t *sizes, int ndim)
-{
-    int used = snprintf(buf, (size_t)size, "[");
-    for (int i = 0; i < ndim && used < size; i++)
-        used += snprintf(buf + used, (size_t)(size - used), "%s%lld", i ? ", " : "",
-                         (long long)sizes[i]);
-    if (used < size)
-        snprintf(buf + used, (size_t)(size - used), "]");
-    return buf;
-}
-
 int wfc_plan_key_bits(uint64_t max)
 {
     int bits = 1;
@@ -370,8 +361,8 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
         weight[1] < 1) {
         snprintf(err, (size_t)errlen, "expected a 4-D input [N, C_in, H, W] and a 4-D weight "
                  "[C_in, C_out / groups, kH, kW] with C_in divisible by groups=%lld, got input %s "
-                 "and weight %s", (long long)groups, wfc_shape_text(bi, sizeof bi, input, input_nd),
-                 wfc_shape_text(bw, sizeof bw, weight, weight_nd));
+                 "and weight %s", (long long)groups, weft_format_shape(bi, sizeof bi, input, input_nd),
+                 weft_format_shape(bw, sizeof bw, weight, weight_nd));
         return -2;
     }
     for (int i = 0; i < 2; i++)
@@ -386,8 +377,8 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
         t->out[2 + i] = (input[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (weight[2 + i] - 1) + op[i] + 1;
         if (t->out[2 + i] < 1) {
             snprintf(err, (size_t)errlen, "input %s with weight %s gives an output size of %lld, "
-                     "which is too small", wfc_shape_text(bi, sizeof bi, input, 4),
-                     wfc_shape_text(bw, sizeof bw, weight, 4), (long long)t->out[2 + i]);
+                     "which is too small", weft_format_shape(bi, sizeof bi, input, 4),
+                     weft_format_shape(bw, sizeof bw, weight, 4), (long long)t->out[2 + i]);
             return -2;
         }
     }
@@ -476,7 +467,7 @@ int wfc_plan_index_shape(wfc_index_shape *s, const wfc_index_put_plan *p, const 
                 char text[128];
                 snprintf(err, (size_t)errlen, "shape mismatch: indexing tensors could not be "
                          "broadcast together (index %d has shape %s)", k,
-                         wfc_shape_text(text, sizeof text, index_sizes[k], kn));
+                         weft_format_shape(text, sizeof text, index_sizes[k], kn));
                 return -2;
             }
             next[d] = x == 1 ? y : x;

@@ -107,8 +107,6 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
                     int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
                     const int64_t *dilation, int nd, int64_t groups, char *err, int errlen);
 
-/* The text of a shape, "[2, 3]", into buf (as the CPU backend prints it). */
-const char *wfc_shape_text(char *buf, int size, const int64_t *sizes, int ndim);
 
 /* Functions that the kernels and the host (and so the tests) share. */
 #ifdef __CUDACC__

@@ -287,14 +287,3 @@ static void cuda_fini(void)
 }
 
 WEFT_PLUGIN_DEFINE("cuda", NULL, "0.1", NULL, cuda_init, cuda_fini);
-
-int wfc_register_table(weft_registrar *reg, const wfc_kernel_entry *entries, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        int rc = weft_register_kernel(reg, entries[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
-                                      entries[i].fn, (void *)entries[i].ctx, NULL);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}

@@ -93,8 +93,8 @@ static int probabilities(weft_tensor **out, const char *op, const weft_tensor *s
     if (weft_expand(&expanded, p, weft_tensor_sizes(self), weft_tensor_ndim(self)) < 0)
         return weft_set_error(WEFT_ESHAPE, "%s: p of shape %s cannot be broadcast to self's "
                               "shape %s", op,
-                              wfc_shape_text(a, sizeof a, weft_tensor_sizes(p), weft_tensor_ndim(p)),
-                              wfc_shape_text(b, sizeof b, weft_tensor_sizes(self),
+                              weft_format_shape(a, sizeof a, weft_tensor_sizes(p), weft_tensor_ndim(p)),
+                              weft_format_shape(b, sizeof b, weft_tensor_sizes(self),
                                              weft_tensor_ndim(self)));
     int rc = weft_to_dtype(&wide, expanded, WEFT_FLOAT64);
     if (rc == 0)
@@ -229,11 +229,11 @@ static const int uniform = WFC_RANDOM_UNIFORM, normal = WFC_RANDOM_NORMAL,
 
 int wfc_register_random(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"uniform_", random_kernel, &uniform},     {"normal_", random_kernel, &normal},
         {"bernoulli_", random_kernel, &bernoulli}, {"dropout", dropout_kernel, NULL},
         {"bernoulli_tensor_", bernoulli_tensor_kernel, NULL}, {"bernoulli", bernoulli_kernel, NULL},
         {"dropout_", dropout_kernel, &inplace_marker},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

@@ -398,7 +398,7 @@ static const int std_marker = 1;
 
 int wfc_register_reduce(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"sum", reduce_kernel, &sum_f},       {"sum_out", reduce_kernel, &sum_o},
         {"mean", reduce_kernel, &mean_f},     {"mean_out", reduce_kernel, &mean_o},
         {"prod", reduce_kernel, &prod_f},     {"prod_out", reduce_kernel, &prod_o},
@@ -412,5 +412,5 @@ int wfc_register_reduce(weft_registrar *reg)
         {"var", var_kernel, NULL},            {"std", var_kernel, &std_marker},
         {"logsumexp", logsumexp_kernel, NULL}, {"norm", norm_kernel, NULL},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

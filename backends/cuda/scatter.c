@@ -266,17 +266,17 @@ static int scatter_kernel(weft_call *call, void *ctx)
         if (reduce && (over_self || over_src))
             rc = weft_set_error(WEFT_ESHAPE, "%s: index %s must be no larger than src %s, nor "
                                 "than self apart from dimension %d", op,
-                                wfc_shape_text(b1, sizeof b1, weft_tensor_sizes(idx), nd),
-                                wfc_shape_text(b2, sizeof b2, weft_tensor_sizes(src), nd), dim);
+                                weft_format_shape(b1, sizeof b1, weft_tensor_sizes(idx), nd),
+                                weft_format_shape(b2, sizeof b2, weft_tensor_sizes(src), nd), dim);
         else if (over_self)
             rc = weft_set_error(WEFT_ESHAPE, "%s: index %s must be no larger than self %s apart "
                                 "from dimension %d", op,
-                                wfc_shape_text(b1, sizeof b1, weft_tensor_sizes(idx), nd),
-                                wfc_shape_text(b2, sizeof b2, weft_tensor_sizes(self1), nd), dim);
+                                weft_format_shape(b1, sizeof b1, weft_tensor_sizes(idx), nd),
+                                weft_format_shape(b2, sizeof b2, weft_tensor_sizes(self1), nd), dim);
         else if (over_src)
             rc = weft_set_error(WEFT_ESHAPE, "%s: index %s must be no larger than src %s", op,
-                                wfc_shape_text(b1, sizeof b1, weft_tensor_sizes(idx), nd),
-                                wfc_shape_text(b2, sizeof b2, weft_tensor_sizes(src), nd));
+                                weft_format_shape(b1, sizeof b1, weft_tensor_sizes(idx), nd),
+                                weft_format_shape(b2, sizeof b2, weft_tensor_sizes(src), nd));
     }
     if (rc == 0)
         rc = check_indices(op, idx, dim, weft_tensor_size(self1, dim));
@@ -322,9 +322,9 @@ static int index_add_kernel(weft_call *call, void *ctx)
     if (rc == 0 && !fits)
         rc = weft_set_error(WEFT_ESHAPE, "%s: source %s must have self's shape %s except along "
                             "dimension %d, where its size must be the number of indices (%lld)",
-                            op, wfc_shape_text(b1, sizeof b1, weft_tensor_sizes(source),
+                            op, weft_format_shape(b1, sizeof b1, weft_tensor_sizes(source),
                                                weft_tensor_ndim(source)),
-                            wfc_shape_text(b2, sizeof b2, weft_tensor_sizes(self1), nd), dim,
+                            weft_format_shape(b2, sizeof b2, weft_tensor_sizes(self1), nd), dim,
                             (long long)weft_tensor_numel(idx));
     if (rc == 0)
         rc = check_indices(op, idx, dim, weft_tensor_size(self1, dim));
@@ -343,7 +343,7 @@ static const int inplace_marker = 1;
 
 int wfc_register_scatter(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"scatter", scatter_kernel, &put},
         {"scatter_", scatter_kernel, &put_inplace},
         {"scatter_add", scatter_kernel, &add},
@@ -353,5 +353,5 @@ int wfc_register_scatter(weft_registrar *reg)
         {"index_add", index_add_kernel, NULL},
         {"index_add_", index_add_kernel, &inplace_marker},
     };
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

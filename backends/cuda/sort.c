@@ -265,9 +265,9 @@ static const sort_kind sort_values = SORT_VALUES, argsort = ARGSORT, topk = TOPK
 
 int wfc_register_sort(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {{"sort", sort_kernel, &sort_values},
+    static const weft_kernel_entry entries[] = {{"sort", sort_kernel, &sort_values},
                                                {"argsort", sort_kernel, &argsort},
                                                {"topk", sort_kernel, &topk},
                                                {"unique", unique_kernel, NULL}};
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

@@ -96,31 +96,31 @@ static int upsample_kernel(weft_call *call, void *ctx)
     const int64_t *out_size = weft_arg_ints(call, 1, &nout);
     if (nout != 2 || out_size[0] < 1 || out_size[1] < 1)
         return weft_set_error(WEFT_EINVAL, "%s: output_size must be two positive sizes, got %s",
-                              op, wfc_shape_text(b1, sizeof b1, out_size, nout));
+                              op, weft_format_shape(b1, sizeof b1, out_size, nout));
     int64_t in_size[4];
     if (form->backward) {
         const int64_t *given = weft_arg_ints(call, 2, &nin);
         if (nin != 4)
             return weft_set_error(WEFT_EINVAL, "%s: input_size must have 4 elements [N, C, H, "
-                                  "W], got %s", op, wfc_shape_text(b1, sizeof b1, given, nin));
+                                  "W], got %s", op, weft_format_shape(b1, sizeof b1, given, nin));
         memcpy(in_size, given, sizeof in_size);
     } else if (weft_tensor_ndim(t) == 4) {
         memcpy(in_size, weft_tensor_sizes(t), sizeof in_size);
     } else {
         return weft_set_error(WEFT_ESHAPE, "%s: expected a 4-D input [N, C, H, W], got %s", op,
-                              wfc_shape_text(b1, sizeof b1, weft_tensor_sizes(t),
+                              weft_format_shape(b1, sizeof b1, weft_tensor_sizes(t),
                                              weft_tensor_ndim(t)));
     }
     if (in_size[0] < 0 || in_size[1] < 1 || in_size[2] < 1 || in_size[3] < 1)
         return weft_set_error(WEFT_ESHAPE, "%s: expected an input [N, C, H, W] with non-zero C, "
-                              "H and W, got %s", op, wfc_shape_text(b1, sizeof b1, in_size, 4));
+                              "H and W, got %s", op, weft_format_shape(b1, sizeof b1, in_size, 4));
     const int64_t y_size[4] = {in_size[0], in_size[1], out_size[0], out_size[1]};
     if (form->backward && (weft_tensor_ndim(t) != 4 ||
                            memcmp(weft_tensor_sizes(t), y_size, sizeof y_size) != 0))
         return weft_set_error(WEFT_ESHAPE, "%s: grad_output of shape %s, expected %s", op,
-                              wfc_shape_text(b1, sizeof b1, weft_tensor_sizes(t),
+                              weft_format_shape(b1, sizeof b1, weft_tensor_sizes(t),
                                              weft_tensor_ndim(t)),
-                              wfc_shape_text(b2, sizeof b2, y_size, 4));
+                              weft_format_shape(b2, sizeof b2, y_size, 4));
     wfc_upsample u = {.planes = in_size[0] * in_size[1], .ih = in_size[2], .iw = in_size[3],
                       .oh = out_size[0], .ow = out_size[1], .linear = form->linear};
     weft_tensor *src = NULL, *dest = NULL, *ints = NULL, *weights = NULL;
@@ -154,10 +154,10 @@ static const upsample_form bilinear = {true, false}, bilinear_backward = {true, 
 
 int wfc_register_upsample(weft_registrar *reg)
 {
-    static const wfc_kernel_entry entries[] = {
+    static const weft_kernel_entry entries[] = {
         {"upsample_nearest2d", upsample_kernel, &nearest},
         {"upsample_nearest2d_backward", upsample_kernel, &nearest_backward},
         {"upsample_bilinear2d", upsample_kernel, &bilinear},
         {"upsample_bilinear2d_backward", upsample_kernel, &bilinear_backward}};
-    return wfc_register_table(reg, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
 }

@@ -309,11 +309,6 @@ static bool same_sizes(const weft_tensor *a, const weft_tensor *b)
                   (size_t)weft_tensor_ndim(a) * sizeof(int64_t)) == 0;
 }
 
-static double scalar_of(const weft_value *v)
-{
-    return v->tag == WEFT_VALUE_INT ? (double)v->u.i : v->tag == WEFT_VALUE_BOOL ? v->u.b : v->u.d;
-}
-
 /* Allocates the result like `like`, runs the kernel, returns the result. */
 static int run_elementwise(weft_call *call, cl_kernel *kernel, const weft_tensor *a,
                            const weft_tensor *b, const float *alpha)
@@ -350,7 +345,7 @@ static int binary_axpy(weft_call *call, void *ctx)
     const weft_tensor *a = call->args[0].u.tensor, *b = call->args[1].u.tensor;
     if (!is_f32_contiguous(a) || !is_f32_contiguous(b) || !same_sizes(a, b))
         return weft_call_cpu_fallback(call);
-    float alpha = (float)(scalar_of(&call->args[2]) * (ctx ? -1.0 : 1.0));
+    float alpha = (float)(weft_value_double(&call->args[2]) * (ctx ? -1.0 : 1.0));
     return run_elementwise(call, &k_axpy, a, b, &alpha);
 }
 

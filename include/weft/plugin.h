@@ -120,14 +120,20 @@ static inline bool weft_arg_is_none(const weft_call *call, int i)
     return call->args[i].tag == WEFT_VALUE_NONE;
 }
 
-/* A number (int, float, bool or Scalar argument) as a double. */
-static inline double weft_arg_double(const weft_call *call, int i)
+/* A boxed number (int, float, bool or Scalar) as a double; 0 for anything
+ * else. */
+static inline double weft_value_double(const weft_value *v)
 {
-    const weft_value *v = &call->args[i];
     return v->tag == WEFT_VALUE_DOUBLE ? v->u.d
            : v->tag == WEFT_VALUE_INT  ? (double)v->u.i
            : v->tag == WEFT_VALUE_BOOL ? (v->u.b ? 1.0 : 0.0)
                                        : 0.0;
+}
+
+/* A number (int, float, bool or Scalar argument) as a double. */
+static inline double weft_arg_double(const weft_call *call, int i)
+{
+    return weft_value_double(&call->args[i]);
 }
 
 /* An int (or bool) argument. */
@@ -230,6 +236,27 @@ typedef struct weft_registration weft_registration;
 WEFT_API int weft_register_kernel(weft_registrar *reg, const char *op_name, int key,
                                   int device_type, weft_kernel_fn fn, void *ctx,
                                   weft_registration **handle);
+/* One row of a plugin's kernel table: an operator name, its boxed kernel
+ * and the kernel's ctx. */
+typedef struct weft_kernel_entry {
+    const char *op;
+    weft_kernel_fn fn;
+    const void *ctx;
+} weft_kernel_entry;
+/* Registers n kernels under key for device_type, stopping at the first
+ * error (the loader then rolls back everything the plugin registered, so
+ * a half-registered table never stays).  Inline: adds nothing to the ABI. */
+static inline int weft_register_kernel_table(weft_registrar *reg, int key, int device_type,
+                                             const weft_kernel_entry *entries, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = weft_register_kernel(reg, entries[i].op, key, device_type, entries[i].fn,
+                                      (void *)entries[i].ctx, NULL);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
 /* Marks key as nothing-to-do for op_name: the dispatcher skips it. */
 WEFT_API int weft_register_fallthrough(weft_registrar *reg, const char *op_name, int key,
                                        int device_type, weft_registration **handle);

@@ -73,6 +73,11 @@ WEFT_API const char *weft_error_name(int code);
 /* Clears the calling thread's message. */
 WEFT_API void weft_clear_error(void);
 
+/* Formats sizes as "[2, 3]" ("[]" for a 0-d tensor) into buf, truncated to
+ * size bytes (NUL-terminated when size > 0); returns buf.  For messages
+ * that name a shape the way the core's own do.  Thread-safe. */
+WEFT_API const char *weft_format_shape(char *buf, size_t size, const int64_t *sizes, int ndim);
+
 /* --------------------------------------------------------------- memory */
 
 /* malloc, calloc, realloc and strdup as weft makes its own allocations:

@@ -165,7 +165,7 @@ static int import(weft_tensor **out, const DLTensor *dl, bool read_only, weft_da
     if (rc < 0)
         goto fail;
     owner.data = d.first;
-    wf_storage *s = wf__storage_wrap(owner, d.nbytes, d.device, NULL);
+    wf_storage *s = wf__storage_wrap(owner, d.nbytes, d.device);
     if (!s) {
         rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory", op);
         goto fail;

@@ -1,4 +1,4 @@
-/* plugins/quiesce.h — internal: marks the stretches where a thread may run
+/* c10/quiesce.h — internal: marks the stretches where a thread may run
  * code or read data that a plugin owns (kernels, allocators, device
  * interfaces), so that unloading can wait for those threads before the
  * plugin's fini and dlclose.  The marking is two thread-local stores: no

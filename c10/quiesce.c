@@ -1,4 +1,4 @@
-/* plugins/quiesce.c — waiting for threads that may be running a plugin's
+/* c10/quiesce.c — waiting for threads that may be running a plugin's
  * code (see quiesce.h).  Readers only store to their own counter; the cost
  * is all on the unloader's side: a process-wide memory barrier
  * (membarrier(2), or the mprotect TLB-shootdown trick where membarrier is
@@ -15,7 +15,7 @@
 #include <linux/membarrier.h>
 #endif
 
-#include "plugins/quiesce.h"
+#include "c10/quiesce.h"
 
 _Thread_local wf_reader_tls wf__reader_tls __attribute__((visibility("hidden")));
 

@@ -1,0 +1,29 @@
+/* init/init.c — the composition root: the one place that knows every layer
+ * and wires them together when libweft is loaded.  Each layer below only
+ * looks down; what a lower layer must call above it (c10 freeing autograd
+ * metadata, recording views and copies; the dispatcher refreshing a view's
+ * history) goes through the hook table in c10/core.h, filled in here.
+ *
+ * The core is ready before main(): devices, the operator table, the core's
+ * own kernels, then autograd's kernels and hooks.  Nothing here can fail
+ * except for memory, which would make every later call report it. */
+#include "autograd/autograd.h"
+#include "c10/core.h"
+#include "dispatch/dispatcher.h"
+#include "plugins/loader.h"
+
+__attribute__((constructor)) static void weft_init(void)
+{
+    wf__device_init();
+    wf__dispatch_init();
+    wf__core_kernels_register();
+    /* before any tensor exists, so no tensor is made without them */
+    wf__autograd_hooks = (wf_autograd_hooks){
+        .meta_free = wf__autograd_meta_free,
+        .on_view = wf__autograd_view,
+        .on_copy = wf__autograd_copy,
+        .view_refresh = wf__view_refresh,
+    };
+    wf__autograd_register();
+    wf__loader_summary_hook = wf__loader_summary;
+}

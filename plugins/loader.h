@@ -1,0 +1,12 @@
+/* plugins/loader.h — internal: what the loader offers the layers that wire
+ * it in (the composition root).  The public loader API is in weft.h. */
+#ifndef WF_PLUGINS_LOADER_H
+#define WF_PLUGINS_LOADER_H
+
+#include <stddef.h>
+
+/* One line for error messages: which plugins are loaded and where the
+ * loader looked.  Thread-safe. */
+void wf__loader_summary(char *buf, size_t size);
+
+#endif
