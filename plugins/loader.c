@@ -258,6 +258,32 @@ static bool name_disabled(const char *name)
     return false;
 }
 
+/* WEFT_PLUGIN_VARIANT=name:variant[,name:variant...]: whether autoloading
+ * may choose this variant of name.  False only when name is listed with
+ * another variant (a variant-less plugin matches no listed one).  Tests
+ * that compare bits between processes pin the variant so that, say, a run
+ * under valgrind, whose CPUID hides AVX-512, and its native re-runs use
+ * the same CPU code; WEFT_DISABLE_PLUGINS cannot, as variants share the
+ * name. */
+static bool variant_allowed(const char *name, const char *variant)
+{
+    const char *list = getenv("WEFT_PLUGIN_VARIANT");
+    if (!list)
+        return true;
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', n);
+        if (colon && (size_t)(colon - p) == len && strncmp(p, name, len) == 0) {
+            size_t vlen = n - (size_t)(colon + 1 - p);
+            return variant && strlen(variant) == vlen && strncmp(colon + 1, variant, vlen) == 0;
+        }
+        p += n + (end ? 1 : 0);
+    }
+    return true;
+}
+
 /* An opened, checked candidate that has not been initialised. */
 typedef struct candidate {
     char *path;
@@ -470,10 +496,17 @@ WEFT_API int weft_load_default_plugins(void)
                    d->abi_major, d->abi_minor, c->score);
             continue;
         }
+        if (!variant_allowed(name, d->variant)) {
+            report(c->path, name, d->variant, WEFT_PLUGIN_SKIPPED,
+                   "not the variant WEFT_PLUGIN_VARIANT asks for", d->abi_major, d->abi_minor,
+                   c->score);
+            continue;
+        }
         int best = i;
         for (int j = 0; j < ncands; j++)
             if (j != i && cands[j].score >= 0 && strcmp(cands[j].desc->name, name) == 0 &&
-                cands[j].score > cands[best].score)
+                cands[j].score > cands[best].score &&
+                variant_allowed(name, cands[j].desc->variant))
                 best = j;
         if (best != i) {
             char msg[PATH_MAX + 64];
