@@ -137,7 +137,10 @@ int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t 
 void wf__tensor_refresh(weft_tensor *t);
 /* numel of sizes, or WEFT_EOVERFLOW / WEFT_EINVAL with a message naming op. */
 int wf__checked_numel(int64_t *numel, const int64_t *sizes, int ndim, const char *op);
-void wf__contiguous_strides(int64_t *strides, const int64_t *sizes, int ndim);
+/* Row-major strides of sizes (a size 0 counts as 1, as torch's do), or
+ * WEFT_EOVERFLOW naming the shape when one does not fit int64: a 0-size
+ * dimension makes numel 0 but does not shrink the strides beside it. */
+int wf__contiguous_strides(int64_t *strides, const int64_t *sizes, int ndim);
 /* Wraps a possibly negative dim for a tensor of rank ndim; WEFT_ERANGE with
  * a message naming op when out of range. */
 int wf__wrap_dim(int *out, int dim, int ndim, const char *op);

@@ -63,13 +63,19 @@ int wf__checked_numel(int64_t *numel, const int64_t *sizes, int ndim, const char
     return 0;
 }
 
-void wf__contiguous_strides(int64_t *strides, const int64_t *sizes, int ndim)
+int wf__contiguous_strides(int64_t *strides, const int64_t *sizes, int ndim)
 {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= sizes[i] > 1 ? sizes[i] : 1;
+        /* the outermost product is no stride: only the others must fit */
+        if (i > 0 && __builtin_mul_overflow(s, sizes[i] > 1 ? sizes[i] : 1, &s)) {
+            char buf[256];
+            return wf__errorf(WEFT_EOVERFLOW, "the contiguous strides of shape %s overflow int64",
+                              wf__shape_str(buf, sizeof buf, sizes, ndim));
+        }
     }
+    return 0;
 }
 
 void wf__tensor_refresh(weft_tensor *t)
@@ -90,6 +96,14 @@ void wf__tensor_refresh(weft_tensor *t)
 
 int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim)
 {
+    /* sizes/strides may alias the old arrays: copy through temporaries */
+    int64_t tmp[2 * WEFT_MAX_DIMS];
+    if (ndim)
+        memcpy(tmp, sizes, (size_t)ndim * sizeof(int64_t));
+    if (strides && ndim)
+        memcpy(tmp + ndim, strides, (size_t)ndim * sizeof(int64_t));
+    else if (wf__contiguous_strides(tmp + ndim, tmp, ndim) < 0)
+        return WEFT_EOVERFLOW;
     int64_t *ns = t->inline_sizes, *nt = t->inline_strides;
     if (ndim > WF_INLINE_DIMS) {
         ns = wf__malloc(2 * (size_t)ndim * sizeof(int64_t));
@@ -97,14 +111,6 @@ int wf__tensor_set_geometry(weft_tensor *t, const int64_t *sizes, const int64_t 
             return wf__errorf(WEFT_ENOMEM, "out of memory for tensor metadata");
         nt = ns + ndim;
     }
-    /* sizes/strides may alias the old arrays: copy through temporaries */
-    int64_t tmp[2 * WEFT_MAX_DIMS];
-    if (ndim)
-        memcpy(tmp, sizes, (size_t)ndim * sizeof(int64_t));
-    if (strides && ndim)
-        memcpy(tmp + ndim, strides, (size_t)ndim * sizeof(int64_t));
-    else
-        wf__contiguous_strides(tmp + ndim, tmp, ndim);
     if (t->sizes && t->sizes != t->inline_sizes)
         free(t->sizes);
     memcpy(ns, tmp, (size_t)ndim * sizeof(int64_t));

@@ -74,7 +74,10 @@ static int copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype
 
 /* ------------------------------------------------------------ view/reshape */
 
-/* Resolves a -1 in sizes against numel (PyTorch's infer_size). */
+/* Resolves a -1 in sizes against numel (PyTorch's infer_size), then
+ * refuses, as weft_empty does, a shape whose strides would overflow int64:
+ * an empty tensor may take a shape such as [0, 2, 2^62, 2] whose elements
+ * fit but whose contiguous strides do not. */
 static int infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t numel,
                       const char *op)
 {
@@ -108,12 +111,13 @@ static int infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t nu
                           "%s: cannot reshape tensor of %lld elements into shape %s because the "
                           "unspecified dimension size -1 can be any value and is ambiguous",
                           op, (long long)numel, wf__shape_str(buf, sizeof buf, sizes, ndim));
+    int64_t unused;
     if (infer >= 0 && !overflow && numel % product == 0) {
         shape[infer] = numel / product;
-        return 0;
+        return wf__checked_numel(&unused, shape, ndim, op);
     }
     if (infer < 0 && !overflow && product == numel)
-        return 0;
+        return wf__checked_numel(&unused, shape, ndim, op);
     return wf__errorf(WEFT_ESHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
                       wf__shape_str(buf, sizeof buf, sizes, ndim), (long long)numel);
 }
@@ -133,7 +137,7 @@ static bool compute_strides(int64_t *strides, const weft_tensor *t, const int64_
         if (same)
             memcpy(strides, old_strides, (size_t)ndim * sizeof *strides);
         else
-            wf__contiguous_strides(strides, shape, ndim);
+            (void)wf__contiguous_strides(strides, shape, ndim); /* infer_size checked them */
         return true;
     }
     int view_d = ndim - 1;

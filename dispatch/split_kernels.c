@@ -47,6 +47,13 @@ static int split_dim(int *dim, const weft_tensor *self, int64_t d, const char *o
     return wf__wrap_dim(dim, (int)d, self->ndim, op);
 }
 
+/* ceil(a / b) for a >= 0, b > 0, without forming a + b - 1, which
+ * overflows int64 for b near 2^63 (split(2**63-1), chunk(2**63-1)). */
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
 /* Equal pieces of split_size, the last one shorter; one empty piece when
  * both the size and split_size are 0, as torch.split gives. */
 static int plan_split(piece_plan *plan, int64_t size, int64_t split_size, const char *op)
@@ -58,7 +65,7 @@ static int plan_split(piece_plan *plan, int64_t size, int64_t split_size, const 
         return wf__errorf(WEFT_EINVAL,
                           "%s: split_size 0 cannot split a dimension of size %lld", op,
                           (long long)size);
-    int64_t count = split_size == 0 ? 1 : (size + split_size - 1) / split_size;
+    int64_t count = split_size == 0 ? 1 : ceil_div(size, split_size);
     if (count == 0)
         count = 1;
     int rc = plan_new(plan, count, op);
@@ -154,7 +161,8 @@ static int chunk_kernel(weft_call *call, void *ctx)
         for (int i = 0; rc == 0 && i < plan.count; i++)
             plan.lengths[i] = 0;
     } else {
-        rc = plan_split(&plan, size, (size + chunks - 1) / chunks, "chunk");
+        /* torch's split_size: chunks past the size give pieces of 1 */
+        rc = plan_split(&plan, size, ceil_div(size, chunks), "chunk");
     }
     if (rc == 0)
         rc = emit_pieces(call, self, dim, &plan, false);

@@ -3,9 +3,11 @@
  * damaged file is an error, never silently wrong weights.  A load checks the
  * whole file before it writes any tensor.  libc only: the CRC is our own. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <weft/nn.h>
 #include <weft/plugin.h>
@@ -366,38 +368,85 @@ static int parse_file(reader *r, record **records, uint32_t *count)
     return 0;
 }
 
+/* The most read from a file that is not a regular one (a pipe, a device),
+ * whose length fstat cannot tell: without a limit /dev/zero would be read
+ * until the allocator gives up. */
+#define STREAM_LIMIT ((size_t)1 << 30)
+
+/* Reads up to want bytes into buf; *got is how many came (fewer at the end
+ * of the file). */
+static int read_up_to(FILE *f, const char *path, unsigned char *buf, size_t want, size_t *got)
+{
+    *got = fread(buf, 1, want, f);
+    if (*got < want && ferror(f))
+        return weft_set_error(WEFT_EIO, "cannot read %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* A regular file is read up to the size fstat gives (one byte more tells
+ * that it grew meanwhile); anything else must start with the magic, so that
+ * /dev/zero or /dev/urandom is refused after 16 bytes, and may then be read
+ * up to STREAM_LIMIT. */
+static int read_stream(FILE *f, const char *path, bool regular, size_t expected,
+                       unsigned char **bytes, size_t *len)
+{
+    size_t cap = regular ? expected + 1 : 16, used = 0, got;
+    unsigned char *buf = weft_malloc(cap);
+    if (!buf)
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory for its %zu bytes", path, cap);
+    int rc = read_up_to(f, path, buf, cap, &used);
+    if (rc == 0 && regular && used > expected)
+        rc = weft_set_error(WEFT_EIO, "%s: it grew past its %zu bytes while being read", path,
+                            expected);
+    if (rc == 0 && !regular && used == cap && memcmp(buf, FILE_MAGIC, 8) != 0)
+        rc = weft_set_error(WEFT_EIO, "%s: not a weft parameter file (no \"%s\" magic)", path,
+                            FILE_MAGIC);
+    while (rc == 0 && !regular && used == cap) {
+        if (cap >= STREAM_LIMIT) {
+            rc = weft_set_error(WEFT_EIO, "%s: not a regular file, and longer than the %zu MiB "
+                                "read from one: save it to a regular file", path,
+                                STREAM_LIMIT >> 20);
+            break;
+        }
+        size_t grown_cap = cap < (1 << 16) ? 1 << 16 : 2 * cap;
+        unsigned char *grown = weft_realloc(buf, grown_cap);
+        if (!grown) {
+            rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory after %zu bytes", path, used);
+            break;
+        }
+        buf = grown;
+        cap = grown_cap;
+        rc = read_up_to(f, path, buf + used, cap - used, &got);
+        used += got;
+    }
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *bytes = buf;
+    *len = used;
+    return 0;
+}
+
 static int read_whole_file(const char *path, unsigned char **bytes, size_t *len)
 {
     *bytes = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
         return weft_set_error(WEFT_EIO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, used = 0;
-    unsigned char *buf = weft_malloc(cap);
-    while (buf) {
-        used += fread(buf + used, 1, cap - used, f);
-        if (used < cap)
-            break;
-        unsigned char *grown = weft_realloc(buf, cap * 2);
-        if (!grown) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = grown;
-        cap *= 2;
-    }
-    bool error = ferror(f);
+    struct stat st;
+    int rc = 0;
+    if (fstat(fileno(f), &st) != 0)
+        rc = weft_set_error(WEFT_EIO, "cannot stat %s: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = weft_set_error(WEFT_EIO, "cannot read %s: it is a directory", path);
+    else if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size >= SIZE_MAX)
+        rc = weft_set_error(WEFT_ENOMEM, "%s: its %jd bytes do not fit in memory", path,
+                            (intmax_t)st.st_size);
+    else
+        rc = read_stream(f, path, S_ISREG(st.st_mode), (size_t)st.st_size, bytes, len);
     fclose(f);
-    if (!buf)
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory reading the file", path);
-    if (error) {
-        free(buf);
-        return weft_set_error(WEFT_EIO, "cannot read %s", path);
-    }
-    *bytes = buf;
-    *len = used;
-    return 0;
+    return rc;
 }
 
 static const record *find_record(const record *records, uint32_t count, const char *name)

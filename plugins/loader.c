@@ -275,6 +275,32 @@ static bool name_disabled(const char *name)
     return false;
 }
 
+/* WEFT_PLUGIN_VARIANT=name:variant[,name:variant...]: whether autoloading
+ * may choose this variant of name.  False only when name is listed with
+ * another variant (a variant-less plugin matches no listed one).  Tests
+ * that compare bits between processes pin the variant so that, say, a run
+ * under valgrind, whose CPUID hides AVX-512, and its native re-runs use
+ * the same CPU code; WEFT_DISABLE_PLUGINS cannot, as variants share the
+ * name. */
+static bool variant_allowed(const char *name, const char *variant)
+{
+    const char *list = getenv("WEFT_PLUGIN_VARIANT");
+    if (!list)
+        return true;
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', n);
+        if (colon && (size_t)(colon - p) == len && strncmp(p, name, len) == 0) {
+            size_t vlen = n - (size_t)(colon + 1 - p);
+            return variant && strlen(variant) == vlen && strncmp(colon + 1, variant, vlen) == 0;
+        }
+        p += n + (end ? 1 : 0);
+    }
+    return true;
+}
+
 /* An opened, checked candidate that has not been initialised.  Its name
  * and variant are copies: a candidate whose init fails is closed at once,
  * and the descriptor's strings live in the closed library. */
@@ -661,6 +687,13 @@ WEFT_API int weft_load_default_plugins(void)
             c->done = true;
             report(c->path, c->name, c->variant, WEFT_PLUGIN_SKIPPED,
                    "disabled by WEFT_DISABLE_PLUGINS", c->abi_major, c->abi_minor, c->score);
+            continue;
+        }
+        if (!variant_allowed(c->name, c->variant)) {
+            c->done = true;
+            report(c->path, c->name, c->variant, WEFT_PLUGIN_SKIPPED,
+                   "not the variant WEFT_PLUGIN_VARIANT asks for", c->abi_major, c->abi_minor,
+                   c->score);
             continue;
         }
     }

@@ -8,7 +8,8 @@
  * gradcheck and gradgradcheck through relu), conv2d's tiles, channel
  * blocks and runs of images on shapes that cut them unevenly, and the
  * same bits with 1, 2 and 3 threads (the program runs itself with
- * WEFT_NUM_THREADS=1, 2 and 3 and compares digests of every result). */
+ * WEFT_NUM_THREADS=1, 2 and 3, in its own CPU variant, and compares digests
+ * of every result). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 
 #include "tests/tap.h"
 #include "tests/keep.h"
+#include "tests/rerun.h"
 
 #define INTS(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -708,18 +710,20 @@ static void digest(uint64_t *digests)
     }
 }
 
-static bool digest_with_threads(int threads, uint64_t *out)
+/* The digests of a run with `threads` threads, in this run's CPU variant;
+ * *variant_ok tells whether it loaded that variant. */
+static bool digest_with_threads(int threads, uint64_t *out, bool *variant_ok)
 {
-    char cmd[4200], self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0)
+    char cmd[4400], env[64], variant[64] = "";
+    snprintf(env, sizeof env, "WEFT_NUM_THREADS=%d", threads);
+    if (!rerun_command(cmd, sizeof cmd, env, "--digest"))
         return false;
-    self[len] = '\0';
-    snprintf(cmd, sizeof cmd, "WEFT_NUM_THREADS=%d '%s' --digest", threads, self);
     FILE *f = popen(cmd, "r");
     if (!f)
         return false;
-    bool got = true;
+    bool got = fscanf(f, "%63s", variant) == 1;
+    const char *here = loaded_cpu_variant();
+    *variant_ok = got && strcmp(variant, here ? here : "-") == 0;
     for (int i = 0; i < NDIGESTS; i++) {
         unsigned long long d = 0;
         got &= fscanf(f, "%llx", &d) == 1;
@@ -733,9 +737,13 @@ static void test_threads(void)
 {
     uint64_t here[NDIGESTS], one[NDIGESTS], two[NDIGESTS], three[NDIGESTS];
     digest(here);
-    bool a = digest_with_threads(1, one), b = digest_with_threads(2, two);
-    bool c = digest_with_threads(3, three);
+    bool same[3] = {false, false, false};
+    bool a = digest_with_threads(1, one, &same[0]), b = digest_with_threads(2, two, &same[1]);
+    bool c = digest_with_threads(3, three, &same[2]);
     ok(a && b && c, "the program ran itself with WEFT_NUM_THREADS=1, 2 and 3");
+    const char *variant = loaded_cpu_variant();
+    ok(same[0] && same[1] && same[2], "every run loaded this run's CPU variant (%s)",
+       variant ? variant : "-");
     for (int i = 0; i < NDIGESTS; i++)
         ok(a && b && c && one[i] == two[i] && one[i] == three[i] && one[i] == here[i],
            "%s: the same bits with 1, 2 and 3 threads (%016llx %016llx %016llx, here %016llx)",
@@ -751,6 +759,8 @@ int main(int argc, char **argv)
             return 1;
         uint64_t d[NDIGESTS];
         digest(d);
+        const char *variant = loaded_cpu_variant();
+        printf("%s\n", variant ? variant : "-");
         for (int i = 0; i < NDIGESTS; i++)
             printf("%016llx\n", (unsigned long long)d[i]);
         return 0;

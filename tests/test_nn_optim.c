@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -476,6 +479,89 @@ static bool targets_untouched(weft_tensor **t)
     return true;
 }
 
+/* Writes data into the FIFO fifo from a child process, so that a load
+ * reads a file that is not a regular one; returns the child's pid. */
+static pid_t feed_fifo(const char *fifo, const unsigned char *data, size_t len)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = fopen(fifo, "wb");
+        if (f) {
+            fwrite(data, 1, len, f);
+            fclose(f);
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* Files whose length is not what the loader may read: a device that never
+ * ends, headers that announce more than the file holds, and a good file
+ * through a pipe (where fstat gives no length). */
+static void test_unbounded_files(weft_tensor **t)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = weft_load_parameters("/dev/zero", t, names, NSAVED);
+    double secs = seconds_since(&t0);
+    ok(rc == WEFT_EIO && secs < 2, "/dev/zero is refused at once with WEFT_EIO (%s, %.2f s)",
+       weft_error_name(rc), secs);
+    like(weft_last_error(), "/dev/zero: not a weft parameter file", "the message names the file");
+
+    /* a header announcing four billion tensors in 20 bytes, and one whose
+     * only tensor announces 2^40 float32 elements */
+    unsigned char many[20] = "WEFTPARM\1\0\0\0\xff\xff\xff\xff";
+    write_file(path, many, sizeof many);
+    make_targets(t);
+    is_int(weft_load_parameters(path, t, names, NSAVED), WEFT_EIO,
+           "a header announcing 2^32-1 tensors in 20 bytes");
+    like(weft_last_error(), "cannot fit in 20 bytes", "  the message says so");
+    unsigned char huge[16 + 4 + 1 + 8 + 8 + 4] = "WEFTPARM\1\0\0\0\1\0\0\0"
+                                                 "\1\0\0\0w\x08\0\0\0\1\0\0\0"
+                                                 "\0\0\0\0\0\1\0\0";
+    write_file(path, huge, sizeof huge);
+    is_int(weft_load_parameters(path, t, names, NSAVED), WEFT_EIO,
+           "a tensor announcing 2^40 elements in a 41-byte file");
+    like(weft_last_error(), "inside tensor 0's elements", "  the message says where it ends");
+    ok(targets_untouched(t), "no tensor changed");
+
+    /* a good file through a FIFO loads; /dev/zero's zeros through one do not */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/params.fifo", dir);
+    size_t len = 0;
+    unsigned char *bytes = NULL;
+    weft_save_parameters(path, (weft_tensor *const *)t, names, NSAVED);
+    bytes = read_file(path, &len);
+    if (!bytes || mkfifo(fifo, 0600) != 0) {
+        skip(2, "no FIFO");
+        free(bytes);
+        return;
+    }
+    weft_tensor *u[NSAVED]; /* loaded from t's values, all 7 (the mask 1) */
+    make_targets(u);
+    weft_fill_(u[0], 3);
+    pid_t child = feed_fifo(fifo, bytes, len);
+    rc = weft_load_parameters(fifo, u, names, NSAVED);
+    waitpid(child, NULL, 0);
+    ok(rc == 0 && targets_untouched(u), "a good file through a FIFO loads (%s)",
+       rc ? weft_last_error() : "");
+    unsigned char zeros[4096] = {0};
+    child = feed_fifo(fifo, zeros, sizeof zeros);
+    rc = weft_load_parameters(fifo, u, names, NSAVED);
+    waitpid(child, NULL, 0);
+    ok(rc == WEFT_EIO && strstr(weft_last_error(), "not a weft parameter file"),
+       "zeros through a FIFO: not a weft parameter file");
+    unlink(fifo);
+    free(bytes);
+}
+
 static void test_save_load(void)
 {
     if (!mkdtemp(dir)) {
@@ -622,6 +708,7 @@ static void test_save_load(void)
     /* the good file still loads after all that */
     is_int(weft_load_parameters(path, t, names, NSAVED), 0, "the undamaged file loads");
     ok(same_values(t[0], saved[0]), "with the right values");
+    test_unbounded_files(t);
     unlink(path);
     rmdir(dir);
 }

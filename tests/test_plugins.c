@@ -1,8 +1,9 @@
 /* tests/test_plugins.c — the loader: default loading, the same file twice,
  * broken plugins (no entry symbol, wrong ABI major, an init that fails after
  * registering, a duplicate device-type name) rolled back completely, the
- * search order (never the current directory), variant choice, a device
- * plugin's kernels and copies, the load report, and unload. */
+ * search order (never the current directory), variant choice and its pin
+ * (WEFT_PLUGIN_VARIANT), a device plugin's kernels and copies, the load
+ * report, and unload. */
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -58,8 +59,65 @@ static void check_neg_still_works(const char *when)
     weft_tensor_release(n);
 }
 
-int main(void)
+/* In a fresh run of this program (the loader decides each file once per
+ * process), loads the vtest variants from vdir with WEFT_PLUGIN_VARIANT=pin
+ * and reads its vtest rows, "status variant reason" a line, into out. */
+static bool vtest_rows_pinned(const char *pin, const char *vdir, char *out, size_t size)
 {
+    char cmd[3 * PATH_MAX], self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return false;
+    self[len] = '\0';
+    snprintf(cmd, sizeof cmd, "WEFT_PLUGIN_VARIANT='%s' '%s' --vtest-rows '%s'", pin, self, vdir);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return false;
+    size_t got = fread(out, 1, size - 1, f);
+    out[got] = '\0';
+    return pclose(f) == 0;
+}
+
+static int print_vtest_rows(const char *vdir)
+{
+    static const char *const status[] = {"loaded", "skipped", "unsupported", "failed"};
+    weft_plugin_add_search_path(vdir);
+    if (weft_load_default_plugins() < 0)
+        return 1;
+    for (int i = 0; i < weft_plugin_report_count(); i++) {
+        weft_plugin_report r;
+        if (weft_plugin_report_get(i, &r) == 0 && r.name && strcmp(r.name, "vtest") == 0)
+            printf("%s %s %s\n", status[r.status], r.variant ? r.variant : "-",
+                   r.error ? r.error : "");
+    }
+    return 0;
+}
+
+/* WEFT_PLUGIN_VARIANT: a listed name loads only the variant asked for, or
+ * nothing when that one cannot run; names not listed choose as usual. */
+static void test_variant_pinning(const char *vdir)
+{
+    char rows[4096];
+    const char *why = "not the variant WEFT_PLUGIN_VARIANT asks for";
+    ok(vtest_rows_pinned("vtest:low", vdir, rows, sizeof rows), "a run with vtest:low");
+    like(rows, "loaded low", "  loads the low variant although high scores better");
+    like(rows, "skipped high not the variant WEFT_PLUGIN_VARIANT asks for", "  skips high, saying why");
+    like(rows, "unsupported never", "  and still reports never as unsupported");
+    ok(vtest_rows_pinned("foo:bar,vtest:low", vdir, rows, sizeof rows) && strstr(rows, "loaded low"),
+       "vtest:low second in a list is honoured");
+    ok(vtest_rows_pinned("vtest:never", vdir, rows, sizeof rows), "a run with vtest:never");
+    like(rows, "unsupported never", "  the variant asked for cannot run: unsupported");
+    ok(!strstr(rows, "loaded"), "  and no vtest variant loads");
+    ok(strstr(rows, "skipped low ") && strstr(rows, "skipped high ") && strstr(rows, why),
+       "  the others are skipped as not asked for");
+    ok(vtest_rows_pinned("foo:bar", vdir, rows, sizeof rows) && strstr(rows, "loaded high"),
+       "a name not listed chooses its best variant");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--vtest-rows") == 0)
+        return print_vtest_rows(argv[2]);
     const char *dir = getenv("WEFT_TEST_PLUGIN_DIR");
     const char *builddir = getenv("WEFT_BUILDDIR");
     if (!dir || !builddir)
@@ -208,6 +266,7 @@ int main(void)
     like(text, "test-noentry.so", "lists the broken plugin");
     like(text, "a better variant was chosen", "explains a skipped variant");
     free(text);
+    test_variant_pinning(vdir);
     is_int(weft_load_plugin("/nonexistent/libweft-x.so"), WEFT_ENOTFOUND, "a missing file");
     is_int(weft_load_plugin(NULL), WEFT_EINVAL, "NULL path");
     return done_testing();

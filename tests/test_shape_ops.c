@@ -295,6 +295,23 @@ static void test_rearranging(void)
                 ref[(a * 2 + b) * 6 + c] = b * 2 + c % 2;
     check(r, SIZES(2, 2, 6), 3, ref, "repeat [2, 1, 3]");
     error_is(weft_repeat(&r, m, INTS(2), 1), WEFT_EINVAL, NULL, "repeat with fewer repeats than dims");
+    /* a zero repeat gives an empty result, as torch's repeat does, even
+     * when the [repeat, size] pairs it views through would have strides
+     * overflowing int64 (2 * 2^62) */
+    weft_tensor *wide = NULL;
+    weft_zeros(&wide, INTS(0, INT64_C(1) << 62), 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    keep(wide);
+    int rc = weft_repeat(&r, wide, INTS(2, 0), 2);
+    keep(r);
+    ok(rc == 0 && weft_tensor_ndim(r) == 2 && weft_tensor_size(r, 0) == 0 &&
+           weft_tensor_size(r, 1) == 0,
+       "repeat [2, 0] of [0, 2^62]: an empty [0, 0]");
+    if (rc < 0)
+        diag("repeat: %s", weft_last_error());
+    error_is(weft_repeat(&r, m, INTS(0, 2, INT64_C(1) << 61, 1), 4), WEFT_EOVERFLOW,
+             "[0, 2, 4611686018427387904, 2] overflows", "repeat to [0, 2, 2^62, 2]");
+    error_is(weft_repeat(&r, m, INTS(1, INT64_C(1) << 62), 2), WEFT_EOVERFLOW,
+             "4611686018427387904 times 2", "repeat [1, 2^62] of [2, 2]");
 
     weft_tensor *sq = iota(WEFT_FLOAT32, SIZES(3, 4), 2);
     ok(weft_tril(&r, sq, 0) == 0, "tril");

@@ -143,6 +143,33 @@ static void test_split_family(void)
            pieces_match(list, n, six, 0, INTS(2, 2, 2), false),
        "chunk(4) of 6: three pieces, as torch.chunk");
     weft_tensor_list_free(list, n);
+    /* split and chunk sizes near 2^63: the piece count is a ceiling
+     * division that must not compute size + split_size - 1 */
+    ok(weft_split(&list, &n, x, INT64_MAX, 0) == 0 && n == 1 &&
+           pieces_match(list, n, x, 0, INTS(5), false),
+       "split(2^63-1) of 5 rows: one piece");
+    weft_tensor_list_free(list, n);
+    ok(weft_split(&list, &n, x, INT64_MAX - 3, 0) == 0 && n == 1 &&
+           pieces_match(list, n, x, 0, INTS(5), false),
+       "split(2^63-4) of 5 rows: one piece");
+    weft_tensor_list_free(list, n);
+    /* torch.chunk(arange(5), 7) gives 5 pieces of 1: chunks past the size
+     * give one piece per element, however large */
+    ok(weft_chunk(&list, &n, x, 7, 0) == 0 && n == 5 &&
+           pieces_match(list, n, x, 0, INTS(1, 1, 1, 1, 1), false),
+       "chunk(7) of 5 rows: five pieces of 1 (torch)");
+    weft_tensor_list_free(list, n);
+    int chunk_rc = weft_chunk(&list, &n, x, INT64_MAX, 0);
+    ok(chunk_rc == 0 && n == 5 && pieces_match(list, n, x, 0, INTS(1, 1, 1, 1, 1), false),
+       "chunk(2^63-1) of 5 rows: five pieces of 1");
+    if (chunk_rc < 0)
+        diag("chunk: %s", weft_last_error());
+    weft_tensor_list_free(list, n);
+    weft_tensor *one_row = iota(WEFT_FLOAT64, INTS(1, 4), 2);
+    ok(weft_chunk(&list, &n, one_row, INT64_MAX, 0) == 0 && n == 1 &&
+           pieces_match(list, n, one_row, 0, INTS(1), false),
+       "chunk(2^63-1) of 1 row: the whole tensor");
+    weft_tensor_list_free(list, n);
     ok(weft_unbind(&list, &n, x, 1) == 0 && n == 4 &&
            pieces_match(list, n, x, 1, INTS(1, 1, 1, 1), true),
        "unbind(dim=1): four [5] views");

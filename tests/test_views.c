@@ -653,6 +653,21 @@ static void test_bad_arguments(void)
     is_error(weft_expand(&out, c, expand_huge, 2), WEFT_EOVERFLOW, out, "overflows",
              "expand overflowing int64");
     weft_tensor_release(c);
+
+    /* an empty tensor viewed as a shape whose contiguous strides overflow
+     * (2 * 2^62 for dim 1) is refused as weft_empty refuses that shape,
+     * not given a stride of INT64_MIN */
+    int64_t s0[] = {0}, strided_huge[] = {0, 2, INT64_C(1) << 62, 2};
+    weft_tensor *e = arange_f32(s0, 1);
+    is_error(weft_view(&out, e, strided_huge, 4), WEFT_EOVERFLOW, out,
+             "[0, 2, 4611686018427387904, 2] overflows", "view of an empty tensor as [0, 2, 2^62, 2]");
+    is_error(weft_reshape(&out, e, strided_huge, 4), WEFT_EOVERFLOW, out,
+             "[0, 2, 4611686018427387904, 2] overflows", "reshape of an empty tensor as [0, 2, 2^62, 2]");
+    int64_t big_zero[] = {INT64_MAX / 4, 3, 0}, big_zero_strides[] = {3, 1, 1};
+    is_int(weft_view(&out, e, big_zero, 3), 0, "view as large sizes with a 0 whose strides fit");
+    is_geometry(out, 3, big_zero, big_zero_strides, "view [INT64_MAX/4, 3, 0]");
+    weft_tensor_release(out);
+    weft_tensor_release(e);
     weft_tensor_release(t);
 }
 

@@ -376,7 +376,8 @@ static int repeat_kernel(weft_call *call, void *ctx)
             return weft_set_error(WEFT_EINVAL, "repeat: repeats can not be negative, got %lld",
                                   (long long)r);
         if (__builtin_mul_overflow(r, s, &out_sizes[i]))
-            return weft_set_error(WEFT_EOVERFLOW, "repeat: the result size overflows");
+            return weft_set_error(WEFT_EOVERFLOW, "repeat: dimension %d of the result, %lld times "
+                                  "%lld, overflows int64", i, (long long)r, (long long)s);
         pairs[2 * i] = r;
         pairs[2 * i + 1] = s;
         ones[2 * i] = 1;
@@ -384,6 +385,13 @@ static int repeat_kernel(weft_call *call, void *ctx)
     }
     weft_tensor *r = NULL, *r_view = NULL, *s_view = NULL, *s_expanded = NULL;
     rc = weft_empty(&r, out_sizes, n, weft_tensor_dtype(self), WEFT_DEVICE_CPU);
+    /* An empty result has nothing to copy (torch returns it at once too);
+     * its [r, s] pairs may not even have strides that fit int64, as with
+     * a 0 repeat of a dimension of 2^62. */
+    if (rc == 0 && weft_tensor_numel(r) == 0) {
+        cpu__set_ret(call, 0, r);
+        return 0;
+    }
     if (rc == 0)
         rc = weft_view(&r_view, r, pairs, 2 * n);
     if (rc == 0)

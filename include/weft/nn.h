@@ -359,11 +359,13 @@ WEFT_API int weft_save_parameters(const char *path, weft_tensor *const *tensors,
  * tensor's device and layout under no-grad.  The whole file is checked
  * first — magic, version, its length, the checksum, that it holds exactly
  * these n names, and each tensor's dtype and shape — and on any error no
- * tensor is modified.  Errors: WEFT_EIO (unreadable, truncated, bad magic
- * or version, checksum mismatch), WEFT_ENOTFOUND (a name missing from the
- * file, or a name in the file not asked for), WEFT_EDTYPE and WEFT_ESHAPE
- * (the message names the tensor and both dtypes or shapes), WEFT_EINVAL,
- * WEFT_ENOMEM.  Not thread-safe with other writers of the same tensors. */
+ * tensor is modified.  A path that is not a regular file (a pipe, a
+ * device) is read only if it starts with the magic, and at most 1 GiB of
+ * it.  Errors: WEFT_EIO (unreadable, truncated, bad magic or version,
+ * checksum mismatch, a non-regular file past 1 GiB), WEFT_ENOTFOUND (a
+ * name missing from the file, or a name in the file not asked for),
+ * WEFT_EDTYPE and WEFT_ESHAPE (the message names the tensor and both
+ * dtypes or shapes), WEFT_EINVAL, WEFT_ENOMEM.  Not thread-safe with other writers of the same tensors. */
 WEFT_API int weft_load_parameters(const char *path, weft_tensor *const *tensors,
                                   const char *const *names, int n);
 

@@ -766,7 +766,9 @@ WEFT_API uint64_t weft_cpu_fallback_calls(void);
 WEFT_API int weft_plugin_add_search_path(const char *dir);
 /* Finds every plugin file (libweft-*.so) in the search path, chooses the best
  * variant of each plugin name, and loads them.  WEFT_NO_AUTOLOAD=1 makes it
- * load nothing; WEFT_DISABLE_PLUGINS=cpu,foo skips those names.  Plugins
+ * load nothing; WEFT_DISABLE_PLUGINS=cpu,foo skips those names;
+ * WEFT_PLUGIN_VARIANT=cpu:avx2,foo:bar loads only that variant of each
+ * name listed (nothing of the name if it cannot run here).  Plugins
  * already loaded are not loaded twice.  Returns the number of plugins loaded
  * by this call (failures are in the load report), or a negative code.
  * Thread-safe. */
@@ -793,7 +795,7 @@ WEFT_API int weft_unload_plugin(const char *name);
 /* The load report: one row per candidate file considered. */
 typedef enum weft_plugin_status {
     WEFT_PLUGIN_LOADED = 0,  /* chosen and initialised */
-    WEFT_PLUGIN_SKIPPED,     /* a better variant was chosen, or disabled */
+    WEFT_PLUGIN_SKIPPED,     /* a better variant was chosen, disabled, or not pinned */
     WEFT_PLUGIN_UNSUPPORTED, /* its score says this machine cannot run it */
     WEFT_PLUGIN_FAILED       /* dlopen, entry, ABI or init failed */
 } weft_plugin_status;

@@ -69,7 +69,8 @@ static int check_shape(described *d, const DLTensor *dl, const char *op)
 static int check_strides(described *d, const DLTensor *dl, int64_t *last, const char *op)
 {
     int ndim = d->ndim;
-    wf__contiguous_strides(d->strides, d->sizes, ndim); /* cannot overflow: see check_shape */
+    if (wf__contiguous_strides(d->strides, d->sizes, ndim) < 0) /* check_shape refused it */
+        return WEFT_EOVERFLOW;
     *last = 0;
     for (int i = 0; i < ndim; i++)
         if (d->sizes[i] == 0) {

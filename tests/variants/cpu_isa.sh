@@ -8,6 +8,7 @@
 # of the build does use ZMM registers.  Prints TAP.
 builddir=${WEFT_BUILDDIR:-.}
 libs="$builddir/.libs"
+. "$(dirname "$0")/report.sh"
 n=0
 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -30,18 +31,44 @@ echo "# this machine supports AVX-512 F/BW/VL/DQ: $have"
 report=$(WEFT_PLUGIN_PATH="$libs" "$builddir/libtool" --mode=execute "$builddir/weft-info" 2>&1)
 status=$?
 check '[ $status -eq 0 ]' "weft-info loads the variants and exits cleanly (status $status)"
-row=$(printf '%s\n' "$report" | grep -A1 'libweft-cpu-avx512.so' | tr '\n' ' ')
+row=$(printf '%s\n' "$report" | report_row_of_file libweft-cpu-avx512.so)
 echo "# report row: $row"
 if [ $have = yes ]; then
-    check 'printf "%s" "$row" | grep -q "^ *loaded .*score=30 chosen=yes"' \
+    check 'printf "%s" "$row" | row_is loaded "variant=avx512 .*score=30 chosen=yes"' \
         "the AVX-512 variant is chosen with score 30"
 else
-    check 'printf "%s" "$row" | grep -q "^ *unsupported .*variant=avx512 .*score=-1 chosen=no"' \
+    check 'printf "%s" "$row" | row_is unsupported "variant=avx512 .*score=-1 chosen=no"' \
         "the AVX-512 variant is refused with score -1"
-    chosen=$(printf '%s\n' "$report" | grep -A1 '^ *loaded .*libweft-cpu' | grep -o 'variant=[a-z0-9]*')
+    chosen=$(printf '%s\n' "$report" | report_rows | awk -F '\t' '$1 == "loaded" && $3 ~ /^name=cpu / { print $3 }' |
+        grep -o 'variant=[a-z0-9]*')
     check '[ "$chosen" = variant=avx2 ] || [ "$chosen" = variant=baseline ]' \
         "another variant is loaded instead ($chosen)"
 fi
+
+# The parser against an AVX-512 machine's report, in the loader's file
+# order and best first: the avx2 and baseline rows' reasons name the
+# avx512 file, which a grep for the file name took for its row.
+plugins=/usr/lib/weft/plugins
+avx2_row="  skipped     $plugins/libweft-cpu-avx2.so
+              name=cpu variant=avx2 abi=1.1 score=20 chosen=no
+              a better variant was chosen: $plugins/libweft-cpu-avx512.so"
+avx512_row="  loaded      $plugins/libweft-cpu-avx512.so
+              name=cpu variant=avx512 abi=1.1 score=30 chosen=yes"
+baseline_row="  skipped     $plugins/libweft-cpu.so
+              name=cpu variant=baseline abi=1.1 score=10 chosen=no
+              a better variant was chosen: $plugins/libweft-cpu-avx512.so"
+cuda_row="  loaded      $plugins/libweft-cuda.so
+              name=cuda variant=- abi=1.1 score=0 chosen=yes"
+file_order=$(printf 'candidates:\n%s\n%s\n%s\n%s\n' "$avx2_row" "$avx512_row" "$baseline_row" "$cuda_row")
+best_first=$(printf 'candidates:\n%s\n%s\n%s\n%s\n' "$avx512_row" "$avx2_row" "$baseline_row" "$cuda_row")
+for order in file_order best_first; do
+    eval "canned=\$$order"
+    row=$(printf '%s\n' "$canned" | report_row_of_file libweft-cpu-avx512.so)
+    check 'printf "%s" "$row" | row_is loaded "variant=avx512 .*score=30 chosen=yes"' \
+        "an AVX-512 machine's report ($order): the avx512 row is its own"
+    score=$(printf '%s\n' "$canned" | report_row_of_variant cpu avx2 | row_score)
+    check '[ "$score" = 20 ]' "an AVX-512 machine's report ($order): the avx2 row's score is 20 ($score)"
+done
 
 if command -v objdump >/dev/null 2>&1; then
     score=$(objdump -d --no-show-raw-insn --disassemble=cpu__score "$so" | grep -E '^ +[0-9a-f]+:')
