@@ -259,20 +259,34 @@ static plugin *find_loaded_name(const char *name)
     return NULL;
 }
 
-static bool name_disabled(const char *name)
+/* The entry of a comma list (an environment variable) whose key — the
+ * part before ':' if any — is name: its value after ':' in *value (NULL
+ * without one).  False when no entry has that key. */
+static bool env_list_find(const char *list, const char *name, const char **value,
+                          size_t *value_len)
 {
-    const char *list = getenv("WEFT_DISABLE_PLUGINS");
-    if (!list)
-        return false;
     size_t len = strlen(name);
-    for (const char *p = list; *p;) {
+    for (const char *p = list ? list : ""; *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, name, len) == 0)
+        const char *colon = memchr(p, ':', n);
+        size_t klen = colon ? (size_t)(colon - p) : n;
+        if (klen == len && strncmp(p, name, len) == 0) {
+            *value = colon ? colon + 1 : NULL;
+            *value_len = colon ? n - klen - 1 : 0;
             return true;
+        }
         p += n + (end ? 1 : 0);
     }
     return false;
+}
+
+/* WEFT_DISABLE_PLUGINS=name[,name...] */
+static bool name_disabled(const char *name)
+{
+    const char *v;
+    size_t vlen;
+    return env_list_find(getenv("WEFT_DISABLE_PLUGINS"), name, &v, &vlen);
 }
 
 /* WEFT_PLUGIN_VARIANT=name:variant[,name:variant...]: whether autoloading
@@ -284,21 +298,11 @@ static bool name_disabled(const char *name)
  * name. */
 static bool variant_allowed(const char *name, const char *variant)
 {
-    const char *list = getenv("WEFT_PLUGIN_VARIANT");
-    if (!list)
+    const char *v;
+    size_t vlen;
+    if (!env_list_find(getenv("WEFT_PLUGIN_VARIANT"), name, &v, &vlen))
         return true;
-    size_t len = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = memchr(p, ':', n);
-        if (colon && (size_t)(colon - p) == len && strncmp(p, name, len) == 0) {
-            size_t vlen = n - (size_t)(colon + 1 - p);
-            return variant && strlen(variant) == vlen && strncmp(colon + 1, variant, vlen) == 0;
-        }
-        p += n + (end ? 1 : 0);
-    }
-    return true;
+    return v && variant && strlen(variant) == vlen && strncmp(v, variant, vlen) == 0;
 }
 
 /* An opened, checked candidate that has not been initialised.  Its name

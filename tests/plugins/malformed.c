@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <weft/plugin.h>
 #include <weft/ops.h>
+#include <weft/plugin.h>
+
+#include "tests/host_device.h"
 
 #ifndef BAD_NAME
 #define BAD_NAME "bad" BAD_CASE_STR
@@ -21,45 +23,15 @@ static int bogus(weft_call *call, void *ctx)
     return weft_set_error(WEFT_EINTERNAL, "a malformed plugin's kernel ran");
 }
 
-static int count(void *ctx)
-{
-    (void)ctx;
-    return 1;
-}
-
-static int copy(void *ctx, void *dst, const void *src, size_t n, int index)
-{
-    (void)ctx;
-    (void)index;
-    memcpy(dst, src, n);
-    return 0;
-}
-
-static int sync_(void *ctx, int index)
-{
-    (void)ctx;
-    (void)index;
-    return 0;
-}
-
-static int allocate(void *ctx, size_t n, int index, weft_data_ptr *out)
-{
-    (void)ctx;
-    (void)n;
-    (void)index;
-    (void)out;
-    return weft_set_error(WEFT_ENOMEM, "malformed plugin: no memory");
-}
-
 /* What every init does before it misbehaves. */
 static int register_some(weft_registrar *reg, const char *devname)
 {
     static const weft_device_interface iface = {
-        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, count, copy, copy, NULL,
-        sync_, 0,
+        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, fake_count, fake_copy,
+        fake_copy, fake_copy_device, fake_sync, 0,
     };
     static const weft_allocator alloc = {
-        sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, allocate, NULL, NULL,
+        sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, fake_allocate, NULL, NULL,
     };
     int rc = 0;
 #if BAD_CASE != 10 /* bad10 loads for real: its kernel would replace the CPU's */
