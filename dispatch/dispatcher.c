@@ -455,8 +455,17 @@ static int dispatch_checked(const weft_op *op, const weft_value *args, int nargs
         if (!tag_fits(a->type, &args[i]))
             return wf__errorf(WEFT_EINVAL, "%s: argument '%s' must be %s (got value tag %d)",
                               s->name, a->name, arg_type_names[a->type], args[i].tag);
-        if (args[i].tag == WEFT_VALUE_TENSOR_LIST && (args[i].len < 0 || (args[i].len && !args[i].u.tensors)))
-            return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list", s->name, a->name);
+        /* every list kind: kernels index ints[0..len) and doubles[0..len)
+         * as they index tensors[0..len) */
+        const void *list = args[i].tag == WEFT_VALUE_TENSOR_LIST ? (const void *)args[i].u.tensors
+                           : args[i].tag == WEFT_VALUE_INT_LIST  ? (const void *)args[i].u.ints
+                           : args[i].tag == WEFT_VALUE_DOUBLE_LIST ? (const void *)args[i].u.doubles
+                                                                   : NULL;
+        bool is_list = args[i].tag == WEFT_VALUE_TENSOR_LIST || args[i].tag == WEFT_VALUE_INT_LIST ||
+                       args[i].tag == WEFT_VALUE_DOUBLE_LIST;
+        if (is_list && (args[i].len < 0 || (args[i].len && !list)))
+            return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list or has length %d",
+                              s->name, a->name, args[i].len);
     }
     return dispatch_trusted(op, args, nargs, rets);
 }
