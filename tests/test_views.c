@@ -653,6 +653,22 @@ static void test_bad_arguments(void)
     is_error(weft_expand(&out, c, expand_huge, 2), WEFT_EOVERFLOW, out, "overflows",
              "expand overflowing int64");
     weft_tensor_release(c);
+    /* an empty tensor viewed as [0, 2^40, 2^40]: no elements, but the
+     * contiguous strides (2^80) overflow; it used to succeed through signed
+     * overflow (UB, found by tests/fuzz/fuzz_call_boxed.c via repeat) */
+    int64_t s0[] = {0}, empty_huge[] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+    weft_tensor *e = NULL;
+    weft_empty(&e, s0, 1, WEFT_FLOAT32, CPU);
+    is_error(weft_view(&out, e, empty_huge, 3), WEFT_EOVERFLOW, out, "overflows",
+             "view of an empty tensor whose strides overflow");
+    is_error(weft_reshape(&out, e, empty_huge, 3), WEFT_EOVERFLOW, out, "overflows",
+             "reshape of an empty tensor whose strides overflow");
+    int64_t empty_big[] = {0, (int64_t)1 << 40, 4};
+    is_int(weft_view(&out, e, empty_big, 3), 0, "a large empty view whose strides fit works");
+    ok(out && weft_tensor_stride(out, 0) == (int64_t)4 << 40, "its strides are contiguous");
+    weft_tensor_release(out);
+    out = NULL;
+    weft_tensor_release(e);
     weft_tensor_release(t);
 }
 
