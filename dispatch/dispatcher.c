@@ -210,6 +210,21 @@ WEFT_API const char *weft_op_schema(const weft_op *op)
 /* Adds an operator defined at run time (registry lock held). */
 int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer)
 {
+    /* An operator that an unloaded plugin defined comes back as the same
+     * handle when it is defined again with the same schema (a reload): a
+     * new handle per load would grow the table without end in a process
+     * that loads and unloads a plugin repeatedly, and every registration
+     * change recomputes every handle's kernel table. */
+    for (int i = 0; i < n_extra_ops; i++) {
+        weft_op *old = extra_ops[i];
+        if (!old->defined && strcmp(old->schema_text, schema_text) == 0 &&
+            !find_locked(old->schema.name)) {
+            old->defined = true;
+            old->definer = definer;
+            *out = old;
+            return 0;
+        }
+    }
     weft_op *op = wf__calloc(1, sizeof *op);
     char *text = wf__strdup(schema_text);
     if (!op || !text) {
