@@ -366,8 +366,17 @@ static int check_entry_symbol(const void *d, char *msg, size_t size)
 {
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
-    if (!dladdr1(d, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
-        return 0; /* no symbol table entry to check (not expected) */
+    /* A valid entry is a dynamic symbol of its library, so this finds it;
+     * in a damaged file dlsym can return an address that is none (a symbol
+     * made STT_TLS in a library without TLS comes back as a small number),
+     * and reading a descriptor there would crash. */
+    if (!dladdr1(d, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || info.dli_saddr != d) {
+        snprintf(msg, size,
+                 "entry symbol '%s' does not lie at a symbol of a loaded library (a damaged "
+                 "symbol table?)",
+                 WEFT_PLUGIN_ENTRY_SYMBOL);
+        return -1;
+    }
     int type = ELF64_ST_TYPE(sym->st_info); /* the same macro in both classes */
     if (type != STT_OBJECT) {
         snprintf(msg, size, "entry symbol '%s' is %s, not a weft_plugin_descriptor object",

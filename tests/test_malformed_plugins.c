@@ -180,7 +180,9 @@ static int write_truncated(const char *dir)
  * one descriptor field that is NULL in the source ("score" or "fini"): a
  * NULL pointer has no relocation, so dlopen leaves the file's bytes there
  * (a damaged copy, as tests/fuzz/fuzz_plugin_descriptor.c makes them).
- * Before the loader checked where the pointers point, it called them. */
+ * Before the loader checked where the pointers point, it called them.
+ * "tls" instead makes the descriptor's symbol STT_TLS: dlsym then returns a
+ * small number, which the loader read as a descriptor. */
 static int write_damaged(const char *dir, const char *field)
 {
     char from[PATH_MAX + 64], to[PATH_MAX + 64];
@@ -208,6 +210,8 @@ static int write_damaged(const char *dir, const char *field)
         for (size_t i = 0; i < sh->sh_size / sizeof *sym; i++) {
             if (strcmp((const char *)buf + strs->sh_offset + sym[i].st_name, "weft_plugin_entry"))
                 continue;
+            if (strcmp(field, "tls") == 0) /* the symbol's type made STT_TLS */
+                ((Elf64_Sym *)sym)[i].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_TLS);
             for (int k = 0; k < eh->e_phnum; k++) {
                 const Elf64_Phdr *ph = (const Elf64_Phdr *)(buf + eh->e_phoff) + k;
                 if (ph->p_type == PT_LOAD && sym[i].st_value >= ph->p_vaddr &&
@@ -218,12 +222,13 @@ static int write_damaged(const char *dir, const char *field)
     }
     if (at < 0)
         rc = -1;
-    else
+    uint64_t garbage = 0x00001234deadbee0u;
+    if (rc == 0 && strcmp(field, "tls") != 0) {
         at += strcmp(field, "score") == 0 ? (long)offsetof(weft_plugin_descriptor, score)
                                           : (long)offsetof(weft_plugin_descriptor, fini);
-    uint64_t garbage = 0x00001234deadbee0u;
-    if (rc == 0 && at + 8 <= size)
-        memcpy(buf + at, &garbage, sizeof garbage);
+        if (at + 8 <= size)
+            memcpy(buf + at, &garbage, sizeof garbage);
+    }
     FILE *out = rc == 0 ? fopen(to, "wb") : NULL;
     if (!out || fwrite(buf, 1, (size_t)size, out) != (size_t)size)
         rc = -1;
@@ -264,6 +269,8 @@ static const bad_case cases[] = {
      "a function of the entry descriptor points outside the plugin's code", false},
     {"a damaged copy whose NULL fini is garbage", {"damaged-fini"},
      "a function of the entry descriptor points outside the plugin's code", false},
+    {"a damaged copy whose entry symbol is thread-local", {"damaged-tls"},
+     "does not lie at a symbol of a loaded library", false},
 };
 
 int main(void)
