@@ -14,7 +14,7 @@
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 builddir=$(cd "${WEFT_BUILDDIR:-.}" && pwd)
 seconds=${WEFT_FUZZ_SECONDS:-15}
-harnesses="dlpack_import parameters"
+harnesses="dlpack_import parameters call_boxed"
 
 cc=${WEFT_FUZZ_CC:-}
 if [ -z "$cc" ]; then
