@@ -52,7 +52,7 @@ if ! "$cc" -fsanitize=fuzzer,address "$tmp/probe.c" -o "$tmp/probe" >"$tmp/probe
 fi
 
 n_c=$(echo $harnesses | wc -w)
-echo "1..$((n_c + 1))"
+echo "1..$((n_c + 2))"
 
 # Source lists come from Makefile.am (a make of our own, not a part of the
 # make that runs the tests); generated ones live in the build tree.
@@ -66,7 +66,7 @@ sources_of() {
 }
 fail_rest() { # first-number reason
     i=$1
-    while [ "$i" -le $((n_c + 1)) ]; do
+    while [ "$i" -le $((n_c + 2)) ]; do
         echo "not ok $i - not run: $2"
         i=$((i + 1))
     done
@@ -204,4 +204,32 @@ for h in $harnesses; do
     fi
 done
 
+# The Python bindings with atheris (PyPI), where it is installed.
+n=$((n + 1))
+python=${WEFT_PYTHON:-python3}
+if [ ! -f "$builddir/python/.libs/weft.so" ]; then
+    echo "ok $n - fuzz_python_ops # SKIP the Python module was not built"
+elif ! "$python" -c 'import atheris' >"$tmp/atheris.log" 2>&1; then
+    echo "ok $n - fuzz_python_ops # SKIP atheris is not installed for $python ($(tail -1 "$tmp/atheris.log"); ./quickstart installs it)"
+else
+    mkdir -p "$tmp/corpus-python"
+    rm -f "$work/python_ops-"*
+    if PYTHONPATH="$builddir/python/.libs" WEFT_PLUGIN_PATH="$builddir/.libs" \
+        PYTHONDONTWRITEBYTECODE=1 WEFT_NUM_THREADS=1 WEFT_CPU_FALLBACK=silent \
+        "$python" "$srcdir/tests/fuzz/fuzz_python_ops.py" -max_total_time="$seconds" \
+        -print_final_stats=1 -artifact_prefix="$work/python_ops-" -timeout=10 \
+        "$tmp/corpus-python" "$srcdir/tests/fuzz/corpus/python_ops" >"$tmp/run-python.log" 2>&1; then
+        runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tmp/run-python.log")
+        echo "ok $n - fuzz_python_ops: ${runs:-?} inputs in ${seconds}s, only Python exceptions"
+    else
+        echo "not ok $n - fuzz_python_ops found a failure"
+        grep -v '^#[0-9]\|^INFO:\|^MS:\|^base64:\|NEW_FUNC\|^WARNING: Failed to find' "$tmp/run-python.log" | sed 's/^/# /' | tail -60
+        for f in "$work/python_ops-"*; do
+            [ -f "$f" ] || continue
+            echo "# the input, saved as $f:"
+            od -A x -t x1z -v "$f" | head -32 | sed 's/^/#   /'
+        done
+        status=1
+    fi
+fi
 exit $status
