@@ -236,11 +236,9 @@ static weft_tensor *take_tensor(reader *r, arena *a)
     weft_dtype dtype = (weft_dtype)(take(r, 1) % WEFT_NUM_DTYPES);
     int ndim = (int)(take(r, 1) % 4);
     uint8_t layout = (uint8_t)take(r, 1);
-    int64_t sizes[4] = {1, 1, 1, 1}, numel = 1;
-    for (int d = 0; d < ndim; d++) {
+    int64_t sizes[4] = {1, 1, 1, 1};
+    for (int d = 0; d < ndim; d++)
         sizes[d] = (int64_t)(take(r, 1) % 5); /* 0..4: numel <= 64 */
-        numel *= sizes[d];
-    }
     /* the stride-2 layout allocates twice the last size, then slices */
     int64_t alloc_sizes[4];
     memcpy(alloc_sizes, sizes, sizeof sizes);
