@@ -30,6 +30,16 @@ if __name__ == "__main__" and os.environ.get("WEFT_FUZZ_WRITE_SEEDS"):
     sys.exit(0)
 
 import atheris  # noqa: E402 (the seeds need neither)
+import resource  # noqa: E402
+
+# An operator asked for a huge tensor (weft.zeros(2**31)) must fail as it
+# would for a user whose memory is limited, not fill the machine: the address
+# space is capped at 2 GiB (the process needs about 200 MiB), so such calls
+# raise instead of being taken for a finding by libFuzzer's RSS limit.  The C
+# harnesses get the same from ASan's allocation cap.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+if _hard == resource.RLIM_INFINITY or _hard > 2 << 30:
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, _hard))
 
 import weft  # noqa: E402
 
@@ -55,6 +65,7 @@ WORDS = ["mean", "sum", "none", "tanh", "floor", "trunc", "nearest", "bilinear",
          "reflect", "cpu", "cpu:0", "cuda", "ij,jk->ik", "ii->i", "...", "", "float32"]
 INTS = [0, 1, -1, 2, 3, -2, 4, 7, 2**31, -2**31, 2**62, 2**63 - 1, -2**63, 2**64, 2**100]
 FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, math.nan, math.inf, -math.inf, 1e308, 5e-324, 1e20]
+VERBOSE = bool(os.environ.get("WEFT_FUZZ_VERBOSE"))
 # Errors that are ordinary answers to wrong arguments.  SystemError is not
 # among them: it means the binding broke CPython's error protocol.
 EXPECTED = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, MemoryError,
@@ -205,6 +216,9 @@ def call(fdp):
         args = [value(fdp) for _ in range(fdp.ConsumeIntInRange(0, 4))]
     for _ in range(fdp.ConsumeIntInRange(0, 1) if fdp.ConsumeIntInRange(0, 7) == 0 else 0):
         kwargs[KEYWORDS[fdp.ConsumeIntInRange(0, len(KEYWORDS) - 1)]] = value(fdp)
+    if VERBOSE:  # WEFT_FUZZ_VERBOSE=1: what an input (a saved finding) calls
+        print("call %s%s %r %r" % ("Tensor." if method else "weft.", fn.__name__, args, kwargs),
+              file=sys.stderr, flush=True)
     return fn(*args, **kwargs)
 
 
