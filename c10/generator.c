@@ -38,7 +38,7 @@ WEFT_API int weft_generator_create(weft_generator **out, uint64_t seed)
 {
     if (!out)
         return wf__errorf(WEFT_EINVAL, "generator_create: out is NULL");
-    *out = malloc(sizeof **out);
+    *out = wf__malloc(sizeof **out);
     if (!*out)
         return wf__errorf(WEFT_ENOMEM, "generator_create: out of memory");
     atomic_init(&(*out)->seed, seed);

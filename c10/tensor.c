@@ -194,7 +194,7 @@ WEFT_API int weft_tensor_list_new(weft_tensor ***out, int len)
     if (len < 0)
         return wf__errorf(WEFT_EINVAL, "tensor_list_new: negative length %d", len);
     /* one entry even for an empty list, so that the result is never NULL */
-    *out = calloc(len > 0 ? (size_t)len : 1, sizeof(weft_tensor *));
+    *out = wf__calloc(len > 0 ? (size_t)len : 1, sizeof(weft_tensor *));
     if (!*out)
         return wf__errorf(WEFT_ENOMEM, "tensor_list_new: out of memory for %d entries", len);
     return 0;

@@ -111,13 +111,16 @@ static int infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t nu
                           "%s: cannot reshape tensor of %lld elements into shape %s because the "
                           "unspecified dimension size -1 can be any value and is ambiguous",
                           op, (long long)numel, wf__shape_str(buf, sizeof buf, sizes, ndim));
-    int64_t unused;
+    /* an empty shape's contiguous strides are the products of max(size,
+     * 1), which must fit too: [0, 2^40, 2^40] has 0 elements but a stride
+     * of 2^80 (wf__checked_numel checks both) */
+    int64_t n;
     if (infer >= 0 && !overflow && numel % product == 0) {
         shape[infer] = numel / product;
-        return wf__checked_numel(&unused, shape, ndim, op);
+        return wf__checked_numel(&n, shape, ndim, op);
     }
     if (infer < 0 && !overflow && product == numel)
-        return wf__checked_numel(&unused, shape, ndim, op);
+        return wf__checked_numel(&n, shape, ndim, op);
     return wf__errorf(WEFT_ESHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
                       wf__shape_str(buf, sizeof buf, sizes, ndim), (long long)numel);
 }

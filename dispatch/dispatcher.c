@@ -213,6 +213,21 @@ WEFT_API const char *weft_op_schema(const weft_op *op)
 /* Adds an operator defined at run time (registry lock held). */
 int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer)
 {
+    /* An operator that an unloaded plugin defined comes back as the same
+     * handle when it is defined again with the same schema (a reload): a
+     * new handle per load would grow the table without end in a process
+     * that loads and unloads a plugin repeatedly, and every registration
+     * change recomputes every handle's kernel table. */
+    for (int i = 0; i < n_extra_ops; i++) {
+        weft_op *old = extra_ops[i];
+        if (!old->defined && strcmp(old->schema_text, schema_text) == 0 &&
+            !find_locked(old->schema.name)) {
+            old->defined = true;
+            old->definer = definer;
+            *out = old;
+            return 0;
+        }
+    }
     weft_op *op = wf__calloc(1, sizeof *op);
     char *text = wf__strdup(schema_text);
     if (!op || !text) {
@@ -458,8 +473,17 @@ static int dispatch_checked(const weft_op *op, const weft_value *args, int nargs
         if (!tag_fits(a->type, &args[i]))
             return wf__errorf(WEFT_EINVAL, "%s: argument '%s' must be %s (got value tag %d)",
                               s->name, a->name, arg_type_names[a->type], args[i].tag);
-        if (args[i].tag == WEFT_VALUE_TENSOR_LIST && (args[i].len < 0 || (args[i].len && !args[i].u.tensors)))
-            return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list", s->name, a->name);
+        /* every list kind: kernels index ints[0..len) and doubles[0..len)
+         * as they index tensors[0..len) */
+        const void *list = args[i].tag == WEFT_VALUE_TENSOR_LIST ? (const void *)args[i].u.tensors
+                           : args[i].tag == WEFT_VALUE_INT_LIST  ? (const void *)args[i].u.ints
+                           : args[i].tag == WEFT_VALUE_DOUBLE_LIST ? (const void *)args[i].u.doubles
+                                                                   : NULL;
+        bool is_list = args[i].tag == WEFT_VALUE_TENSOR_LIST || args[i].tag == WEFT_VALUE_INT_LIST ||
+                       args[i].tag == WEFT_VALUE_DOUBLE_LIST;
+        if (is_list && (args[i].len < 0 || (args[i].len && !list)))
+            return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is a NULL list or has length %d",
+                              s->name, a->name, args[i].len);
     }
     return dispatch_trusted(op, args, nargs, rets);
 }

@@ -81,7 +81,7 @@ const char *weft_module_kind(const weft_module *m)
 
 static int new_module(weft_module **out, module_type type)
 {
-    *out = calloc(1, sizeof **out);
+    *out = weft_calloc(1, sizeof **out);
     if (!*out)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", kind_names[type]);
     (*out)->type = type;

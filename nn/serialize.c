@@ -292,6 +292,11 @@ static int parse_record(reader *r, uint32_t index, record *rec)
                               index, name_len);
     if (!take(r, name_len, &name))
         return truncated(r, index, "name");
+    /* names are C strings: one with a NUL inside would be read as a shorter
+     * name by the optimizer-state reader (and never match in a load) */
+    if (memchr(name, '\0', name_len))
+        return weft_set_error(WEFT_EIO, "%s: damaged: tensor %u's name has a NUL byte", r->path,
+                              index);
     if (!take_u32(r, &dtype) || !take_u32(r, &ndim))
         return truncated(r, index, "dtype and rank");
     if (dtype >= WEFT_NUM_DTYPES || ndim > WEFT_MAX_DIMS)
@@ -343,7 +348,7 @@ static int parse_file(reader *r, record **records, uint32_t *count)
     if (*count > (r->len - r->pos) / 13)
         return weft_set_error(WEFT_EIO, "%s: truncated or damaged: %u tensors cannot fit in %zu bytes",
                               r->path, *count, r->len);
-    *records = calloc(*count ? *count : 1, sizeof **records);
+    *records = weft_calloc(*count ? *count : 1, sizeof **records);
     if (!*records)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", r->path);
     for (uint32_t i = 0; i < *count; i++) {

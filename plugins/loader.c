@@ -394,8 +394,17 @@ static int check_entry_symbol(const void *d, char *msg, size_t size)
 {
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
-    if (!dladdr1(d, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
-        return 0; /* no symbol table entry to check (not expected) */
+    /* A valid entry is a dynamic symbol of its library, so this finds it;
+     * in a damaged file dlsym can return an address that is none (a symbol
+     * made STT_TLS in a library without TLS comes back as a small number),
+     * and reading a descriptor there would crash. */
+    if (!dladdr1(d, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || info.dli_saddr != d) {
+        snprintf(msg, size,
+                 "entry symbol '%s' does not lie at a symbol of a loaded library (a damaged "
+                 "symbol table?)",
+                 WEFT_PLUGIN_ENTRY_SYMBOL);
+        return -1;
+    }
     int type = ELF64_ST_TYPE(sym->st_info); /* the same macro in both classes */
     if (type != STT_OBJECT) {
         snprintf(msg, size, "entry symbol '%s' is %s, not a weft_plugin_descriptor object",
@@ -437,6 +446,78 @@ static const char *bad_name(const char *name)
     return NULL;
 }
 
+/* Where a descriptor's pointer may point: into a loaded segment of the
+ * plugin's own library with the given permission (PF_R for strings, PF_X for
+ * functions).  A NULL pointer needs no relocation, so in a damaged file the
+ * bytes of a NULL field (score, fini, often variant) are what dlopen leaves
+ * there, and the loader would read or call an arbitrary address. */
+typedef struct segment_query {
+    uintptr_t base;   /* the library's load address (its link_map's l_addr) */
+    const char *name; /* and its l_name */
+    uintptr_t addr;
+    unsigned flags;
+    size_t room; /* bytes from addr to the end of its segment; 0: in none */
+} segment_query;
+
+static int find_segment(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    segment_query *q = data;
+    if (info->dlpi_addr != q->base || !info->dlpi_name || strcmp(info->dlpi_name, q->name) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || (ph->p_flags & q->flags) != q->flags)
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (q->addr >= start && q->addr - start < ph->p_memsz) {
+            q->room = ph->p_memsz - (q->addr - start);
+            break;
+        }
+    }
+    return 1; /* the library was found: stop */
+}
+
+/* Bytes from p to the end of its segment in h's library with `flags`, or 0
+ * when p lies in no such segment. */
+static size_t room_in_library(void *h, const void *p, unsigned flags)
+{
+    struct link_map *lm = NULL;
+    if (!p || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || !lm->l_name)
+        return 0;
+    segment_query q = {lm->l_addr, lm->l_name, (uintptr_t)p, flags, 0};
+    dl_iterate_phdr(find_segment, &q);
+    return q.room;
+}
+
+/* Whether s is a string of h's library that ends (or reaches `limit` bytes)
+ * inside its segment, so that strnlen(s, limit) reads only mapped bytes. */
+static bool string_in_library(void *h, const char *s, size_t limit)
+{
+    size_t room = room_in_library(h, s, PF_R);
+    if (room == 0)
+        return false;
+    return room >= limit || strnlen(s, room) < room;
+}
+
+/* The descriptor's pointers that are not NULL — its strings and its
+ * functions — lie where they must; else the reason. */
+static const char *bad_pointers(void *h, const weft_plugin_descriptor *d)
+{
+    if (d->name && !string_in_library(h, d->name, NAME_MAX_LEN + 1))
+        return "the entry descriptor's name points outside the plugin's data";
+    if (d->variant && !string_in_library(h, d->variant, NAME_MAX_LEN + 1))
+        return "the entry descriptor's variant points outside the plugin's data";
+    if (d->version && !string_in_library(h, d->version, SIZE_MAX))
+        return "the entry descriptor's version points outside the plugin's data";
+    if ((d->score && !room_in_library(h, (const void *)d->score, PF_X)) ||
+        (d->init && !room_in_library(h, (const void *)d->init, PF_X)) ||
+        (d->struct_size >= offsetof(weft_plugin_descriptor, fini) + sizeof(void *) && d->fini &&
+         !room_in_library(h, (const void *)d->fini, PF_X)))
+        return "a function of the entry descriptor points outside the plugin's code";
+    return NULL;
+}
+
 /* Opens path and checks its descriptor.  On failure the report has the
  * row and the return is negative. */
 static int probe(candidate *c, const char *path)
@@ -460,7 +541,7 @@ static int probe(candidate *c, const char *path)
     }
     const weft_plugin_descriptor *d = dlsym(h, WEFT_PLUGIN_ENTRY_SYMBOL);
     int rc = 0;
-    const char *why_name = NULL;
+    const char *why_name = NULL, *why_pointer = NULL;
     if (!d) {
         snprintf(msg, sizeof msg, "no entry symbol '%s': not a weft plugin", WEFT_PLUGIN_ENTRY_SYMBOL);
         rc = WEFT_EPLUGIN;
@@ -476,6 +557,9 @@ static int probe(candidate *c, const char *path)
                  d->abi_minor, WEFT_VERSION_STRING, WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR,
                  d->abi_major == WEFT_PLUGIN_ABI_MAJOR ? " (the plugin needs a newer weft)" : "");
         rc = WEFT_EABI;
+    } else if ((why_pointer = bad_pointers(h, d)) != NULL) {
+        snprintf(msg, sizeof msg, "%s", why_pointer);
+        rc = WEFT_EPLUGIN;
     } else if (!d->name || !*d->name || !d->init) {
         snprintf(msg, sizeof msg, "entry descriptor lacks a name or an init function");
         rc = WEFT_EPLUGIN;
@@ -485,8 +569,13 @@ static int probe(candidate *c, const char *path)
         rc = WEFT_EPLUGIN;
     }
     if (rc < 0) {
-        /* a name is shown only when it passed its own check */
-        const char *shown = d && d->struct_size >= 32 && d->name && !bad_name(d->name) ? d->name : NULL;
+        /* a name is shown only when it lies in the library and passed its
+         * own check */
+        const char *shown = d && d->struct_size >= 32 && d->name &&
+                                    string_in_library(h, d->name, NAME_MAX_LEN + 1) &&
+                                    !bad_name(d->name)
+                                ? d->name
+                                : NULL;
         report(path, shown, NULL, WEFT_PLUGIN_FAILED, msg, d ? d->abi_major : 0,
                d ? d->abi_minor : 0, 0);
         dlclose(h);

@@ -160,6 +160,38 @@ int main(void)
     is_int(weft_call_boxed(op, args, 2, rets, 1), WEFT_EINVAL, "too many arguments");
     is_int(weft_call_boxed(op, args, 1, rets, 0), WEFT_EINVAL, "no room for the result");
     is_int(weft_call_boxed(NULL, args, 1, rets, 1), WEFT_EINVAL, "NULL op");
+    /* int[] and float[] lists are checked as Tensor[] lists are: a NULL
+     * list with entries, or a negative length, used to reach the kernel,
+     * which read ints[0] (found by tests/fuzz/fuzz_call_boxed.c) */
+    const weft_op *sum_op = NULL, *interp_op = NULL;
+    is_int(weft_op_find(&sum_op, "sum"), 0, "find sum");
+    is_int(weft_op_find(&interp_op, "interpolate"), 0, "find interpolate");
+    weft_value sargs[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = t},
+                           {.tag = WEFT_VALUE_INT_LIST, .len = 2, .u.ints = NULL},
+                           {.tag = WEFT_VALUE_BOOL, .u.b = false},
+                           {.tag = WEFT_VALUE_NONE}};
+    is_int(weft_call_boxed(sum_op, sargs, 4, rets, 1), WEFT_EINVAL, "an int[] of 2 entries at NULL");
+    like(weft_last_error(), "argument 'dim' is a NULL list", "the message names the argument");
+    static const int64_t zero_dim[1] = {0};
+    sargs[1].u.ints = zero_dim;
+    sargs[1].len = -1;
+    is_int(weft_call_boxed(sum_op, sargs, 4, rets, 1), WEFT_EINVAL, "an int[] of length -1");
+    sargs[1].len = 0;
+    sargs[1].u.ints = NULL;
+    int src = weft_call_boxed(sum_op, sargs, 4, rets, 1);
+    is_int(src, 0, "an empty int[] may be NULL");
+    if (src == 0)
+        weft_tensor_release(rets[0].u.tensor);
+    weft_tensor *img = NULL;
+    int64_t img_sizes[3] = {1, 1, 2};
+    weft_empty(&img, img_sizes, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_value iargs[5] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = img},
+                           {.tag = WEFT_VALUE_NONE},
+                           {.tag = WEFT_VALUE_DOUBLE_LIST, .len = 1, .u.doubles = NULL},
+                           {.tag = WEFT_VALUE_STRING, .u.string = "nearest"},
+                           {.tag = WEFT_VALUE_BOOL, .u.b = false}};
+    is_int(weft_call_boxed(interp_op, iargs, 5, rets, 1), WEFT_EINVAL, "a float[] of 1 entry at NULL");
+    weft_tensor_release(img);
     is_int(weft_register_kernel(reg, "nosuchop", WEFT_KEY_DENSE, 0, kernel_a, NULL, NULL), WEFT_ENOTFOUND,
            "kernel for an unknown operator");
     is_int(weft_register_kernel(reg, "dtest", 7, 0, kernel_a, NULL, NULL), WEFT_EINVAL, "invalid key");

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include <weft/ops.h>
+#include <weft/plugin.h>
 #include <weft/weft.h>
 
 #include "tap.h"
@@ -173,6 +176,68 @@ static int write_truncated(const char *dir)
     return rc;
 }
 
+/* Writes tests/plugins/good.c's build as libweft-damaged.so with garbage in
+ * one descriptor field that is NULL in the source ("score" or "fini"): a
+ * NULL pointer has no relocation, so dlopen leaves the file's bytes there
+ * (a damaged copy, as tests/fuzz/fuzz_plugin_descriptor.c makes them).
+ * Before the loader checked where the pointers point, it called them.
+ * "tls" instead makes the descriptor's symbol STT_TLS: dlsym then returns a
+ * small number, which the loader read as a descriptor. */
+static int write_damaged(const char *dir, const char *field)
+{
+    char from[PATH_MAX + 64], to[PATH_MAX + 64];
+    snprintf(from, sizeof from, "%s/tests/plugins/.libs/test-good.so", builddir);
+    snprintf(to, sizeof to, "%s/libweft-damaged.so", dir);
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return -1;
+    fseek(in, 0, SEEK_END);
+    long size = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)size);
+    int rc = buf && fread(buf, 1, (size_t)size, in) == (size_t)size ? 0 : -1;
+    fclose(in);
+    /* the descriptor's file offset: its dynamic symbol's value, through
+     * the PT_LOAD segment that holds it */
+    long at = -1;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+    for (int s = 0; rc == 0 && s < eh->e_shnum; s++) {
+        const Elf64_Shdr *sh = (const Elf64_Shdr *)(buf + eh->e_shoff) + s;
+        if (sh->sh_type != SHT_DYNSYM)
+            continue;
+        const Elf64_Shdr *strs = (const Elf64_Shdr *)(buf + eh->e_shoff) + sh->sh_link;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(buf + sh->sh_offset);
+        for (size_t i = 0; i < sh->sh_size / sizeof *sym; i++) {
+            if (strcmp((const char *)buf + strs->sh_offset + sym[i].st_name, "weft_plugin_entry"))
+                continue;
+            if (strcmp(field, "tls") == 0) /* the symbol's type made STT_TLS */
+                ((Elf64_Sym *)sym)[i].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_TLS);
+            for (int k = 0; k < eh->e_phnum; k++) {
+                const Elf64_Phdr *ph = (const Elf64_Phdr *)(buf + eh->e_phoff) + k;
+                if (ph->p_type == PT_LOAD && sym[i].st_value >= ph->p_vaddr &&
+                    sym[i].st_value < ph->p_vaddr + ph->p_filesz)
+                    at = (long)(sym[i].st_value - ph->p_vaddr + ph->p_offset);
+            }
+        }
+    }
+    if (at < 0)
+        rc = -1;
+    uint64_t garbage = 0x00001234deadbee0u;
+    if (rc == 0 && strcmp(field, "tls") != 0) {
+        at += strcmp(field, "score") == 0 ? (long)offsetof(weft_plugin_descriptor, score)
+                                          : (long)offsetof(weft_plugin_descriptor, fini);
+        if (at + 8 <= size)
+            memcpy(buf + at, &garbage, sizeof garbage);
+    }
+    FILE *out = rc == 0 ? fopen(to, "wb") : NULL;
+    if (!out || fwrite(buf, 1, (size_t)size, out) != (size_t)size)
+        rc = -1;
+    if (out)
+        fclose(out);
+    free(buf);
+    return rc;
+}
+
 static void remove_dir(const char *dir)
 {
     char cmd[PATH_MAX + 32];
@@ -183,7 +248,7 @@ static void remove_dir(const char *dir)
 
 typedef struct bad_case {
     const char *what;
-    const char *libs[2]; /* tests/malformed/.libs/libweft-X.so, or "trunc" */
+    const char *libs[2]; /* tests/malformed/.libs/libweft-X.so, "trunc", "damaged-FIELD" */
     const char *expect;  /* in the bad row's error */
     bool tables_change;  /* a second plugin legitimately loads */
 } bad_case;
@@ -200,6 +265,12 @@ static const bad_case cases[] = {
     {"init calls weft_load_default_plugins", {"bad9"}, "must not load or unload plugins", false},
     {"two plugins register one device name", {"bad10", "bad11"}, "baddev", true},
     {"a truncated copy of the CPU plugin", {"trunc"}, "truncated ELF file", false},
+    {"a damaged copy whose NULL score is garbage", {"damaged-score"},
+     "a function of the entry descriptor points outside the plugin's code", false},
+    {"a damaged copy whose NULL fini is garbage", {"damaged-fini"},
+     "a function of the entry descriptor points outside the plugin's code", false},
+    {"a damaged copy whose entry symbol is thread-local", {"damaged-tls"},
+     "does not lie at a symbol of a loaded library", false},
 };
 
 int main(void)
@@ -232,6 +303,9 @@ int main(void)
             if (strcmp(c->libs[k], "trunc") == 0) {
                 if (write_truncated(dir) != 0)
                     diag("could not write the truncated plugin");
+            } else if (strncmp(c->libs[k], "damaged-", 8) == 0) {
+                if (write_damaged(dir, c->libs[k] + 8) != 0)
+                    diag("could not write the damaged plugin");
             } else {
                 link_plugin(dir, c->libs[k]);
             }

@@ -673,6 +673,17 @@ static void test_save_load(void)
     write_file(path, longer, len + 3);
     free(longer);
     is_int(weft_load_parameters(path, t, names, NSAVED), WEFT_EIO, "trailing bytes");
+    /* a NUL inside a name ("fc1\0weight"), with a right checksum: damaged,
+     * not a tensor named "fc1" (found by tests/fuzz/fuzz_parameters.c) */
+    bytes[23] = 0;
+    crc = (uint32_t)crc32(0, bytes, (uInt)(len - 4));
+    memcpy(bytes + len - 4, (unsigned char[4]){crc, crc >> 8, crc >> 16, crc >> 24}, 4);
+    write_file(path, bytes, len);
+    is_int(weft_load_parameters(path, t, names, NSAVED), WEFT_EIO, "a NUL byte inside a name");
+    like(weft_last_error(), "name has a NUL byte", "says so");
+    bytes[23] = '.';
+    crc = (uint32_t)crc32(0, bytes, (uInt)(len - 4));
+    memcpy(bytes + len - 4, (unsigned char[4]){crc, crc >> 8, crc >> 16, crc >> 24}, 4);
     ok(targets_untouched(t), "no tensor changed by any damaged file");
 
     /* mismatches */

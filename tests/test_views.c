@@ -667,6 +667,19 @@ static void test_bad_arguments(void)
     is_int(weft_view(&out, e, big_zero, 3), 0, "view as large sizes with a 0 whose strides fit");
     is_geometry(out, 3, big_zero, big_zero_strides, "view [INT64_MAX/4, 3, 0]");
     weft_tensor_release(out);
+    /* an empty tensor viewed as [0, 2^40, 2^40]: no elements, but the
+     * contiguous strides (2^80) overflow; it used to succeed through signed
+     * overflow (UB, found by tests/fuzz/fuzz_call_boxed.c via repeat) */
+    int64_t empty_huge[] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+        is_error(weft_view(&out, e, empty_huge, 3), WEFT_EOVERFLOW, out, "overflows",
+             "view of an empty tensor whose strides overflow");
+    is_error(weft_reshape(&out, e, empty_huge, 3), WEFT_EOVERFLOW, out, "overflows",
+             "reshape of an empty tensor whose strides overflow");
+    int64_t empty_big[] = {0, (int64_t)1 << 40, 4};
+    is_int(weft_view(&out, e, empty_big, 3), 0, "a large empty view whose strides fit works");
+    ok(out && weft_tensor_stride(out, 0) == (int64_t)4 << 40, "its strides are contiguous");
+    weft_tensor_release(out);
+    out = NULL;
     weft_tensor_release(e);
     weft_tensor_release(t);
 }

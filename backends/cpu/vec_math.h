@@ -66,6 +66,13 @@ static inline bool vec_all_true(vec_i32 in)
 {
 #if defined(__AVX__)
     return __builtin_ia32_movmskps256((vec_f32)in) == 0xff;
+#elif defined(__clang__)
+    /* clang spells GCC's shuffle differently; tests/fuzz.sh builds this
+     * backend with clang's sanitizers */
+    in &= __builtin_shufflevector(in, in, 4, 5, 6, 7, 0, 1, 2, 3);
+    in &= __builtin_shufflevector(in, in, 2, 3, 0, 1, 2, 3, 0, 1);
+    in &= __builtin_shufflevector(in, in, 1, 0, 1, 0, 1, 0, 1, 0);
+    return in[0] != 0;
 #else
     /* a tree of shuffles, not eight lane extractions */
     in &= __builtin_shuffle(in, (vec_i32){4, 5, 6, 7, 0, 1, 2, 3});

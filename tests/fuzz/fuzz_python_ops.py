@@ -1,0 +1,250 @@
+"""tests/fuzz/fuzz_python_ops.py -- atheris fuzzer of the Python bindings:
+calls weft's functions and Tensor methods, chosen by the input, with
+arguments the input builds (ints from small to 2**63, floats with NaN and
+infinities, None, strings, dtypes, nested lists, tuples, small tensors of
+every dtype and rank 0..3, keyword arguments from the schemas' names).
+
+The only thing asserted is that whatever goes wrong comes out as a Python
+exception: a crash or an abort in the module (or the library under it) is a
+finding, and so is SystemError, which CPython raises when a C function
+returns an error without setting an exception, or a result with one set.
+tests/fuzz.sh runs it with PYTHONPATH at the build's python/.libs.
+
+WEFT_FUZZ_WRITE_SEEDS=DIR python3 fuzz_python_ops.py writes the seed corpus
+(tests/fuzz/corpus/python_ops/) and exits."""
+import math
+import os
+import sys
+
+
+def write_seeds(directory):
+    os.makedirs(directory, exist_ok=True)
+    for i, seed in enumerate([b"", b"\x00" * 32, b"\x01" * 48, bytes(range(64)),
+                              bytes(range(255, 127, -1)), b"\x07\x03\x05" * 20]):
+        with open(os.path.join(directory, "seed-%d" % i), "wb") as f:
+            f.write(seed)
+
+
+if __name__ == "__main__" and os.environ.get("WEFT_FUZZ_WRITE_SEEDS"):
+    write_seeds(os.environ["WEFT_FUZZ_WRITE_SEEDS"])
+    sys.exit(0)
+
+import atheris  # noqa: E402 (the seeds need neither)
+import resource  # noqa: E402
+
+# An operator asked for a huge tensor (weft.zeros(2**31)) must fail as it
+# would for a user whose memory is limited, not fill the machine: the address
+# space is capped at 2 GiB (the process needs about 200 MiB), so such calls
+# raise instead of being taken for a finding by libFuzzer's RSS limit.  The C
+# harnesses get the same from ASan's allocation cap.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+if _hard == resource.RLIM_INFINITY or _hard > 2 << 30:
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, _hard))
+
+import weft  # noqa: E402
+
+# Callables that change the process rather than compute: loading a file
+# named by the input, or thread pools of up to 1024 threads.
+EXCLUDED = {"load_plugin", "set_num_threads", "set_thread_binding", "manual_seed"}
+FUNCTIONS = sorted(
+    name for name in dir(weft)
+    if not name.startswith("_") and name not in EXCLUDED and callable(getattr(weft, name))
+    and not isinstance(getattr(weft, name), type)
+)
+METHODS = sorted(
+    name for name in dir(weft.Tensor)
+    if not name.startswith("_") and callable(getattr(weft.Tensor, name, None))
+)
+DTYPES = [getattr(weft, n) for n in ("bool", "uint8", "int8", "int16", "int32", "int64",
+                                     "float16", "bfloat16", "float32", "float64",
+                                     "complex64", "complex128") if hasattr(weft, n)]
+KEYWORDS = ["dim", "keepdim", "dtype", "out", "alpha", "value", "reduction", "p", "eps",
+            "min", "max", "rounding_mode", "generator", "device", "requires_grad", "size",
+            "weight", "bias", "index", "approximate", "mode", "other", "unbiased", "bogus"]
+WORDS = ["mean", "sum", "none", "tanh", "floor", "trunc", "nearest", "bilinear", "constant",
+         "reflect", "cpu", "cpu:0", "cuda", "ij,jk->ik", "ii->i", "...", "", "float32"]
+INTS = [0, 1, -1, 2, 3, -2, 4, 7, 2**31, -2**31, 2**62, 2**63 - 1, -2**63, 2**64, 2**100]
+FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, math.nan, math.inf, -math.inf, 1e308, 5e-324, 1e20]
+VERBOSE = bool(os.environ.get("WEFT_FUZZ_VERBOSE"))
+# Errors that are ordinary answers to wrong arguments.  SystemError is not
+# among them: it means the binding broke CPython's error protocol.
+EXPECTED = (TypeError, ValueError, RuntimeError, IndexError, OverflowError, MemoryError,
+            NotImplementedError, ZeroDivisionError, KeyError, AttributeError, BufferError,
+            ImportError)  # Tensor.numpy() where NumPy is not installed
+
+
+# The harness's own functions are instrumented: their branch coverage (which
+# kinds of values and calls an input makes) is what guides libFuzzer, as the
+# module itself is not instrumented.
+@atheris.instrument_func
+def small_tensor(fdp):
+    dtype = DTYPES[fdp.ConsumeIntInRange(0, len(DTYPES) - 1)]
+    ndim = fdp.ConsumeIntInRange(0, 3)
+    shape = [fdp.ConsumeIntInRange(0, 4) for _ in range(ndim)]  # numel <= 64
+    numel = 1
+    for s in shape:
+        numel *= s
+    values = [fdp.ConsumeIntInRange(-3, 5) for _ in range(numel)]
+    t = weft.tensor(values, dtype=weft.int64).reshape(shape) if shape else weft.tensor(
+        values[0] if values else 0)
+    try:
+        t = t.to(dtype)
+    except EXPECTED:
+        pass
+    if fdp.ConsumeIntInRange(0, 7) == 0 and ndim >= 2:
+        t = t.transpose(0, 1)
+    if fdp.ConsumeIntInRange(0, 7) == 0 and t.dtype in (weft.float32, weft.float64):
+        t.requires_grad_(True)
+    return t
+
+
+@atheris.instrument_func
+def value(fdp, depth=0):
+    kind = fdp.ConsumeIntInRange(0, 13)
+    if kind == 0:
+        return None
+    if kind <= 2:
+        return fdp.ConsumeIntInRange(-3, 8) if kind == 1 else INTS[
+            fdp.ConsumeIntInRange(0, len(INTS) - 1)]
+    if kind == 3:
+        return FLOATS[fdp.ConsumeIntInRange(0, len(FLOATS) - 1)]
+    if kind == 4:
+        return fdp.ConsumeBool()
+    if kind == 5:
+        return WORDS[fdp.ConsumeIntInRange(0, len(WORDS) - 1)] if fdp.ConsumeBool() else \
+            fdp.ConsumeUnicodeNoSurrogates(6)
+    if kind == 6:
+        return DTYPES[fdp.ConsumeIntInRange(0, len(DTYPES) - 1)]
+    if kind <= 9:
+        return small_tensor(fdp)
+    if kind == 10 and depth < 2:
+        return [value(fdp, depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))]
+    if kind == 11 and depth < 2:
+        return tuple(fdp.ConsumeIntInRange(-2, 4) for _ in range(fdp.ConsumeIntInRange(0, 4)))
+    if kind == 12:
+        return complex(fdp.ConsumeIntInRange(-2, 2), 1)
+    return fdp.ConsumeIntInRange(0, 3)
+
+
+def schemas(fn):
+    """The schemas in a bound operator's docstring, one per overload, as
+    (python name, [(type, name, keyword only, has a default)])."""
+    out = []
+    for line in (getattr(fn, "__doc__", None) or "").splitlines():
+        line = line.strip()
+        if "->" not in line or "(" not in line:
+            continue
+        name = line[:line.index("(")]
+        inside = line[line.index("(") + 1:line.rindex(")", 0, line.index("->"))]
+        args, kwonly = [], False
+        for part in inside.split(","):
+            part = part.strip()
+            if part == "*":
+                kwonly = True
+            elif part:
+                typ, _, rest = part.partition(" ")
+                arg, eq, _ = rest.partition("=")
+                args.append((typ, arg.strip(), kwonly, bool(eq)))
+        out.append((name, args))
+    return out
+
+
+@atheris.instrument_func
+def value_of_type(fdp, typ):
+    """Mostly a value of the schema's type; now and then anything."""
+    if fdp.ConsumeIntInRange(0, 15) == 0:
+        return value(fdp)
+    if typ.endswith("?") and fdp.ConsumeIntInRange(0, 5) == 0:
+        return None
+    base = typ.rstrip("?")
+    if base.startswith("Tensor") and base.endswith("[]"):
+        return [small_tensor(fdp) for _ in range(fdp.ConsumeIntInRange(0, 3))]
+    if base.startswith("Tensor"):
+        return small_tensor(fdp)
+    if base == "int[]":
+        n = fdp.ConsumeIntInRange(0, 4)
+        return [fdp.ConsumeIntInRange(-3, 4) if fdp.ConsumeIntInRange(0, 7) else
+                INTS[fdp.ConsumeIntInRange(0, len(INTS) - 1)] for _ in range(n)]
+    if base == "float[]":
+        return [FLOATS[fdp.ConsumeIntInRange(0, len(FLOATS) - 1)]
+                for _ in range(fdp.ConsumeIntInRange(0, 3))]
+    if base == "int":
+        return fdp.ConsumeIntInRange(-3, 4) if fdp.ConsumeIntInRange(0, 7) else \
+            INTS[fdp.ConsumeIntInRange(0, len(INTS) - 1)]
+    if base in ("float", "Scalar"):
+        return FLOATS[fdp.ConsumeIntInRange(0, len(FLOATS) - 1)] if fdp.ConsumeBool() else \
+            fdp.ConsumeIntInRange(-3, 4)
+    if base == "bool":
+        return fdp.ConsumeBool()
+    if base == "ScalarType":
+        return DTYPES[fdp.ConsumeIntInRange(0, len(DTYPES) - 1)]
+    if base == "str":
+        return WORDS[fdp.ConsumeIntInRange(0, len(WORDS) - 1)]
+    return value(fdp)
+
+
+@atheris.instrument_func
+def call(fdp):
+    method = fdp.ConsumeBool()
+    if method:
+        fn = getattr(small_tensor(fdp), METHODS[fdp.ConsumeIntInRange(0, len(METHODS) - 1)])
+    else:
+        fn = getattr(weft, FUNCTIONS[fdp.ConsumeIntInRange(0, len(FUNCTIONS) - 1)])
+    overloads = schemas(fn)
+    args, kwargs = [], {}
+    if overloads and fdp.ConsumeIntInRange(0, 7):
+        # arguments after one of the operator's schemas: positional ones in
+        # order (self is the tensor of a method; an _out form's out= is a
+        # keyword), keyword-only ones by name, defaults now and then left out
+        name, params = overloads[fdp.ConsumeIntInRange(0, len(overloads) - 1)]
+        if name.endswith("_out") and params:
+            kwargs["out"] = value_of_type(fdp, params[0][0])
+            params = params[1:]
+        if method and params:
+            params = params[1:]
+        by_name = False  # once one is left out or named, the rest are named
+        for typ, arg, kwonly, has_default in params:
+            if has_default and fdp.ConsumeBool():
+                by_name = True
+                continue
+            by_name = by_name or kwonly or (has_default and fdp.ConsumeIntInRange(0, 3) == 0)
+            if by_name:
+                kwargs[arg] = value_of_type(fdp, typ)
+            else:
+                args.append(value_of_type(fdp, typ))
+    else:
+        args = [value(fdp) for _ in range(fdp.ConsumeIntInRange(0, 4))]
+    for _ in range(fdp.ConsumeIntInRange(0, 1) if fdp.ConsumeIntInRange(0, 7) == 0 else 0):
+        kwargs[KEYWORDS[fdp.ConsumeIntInRange(0, len(KEYWORDS) - 1)]] = value(fdp)
+    if VERBOSE:  # WEFT_FUZZ_VERBOSE=1: what an input (a saved finding) calls
+        print("call %s%s %r %r" % ("Tensor." if method else "weft.", fn.__name__, args, kwargs),
+              file=sys.stderr, flush=True)
+    return fn(*args, **kwargs)
+
+
+def use(result, depth=0):
+    """Reads what came back, as a user would print it."""
+    if isinstance(result, weft.Tensor):
+        repr(result)
+        if result.numel() <= 64:
+            result.tolist()
+        if result.requires_grad and result.numel() == 1 and result.dtype in (weft.float32,
+                                                                             weft.float64):
+            result.sum().backward()
+    elif isinstance(result, (tuple, list)) and depth < 2:
+        for r in result[:8]:
+            use(r, depth + 1)
+
+
+@atheris.instrument_func
+def test_one_input(data):
+    fdp = atheris.FuzzedDataProvider(data)
+    try:
+        use(call(fdp))
+    except EXPECTED:
+        pass
+
+
+if __name__ == "__main__":
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
