@@ -173,11 +173,21 @@ static void recompute_all_ops(void)
 
 /* ------------------------------------------------------ bookkeeping */
 
+static bool reserve_retired(size_t need);
+static size_t n_regs_live; /* registrations made and not yet released */
+
+/* A registration retires at most two records when released (a device's
+ * interface and allocator), and retiring must not fail — a record that
+ * cannot be retired is leaked — so room for them is made here, where an
+ * out-of-memory is still a clean error (registry lock held). */
 static weft_registration *new_registration(weft_registrar *reg, reg_kind kind)
 {
+    if (!reserve_retired(2 * (n_regs_live + 1)))
+        return NULL;
     weft_registration *r = wf__calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    n_regs_live++;
     r->kind = kind;
     r->registrar = reg;
     r->slot = -1;
@@ -223,16 +233,27 @@ static wf_kernel *new_kernel(weft_registrar *reg, weft_kernel_fn fn, void *ctx, 
 static void **retired;
 static size_t n_retired, cap_retired;
 
+/* Room for `more` records beyond those retired already. */
+static bool reserve_retired(size_t more)
+{
+    if (cap_retired - n_retired >= more)
+        return true;
+    size_t cap = cap_retired ? 2 * cap_retired : 64;
+    while (cap - n_retired < more)
+        cap *= 2;
+    void **g = wf__realloc(retired, cap * sizeof *g);
+    if (!g)
+        return false;
+    retired = g;
+    cap_retired = cap;
+    return true;
+}
+
+/* Never fails: new_registration reserved the room. */
 static void retire(void *k)
 {
-    if (n_retired == cap_retired) {
-        size_t cap = cap_retired ? 2 * cap_retired : 64;
-        void **g = wf__realloc(retired, cap * sizeof *g);
-        if (!g)
-            return; /* leak the record rather than risk a reader's use */
-        retired = g;
-        cap_retired = cap;
-    }
+    if (n_retired == cap_retired && !reserve_retired(1))
+        return; /* not reached; leaking beats risking a reader's use */
     retired[n_retired++] = k;
 }
 
@@ -283,6 +304,7 @@ static void release_locked(weft_registration *r)
         retire(r->allocator);
         break;
     }
+    n_regs_live--;
     free(r);
 }
 

@@ -14,7 +14,9 @@
  *      check_entry_symbol checks), not its name, value or section
  *   2  the bytes of the name string and 3 of the variant string
  *   4  the ELF header's e_phoff, e_phentsize and e_phnum
- *   5  p_offset and p_filesz of every PT_LOAD and PT_DYNAMIC header
+ *   5  p_offset and p_filesz of every PT_LOAD and PT_DYNAMIC header, kept
+ *      only when the segment then ends past the end of the file (a segment
+ *      moved within the file maps wrong code that glibc runs in dlopen)
  * Input: one byte whose bit i says whether region i is written, then the
  * regions' new bytes in that order (a short input leaves the rest as is).
  * Only what the loader checks before or instead of trusting glibc is
@@ -32,6 +34,7 @@
 #define _GNU_SOURCE
 #include <elf.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -170,6 +173,24 @@ static void apply(unsigned char *copy, const uint8_t *data, size_t size)
                 ELF64_ST_TYPE(copy[sp->off]) == STT_GNU_IFUNC)
                 copy[sp->off] = (unsigned char)ELF64_ST_INFO(ELF64_ST_BIND(copy[sp->off]), STT_OBJECT);
         }
+    /* A segment moved or shortened but still inside the file maps the wrong
+     * bytes (or zeros) as code or data: glibc runs the library's _init from
+     * them inside dlopen, and no check of weft's can tell such a file from a
+     * valid one.  Only the changes the loader can see are kept: a segment
+     * that ends past the end of the file (check_elf_extent). */
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)image;
+    for (int i = 0; i < eh->e_phnum; i++) {
+        const Elf64_Phdr *orig = (const Elf64_Phdr *)(image + eh->e_phoff) + i;
+        if (orig->p_type != PT_LOAD && orig->p_type != PT_DYNAMIC)
+            continue;
+        Elf64_Phdr *now = (Elf64_Phdr *)(copy + eh->e_phoff) + i;
+        bool changed = now->p_offset != orig->p_offset || now->p_filesz != orig->p_filesz;
+        bool past_end = now->p_offset > image_len || now->p_filesz > image_len - now->p_offset;
+        if (changed && !past_end) {
+            now->p_offset = orig->p_offset;
+            now->p_filesz = orig->p_filesz;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ seeds */
