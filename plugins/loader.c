@@ -615,6 +615,37 @@ static void drop_candidate(candidate *c)
     c->path = c->name = c->variant = NULL;
 }
 
+/* Appends ", N what" to an EBUSY message when n > 0. */
+static void busy_part(char *buf, size_t size, size_t *len, long n, const char *one,
+                      const char *many)
+{
+    if (n <= 0 || *len >= size)
+        return;
+    *len += (size_t)snprintf(buf + *len, size - *len, "%s%ld %s", *len ? ", " : "", n,
+                             n == 1 ? one : many);
+}
+
+/* Waits for the threads that may be running a plugin's code or reading what
+ * it registered, once its registrations are released (loader mutex held;
+ * sections that call the loader meanwhile give up instead of blocking). */
+static void quiesce_locked(void)
+{
+    atomic_store(&quiescing, true);
+    wf__quiesce();
+    atomic_store(&quiescing, false);
+}
+
+/* Plugins whose init failed while storages, streams or events made on their
+ * device types were alive: those call the library's deleters and drop holds
+ * on its registrar later, so neither is closed nor freed.  Listed, so they
+ * stay reachable. */
+typedef struct kept_library {
+    void *handle;
+    weft_registrar *reg;
+    struct kept_library *next;
+} kept_library;
+static kept_library *kept;
+
 /* Runs init for a chosen candidate.  Takes its handle either way (closing
  * it on failure); the candidate keeps its path for the caller to free. */
 static int init_candidate(candidate *c)
@@ -647,20 +678,44 @@ static int init_candidate(candidate *c)
         const char *why = weft_last_error();
         snprintf(msg, sizeof msg, "init failed with %s: %s", weft_error_name(rc),
                  *why ? why : weft_strerror(rc));
-        /* everything the plugin registered goes, newest first */
+        /* Everything the plugin registered goes, newest first.  Other
+         * threads may have used it while init ran (device types, kernels
+         * and allocators are live as soon as they are registered), so this
+         * is an unload: refuse new holds, unpublish, wait for the threads
+         * that may be inside its code. */
+        wf__registrar_set_closing(reg, true);
         wf__registrar_release_all(reg);
-        free(reg);
+        quiesce_locked();
+        long storages = wf__registrar_live_kind(reg, WF_HOLD_STORAGE);
+        long streams = wf__registrar_live_kind(reg, WF_HOLD_STREAM);
+        if (storages || streams) {
+            char what[256] = "";
+            size_t len = 0, at = strlen(msg);
+            busy_part(what, sizeof what, &len, storages, "storage", "storages");
+            busy_part(what, sizeof what, &len, streams, "stream or event", "streams and events");
+            snprintf(msg + at, sizeof msg - at,
+                     "; its library stays loaded: %s made on its device types while init ran "
+                     "still alive",
+                     what);
+            kept_library *k = wf__calloc(1, sizeof *k);
+            if (k) {
+                *k = (kept_library){c->handle, reg, kept};
+                kept = k;
+            } /* else both leak, which is still safe */
+        } else {
+            free(reg);
+            /* nothing of the descriptor is read after this: it lives in
+             * the library being closed */
+            dlclose(c->handle);
+        }
+        c->handle = NULL;
+        c->desc = NULL;
         report(c->path, c->name, c->variant, WEFT_PLUGIN_FAILED, msg, c->abi_major, c->abi_minor,
                c->score);
         rc = wf__errorf(WEFT_EPLUGIN, "plugin '%s' (%s): %s", c->name, c->path, msg);
         free(p);
         free(path_copy);
         free(name_copy);
-        /* nothing of the descriptor is read after this: it lives in the
-         * library being closed */
-        dlclose(c->handle);
-        c->handle = NULL;
-        c->desc = NULL;
         return rc;
     } else if (rc > 0) {
         rc = 0;
@@ -910,16 +965,6 @@ WEFT_API int weft_load_plugin(const char *path)
     return rc;
 }
 
-/* Appends ", N what" to an EBUSY message when n > 0. */
-static void busy_part(char *buf, size_t size, size_t *len, long n, const char *one,
-                      const char *many)
-{
-    if (n <= 0 || *len >= size)
-        return;
-    *len += (size_t)snprintf(buf + *len, size - *len, "%s%ld %s", *len ? ", " : "", n,
-                             n == 1 ? one : many);
-}
-
 /* Unloading in three steps, so that no thread can be left running the
  * plugin's code or holding its memory:
  *   1. decide: with the registrar "closing" (new storages, streams and events
@@ -985,9 +1030,7 @@ WEFT_API int weft_unload_plugin(const char *name)
     n_decided = 0;
     /* The loader mutex stays held, so nobody reloads the same file before
      * fini; sections never take it blocking (loader_lock). */
-    atomic_store(&quiescing, true);
-    wf__quiesce();
-    atomic_store(&quiescing, false);
+    quiesce_locked();
     if (p->desc->struct_size >= offsetof(weft_plugin_descriptor, fini) + sizeof(void *) &&
         p->desc->fini)
         p->desc->fini();

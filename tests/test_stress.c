@@ -4,12 +4,18 @@
  * copy back); one thread loads and unloads testgood over and over (its
  * kernels, its operator, its device type).  Every result that comes back
  * must be exact; a call may fail only because testgood is not there (or is
- * being unloaded) at that moment.  tests/tsan.sh runs this under
- * ThreadSanitizer.  WEFT_STRESS_MS sets the duration (default 1500). */
+ * being unloaded) at that moment.  A second phase, the allocation storm,
+ * has the workers only allocate on testdev and free at once while testgood
+ * is loaded and unloaded, until some allocation has met an unload deciding:
+ * that error ("its plugin 'testgood' is being unloaded") formats the name
+ * kept in the registrar that the unload frees next, after waiting for the
+ * threads inside sections.  tests/tsan.sh runs this under ThreadSanitizer.
+ * WEFT_STRESS_MS sets the duration (default 1500; the storm takes a third). */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <weft/plugin.h>
@@ -135,6 +141,33 @@ static void device_round(counts *c, int i)
     weft_tensor_release(back);
 }
 
+/* The storm's worker: one allocation on testdev at a time, freed at once. */
+static atomic_long storm_refusals;
+
+static void *storm(void *arg)
+{
+    counts *c = arg;
+    int64_t sz[1] = {16};
+    while (!atomic_load(&stop)) {
+        weft_device dev;
+        weft_tensor *t = NULL;
+        int rc = weft_device_from_string(&dev, "testdev:0");
+        if (rc == 0)
+            rc = weft_empty(&t, sz, 1, WEFT_FLOAT32, dev);
+        if (rc == 0)
+            c->dev_ok++;
+        else if (rc == WEFT_EBUSY &&
+                 strstr(weft_last_error(), "its plugin 'testgood' is being unloaded"))
+            atomic_fetch_add(&storm_refusals, 1);
+        else if (absent(rc) && rc != WEFT_EBUSY)
+            c->dev_absent++;
+        else
+            report_wrong("an allocation on testdev in the storm", rc);
+        weft_tensor_release(t);
+    }
+    return NULL;
+}
+
 /* set by the cycler while an unload keeps being refused */
 static atomic_bool draining;
 
@@ -232,6 +265,34 @@ int main(void)
     ok(sum.cpu_ok > 0, "%ld CPU rounds were exact", sum.cpu_ok);
     ok(sum.dev_ok > 0, "%ld testdev rounds ran the plugin's kernels (%ld found it absent), "
        "%ld of its CPU kernel", sum.dev_ok, sum.dev_absent, sum.twice_cpu_ok);
+
+    /* the storm: a third of the duration, and until an allocation has met
+     * an unload deciding, but never more than a minute */
+    atomic_store(&stop, false);
+    counts sc[WORKERS] = {{0}};
+    cycler scy = {0};
+    for (int i = 0; i < WORKERS; i++)
+        pthread_create(&workers[i], NULL, storm, &sc[i]);
+    pthread_create(&loader, NULL, load_unload, &scy);
+    t0 = now_ms();
+    while ((now_ms() - t0 < duration / 3 || atomic_load(&storm_refusals) == 0) &&
+           now_ms() - t0 < 60000 && !atomic_load(&wrong)) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(workers[i], NULL);
+    pthread_join(loader, NULL);
+    long storm_ok = 0;
+    for (int i = 0; i < WORKERS; i++)
+        storm_ok += sc[i].dev_ok;
+    is_int(atomic_load(&wrong), 0, "the storm: every failure was the plugin's absence%s%s",
+           atomic_load(&wrong) ? ": " : "", atomic_load(&wrong) ? wrong_what : "");
+    ok(atomic_load(&storm_refusals) > 0,
+       "the storm: %ld allocations met testgood being unloaded and named it (%ld succeeded, "
+       "%ld cycles)",
+       atomic_load(&storm_refusals), storm_ok, atomic_load(&scy.unloads));
     is_int(weft_device_type_from_name("testdev"), WEFT_ENOTFOUND, "testgood is unloaded at the end");
     is_int(weft_load_plugin(good_path), 0, "and loads again");
     is_int(weft_unload_plugin("testgood"), 0, "and unloads");

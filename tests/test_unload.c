@@ -3,9 +3,12 @@
  * of other registrars on its device type or operators, or a call from
  * inside an operator stand in the way; waits for a kernel of the plugin
  * running in another thread before fini and dlclose; reloads from the same
- * path with a new init. */
+ * path with a new init.  A plugin whose init fails after other threads have
+ * allocated on its device type and called its kernel stays mapped while
+ * that storage lives, and its kernel ends before the load returns. */
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -100,6 +103,42 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* --- threads that use what a failing init registered (test-lateinit.so) */
+typedef struct late_job {
+    weft_tensor *held;  /* a storage on latedev, from its allocator */
+    weft_tensor *flags; /* late_wait_'s start and end flags */
+    int alloc_rc, call_rc;
+} late_job;
+
+static void *late_allocate(void *arg)
+{
+    late_job *job = arg;
+    int type = -1;
+    double t0 = now_ms();
+    while ((type = weft_device_type_from_name("latedev")) < 0 && now_ms() - t0 < 10000)
+        sched_yield();
+    int64_t sz[1] = {4};
+    job->alloc_rc = type < 0 ? type
+                             : weft_empty(&job->held, sz, 1, WEFT_FLOAT32,
+                                          (weft_device){.type = (int16_t)type, .index = 0});
+    return NULL;
+}
+
+static void *late_call(void *arg)
+{
+    late_job *job = arg;
+    const weft_op *op;
+    double t0 = now_ms();
+    while ((job->call_rc = weft_op_find(&op, "late_wait_")) < 0 && now_ms() - t0 < 10000)
+        sched_yield();
+    if (job->call_rc == 0) {
+        weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = job->flags},
+                              {.tag = WEFT_VALUE_INT, .u.i = 300}};
+        job->call_rc = weft_call_boxed(op, args, 2, NULL, 0);
+    }
+    return NULL;
 }
 
 int main(void)
@@ -218,6 +257,31 @@ int main(void)
     is_int(weft_op_find(&gone, "test_slow_"), WEFT_ENOTFOUND, "its operator is gone");
     is_int(weft_load_plugin(tp("test-slow.so")), 0, "reload testslow");
     is_int(weft_unload_plugin("testslow"), 0, "an idle unload does not wait");
+
+    /* an init that fails while other threads use what it registered: a
+     * storage on its device type and a call of its kernel */
+    late_job late = {NULL, NULL, -1, -1};
+    weft_zeros(&late.flags, &two, 1, WEFT_INT32, WEFT_DEVICE_CPU);
+    _Atomic int32_t *late_flags = weft_tensor_data_ptr(late.flags);
+    pthread_t ta, tc;
+    pthread_create(&ta, NULL, late_allocate, &late);
+    pthread_create(&tc, NULL, late_call, &late);
+    is_int(weft_load_plugin(tp("test-lateinit.so")), WEFT_EPLUGIN, "an init that fails after others used it");
+    like(weft_last_error(), "after 1 allocation(s) on latedev and late_wait_ running",
+         "it failed while a storage on latedev was alive and its kernel ran");
+    is_int(atomic_load(&late_flags[1]), 1, "the kernel had finished when the load returned");
+    like(weft_last_error(), "its library stays loaded: 1 storage", "says why the library stays");
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    is_int(late.alloc_rc, 0, "the allocation on latedev succeeded during init");
+    is_int(late.call_rc, 0, "and so did the kernel's call");
+    is_int(weft_device_type_from_name("latedev"), WEFT_ENOTFOUND, "latedev is gone");
+    weft_tensor *late_more = NULL;
+    ok(late.held && weft_empty(&late_more, sz, 1, WEFT_FLOAT32, weft_tensor_device(late.held)) < 0,
+       "nothing more is allocated on it");
+    weft_tensor_release(late.held); /* its deleter is the failed plugin's */
+    ok(1, "the storage made during the failed init was freed by its deleter");
+    weft_tensor_release(late.flags);
 
     weft_tensor_release(job.flags);
     weft_tensor_release(cpu);

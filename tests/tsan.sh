@@ -2,7 +2,8 @@
 # tests/tsan.sh — builds the core, the CPU plugin, the test plugins it needs
 # and tests/test_stress.c and tests/test_host_alloc.c with -fsanitize=thread
 # in a scratch directory, and
-# runs the stress test (plugins loaded and unloaded while threads dispatch)
+# runs the stress test (plugins loaded and unloaded while threads dispatch,
+# then allocate on the plugin's device as fast as they can)
 # and the host allocator test (per-thread caches, thread exit, statistics)
 # under ThreadSanitizer: any data race it reports fails the test.  Prints TAP;
 # when the compiler or the kernel cannot run ThreadSanitizer it prints a
