@@ -27,30 +27,7 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
-
-/* Reads the input front to back; zeros once it runs out. */
-typedef struct reader {
-    const uint8_t *p;
-    size_t left;
-} reader;
-
-static uint64_t take(reader *r, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        v |= (uint64_t)(r->left ? *r->p : 0) << (8 * i);
-        if (r->left)
-            r->p++, r->left--;
-    }
-    return v;
-}
+#include "fuzz_common.h"
 
 /* ---------------------------------------------------------------- schemas */
 

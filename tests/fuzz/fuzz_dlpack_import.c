@@ -16,37 +16,14 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+#include "fuzz_common.h"
+
 #include "tests/host_device.h"
 
 #define BUFFER_BYTES 4096
 
 static _Alignas(64) unsigned char buffer[BUFFER_BYTES];
 static int deleter_calls;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
-
-/* Reads the input front to back; zeros once it runs out. */
-typedef struct reader {
-    const uint8_t *p;
-    size_t left;
-} reader;
-
-static uint64_t take(reader *r, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        v |= (uint64_t)(r->left ? *r->p : 0) << (8 * i);
-        if (r->left)
-            r->p++, r->left--;
-    }
-    return v;
-}
 
 /* Sizes and strides drawn from a few interesting classes. */
 static int64_t take_extent(reader *r)

@@ -31,15 +31,9 @@
 #include <weft/nn.h>
 #include <weft/weft.h>
 
-#include "nn/parameter_file.h"
+#include "fuzz_common.h"
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "nn/parameter_file.h"
 
 #define NT 5
 static const char *const names[NT] = {"weight", "bias", "step", "empty", "z"};

@@ -46,13 +46,7 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
+#include "fuzz_common.h"
 
 static unsigned char *image; /* the valid plugin file */
 static size_t image_len;
