@@ -55,12 +55,14 @@ out:
     return rc;
 }
 
-/* one operator of each family: pointwise, binary with broadcasting, a
- * reduction, matmul, a list result, a list argument */
+/* one operator of each family: pointwise, binary, a reduction, matmul, a
+ * list result, a list argument, nn (softmax, conv2d), indexing */
 static int prog_ops(void)
 {
     int rc;
     weft_tensor *e = NULL, *m = NULL, *s = NULL, *xt = NULL, *mm = NULL, *c = NULL;
+    weft_tensor *sm = NULL, *x4 = NULL, *w = NULL, *cv = NULL, *idx = NULL, *is = NULL,
+                *y4 = NULL, *y4r = NULL;
     weft_tensor **parts = NULL;
     int nparts = 0;
     TRY(weft_exp(&e, x));
@@ -71,9 +73,20 @@ static int prog_ops(void)
     TRY(weft_matmul(&mm, x, xt));
     TRY(weft_split(&parts, &nparts, x, 1, 1));
     TRY(weft_cat(&c, parts, nparts, 0));
+    /* nn: softmax and a convolution; indexing: index_select */
+    TRY(weft_softmax(&sm, x, 1));
+    int64_t in4[4] = {1, 1, 2, 3}, one = 1, zero = 0;
+    TRY(weft_reshape(&x4, x, in4, 4));
+    TRY(weft_reshape(&y4, y, in4, 4));
+    TRY(weft_slice(&y4r, y4, 2, 0, 1, 1));
+    TRY(weft_slice(&w, y4r, 3, 0, 2, 1)); /* a 1x1x1x2 kernel */
+    TRY(weft_conv2d(&cv, x4, w, NULL, &one, 1, &zero, 1, &one, 1, 1));
+    TRY(weft_zeros(&idx, &one, 1, WEFT_INT64, CPU));
+    TRY(weft_index_select(&is, x, 1, idx));
 out:
     weft_tensor_list_free(parts, nparts);
     drop(&e), drop(&m), drop(&s), drop(&xt), drop(&mm), drop(&c);
+    drop(&sm), drop(&x4), drop(&w), drop(&cv), drop(&idx), drop(&is), drop(&y4), drop(&y4r);
     return rc;
 }
 
