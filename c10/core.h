@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <weft/plugin.h>
 #include <weft/weft.h>
@@ -21,10 +23,23 @@ static inline bool wf__fault_alloc(void)
     return __builtin_expect(atomic_load_explicit(&wf__fault_armed, memory_order_relaxed), 0) &&
            wf__fault_hit();
 }
-void *wf__malloc(size_t n);
-void *wf__calloc(size_t n, size_t size);
-void *wf__realloc(void *p, size_t n);
-char *wf__strdup(const char *s);
+/* inline: these sit on the tensor-creation path, where a call more costs */
+static inline void *wf__malloc(size_t n)
+{
+    return wf__fault_alloc() ? NULL : malloc(n);
+}
+static inline void *wf__calloc(size_t n, size_t size)
+{
+    return wf__fault_alloc() ? NULL : calloc(n, size);
+}
+static inline void *wf__realloc(void *p, size_t n)
+{
+    return wf__fault_alloc() ? NULL : realloc(p, n);
+}
+static inline char *wf__strdup(const char *s)
+{
+    return wf__fault_alloc() ? NULL : strdup(s);
+}
 
 #define WF_INLINE_DIMS 5
 

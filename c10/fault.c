@@ -39,26 +39,6 @@ WEFT_API long weft_fault_inject_alloc(long n, int keep_failing)
     return was;
 }
 
-void *wf__malloc(size_t n)
-{
-    return wf__fault_alloc() ? NULL : malloc(n);
-}
-
-void *wf__calloc(size_t n, size_t size)
-{
-    return wf__fault_alloc() ? NULL : calloc(n, size);
-}
-
-void *wf__realloc(void *p, size_t n)
-{
-    return wf__fault_alloc() ? NULL : realloc(p, n);
-}
-
-char *wf__strdup(const char *s)
-{
-    return wf__fault_alloc() ? NULL : strdup(s);
-}
-
 WEFT_API void *weft_malloc(size_t n)
 {
     return wf__malloc(n);

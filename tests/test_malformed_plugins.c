@@ -137,6 +137,25 @@ static void link_plugin(const char *dir, const char *lib)
         diag("symlink %s: %s", to, strerror(errno));
 }
 
+/* The whole file at path (malloc'd, its size in *size), or NULL. */
+static unsigned char *read_file(const char *path, size_t *size)
+{
+    FILE *in = fopen(path, "rb");
+    if (!in)
+        return NULL;
+    fseek(in, 0, SEEK_END);
+    long n = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    unsigned char *buf = n > 0 ? malloc((size_t)n) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, in) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(in);
+    *size = buf ? (size_t)n : 0;
+    return buf;
+}
+
 /* Writes the build's CPU plugin cut in the middle of what dlopen maps (half
  * of the extent of its PT_LOAD segments; a plain half of the file can lie
  * wholly in the debug sections) as libweft-trunc.so. */
@@ -145,21 +164,15 @@ static int write_truncated(const char *dir)
     char from[PATH_MAX + 64], to[PATH_MAX + 64];
     snprintf(from, sizeof from, "%s/.libs/libweft-cpu.so", builddir);
     snprintf(to, sizeof to, "%s/libweft-trunc.so", dir);
-    FILE *in = fopen(from, "rb");
-    if (!in)
-        return -1;
-    fseek(in, 0, SEEK_END);
-    long size = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    char *buf = malloc((size_t)size);
-    int rc = buf && fread(buf, 1, (size_t)size, in) == (size_t)size ? 0 : -1;
-    fclose(in);
+    size_t size;
+    unsigned char *buf = read_file(from, &size);
+    int rc = buf ? 0 : -1;
     uint64_t extent = 0;
     if (rc == 0 && (size_t)size >= sizeof(Elf64_Ehdr)) {
         const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
         for (unsigned i = 0; i < eh->e_phnum; i++) {
             const Elf64_Phdr *ph = (const Elf64_Phdr *)(buf + eh->e_phoff + i * sizeof *ph);
-            if ((long)(eh->e_phoff + (i + 1) * sizeof *ph) <= size && ph->p_type == PT_LOAD &&
+            if (eh->e_phoff + (i + 1) * sizeof *ph <= size && ph->p_type == PT_LOAD &&
                 ph->p_offset + ph->p_filesz > extent)
                 extent = ph->p_offset + ph->p_filesz;
         }
@@ -188,15 +201,9 @@ static int write_damaged(const char *dir, const char *field)
     char from[PATH_MAX + 64], to[PATH_MAX + 64];
     snprintf(from, sizeof from, "%s/tests/plugins/.libs/test-good.so", builddir);
     snprintf(to, sizeof to, "%s/libweft-damaged.so", dir);
-    FILE *in = fopen(from, "rb");
-    if (!in)
-        return -1;
-    fseek(in, 0, SEEK_END);
-    long size = ftell(in);
-    fseek(in, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)size);
-    int rc = buf && fread(buf, 1, (size_t)size, in) == (size_t)size ? 0 : -1;
-    fclose(in);
+    size_t size;
+    unsigned char *buf = read_file(from, &size);
+    int rc = buf ? 0 : -1;
     /* the descriptor's file offset: its dynamic symbol's value, through
      * the PT_LOAD segment that holds it */
     long at = -1;
