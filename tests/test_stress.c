@@ -221,6 +221,34 @@ static void *load_unload(void *arg)
     return NULL;
 }
 
+static bool phase_cycled(const cycler *cy)
+{
+    return atomic_load(&cy->unloads) >= 2;
+}
+
+static bool phase_refused(const cycler *cy)
+{
+    (void)cy;
+    return atomic_load(&storm_refusals) > 0;
+}
+
+/* Lets a phase's threads run for at least min_ms and until done(cy), never
+ * more than a minute or past a wrong result; then stops and joins them. */
+static void wait_phase(pthread_t *workers, pthread_t loader, double min_ms,
+                       bool (*done)(const cycler *), const cycler *cy)
+{
+    double t0 = now_ms();
+    while ((now_ms() - t0 < min_ms || !done(cy)) && now_ms() - t0 < 60000 &&
+           !atomic_load(&wrong)) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(workers[i], NULL);
+    pthread_join(loader, NULL);
+}
+
 int main(void)
 {
     const char *dir = getenv("WEFT_TEST_PLUGIN_DIR");
@@ -237,19 +265,9 @@ int main(void)
     for (int i = 0; i < WORKERS; i++)
         pthread_create(&workers[i], NULL, worker, &c[i]);
     pthread_create(&loader, NULL, load_unload, &cy);
-    double t0 = now_ms();
     /* at least the duration, and at least two load/unload cycles (under
-     * valgrind a cycle can take longer than the whole duration), but never
-     * more than a minute */
-    while ((now_ms() - t0 < duration || atomic_load(&cy.unloads) < 2) &&
-           now_ms() - t0 < 60000 && !atomic_load(&wrong)) {
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    atomic_store(&stop, true);
-    for (int i = 0; i < WORKERS; i++)
-        pthread_join(workers[i], NULL);
-    pthread_join(loader, NULL);
+     * valgrind a cycle can take longer than the whole duration) */
+    wait_phase(workers, loader, duration, phase_cycled, &cy);
 
     counts sum = {0};
     for (int i = 0; i < WORKERS; i++) {
@@ -274,16 +292,7 @@ int main(void)
     for (int i = 0; i < WORKERS; i++)
         pthread_create(&workers[i], NULL, storm, &sc[i]);
     pthread_create(&loader, NULL, load_unload, &scy);
-    t0 = now_ms();
-    while ((now_ms() - t0 < duration / 3 || atomic_load(&storm_refusals) == 0) &&
-           now_ms() - t0 < 60000 && !atomic_load(&wrong)) {
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    atomic_store(&stop, true);
-    for (int i = 0; i < WORKERS; i++)
-        pthread_join(workers[i], NULL);
-    pthread_join(loader, NULL);
+    wait_phase(workers, loader, duration / 3, phase_refused, &scy);
     long storm_ok = 0;
     for (int i = 0; i < WORKERS; i++)
         storm_ok += sc[i].dev_ok;
