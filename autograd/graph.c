@@ -498,6 +498,11 @@ WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t)
             *out = NULL;
         return wf__errorf(WEFT_EINVAL, "detach: NULL argument");
     }
+    /* a layout's payload has one owner: no second tensor can share it */
+    if (wf__require_strided(t, "detach") < 0) {
+        *out = NULL;
+        return WEFT_EINVAL;
+    }
     int rc = wf__tensor_make(out, t->storage, t->sizes, t->strides, t->ndim, t->storage_offset,
                              (weft_dtype)t->dtype);
     if (rc == 0)

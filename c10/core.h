@@ -62,11 +62,12 @@ struct weft_registrar;
  * events on its device types.  c10 owns the record and its counters; a
  * registrar (dispatch/registrar.c) embeds one, so c10 counts holds without
  * knowing what a registrar is.  try_hold fails while an unload decides. */
-enum { WF_HOLD_STORAGE, WF_HOLD_STREAM };
+enum { WF_HOLD_STORAGE, WF_HOLD_STREAM, WF_HOLD_LAYOUT };
 typedef struct wf_owner {
     char name[48];            /* the plugin's name, for messages */
     atomic_long live;         /* storages made by its allocators */
     atomic_long live_streams; /* streams and events on its device types */
+    atomic_long live_layout;  /* tensors of the layouts it registered */
     atomic_bool closing;      /* an unload is deciding: refuse new holds */
 } wf_owner;
 void wf__owner_drop(wf_owner *o);
@@ -97,6 +98,7 @@ struct weft_tensor {
     int8_t dtype;         /* weft_dtype */
     bool is_contiguous;   /* cached; recomputed whenever metadata changes */
     bool is_view;         /* made by a view function from another tensor */
+    uint8_t layout;       /* WEFT_LAYOUT_STRIDED, or a plugin layout (c10/layout.c) */
     weft_device device;
     weft_keyset keys;     /* cached dispatch keys */
     int64_t numel;        /* cached */
@@ -111,7 +113,51 @@ struct weft_tensor {
     int64_t *strides;
     int64_t inline_sizes[WF_INLINE_DIMS];
     int64_t inline_strides[WF_INLINE_DIMS];
+    /* A plugin layout's per-tensor data (indices and values, scales...),
+     * released through the layout's interface; NULL for strided tensors. */
+    void *layout_payload;
 };
+
+/* ----- layouts (c10/layout.c)
+ * Layout 0 is strided and built in; plugins register up to
+ * WEFT_MAX_LAYOUTS others, ids 1..WEFT_MAX_LAYOUTS.  A layout tensor has a
+ * zero-byte storage (so code that bumps versions or compares storages
+ * needs no special case), the layout's dispatch key and its device's
+ * backend bit, and no Dense bit: no dense kernel is ever chosen for it. */
+typedef struct wf_layout {
+    char name[32];             /* written before registered is set, kept after */
+    atomic_bool registered;
+    weft_layout_interface iface; /* core-owned copy, zero-extended */
+    wf_owner *owner;
+} wf_layout;
+extern wf_layout wf__layouts[WEFT_MAX_LAYOUTS + 1];
+/* The dispatch key of plugin layout id (1..WEFT_MAX_LAYOUTS). */
+static inline int wf__layout_key(int layout)
+{
+    return WEFT_KEY_LAYOUT_FIRST + layout - 1;
+}
+/* Installs iface as a new layout owned by owner (registry lock held by the
+ * caller).  Errors: WEFT_EINVAL (bad interface), WEFT_EEXIST, WEFT_ENOMEM
+ * (all ids in use). */
+int wf__layout_install(wf_owner *owner, const weft_layout_interface *iface, int *id_out);
+/* Unpublishes a layout (its owner has no live tensors of it). */
+void wf__layout_remove(int id);
+/* WEFT_EINVAL naming op and t's layout when t is not strided, else 0:
+ * every path that reads sizes, strides or storage as strided asks first. */
+int wf__layout_refuse(const weft_tensor *t, const char *op);
+static inline int wf__require_strided(const weft_tensor *t, const char *op)
+{
+    return __builtin_expect(t->layout == WEFT_LAYOUT_STRIDED, 1) ? 0 : wf__layout_refuse(t, op);
+}
+/* t itself (a new reference) when strided, else a new strided tensor made
+ * by its layout's to_strided (no autograd: printing and item). */
+int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op);
+/* 0 when result (from a plugin's to_strided of t) is strided with t's
+ * shape, dtype and device; else releases it and says what it was. */
+int wf__layout_check_strided(weft_tensor *result, const weft_tensor *t, const char *layout,
+                             const char *op);
+/* Frees a layout tensor's payload and its hold on the layout's plugin. */
+void wf__layout_tensor_free(weft_tensor *t);
 
 /* ----- the layer above (c10/hooks.c)
  * c10 knows nothing of autograd; the autograd layer installs these once, at

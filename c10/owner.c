@@ -12,7 +12,9 @@ void wf__owner_drop(wf_owner *o)
 
 static atomic_long *hold_counter(wf_owner *o, int kind)
 {
-    return kind == WF_HOLD_STREAM ? &o->live_streams : &o->live;
+    return kind == WF_HOLD_STREAM ? &o->live_streams
+           : kind == WF_HOLD_LAYOUT ? &o->live_layout
+                                    : &o->live;
 }
 
 bool wf__owner_try_hold(wf_owner *o, int kind)

@@ -344,14 +344,17 @@ static bool is_default_dtype(weft_dtype dtype)
 }
 
 /* The whole repr of host tensor h; device is the original tensor's. */
-static void tensor_repr(strbuf *out, const weft_tensor *h, weft_device device)
+static void tensor_repr(strbuf *out, const weft_tensor *h, weft_device device,
+                        const char *layout_suffix)
 {
     static const char prefix[] = "tensor(";
     const int indent = (int)sizeof prefix - 1;
     weft_dtype dtype = (weft_dtype)h->dtype;
-    char suffixes[3][64];
+    char suffixes[4][64];
     int nsuffixes = 0;
     sb_puts(out, prefix);
+    if (layout_suffix)
+        snprintf(suffixes[nsuffixes++], sizeof suffixes[0], "%s", layout_suffix);
     if (device.type != WEFT_DEVICE_TYPE_CPU) {
         char name[48];
         weft_device_to_string(device, name, sizeof name);
@@ -392,12 +395,31 @@ WEFT_API int weft_tensor_to_string(char **out, const weft_tensor *t)
         *out = NULL;
     if (!out || !t)
         return wf__errorf(WEFT_EINVAL, "tensor_to_string: %s is NULL", !out ? "out" : "the tensor");
-    weft_tensor *host = NULL;
-    int rc = weft_to_device(&host, t, WEFT_DEVICE_CPU);
+    /* a layout tensor prints its values through its strided form, and
+     * says its layout and what its plugin tells of the payload */
+    char layout_suffix[64];
+    weft_tensor *strided = NULL, *host = NULL;
+    int rc = wf__layout_strided(&strided, t, "tensor_to_string");
+    if (rc < 0)
+        return rc;
+    if (t->layout) {
+        const wf_layout *l = &wf__layouts[t->layout];
+        int n = snprintf(layout_suffix, sizeof layout_suffix, "layout=%s", l->name);
+        if (l->iface.describe && n > 0 && n + 3 < (int)sizeof layout_suffix) {
+            memcpy(layout_suffix + n, " (", 3);
+            int m = l->iface.describe(t, layout_suffix + n + 2, sizeof layout_suffix - (size_t)n - 3);
+            if (m > 0)
+                strcat(layout_suffix, ")");
+            else
+                layout_suffix[n] = '\0';
+        }
+    }
+    rc = weft_to_device(&host, strided, WEFT_DEVICE_CPU);
+    weft_tensor_release(strided);
     if (rc < 0)
         return rc;
     strbuf b = {NULL, 0, 0, false};
-    tensor_repr(&b, host, t->device);
+    tensor_repr(&b, host, t->device, t->layout ? layout_suffix : NULL);
     weft_tensor_release(host);
     if (b.failed) {
         free(b.data);

@@ -139,6 +139,8 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     t->autograd_meta = NULL;
     t->view_base = NULL;
     t->is_view = false;
+    t->layout = WEFT_LAYOUT_STRIDED;
+    t->layout_payload = NULL;
     if (!strides && ndim <= WF_INLINE_DIMS) {
         /* the common case, a fresh contiguous tensor: no temporaries */
         int64_t stride = 1, n = 1;
@@ -180,6 +182,8 @@ WEFT_API void weft_tensor_release(weft_tensor *t)
     if (t->autograd_meta) /* only the autograd layer sets it, having installed its hooks */
         wf__autograd_hooks.meta_free(t);
     weft_tensor_release(t->view_base); /* a root, never itself a view: no deep recursion */
+    if (t->layout)
+        wf__layout_tensor_free(t);
     wf__storage_release(t->storage);
     if (t->sizes != t->inline_sizes)
         free(t->sizes);
@@ -378,7 +382,8 @@ WEFT_API const int64_t *weft_tensor_sizes(const weft_tensor *t)
 
 WEFT_API const int64_t *weft_tensor_strides(const weft_tensor *t)
 {
-    return t ? t->strides : NULL;
+    /* a plugin layout has no strides to show */
+    return t && t->layout == WEFT_LAYOUT_STRIDED ? t->strides : NULL;
 }
 
 WEFT_API int64_t weft_tensor_size(const weft_tensor *t, int dim)
@@ -390,7 +395,7 @@ WEFT_API int64_t weft_tensor_size(const weft_tensor *t, int dim)
 
 WEFT_API int64_t weft_tensor_stride(const weft_tensor *t, int dim)
 {
-    if (!t || t->ndim == 0 || dim < -t->ndim || dim >= t->ndim)
+    if (!t || t->ndim == 0 || dim < -t->ndim || dim >= t->ndim || t->layout)
         return -1;
     return t->strides[dim < 0 ? dim + t->ndim : dim];
 }
@@ -455,6 +460,8 @@ WEFT_API int weft_tensor_resize(weft_tensor *t, const int64_t *sizes, int ndim)
 {
     if (!t)
         return wf__errorf(WEFT_EINVAL, "resize: tensor is NULL");
+    if (wf__require_strided(t, "resize") < 0)
+        return WEFT_EINVAL;
     int64_t numel;
     int rc = wf__checked_numel(&numel, sizes, ndim, "resize");
     if (rc < 0)
@@ -489,6 +496,8 @@ WEFT_API int weft_tensor_get(const weft_tensor *t, const int64_t *index, double 
 {
     if (!t || !value || (t->ndim > 0 && !index))
         return wf__errorf(WEFT_EINVAL, "tensor_get: NULL argument");
+    if (wf__require_strided(t, "tensor_get") < 0)
+        return WEFT_EINVAL;
     if (t->device.type != WEFT_DEVICE_TYPE_CPU)
         return wf__errorf(WEFT_EDEVICE, "tensor_get: the tensor is not on the host");
     int64_t off = 0;
@@ -512,8 +521,11 @@ WEFT_API int weft_tensor_item(const weft_tensor *t, double *value)
         return wf__errorf(WEFT_EINVAL,
                           "item: a tensor with %lld elements cannot be converted to a scalar",
                           (long long)t->numel);
-    weft_tensor *host = NULL;
-    int rc = weft_to_device(&host, t, WEFT_DEVICE_CPU);
+    weft_tensor *strided = NULL, *host = NULL;
+    int rc = wf__layout_strided(&strided, t, "item");
+    if (rc == 0)
+        rc = weft_to_device(&host, strided, WEFT_DEVICE_CPU);
+    weft_tensor_release(strided);
     if (rc < 0)
         return rc;
     *value = wf__load_double(weft_tensor_data_ptr(host), (weft_dtype)host->dtype);

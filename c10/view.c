@@ -16,6 +16,8 @@
         if (!(out) || !(t))                                                    \
             return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
                               !(out) ? "out" : "the tensor");                  \
+        if (wf__require_strided(t, op) < 0)                                    \
+            return WEFT_EINVAL;                                                \
     } while (0)
 
 /* Every view is made here.  kind (and perm, for permutations) tell autograd

@@ -60,6 +60,13 @@ WEFT_API const char *weft_dispatch_key_name(int key)
     }
     if (key >= WEFT_KEY_DENSE && key < WEFT_KEY_END)
         return functionality_names[key - WEFT_KEY_DENSE];
+    if (key >= WEFT_KEY_LAYOUT_FIRST && key <= WEFT_KEY_LAYOUT_LAST) {
+        /* a layout's key is called by its layout's name */
+        static const char *const unused[] = {"Layout1", "Layout2", "Layout3", "Layout4",
+                                             "Layout5", "Layout6", "Layout7", "Layout8"};
+        const char *name = weft_layout_name(key - WEFT_KEY_LAYOUT_FIRST + 1);
+        return name ? name : unused[key - WEFT_KEY_LAYOUT_FIRST];
+    }
     if (key == WEFT_KEY_COMPOSITE)
         return "Composite";
     return "Invalid";
@@ -99,9 +106,14 @@ WEFT_API void weft_dispatch_tls_set(weft_keyset included, weft_keyset excluded)
 
 int wf__slot_for(int key, int device_type)
 {
-    if (key < WEFT_KEY_DENSE || key >= WEFT_KEY_END)
-        return -1;
     if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES)
+        return -1;
+    /* a layout key is valid while its layout is registered */
+    if (key >= WEFT_KEY_LAYOUT_FIRST && key <= WEFT_KEY_LAYOUT_LAST)
+        return weft_layout_name(key - WEFT_KEY_LAYOUT_FIRST + 1)
+                   ? wf__layout_slot(WEFT_KEYSET_BIT(device_type), key)
+                   : -1;
+    if (key < WEFT_KEY_DENSE || key >= WEFT_KEY_END)
         return -1;
     int func;
     return wf__slot_of(WEFT_KEYSET_BIT(key) | WEFT_KEYSET_BIT(device_type), &func);
@@ -298,14 +310,43 @@ int wf__missing_kernel(const weft_op *op, weft_keyset ks)
                       op->schema.name, keys, n ? have : "none", plugins);
 }
 
+/* No kernel of op for a plugin layout's key: the layout is not read as
+ * strided by anything else, so this is the end. */
+static int missing_layout_kernel(const weft_op *op, weft_keyset ks, int func)
+{
+    int layout = func - WEFT_KEY_LAYOUT_FIRST + 1;
+    weft_keyset b = ks & WF_BACKEND_MASK;
+    int backend = b ? 63 - __builtin_clzll(b) : 0;
+    const char *plugin = weft_layout_plugin(layout);
+    return wf__errorf(WEFT_ENOKERNEL,
+                      "%s: no kernel for layout '%s' on %s (plugin '%s' has none for this "
+                      "operator); convert the tensor with to_strided first",
+                      op->schema.name, weft_dispatch_key_name(func),
+                      weft_dispatch_key_name(backend), plugin ? plugin : "?");
+}
+
+/* The kernel of a layout slot: the op's own, else the layout's fallback. */
+static const wf_kernel *layout_kernel(const weft_op *op, int slot)
+{
+    int i = slot - WF_NUM_SLOTS;
+    _Atomic(const wf_kernel *) *lt = atomic_load_explicit(
+        &((weft_op *)op)->layout_table, memory_order_acquire);
+    const wf_kernel *k = lt ? atomic_load_explicit(&lt[i], memory_order_acquire) : NULL;
+    return k ? k : atomic_load_explicit(&wf__layout_fallbacks[i], memory_order_acquire);
+}
+
 static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
 {
     for (;;) {
         int func = 0;
         int slot = wf__slot_of(ks, &func);
         const wf_kernel *k =
-            slot < 0 ? NULL : atomic_load_explicit(&op->table[slot], memory_order_acquire);
+            slot < 0                ? NULL
+            : slot < WF_NUM_SLOTS ? atomic_load_explicit(&op->table[slot], memory_order_acquire)
+                                  : layout_kernel(op, slot);
         if (!k) {
+            if (func >= WEFT_KEY_LAYOUT_FIRST)
+                return missing_layout_kernel(op, ks, func);
             /* a wrapper layer with nothing registered for this operator has
              * nothing to do; only the backend data keys must have a kernel */
             if (func > WEFT_KEY_SPARSE) {
@@ -515,12 +556,22 @@ WEFT_API int weft_redispatch(weft_call *call, weft_keyset done)
 {
     if (!call || !call->op)
         return wf__errorf(WEFT_EINVAL, "redispatch: call is NULL");
-    weft_keyset f = done & WF_FUNCTIONALITY_MASK;
+    weft_keyset f = done & (WF_FUNCTIONALITY_MASK | WF_LAYOUT_MASK);
     if (!f)
         return wf__errorf(WEFT_EINVAL, "redispatch: 'done' names no functionality key");
-    int hi = 63 - __builtin_clzll(f);
-    weft_keyset ks = call->keys & ~(~(weft_keyset)0 << hi);
-    return call_table(call->op, call, ks);
+    /* what ranks below the highest key done stays: below a wrapper key,
+     * the layouts too (they rank under every wrapper key) */
+    weft_keyset keep;
+    if (f & WF_ABOVE_LAYOUT_MASK) {
+        int hi = 63 - __builtin_clzll(f & WF_ABOVE_LAYOUT_MASK);
+        keep = (WEFT_KEYSET_BIT(hi) - 1) | WF_LAYOUT_MASK;
+    } else if (f & WF_LAYOUT_MASK) {
+        int hi = 63 - __builtin_clzll(f & WF_LAYOUT_MASK);
+        keep = (WEFT_KEYSET_BIT(hi) - 1) & ~WF_ABOVE_LAYOUT_MASK;
+    } else {
+        keep = WEFT_KEYSET_BIT(63 - __builtin_clzll(f)) - 1;
+    }
+    return call_table(call->op, call, call->keys & keep);
 }
 
 /* ------------------------------------------------------------ the dump */

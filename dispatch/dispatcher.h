@@ -63,8 +63,21 @@ enum {
     WF_NUM_SLOTS = WF_PER_BACKEND_FUNCS * WEFT_MAX_DEVICE_TYPES + (WEFT_KEY_END - WEFT_KEY_DENSE - WF_PER_BACKEND_FUNCS)
 };
 
+/* Plugin layouts' keys get slots of their own past the fixed table, one
+ * per layout key and device type, in a per-operator table allocated when
+ * the first kernel for a layout is registered on it (most operators never
+ * have one: no memory and no start-up work for them). */
+enum {
+    WF_LAYOUT_SLOTS = WEFT_MAX_LAYOUTS * WEFT_MAX_DEVICE_TYPES,
+    WF_ALL_SLOTS = WF_NUM_SLOTS + WF_LAYOUT_SLOTS
+};
+
 #define WF_BACKEND_MASK ((WEFT_KEYSET_BIT(WEFT_MAX_DEVICE_TYPES)) - 1)
 #define WF_FUNCTIONALITY_MASK (((WEFT_KEYSET_BIT(WEFT_KEY_END)) - 1) & ~WF_BACKEND_MASK)
+/* The wrapper keys, above every layout (BackendSelect .. User4). */
+#define WF_ABOVE_LAYOUT_MASK (WF_FUNCTIONALITY_MASK & ~(WEFT_KEYSET_BIT(WEFT_KEY_BACKEND_SELECT) - 1))
+#define WF_LAYOUT_MASK \
+    ((WEFT_KEYSET_BIT(WEFT_KEY_LAYOUT_LAST + 1) - 1) & ~(WEFT_KEYSET_BIT(WEFT_KEY_LAYOUT_FIRST) - 1))
 
 typedef enum wf_kernel_kind {
     WF_KERNEL_DIRECT,
@@ -90,14 +103,32 @@ struct weft_op {
     wf_schema schema;
     uint32_t tensor_arg_mask; /* which args carry dispatch keys */
     _Atomic(const wf_kernel *) table[WF_NUM_SLOTS];
+    /* the op's own kernels for plugin layouts (WF_LAYOUT_SLOTS entries),
+     * NULL until one is registered; never freed (ops live for the process) */
+    _Atomic(_Atomic(const wf_kernel *) *) layout_table;
     struct weft_registrar *definer; /* NULL for the built-in table */
     struct weft_registration *regs; /* every kernel registration, newest first (cold) */
     _Atomic uint64_t fallback_warned; /* device types the CPU fallback warned about */
 };
 
-/* Slot of a key set, or -1 if it has no functionality bit. */
+/* The slot of plugin layout key func for ks's highest backend. */
+static inline int wf__layout_slot(weft_keyset ks, int func)
+{
+    weft_keyset b = ks & WF_BACKEND_MASK;
+    int backend = b ? 63 - __builtin_clzll(b) : 0;
+    return WF_NUM_SLOTS + (func - WEFT_KEY_LAYOUT_FIRST) * WEFT_MAX_DEVICE_TYPES + backend;
+}
+
+/* Slot of a key set, or -1 if it has no functionality bit.  Priority: the
+ * wrapper keys (highest bit first), then plugin layouts, then Sparse,
+ * Quantized, Dense.  A dense call pays one extra test for the layouts. */
 static inline int wf__slot_of(weft_keyset ks, int *functionality)
 {
+    if (__builtin_expect((ks & WF_LAYOUT_MASK) != 0, 0) && !(ks & WF_ABOVE_LAYOUT_MASK)) {
+        int func = 63 - __builtin_clzll(ks & WF_LAYOUT_MASK);
+        *functionality = func;
+        return wf__layout_slot(ks, func);
+    }
     weft_keyset f = ks & WF_FUNCTIONALITY_MASK;
     if (!f)
         return -1;
@@ -116,6 +147,8 @@ static inline int wf__slot_of(weft_keyset ks, int *functionality)
     return WF_PER_BACKEND_FUNCS * WEFT_MAX_DEVICE_TYPES + after;
 }
 
+/* The fallbacks of the plugin layouts' slots (dispatch/registrar.c). */
+extern _Atomic(const wf_kernel *) wf__layout_fallbacks[WF_LAYOUT_SLOTS];
 /* Slot for a registration (key, device type); -1 if invalid. */
 int wf__slot_for(int key, int device_type);
 

@@ -16,7 +16,14 @@ int wf__op_total_locked(void);
 weft_op *wf__op_at_locked(int i);
 int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer);
 
-typedef enum reg_kind { REG_KERNEL, REG_FALLBACK, REG_OP, REG_DEVICE, REG_ALLOCATOR } reg_kind;
+typedef enum reg_kind {
+    REG_KERNEL,
+    REG_FALLBACK,
+    REG_OP,
+    REG_DEVICE,
+    REG_ALLOCATOR,
+    REG_LAYOUT
+} reg_kind;
 
 struct weft_registration {
     reg_kind kind;
@@ -30,6 +37,7 @@ struct weft_registration {
     bool lowest;       /* a fallback below every other one (the core's CPU fallback) */
     wf_kernel *kernel; /* REG_KERNEL / REG_FALLBACK */
     int device_type;   /* REG_DEVICE / REG_ALLOCATOR */
+    int layout;        /* REG_LAYOUT */
     weft_allocator *allocator;
     weft_device_interface *iface;
 };
@@ -92,14 +100,26 @@ void wf__registrar_set_name(weft_registrar *reg, const char *name)
 
 /* ------------------------------------------------------ table compute */
 
-/* The per-backend key whose block holds slot, or 0. */
+/* The per-backend key whose block holds slot (a plugin layout's key for
+ * the layout slots), or 0. */
 static int block_key(int slot)
 {
     static const int keys[WF_PER_BACKEND_FUNCS] = {WEFT_KEY_DENSE, WEFT_KEY_QUANTIZED,
                                                    WEFT_KEY_SPARSE, WEFT_KEY_AUTOGRAD};
+    if (slot >= WF_NUM_SLOTS)
+        return WEFT_KEY_LAYOUT_FIRST + (slot - WF_NUM_SLOTS) / WEFT_MAX_DEVICE_TYPES;
     int block = slot / WEFT_MAX_DEVICE_TYPES;
     return block < WF_PER_BACKEND_FUNCS ? keys[block] : 0;
 }
+
+static bool is_layout_key(int key)
+{
+    return key >= WEFT_KEY_LAYOUT_FIRST && key <= WEFT_KEY_LAYOUT_LAST;
+}
+
+/* Plugin layouts' fallbacks, the same for every operator (read by the
+ * dispatcher when an op has no kernel of its own for a layout slot). */
+_Atomic(const wf_kernel *) wf__layout_fallbacks[WF_LAYOUT_SLOTS];
 
 /* The fallback that serves slot when an operator has nothing of its own:
  * the same for every operator, so recomputing all tables finds it once per
@@ -145,12 +165,31 @@ static void recompute_with(weft_op *op, const wf_kernel *const *fallbacks)
     for (int slot = 0; slot < WF_NUM_SLOTS; slot++)
         atomic_store_explicit(&op->table[slot], compute_slot(op, slot, fallbacks[slot]),
                               memory_order_release);
+    /* the layout table holds the op's own kernels only: its fallbacks are
+     * global (wf__layout_fallbacks) */
+    _Atomic(const wf_kernel *) *lt = atomic_load_explicit(&op->layout_table, memory_order_relaxed);
+    for (int i = 0; lt && i < WF_LAYOUT_SLOTS; i++)
+        atomic_store_explicit(&lt[i], compute_slot(op, WF_NUM_SLOTS + i, NULL),
+                              memory_order_release);
 }
 
 static void fallbacks_now(const wf_kernel **fallbacks)
 {
     for (int slot = 0; slot < WF_NUM_SLOTS; slot++)
         fallbacks[slot] = fallback_for_slot(slot);
+}
+
+/* Gives op its layout table (registry lock held).  Errors: WEFT_ENOMEM. */
+static int ensure_layout_table(weft_op *op)
+{
+    if (atomic_load_explicit(&op->layout_table, memory_order_relaxed))
+        return 0;
+    _Atomic(const wf_kernel *) *lt = wf__calloc(WF_LAYOUT_SLOTS, sizeof *lt);
+    if (!lt)
+        return wf__errorf(WEFT_ENOMEM, "%s: out of memory for its layout kernel table",
+                          op->schema.name);
+    atomic_store_explicit(&op->layout_table, lt, memory_order_release);
+    return 0;
 }
 
 void wf__op_recompute(weft_op *op)
@@ -164,6 +203,9 @@ static void recompute_all_ops(void)
 {
     const wf_kernel *fallbacks[WF_NUM_SLOTS];
     fallbacks_now(fallbacks);
+    for (int i = 0; i < WF_LAYOUT_SLOTS; i++)
+        atomic_store_explicit(&wf__layout_fallbacks[i], fallback_for_slot(WF_NUM_SLOTS + i),
+                              memory_order_release);
     for (int i = 0; i < WF_OP_COUNT; i++)
         recompute_with(wf__op_by_id(i), fallbacks);
     int n = wf__op_total_locked();
@@ -290,6 +332,12 @@ static void release_locked(weft_registration *r)
         r->op->defined = false;
         for (int s = 0; s < WF_NUM_SLOTS; s++)
             atomic_store(&r->op->table[s], NULL);
+        if (atomic_load(&r->op->layout_table))
+            for (int s = 0; s < WF_LAYOUT_SLOTS; s++)
+                atomic_store(&atomic_load(&r->op->layout_table)[s], NULL);
+        break;
+    case REG_LAYOUT:
+        wf__layout_remove(r->layout);
         break;
     case REG_DEVICE:
         wf__device_type_unregister(r->device_type);
@@ -370,9 +418,12 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
         kind = WF_KERNEL_COMPOSITE;
     } else if (device_type == WEFT_ALL_BACKENDS) {
         if (key != WEFT_KEY_DENSE && key != WEFT_KEY_QUANTIZED && key != WEFT_KEY_SPARSE &&
-            key != WEFT_KEY_AUTOGRAD)
+            key != WEFT_KEY_AUTOGRAD && !is_layout_key(key))
             return wf__errorf(WEFT_EINVAL, "%s: WEFT_ALL_BACKENDS needs a per-backend key, not %s",
                               op_name, weft_dispatch_key_name(key));
+        if (is_layout_key(key) && !weft_layout_name(key - WEFT_KEY_LAYOUT_FIRST + 1))
+            return wf__errorf(WEFT_EINVAL, "%s: key %d belongs to no registered layout", op_name,
+                              key);
         all_backends_key = key;
     } else {
         slot = wf__slot_for(key, device_type);
@@ -386,6 +437,11 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
         wf__registry_unlock();
         return wf__errorf(WEFT_ENOTFOUND, "cannot register a kernel for unknown operator '%s'",
                           op_name);
+    }
+    if ((slot >= WF_NUM_SLOTS || is_layout_key(all_backends_key)) &&
+        ensure_layout_table(op) < 0) {
+        wf__registry_unlock();
+        return WEFT_ENOMEM;
     }
     wf_kernel *k = new_kernel(reg, fn, ctx, kind);
     weft_registration *r = k ? new_registration(reg, REG_KERNEL) : NULL;
@@ -461,7 +517,8 @@ WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_typ
     int slot = -1, all_backends_key = 0;
     if (device_type == WEFT_ALL_BACKENDS) {
         if (key != WEFT_KEY_DENSE && key != WEFT_KEY_QUANTIZED && key != WEFT_KEY_SPARSE &&
-            key != WEFT_KEY_AUTOGRAD)
+            key != WEFT_KEY_AUTOGRAD &&
+            !(is_layout_key(key) && weft_layout_name(key - WEFT_KEY_LAYOUT_FIRST + 1)))
             return wf__errorf(WEFT_EINVAL,
                               "register_fallback: WEFT_ALL_BACKENDS needs a per-backend key, not %s",
                               weft_dispatch_key_name(key));
@@ -714,9 +771,21 @@ WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_a
 /* The backend (device type) of a per-backend slot, or -1. */
 static int slot_backend(int slot)
 {
+    if (slot >= WF_NUM_SLOTS)
+        return (slot - WF_NUM_SLOTS) % WEFT_MAX_DEVICE_TYPES;
     return slot >= 0 && slot < WF_PER_BACKEND_FUNCS * WEFT_MAX_DEVICE_TYPES
                ? slot % WEFT_MAX_DEVICE_TYPES
                : -1;
+}
+
+/* Whether reg registered the layout whose key r's kernel or fallback is for. */
+static bool owns_layout_of(const weft_registrar *reg, const weft_registration *r)
+{
+    int key = r->slot >= WF_NUM_SLOTS ? block_key(r->slot) : r->all_backends_key;
+    if (!is_layout_key(key))
+        return false;
+    const wf_layout *l = &wf__layouts[key - WEFT_KEY_LAYOUT_FIRST + 1];
+    return atomic_load(&l->registered) && l->owner == &reg->owner;
 }
 
 static bool owns_type(const weft_registrar *reg, int type)
@@ -734,9 +803,10 @@ static bool depends_on(const weft_registration *r, const weft_registrar *reg)
         return false;
     switch (r->kind) {
     case REG_KERNEL:
-        return (r->op && r->op->definer == reg) || owns_type(reg, slot_backend(r->slot));
+        return (r->op && r->op->definer == reg) || owns_type(reg, slot_backend(r->slot)) ||
+               owns_layout_of(reg, r);
     case REG_FALLBACK:
-        return owns_type(reg, slot_backend(r->slot));
+        return owns_type(reg, slot_backend(r->slot)) || owns_layout_of(reg, r);
     case REG_ALLOCATOR:
         return owns_type(reg, r->device_type);
     default:
@@ -779,4 +849,32 @@ long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_
             release_locked(reg->regs);
     wf__registry_unlock();
     return count;
+}
+
+/* ------------------------------------------------------------- layouts */
+
+WEFT_API int weft_register_layout(weft_registrar *reg, const weft_layout_interface *iface,
+                                  int *layout_out)
+{
+    if (layout_out)
+        *layout_out = -1;
+    if (!reg || !iface || !layout_out)
+        return wf__errorf(WEFT_EINVAL, "register_layout: NULL argument");
+    wf__registry_lock();
+    weft_registration *r = new_registration(reg, REG_LAYOUT);
+    if (!r) {
+        wf__registry_unlock();
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering layout '%s'",
+                          iface->name ? iface->name : "(null)");
+    }
+    int id, rc = wf__layout_install(&reg->owner, iface, &id);
+    if (rc < 0) {
+        release_locked(r); /* kind REG_LAYOUT with layout 0: removes nothing */
+        wf__registry_unlock();
+        return rc;
+    }
+    r->layout = id;
+    wf__registry_unlock();
+    *layout_out = id;
+    return 0;
 }

@@ -687,7 +687,8 @@ static int init_candidate(candidate *c)
         wf__registrar_release_all(reg);
         quiesce_locked();
         long storages = wf__registrar_live_kind(reg, WF_HOLD_STORAGE);
-        long streams = wf__registrar_live_kind(reg, WF_HOLD_STREAM);
+        long streams = wf__registrar_live_kind(reg, WF_HOLD_STREAM) +
+                       wf__registrar_live_kind(reg, WF_HOLD_LAYOUT);
         if (storages || streams) {
             char what[256] = "";
             size_t len = 0, at = strlen(msg);
@@ -1003,11 +1004,12 @@ WEFT_API int weft_unload_plugin(const char *name)
     wf__registrar_set_closing(p->reg, true);
     long storages = wf__registrar_live_kind(p->reg, WF_HOLD_STORAGE);
     long streams = wf__registrar_live_kind(p->reg, WF_HOLD_STREAM);
+    long layout_tensors = wf__registrar_live_kind(p->reg, WF_HOLD_LAYOUT);
     char who[256] = "";
     long dependents = 0;
-    if (storages == 0 && streams == 0)
+    if (storages == 0 && streams == 0 && layout_tensors == 0)
         dependents = wf__registrar_release_unless_depended(p->reg, who, sizeof who);
-    if (storages || streams || dependents) {
+    if (storages || streams || layout_tensors || dependents) {
         wf__registrar_set_closing(p->reg, false);
         pthread_mutex_unlock(&loader_mutex);
         char what[512];
@@ -1017,6 +1019,8 @@ WEFT_API int weft_unload_plugin(const char *name)
                   "storages it allocated");
         busy_part(what, sizeof what, &len, streams, "stream or event on its devices",
                   "streams and events on its devices");
+        busy_part(what, sizeof what, &len, layout_tensors, "tensor of its layouts",
+                  "tensors of its layouts");
         busy_part(what, sizeof what, &len, dependents, "registration by another registrar",
                   "registrations by other registrars");
         if (dependents && len < sizeof what)

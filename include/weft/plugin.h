@@ -496,6 +496,68 @@ WEFT_API int weft_record_stream(const weft_tensor *t, void *stream);
  * WEFT_EINVAL when the call is on the CPU. */
 WEFT_API int weft_call_cpu_fallback(weft_call *call);
 
+/* --------------------------------------------------------------- layouts */
+
+/* What the core needs of a layout (see docs/writing-a-layout.md).  The
+ * core copies the table at registration; fields appended in later ABI
+ * versions are zero for a plugin built against an older header.  Every
+ * function may be called from any thread. */
+typedef struct weft_layout_interface {
+    size_t struct_size; /* sizeof(weft_layout_interface) when built */
+    const char *name;   /* "rle": 1..31 characters [a-z0-9_], not "strided" */
+    /* Frees a tensor's payload when the tensor dies (required). */
+    void (*release)(void *payload);
+    /* Converts t, a tensor of this layout, to a new strided tensor of the
+     * same shape, dtype and device (required: printing, DLPack's message,
+     * weft_to_strided and the strided fallback use it).  Returns 0 or an
+     * error code with its message set. */
+    int (*to_strided)(weft_tensor **out, const weft_tensor *t);
+    /* Converts src, a strided tensor, to a new tensor of this layout
+     * (optional: without it weft_to_layout refuses, naming the layout). */
+    int (*from_strided)(weft_tensor **out, const weft_tensor *src);
+    /* One line about t's payload for printing ("3 runs") into buf
+     * (optional).  Returns snprintf's length or a negative code. */
+    int (*describe)(const weft_tensor *t, char *buf, size_t size);
+    /* The bytes t's payload holds (optional; 0 when NULL). */
+    int64_t (*nbytes)(const weft_tensor *t);
+} weft_layout_interface;
+
+/* Registers a layout; *layout_out receives its id (1..WEFT_MAX_LAYOUTS),
+ * whose dispatch key (weft_layout_key) is where the plugin registers its
+ * kernels: weft_register_kernel(reg, "add", weft_layout_key(id),
+ * WEFT_DEVICE_TYPE_CPU, ...).  An operator without a kernel for the layout
+ * fails with WEFT_ENOKERNEL naming the operator and the layout, unless the
+ * plugin registered weft_layout_strided_fallback for its key.  The layout
+ * goes with the registrar (unload); a plugin with live tensors of its
+ * layout is not unloaded (WEFT_EBUSY).  Errors: WEFT_EINVAL (NULL argument,
+ * bad name, missing release or to_strided, struct_size too small),
+ * WEFT_EEXIST (the name is taken; the message names the plugin holding
+ * it), WEFT_ENOMEM (all WEFT_MAX_LAYOUTS ids in use).  Thread-safe. */
+WEFT_API int weft_register_layout(weft_registrar *reg, const weft_layout_interface *iface,
+                                  int *layout_out);
+/* The dispatch key of plugin layout id, or WEFT_EINVAL for strided or an
+ * unregistered id. */
+WEFT_API int weft_layout_key(int layout);
+/* Makes a tensor of plugin layout `layout` with logical shape sizes[ndim],
+ * dtype and device, owning payload: from this call on, payload belongs to
+ * the core, which gives it to the layout's release exactly once, when the
+ * tensor dies, or at once when this call fails.  Errors: WEFT_EINVAL (NULL
+ * out, strided or unknown layout, bad shape or dtype), WEFT_EDEVICE,
+ * WEFT_EOVERFLOW, WEFT_EBUSY (the layout's plugin is being unloaded),
+ * WEFT_ENOMEM.  Thread-safe. */
+WEFT_API int weft_tensor_new_layout(weft_tensor **out, int layout, const int64_t *sizes, int ndim,
+                                    weft_dtype dtype, weft_device device, void *payload);
+/* The payload of a tensor of a plugin layout (borrowed; lives as long as
+ * t), or NULL for a strided or NULL tensor. */
+WEFT_API void *weft_tensor_layout_payload(const weft_tensor *t);
+/* A boxed kernel a layout plugin may register as the fallback of its key
+ * (weft_register_fallback(reg, weft_layout_key(id), WEFT_ALL_BACKENDS,
+ * weft_layout_strided_fallback, NULL, NULL)): an operator the layout has no
+ * kernel for converts the layout's tensors to strided and runs the strided
+ * kernels; the results are strided.  It refuses an operator that writes a
+ * tensor of the layout in place (WEFT_ENOTSUP, naming both). */
+WEFT_API int weft_layout_strided_fallback(weft_call *call, void *ctx);
+
 /* The dispatch key set of a tensor. */
 WEFT_API weft_keyset weft_tensor_keys(const weft_tensor *t);
 /* Marks an in-place write: bumps the storage's version.  Kernels that write

@@ -641,6 +641,14 @@ typedef enum weft_dispatch_key {
     WEFT_KEY_USER3,
     WEFT_KEY_USER4,
     WEFT_KEY_END,
+    /* 54..61: the keys of plugin layouts, one per registered layout
+     * (weft_layout_key in <weft/plugin.h>), given out at registration so
+     * that a third party adds a layout without a new enum value.  They rank
+     * between the backend data keys (Dense, Quantized, Sparse) and the
+     * wrapper keys (BackendSelect and above): Autograd sees a layout tensor
+     * first, then the layout's kernel, and no dense kernel ever does. */
+    WEFT_KEY_LAYOUT_FIRST = WEFT_KEY_END,
+    WEFT_KEY_LAYOUT_LAST = WEFT_KEY_LAYOUT_FIRST + 7,
     /* Pseudo-keys for registration only: a kernel used for every backend
      * (an implementation written with other operators). */
     WEFT_KEY_COMPOSITE = 62,
@@ -648,6 +656,49 @@ typedef enum weft_dispatch_key {
 } weft_dispatch_key;
 
 #define WEFT_KEYSET_BIT(k) ((weft_keyset)1 << (k))
+/* ------------------------------------------------------------- layouts */
+
+/* How a tensor's elements are stored.  WEFT_LAYOUT_STRIDED (sizes, strides
+ * and one storage) is built in; plugins add others (a sparse format, a
+ * quantized one) with weft_register_layout (<weft/plugin.h>) and get ids
+ * 1..WEFT_MAX_LAYOUTS.  A tensor of a plugin layout keeps its elements in
+ * a payload only its plugin reads: weft_tensor_data_ptr is NULL for it and
+ * every strided-only function (views, contiguous, DLPack export...)
+ * refuses it with WEFT_EINVAL naming the function and the layout; convert
+ * with weft_to_strided (ops.h).  All functions here are thread-safe. */
+enum { WEFT_LAYOUT_STRIDED = 0, WEFT_MAX_LAYOUTS = 8 };
+/* t's layout id (0 for strided; a NULL t reads as strided). */
+WEFT_API int weft_tensor_layout(const weft_tensor *t);
+/* A layout's name ("strided", or the name its plugin registered), or NULL
+ * for an id that names no layout now.  The string lives until the layout's
+ * plugin is unloaded. */
+WEFT_API const char *weft_layout_name(int layout);
+/* The id of the layout called name.  Errors: WEFT_EINVAL (NULL name),
+ * WEFT_ENOTFOUND (no such layout is registered; the message lists those
+ * that are). */
+WEFT_API int weft_layout_lookup(const char *name);
+/* The name of the plugin that registered layout ("core" for strided), or
+ * NULL for an unknown id. */
+WEFT_API const char *weft_layout_plugin(int layout);
+/* Bytes held by t's elements: its storage's span for a strided tensor, what
+ * the layout's interface reports (or 0 when it reports nothing) for others.
+ * A NULL t is 0. */
+WEFT_API int64_t weft_tensor_nbytes(const weft_tensor *t);
+
+/* *out = t in the strided layout: t itself (a new reference) when it is
+ * strided, else a new tensor from its layout's conversion.  Differentiable:
+ * the gradient flows back converted to t's layout (its plugin's
+ * from_strided; a layout without one refuses in backward, naming itself).
+ * Errors: WEFT_EINVAL (NULL argument), the plugin's conversion errors.
+ * Thread-safe. */
+WEFT_API int weft_to_strided(weft_tensor **out, const weft_tensor *t);
+/* *out = t converted to layout (an id from weft_layout_lookup): t itself
+ * when already of that layout; a plugin layout is reached through strided.
+ * Differentiable (the gradient flows back through to_strided).  Errors:
+ * WEFT_EINVAL (NULL argument, unknown layout), WEFT_ENOTSUP (the layout has
+ * no from_strided), the plugin's errors.  Thread-safe. */
+WEFT_API int weft_to_layout(weft_tensor **out, const weft_tensor *t, int layout);
+
 /* The name of a dispatch key ("Dense", "Autograd"). */
 WEFT_API const char *weft_dispatch_key_name(int key);
 /* Formats a key set as "{Dense, CPU}". Returns snprintf's length. */

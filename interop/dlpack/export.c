@@ -43,6 +43,13 @@ static int describe(DLDataType *dtype, DLDevice *device, const weft_tensor *t, c
 {
     if (!t)
         return wf__errorf(WEFT_EINVAL, "%s: t is NULL", op);
+    /* DLPack describes strided memory only: a plugin layout is refused
+     * (converted first, it exports; the message says how) */
+    if (t->layout != WEFT_LAYOUT_STRIDED)
+        return wf__errorf(WEFT_EINVAL,
+                          "%s: DLPack can only export strided tensors, this one has layout '%s' "
+                          "(convert it with to_strided first)",
+                          op, wf__layouts[t->layout].name);
     int rc = wf__dlpack_dtype_of(dtype, (weft_dtype)t->dtype, op);
     if (rc == 0)
         rc = wf__dlpack_device_of(device, t->device, op);
