@@ -79,5 +79,20 @@ check "weft-conformance passes on the guide's device" \
 check "its own neg ran for float32, the CPU fallback for float64" \
     sh -c "grep -q '^ok [0-9]* - neg float32 \[5,7\]\$' '$tmp/guide/conformance' &&
            grep -q '^ok [0-9]* - neg float64 \[5,7\] (CPU fallback)' '$tmp/guide/conformance'"
+# docs/writing-a-layout.md is tested the same way: its layout plugin and
+# demo (blocks marked "file: NAME") are built against the staged install,
+# with nothing of weft's tree, and the demo checks every step of the page
+mkdir "$tmp/layout"
+awk -v dir="$tmp/layout" '
+    /^<!-- file: [^ ]* -->$/ { file = $3; next }
+    /^```/ { if (inside) { inside = 0; file = "" } else if (file != "") inside = 1; next }
+    inside { print >> (dir "/" file) }' "$srcdir/docs/writing-a-layout.md"
+check "the layout guide's plugin and demo build with its Makefile (-Werror)" make -C "$tmp/layout"
+check "the demo runs: conversion, its kernel, autograd, refusals, unload" \
+    sh -c "LD_LIBRARY_PATH='$root$libdir' '$tmp/layout/demo' '$tmp/layout/libweft-rle.so' | grep -q '^rle: ok\$'"
+check "weft-info lists the layout and its plugin" \
+    sh -c "LD_LIBRARY_PATH='$root$libdir' '$root$prefix/bin/weft-info' --plugin '$tmp/layout/libweft-rle.so' | grep -q '^  [0-9]  *rle  *from rle\$'"
+check "it prints the layout and its description" \
+    sh -c "LD_LIBRARY_PATH='$root$libdir' '$tmp/layout/demo' '$tmp/layout/libweft-rle.so' | grep -q 'layout=rle (3 runs)'"
 echo "1..$n"
 exit $fail

@@ -58,6 +58,11 @@ int main(int argc, char **argv)
         free(report);
     }
 
+    printf("\nlayouts:\n");
+    for (int id = 0; id <= WEFT_MAX_LAYOUTS; id++)
+        if (weft_layout_name(id))
+            printf("  %-3d %-12s from %s\n", id, weft_layout_name(id), weft_layout_plugin(id));
+
     printf("\ndevice types:\n");
     for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++) {
         const char *name = weft_device_type_name(type);
