@@ -113,17 +113,17 @@ struct weft_tensor {
     int64_t *strides;
     int64_t inline_sizes[WF_INLINE_DIMS];
     int64_t inline_strides[WF_INLINE_DIMS];
-    /* A plugin layout's per-tensor data (indices and values, scales...),
-     * released through the layout's interface; NULL for strided tensors. */
-    void *layout_payload;
 };
 
 /* ----- layouts (c10/layout.c)
  * Layout 0 is strided and built in; plugins register up to
  * WEFT_MAX_LAYOUTS others, ids 1..WEFT_MAX_LAYOUTS.  A layout tensor has a
- * zero-byte storage (so code that bumps versions or compares storages
- * needs no special case), the layout's dispatch key and its device's
- * backend bit, and no Dense bit: no dense kernel is ever chosen for it. */
+ * zero-byte storage of its own whose data pointer is the plugin's payload
+ * (indices and values, scales...) and whose deleter gives it to the
+ * layout's release: releasing a tensor costs nothing more for layouts,
+ * and code that bumps versions or compares storages needs no special case.
+ * Its keys are the layout's and its device's backend bit, no Dense bit: no
+ * dense kernel is ever chosen for it. */
 typedef struct wf_layout {
     char name[32];             /* written before registered is set, kept after */
     atomic_bool registered;
@@ -156,8 +156,6 @@ int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op);
  * shape, dtype and device; else releases it and says what it was. */
 int wf__layout_check_strided(weft_tensor *result, const weft_tensor *t, const char *layout,
                              const char *op);
-/* Frees a layout tensor's payload and its hold on the layout's plugin. */
-void wf__layout_tensor_free(weft_tensor *t);
 
 /* ----- the layer above (c10/hooks.c)
  * c10 knows nothing of autograd; the autograd layer installs these once, at

@@ -129,12 +129,14 @@ int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op)
     return rc;
 }
 
-void wf__layout_tensor_free(weft_tensor *t)
+/* The deleter of a layout tensor's storage: the payload goes to the
+ * layout's release, then the hold on its plugin (taken at creation, it
+ * kept the layout registered until here). */
+static void layout_storage_free(void *payload, void *ctx)
 {
-    wf_layout *l = &wf__layouts[t->layout];
-    /* the hold this tensor took keeps the layout registered until here */
-    if (t->layout_payload)
-        l->iface.release(t->layout_payload);
+    wf_layout *l = ctx;
+    if (payload)
+        l->iface.release(payload);
     wf__owner_drop_kind(l->owner, WF_HOLD_LAYOUT);
 }
 
@@ -193,7 +195,7 @@ WEFT_API int64_t weft_tensor_nbytes(const weft_tensor *t)
 
 WEFT_API void *weft_tensor_layout_payload(const weft_tensor *t)
 {
-    return t ? t->layout_payload : NULL;
+    return t && t->layout ? t->storage->data.data : NULL;
 }
 
 WEFT_API int weft_tensor_new_layout(weft_tensor **out, int layout, const int64_t *sizes, int ndim,
@@ -222,23 +224,19 @@ WEFT_API int weft_tensor_new_layout(weft_tensor **out, int layout, const int64_t
             l->iface.release(payload);
         return rc;
     }
-    /* a zero-byte storage: versions and storage comparisons need no case
-     * of their own, and nothing strided is there to read */
-    wf_storage *s = wf__storage_wrap((weft_data_ptr){0}, 0, device);
-    weft_tensor *t = NULL;
-    if (!s)
-        rc = wf__errorf(WEFT_ENOMEM, "out of memory for a tensor of layout '%s'", l->name);
-    else
-        rc = wf__tensor_make(&t, s, sizes, NULL, ndim, 0, dtype);
-    wf__storage_release(s);
-    if (rc < 0) {
-        wf__owner_drop_kind(l->owner, WF_HOLD_LAYOUT);
-        if (payload)
-            l->iface.release(payload);
-        return rc;
+    /* the storage owns the payload and the hold from here on */
+    wf_storage *s = wf__storage_wrap(
+        (weft_data_ptr){.data = payload, .ctx = l, .deleter = layout_storage_free}, 0, device);
+    if (!s) {
+        layout_storage_free(payload, l);
+        return wf__errorf(WEFT_ENOMEM, "out of memory for a tensor of layout '%s'", l->name);
     }
+    weft_tensor *t = NULL;
+    rc = wf__tensor_make(&t, s, sizes, NULL, ndim, 0, dtype);
+    wf__storage_release(s); /* the tensor's reference, or the last one: then released */
+    if (rc < 0)
+        return rc;
     t->layout = (uint8_t)layout;
-    t->layout_payload = payload;
     t->keys = WEFT_KEYSET_BIT(wf__layout_key(layout)) | WEFT_KEYSET_BIT(device.type);
     t->data = NULL;
     *out = t;

@@ -140,7 +140,6 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     t->view_base = NULL;
     t->is_view = false;
     t->layout = WEFT_LAYOUT_STRIDED;
-    t->layout_payload = NULL;
     if (!strides && ndim <= WF_INLINE_DIMS) {
         /* the common case, a fresh contiguous tensor: no temporaries */
         int64_t stride = 1, n = 1;
@@ -182,8 +181,6 @@ WEFT_API void weft_tensor_release(weft_tensor *t)
     if (t->autograd_meta) /* only the autograd layer sets it, having installed its hooks */
         wf__autograd_hooks.meta_free(t);
     weft_tensor_release(t->view_base); /* a root, never itself a view: no deep recursion */
-    if (t->layout)
-        wf__layout_tensor_free(t);
     wf__storage_release(t->storage);
     if (t->sizes != t->inline_sizes)
         free(t->sizes);

@@ -119,16 +119,18 @@ static inline int wf__layout_slot(weft_keyset ks, int func)
     return WF_NUM_SLOTS + (func - WEFT_KEY_LAYOUT_FIRST) * WEFT_MAX_DEVICE_TYPES + backend;
 }
 
-/* Slot of a key set, or -1 if it has no functionality bit.  Priority: the
- * wrapper keys (highest bit first), then plugin layouts, then Sparse,
- * Quantized, Dense.  A dense call pays one extra test for the layouts. */
+/* Whether ks's call goes to a plugin layout's slot: a layout bit and no
+ * wrapper key (those rank above every layout). */
+static inline bool wf__layout_turn(weft_keyset ks)
+{
+    return __builtin_expect((ks & WF_LAYOUT_MASK) != 0, 0) && !(ks & WF_ABOVE_LAYOUT_MASK);
+}
+
+/* Slot of a key set without a plugin layout's turn (see wf__layout_turn),
+ * or -1 if it has no functionality bit.  Priority: the wrapper keys, then
+ * Sparse, Quantized, Dense, highest bit first. */
 static inline int wf__slot_of(weft_keyset ks, int *functionality)
 {
-    if (__builtin_expect((ks & WF_LAYOUT_MASK) != 0, 0) && !(ks & WF_ABOVE_LAYOUT_MASK)) {
-        int func = 63 - __builtin_clzll(ks & WF_LAYOUT_MASK);
-        *functionality = func;
-        return wf__layout_slot(ks, func);
-    }
     weft_keyset f = ks & WF_FUNCTIONALITY_MASK;
     if (!f)
         return -1;

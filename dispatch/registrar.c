@@ -140,8 +140,9 @@ static const wf_kernel *fallback_for_slot(int slot)
     return NULL;
 }
 
-/* The kernel of op for slot: its own, else its composite, else fallback. */
-static const wf_kernel *compute_slot(const weft_op *op, int slot, const wf_kernel *fallback)
+/* The kernel of op for slot: its own, else its composite, else fallback.
+ * Inlined into the table loop, which runs for every operator at start-up. */
+static inline __attribute__((always_inline)) const wf_kernel *compute_slot(const weft_op *op, int slot, const wf_kernel *fallback)
 {
     for (weft_registration *r = op->regs; r; r = r->op_next)
         if (r->slot == slot)
@@ -199,13 +200,21 @@ void wf__op_recompute(weft_op *op)
     recompute_with(op, fallbacks);
 }
 
+static bool layout_fallbacks_set; /* the layout fallback slots may hold entries */
+
 static void recompute_all_ops(void)
 {
     const wf_kernel *fallbacks[WF_NUM_SLOTS];
     fallbacks_now(fallbacks);
-    for (int i = 0; i < WF_LAYOUT_SLOTS; i++)
+    bool layouts = false;
+    for (int i = 1; i <= WEFT_MAX_LAYOUTS; i++)
+        layouts |= atomic_load(&wf__layouts[i].registered);
+    /* without a plugin layout no layout fallback can exist (registering one
+     * needs its layout), and the slots were cleared when the last went */
+    for (int i = 0; i < WF_LAYOUT_SLOTS && (layouts || layout_fallbacks_set); i++)
         atomic_store_explicit(&wf__layout_fallbacks[i], fallback_for_slot(WF_NUM_SLOTS + i),
                               memory_order_release);
+    layout_fallbacks_set = layouts;
     for (int i = 0; i < WF_OP_COUNT; i++)
         recompute_with(wf__op_by_id(i), fallbacks);
     int n = wf__op_total_locked();
@@ -456,7 +465,13 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
     r->kernel = k;
     r->op_next = op->regs;
     op->regs = r;
-    wf__op_recompute(op);
+    /* a kernel for one slot changes that slot only: at start-up, when every
+     * plugin registers its kernels one by one, this is most of the work */
+    if (slot >= 0 && slot < WF_NUM_SLOTS)
+        atomic_store_explicit(&op->table[slot], compute_slot(op, slot, fallback_for_slot(slot)),
+                              memory_order_release);
+    else
+        wf__op_recompute(op);
     wf__registry_unlock();
     if (handle)
         *handle = r;
