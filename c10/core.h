@@ -175,6 +175,28 @@ typedef struct wf_autograd_hooks {
 } wf_autograd_hooks;
 extern wf_autograd_hooks wf__autograd_hooks;
 
+/* ----- views (c10/view.c) */
+/* Clears *out, then refuses a NULL out or t and a t that is not strided,
+ * naming op: the start of every function that reads a strided tensor. */
+#define WF_CHECK_TENSOR_ARGS(op, out, t)                                                 \
+    do {                                                                       \
+        if (out)                                                               \
+            *(out) = NULL;                                                     \
+        if (!(out) || !(t))                                                    \
+            return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
+                              !(out) ? "out" : "the tensor");                  \
+        if (wf__require_strided(t, op) < 0)                                    \
+            return WEFT_EINVAL;                                                \
+    } while (0)
+/* Every view is made here (see c10/view.c). */
+int wf__make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
+                  const int64_t *strides, int ndim, int64_t offset, wf_view_kind kind,
+                  const int64_t *perm);
+/* Resolves a -1 in sizes against numel into shape (WEFT_ESHAPE naming op). */
+int wf__infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t numel, const char *op);
+/* Strides that view t's elements with shape, or false when a copy is needed. */
+bool wf__view_strides(int64_t *strides, const weft_tensor *t, const int64_t *shape, int ndim);
+
 /* ----- errors (c10/error.c) */
 /* weft_set_error is the public form; these keep the hot path short. */
 int wf__errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,7 @@
 /* c10/tensor.c — tensor objects: creation, reference counting, metadata and
  * the caches (numel, contiguity, dispatch keys) that views keep current.
- * Views themselves are in c10/view.c, printing in c10/print.c. */
+ * Views themselves are in c10/view.c; factories that fill, copies and
+ * printing are operator-level code in ops/. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,32 +251,6 @@ WEFT_API int weft_empty_like(weft_tensor **out, const weft_tensor *t)
     return weft_empty(out, t->sizes, t->ndim, (weft_dtype)t->dtype, t->device);
 }
 
-WEFT_API int weft_full(weft_tensor **out, const int64_t *sizes, int ndim, double value,
-                       weft_dtype dtype, weft_device device)
-{
-    int rc = weft_empty(out, sizes, ndim, dtype, device);
-    if (rc < 0)
-        return rc;
-    rc = weft_fill_(*out, value);
-    if (rc < 0) {
-        weft_tensor_release(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
-WEFT_API int weft_zeros(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
-                        weft_device device)
-{
-    return weft_full(out, sizes, ndim, 0.0, dtype, device);
-}
-
-WEFT_API int weft_ones(weft_tensor **out, const int64_t *sizes, int ndim, weft_dtype dtype,
-                       weft_device device)
-{
-    return weft_full(out, sizes, ndim, 1.0, dtype, device);
-}
-
 typedef struct blob_owner {
     void (*deleter)(void *ctx);
     void *ctx;
@@ -507,26 +482,6 @@ WEFT_API int weft_tensor_get(const weft_tensor *t, const int64_t *index, double 
     }
     const char *base = weft_tensor_data_ptr(t);
     *value = wf__load_double(base + off * (int64_t)weft_dtype_size(t->dtype), (weft_dtype)t->dtype);
-    return 0;
-}
-
-WEFT_API int weft_tensor_item(const weft_tensor *t, double *value)
-{
-    if (!t || !value)
-        return wf__errorf(WEFT_EINVAL, "item: NULL argument");
-    if (t->numel != 1)
-        return wf__errorf(WEFT_EINVAL,
-                          "item: a tensor with %lld elements cannot be converted to a scalar",
-                          (long long)t->numel);
-    weft_tensor *strided = NULL, *host = NULL;
-    int rc = wf__layout_strided(&strided, t, "item");
-    if (rc == 0)
-        rc = weft_to_device(&host, strided, WEFT_DEVICE_CPU);
-    weft_tensor_release(strided);
-    if (rc < 0)
-        return rc;
-    *value = wf__load_double(weft_tensor_data_ptr(host), (weft_dtype)host->dtype);
-    weft_tensor_release(host);
     return 0;
 }
 

@@ -9,21 +9,11 @@
 
 /* Entry checks shared by every function here: out is cleared first so that
  * it is NULL on every error path. */
-#define CHECK_ARGS(op, out, t)                                                 \
-    do {                                                                       \
-        if (out)                                                               \
-            *(out) = NULL;                                                     \
-        if (!(out) || !(t))                                                    \
-            return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
-                              !(out) ? "out" : "the tensor");                  \
-        if (wf__require_strided(t, op) < 0)                                    \
-            return WEFT_EINVAL;                                                \
-    } while (0)
 
 /* Every view is made here.  kind (and perm, for permutations) tell autograd
  * how the gradient flows back when t takes part in it; for other tensors
  * that costs one bit test. */
-static int make_view_of(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
+int wf__make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
                         const int64_t *strides, int ndim, int64_t offset, wf_view_kind kind,
                         const int64_t *perm)
 {
@@ -46,33 +36,7 @@ static int make_view_of(weft_tensor **out, const weft_tensor *t, const int64_t *
 }
 
 #define make_view(out, t, sizes, strides, ndim, offset, kind) \
-    make_view_of(out, t, sizes, strides, ndim, offset, kind, NULL)
-
-/* dst = src through the host kernel when both are host tensors (no dispatch
- * needed), else through the copy_ operator so the device's kernel runs. */
-static int copy_into(weft_tensor *dst, const weft_tensor *src)
-{
-    if (dst->device.type == WEFT_DEVICE_TYPE_CPU && src->device.type == WEFT_DEVICE_TYPE_CPU)
-        return wf__host_copy(dst, src);
-    return weft_copy_(dst, src);
-}
-
-/* A new contiguous tensor of dtype on device holding t's values. */
-static int copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype,
-                       weft_device device)
-{
-    int rc = weft_empty(out, t->sizes, t->ndim, dtype, device);
-    if (rc < 0)
-        return rc;
-    rc = copy_into(*out, t);
-    if (rc == 0 && wf__autograd_hooks.on_copy)
-        rc = wf__autograd_hooks.on_copy(*out, t);
-    if (rc < 0) {
-        weft_tensor_release(*out);
-        *out = NULL;
-    }
-    return rc;
-}
+    wf__make_view(out, t, sizes, strides, ndim, offset, kind, NULL)
 
 /* ------------------------------------------------------------ view/reshape */
 
@@ -80,7 +44,7 @@ static int copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype
  * refuses, as weft_empty does, a shape whose strides would overflow int64:
  * an empty tensor may take a shape such as [0, 2, 2^62, 2] whose elements
  * fit but whose contiguous strides do not. */
-static int infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t numel,
+int wf__infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t numel,
                       const char *op)
 {
     if (ndim < 0 || ndim > WEFT_MAX_DIMS)
@@ -129,7 +93,7 @@ static int infer_size(int64_t *shape, const int64_t *sizes, int ndim, int64_t nu
 
 /* PyTorch's computeStride: strides that view t's elements with shape, or
  * false when some new dimension would span two non-mergeable chunks of t. */
-static bool compute_strides(int64_t *strides, const weft_tensor *t, const int64_t *shape, int ndim)
+bool wf__view_strides(int64_t *strides, const weft_tensor *t, const int64_t *shape, int ndim)
 {
     const int64_t *old_sizes = t->sizes, *old_strides = t->strides;
     if (t->ndim == 0) {
@@ -172,12 +136,12 @@ static bool compute_strides(int64_t *strides, const weft_tensor *t, const int64_
 
 WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
 {
-    CHECK_ARGS("view", out, t);
+    WF_CHECK_TENSOR_ARGS("view", out, t);
     int64_t shape[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
-    int rc = infer_size(shape, sizes, ndim, t->numel, "view");
+    int rc = wf__infer_size(shape, sizes, ndim, t->numel, "view");
     if (rc < 0)
         return rc;
-    if (!compute_strides(strides, t, shape, ndim))
+    if (!wf__view_strides(strides, t, shape, ndim))
         return wf__errorf(WEFT_ESHAPE,
                           "view: view size is not compatible with input tensor's size and stride "
                           "(at least one dimension spans across two contiguous subspaces). Use "
@@ -185,29 +149,11 @@ WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *s
     return make_view(out, t, shape, strides, ndim, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
-WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
-{
-    CHECK_ARGS("reshape", out, t);
-    int64_t shape[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
-    int rc = infer_size(shape, sizes, ndim, t->numel, "reshape");
-    if (rc < 0)
-        return rc;
-    if (compute_strides(strides, t, shape, ndim))
-        return make_view(out, t, shape, strides, ndim, t->storage_offset, WF_VIEW_RESHAPE);
-    weft_tensor *copy;
-    rc = copy_to_new(&copy, t, (weft_dtype)t->dtype, t->device);
-    if (rc < 0)
-        return rc;
-    rc = make_view(out, copy, shape, NULL, ndim, 0, WF_VIEW_RESHAPE);
-    weft_tensor_release(copy);
-    return rc;
-}
-
 /* ------------------------------------------------------- reordering dims */
 
 WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t *dims, int ndim)
 {
-    CHECK_ARGS("permute", out, t);
+    WF_CHECK_TENSOR_ARGS("permute", out, t);
     if (ndim != t->ndim)
         return wf__errorf(WEFT_EINVAL,
                           "permute: the number of dims (%d) does not match the tensor's rank (%d)",
@@ -231,12 +177,12 @@ WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
-    return make_view_of(out, t, sizes, strides, ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
+    return wf__make_view(out, t, sizes, strides, ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
 }
 
 WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, int dim1)
 {
-    CHECK_ARGS("transpose", out, t);
+    WF_CHECK_TENSOR_ARGS("transpose", out, t);
     int d0, d1, rc;
     if ((rc = wf__wrap_dim(&d0, dim0, t->ndim, "transpose")) < 0 ||
         (rc = wf__wrap_dim(&d1, dim1, t->ndim, "transpose")) < 0)
@@ -252,12 +198,12 @@ WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, i
         sizes[d0] = t->sizes[d1], sizes[d1] = t->sizes[d0];
         strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
     }
-    return make_view_of(out, t, sizes, strides, t->ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
+    return wf__make_view(out, t, sizes, strides, t->ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
 }
 
 WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t)
 {
-    CHECK_ARGS("t", out, t);
+    WF_CHECK_TENSOR_ARGS("t", out, t);
     if (t->ndim > 2)
         return wf__errorf(WEFT_ESHAPE, "t() expects a tensor with <= 2 dimensions, but self is %dD",
                           t->ndim);
@@ -269,7 +215,7 @@ WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t)
 WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
                         int64_t end, int64_t step)
 {
-    CHECK_ARGS("slice", out, t);
+    WF_CHECK_TENSOR_ARGS("slice", out, t);
     if (t->ndim == 0)
         return wf__errorf(WEFT_ERANGE, "slice() cannot be applied to a 0-dim tensor.");
     int d;
@@ -302,7 +248,7 @@ WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_
 WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
                          int64_t length)
 {
-    CHECK_ARGS("narrow", out, t);
+    WF_CHECK_TENSOR_ARGS("narrow", out, t);
     if (t->ndim == 0)
         return wf__errorf(WEFT_ERANGE, "narrow() cannot be applied to a 0-dim tensor.");
     int d;
@@ -325,7 +271,7 @@ WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64
 
 WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64_t index)
 {
-    CHECK_ARGS("select", out, t);
+    WF_CHECK_TENSOR_ARGS("select", out, t);
     if (t->ndim == 0)
         return wf__errorf(WEFT_ERANGE, "select() cannot be applied to a 0-dim tensor.");
     int d;
@@ -356,7 +302,7 @@ WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64
 
 WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
 {
-    CHECK_ARGS("expand", out, t);
+    WF_CHECK_TENSOR_ARGS("expand", out, t);
     if (ndim > 0 && !sizes)
         return wf__errorf(WEFT_EINVAL, "expand: sizes is NULL");
     if (ndim > WEFT_MAX_DIMS)
@@ -418,7 +364,7 @@ WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t 
 
 WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
 {
-    CHECK_ARGS("squeeze", out, t);
+    WF_CHECK_TENSOR_ARGS("squeeze", out, t);
     int only = -1;
     if (dim != WEFT_ALL_DIMS) {
         int rc = wf__wrap_dim(&only, dim, t->ndim, "squeeze");
@@ -438,7 +384,7 @@ WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
 
 WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
 {
-    CHECK_ARGS("unsqueeze", out, t);
+    WF_CHECK_TENSOR_ARGS("unsqueeze", out, t);
     if (t->ndim >= WEFT_MAX_DIMS)
         return wf__errorf(WEFT_ESHAPE, "unsqueeze: a tensor cannot have more than %d dimensions",
                           WEFT_MAX_DIMS);
@@ -460,40 +406,10 @@ WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
     return make_view(out, t, sizes, strides, t->ndim + 1, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
-WEFT_API int weft_flatten(weft_tensor **out, const weft_tensor *t, int start_dim, int end_dim)
-{
-    CHECK_ARGS("flatten", out, t);
-    int s, e, rc;
-    if ((rc = wf__wrap_dim(&s, start_dim, t->ndim, "flatten")) < 0 ||
-        (rc = wf__wrap_dim(&e, end_dim, t->ndim, "flatten")) < 0)
-        return rc;
-    if (s > e)
-        return wf__errorf(WEFT_EINVAL,
-                          "flatten() has invalid args: start_dim cannot come after end_dim");
-    if (t->ndim == 0) {
-        int64_t one = 1;
-        return weft_reshape(out, t, &one, 1);
-    }
-    if (s == e)
-        return weft_alias(out, t);
-    int64_t sizes[WEFT_MAX_DIMS];
-    int n = 0;
-    for (int i = 0; i < s; i++)
-        sizes[n++] = t->sizes[i];
-    int64_t merged = 1;
-    for (int i = s; i <= e; i++)
-        if (__builtin_mul_overflow(merged, t->sizes[i], &merged)) /* possible only beside a 0 */
-            return wf__errorf(WEFT_EOVERFLOW, "flatten: the merged size overflows int64");
-    sizes[n++] = merged;
-    for (int i = e + 1; i < t->ndim; i++)
-        sizes[n++] = t->sizes[i];
-    return weft_reshape(out, t, sizes, n);
-}
-
 WEFT_API int weft_as_strided(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
                              const int64_t *strides, int ndim, int64_t storage_offset)
 {
-    CHECK_ARGS("as_strided", out, t);
+    WF_CHECK_TENSOR_ARGS("as_strided", out, t);
     int64_t numel;
     int rc = wf__checked_numel(&numel, sizes, ndim, "as_strided");
     if (rc < 0)
@@ -530,88 +446,7 @@ WEFT_API int weft_as_strided(weft_tensor **out, const weft_tensor *t, const int6
 
 WEFT_API int weft_alias(weft_tensor **out, const weft_tensor *t)
 {
-    CHECK_ARGS("alias", out, t);
+    WF_CHECK_TENSOR_ARGS("alias", out, t);
     return make_view(out, t, t->sizes, t->strides, t->ndim, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
-/* ---------------------------------------------------------------- copies */
-
-WEFT_API int weft_contiguous(weft_tensor **out, const weft_tensor *t)
-{
-    CHECK_ARGS("contiguous", out, t);
-    if (t->is_contiguous) {
-        *out = weft_tensor_retain(t);
-        return 0;
-    }
-    return copy_to_new(out, t, (weft_dtype)t->dtype, t->device);
-}
-
-WEFT_API int weft_to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
-{
-    CHECK_ARGS("to_dtype", out, t);
-    if ((int)dtype < 0 || dtype >= WEFT_NUM_DTYPES)
-        return wf__errorf(WEFT_EINVAL, "to_dtype: invalid dtype %d", (int)dtype);
-    return copy_to_new(out, t, dtype, t->device);
-}
-
-/* A host tensor with the values of t, a strided tensor on another device.
- * Only a device's byte copies are used (no kernel of its own): the bytes
- * t's elements span come over as they are, are viewed with t's strides and
- * made contiguous on the host. */
-static int stage_to_host(weft_tensor **out, const weft_tensor *t)
-{
-    int64_t item = (int64_t)weft_dtype_size(t->dtype);
-    int64_t first = t->storage_offset, last = t->storage_offset;
-    for (int i = 0; i < t->ndim; i++)
-        last += (t->sizes[i] - 1) * t->strides[i]; /* views have no negative strides */
-    int64_t span = last - first + 1;
-    weft_tensor *bytes = NULL, *view = NULL;
-    int rc = weft_empty(&bytes, &span, 1, (weft_dtype)t->dtype, WEFT_DEVICE_CPU);
-    if (rc == 0)
-        rc = wf__copy_bytes(weft_tensor_data_ptr(bytes), WEFT_DEVICE_CPU,
-                            (const char *)t->storage->data.data + first * item, t->device,
-                            (size_t)(span * item));
-    if (rc == 0)
-        rc = weft_as_strided(&view, bytes, t->sizes, t->strides, t->ndim, 0);
-    if (rc == 0)
-        rc = weft_contiguous(out, view);
-    weft_tensor_release(view);
-    weft_tensor_release(bytes);
-    return rc;
-}
-
-WEFT_API int weft_to_device(weft_tensor **out, const weft_tensor *t, weft_device device)
-{
-    CHECK_ARGS("to_device", out, t);
-    if (weft_device_equal(device, t->device)) {
-        *out = weft_tensor_retain(t);
-        return 0;
-    }
-    int rc = wf__check_device(device, "to_device");
-    if (rc < 0)
-        return rc;
-    /* the values move as one block of bytes through the device interfaces:
-     * a strided source is made contiguous first, on the host */
-    weft_tensor *source = NULL;
-    if (t->is_contiguous)
-        source = weft_tensor_retain(t);
-    else if (t->device.type == WEFT_DEVICE_TYPE_CPU)
-        rc = weft_contiguous(&source, t);
-    else
-        rc = stage_to_host(&source, t);
-    if (rc == 0 && weft_device_equal(device, source->device)) {
-        *out = source; /* staging to the host was the whole move */
-        return 0;
-    }
-    if (rc == 0)
-        rc = weft_empty(out, t->sizes, t->ndim, (weft_dtype)t->dtype, device);
-    if (rc == 0)
-        rc = wf__copy_bytes(weft_tensor_data_ptr(*out), device, weft_tensor_data_ptr(source),
-                            source->device, (size_t)t->numel * weft_dtype_size(t->dtype));
-    weft_tensor_release(source);
-    if (rc < 0) {
-        weft_tensor_release(*out);
-        *out = NULL;
-    }
-    return rc;
-}

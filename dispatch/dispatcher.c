@@ -291,7 +291,7 @@ int wf__missing_kernel(const weft_op *op, weft_keyset ks)
             const wf_kernel *k = atomic_load(&op->table[wf__slot_for(key, b)]);
             /* the CPU fallback fills every device's Dense slot: listing it
              * would hide which backends really have a kernel */
-            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || k->fn == wf__cpu_fallback_kernel ||
+            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || k->fn == wf__device_fallback_kernel ||
                 (per_backend && !weft_device_type_name(b)))
                 continue;
             if (per_backend)

@@ -156,8 +156,6 @@ int wf__slot_for(int key, int device_type);
 
 weft_op *wf__op_by_id(int id);
 int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
-/* Registers split, split_with_sizes, chunk and unbind (dispatch/split_kernels.c). */
-void wf__split_kernels_register(void);
 /* Recomputes op's hot table from the registrations (registry lock held). */
 void wf__op_recompute(weft_op *op);
 /* The registrar's side of unloading (dispatch/registrar.c); the counters
@@ -178,18 +176,14 @@ void wf__dispatch_init(void);
 void wf__registry_lock(void);
 void wf__registry_unlock(void);
 
-/* The core registers its own kernels (CPU copy, composites) through this. */
+/* The core registers its own kernels (ops/, autograd/) through this. */
 extern weft_registrar *wf__core_registrar;
-void wf__core_kernels_register(void);
 
-/* The CPU fallback (dispatch/cpu_fallback.c): registered for the Dense key
- * of every device type at the lowest priority; ctx is the device type. */
-int wf__cpu_fallback_kernel(weft_call *call, void *ctx);
-/* Runs call on the host: its tensors on `device` are staged to host memory
- * through the device's copies, written ones are copied back and new
- * results are copied to `device`.  What the fallback does, without the
- * mode, the warning and the count; copy_ uses it for strided views. */
-int wf__run_on_host(weft_call *call, weft_device device);
+/* The kernel every device type gets for its Dense key at the lowest
+ * priority, ctx being the device type: the CPU fallback (ops/cpu_fallback.c,
+ * a layer above), installed by the composition root before any device type
+ * is registered.  NULL: devices get no fallback. */
+extern weft_kernel_fn wf__device_fallback_kernel;
 /* Sets the "no kernel for these keys" error for op and returns it. */
 int wf__missing_kernel(const weft_op *op, weft_keyset ks);
 

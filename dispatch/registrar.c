@@ -58,6 +58,7 @@ struct weft_registrar {
 static weft_registration *global_regs; /* fallbacks and allocators */
 static weft_registrar core_registrar_storage = {.owner = {.name = "core"}};
 weft_registrar *wf__core_registrar = &core_registrar_storage;
+weft_kernel_fn wf__device_fallback_kernel;
 
 /* The loader's view of the holds (c10/owner.c keeps the counters). */
 long wf__registrar_live_kind(weft_registrar *reg, int kind)
@@ -672,8 +673,10 @@ static int install_device(weft_registrar *reg, int type, const char *name,
      * its own registrar so that it goes with the device type; newer than the
      * device record, so a rollback releases it first. */
     weft_registration *fb;
+    if (!wf__device_fallback_kernel)
+        return 0;
     int rc = add_fallback_locked(&fb, reg, wf__slot_for(WEFT_KEY_DENSE, type), 0,
-                                 wf__cpu_fallback_kernel, (void *)(intptr_t)type, true);
+                                 wf__device_fallback_kernel, (void *)(intptr_t)type, true);
     if (rc < 0)
         release_locked(r);
     return rc;

@@ -10,13 +10,16 @@
 #include "autograd/autograd.h"
 #include "c10/core.h"
 #include "dispatch/dispatcher.h"
+#include "ops/ops.h"
 #include "plugins/loader.h"
 
 __attribute__((constructor)) static void weft_init(void)
 {
     wf__device_init();
     wf__dispatch_init();
-    wf__core_kernels_register();
+    /* every device type registered from here on gets the CPU fallback */
+    wf__device_fallback_kernel = wo__cpu_fallback_kernel;
+    wo__core_kernels_register();
     /* before any tensor exists, so no tensor is made without them */
     wf__autograd_hooks = (wf_autograd_hooks){
         .meta_free = wf__autograd_meta_free,

@@ -18,11 +18,12 @@ allowed() {
     include) echo "" ;;
     c10) echo "" ;;
     dispatch) echo "c10" ;;
+    ops) echo "c10 dispatch" ;;     # operator-level code and the core's kernels
     autograd) echo "c10 dispatch" ;;
     interop) echo "c10 dispatch" ;;
     plugins) echo "c10 dispatch" ;;
     nn) echo "" ;;                  # the public API only
-    init) echo "c10 dispatch autograd interop plugins nn" ;; # the composition root
+    init) echo "c10 dispatch ops autograd interop plugins nn" ;; # the composition root
     backends) echo "" ;;            # plugins: public headers only
     python) echo "" ;;
     tools | bench | examples) echo "" ;;

@@ -1,4 +1,4 @@
-/* dispatch/cpu_fallback.c — the boxed CPU fallback: an operator that a
+/* ops/cpu_fallback.c — the boxed CPU fallback: an operator that a
  * device lacks runs on the CPU backend.  Tensor arguments on the device are
  * staged to host memory through the device interface's copies, the operator
  * is called again with host tensors, written storages are copied back and
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch/dispatcher.h"
+#include "ops/ops.h"
 
 /* -1 until the first read: then WEFT_CPU_FALLBACK decides, unless the API
  * set a mode first. */
@@ -346,7 +346,7 @@ static int refuse(const weft_call *call, int type, bool handed_over)
                       call->op->schema.name, wf__device_types[type].name, detail);
 }
 
-int wf__run_on_host(weft_call *call, weft_device device)
+int wo__run_on_host(weft_call *call, weft_device device)
 {
     weft_op *op = (weft_op *)call->op;
     const wf_schema *s = &op->schema;
@@ -405,10 +405,10 @@ static int fall_back(weft_call *call, int type, bool handed_over)
     if (mode == WEFT_CPU_FALLBACK_WARN)
         warn_once(op, device, handed_over);
     atomic_fetch_add_explicit(&fallback_calls, 1, memory_order_relaxed);
-    return wf__run_on_host(call, device);
+    return wo__run_on_host(call, device);
 }
 
-int wf__cpu_fallback_kernel(weft_call *call, void *ctx)
+int wo__cpu_fallback_kernel(weft_call *call, void *ctx)
 {
     return fall_back(call, (int)(intptr_t)ctx, false);
 }

@@ -1,4 +1,4 @@
-/* dispatch/layout_fallback.c — the strided fallback a layout plugin may
+/* ops/layout_fallback.c — the strided fallback a layout plugin may
  * register for its key: an operator it has no kernel for runs on strided
  * copies of the layout's tensors.  Opt-in, because densifying a sparse
  * tensor can take far more memory than the caller expects; a layout that
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dispatch/dispatcher.h"
+#include "ops/ops.h"
 
 enum { MAX_CONVERTED = 64 };
 

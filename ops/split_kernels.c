@@ -1,4 +1,4 @@
-/* dispatch/split_kernels.c — split, split_with_sizes, chunk and unbind: the
+/* ops/split_kernels.c — split, split_with_sizes, chunk and unbind: the
  * operators that return Tensor[].  Their pieces are views of the input
  * (narrow, select), which the core makes for any device, so they are
  * composites of the core rather than kernels of each backend.  Their
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch/dispatcher.h"
+#include "ops/ops.h"
 
 #define TRY_RC(expr)                                                                  \
     do {                                                                              \
@@ -186,7 +186,7 @@ static int unbind_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
-void wf__split_kernels_register(void)
+void wo__split_kernels_register(void)
 {
     static const struct {
         const char *op;

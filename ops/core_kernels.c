@@ -1,4 +1,4 @@
-/* dispatch/core_kernels.c — the few kernels the core provides itself,
+/* ops/core_kernels.c — the few kernels the core provides itself,
  * registered under the "core" registrar at start-up: copy_ between any two
  * devices and dtypes (the core owns host memory and the device interfaces),
  * matmul as a composite of mm/bmm and views, so every backend that has mm
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch/dispatcher.h"
+#include "ops/ops.h"
 
 /* copy_(self, src): same device and host → strided converting copy;
  * otherwise stage through the host with the device interfaces. */
@@ -27,7 +27,7 @@ static int copy_kernel(weft_call *call, void *ctx)
      * host, write the span back (the device needs no strided copy kernel) */
     if (((dst_dev && !dst->is_contiguous) || (src_dev && !src->is_contiguous)) &&
         (!dst_dev || !src_dev || weft_device_equal(dst->device, src->device)))
-        return wf__run_on_host(call, dst_dev ? dst->device : src->device);
+        return wo__run_on_host(call, dst_dev ? dst->device : src->device);
     weft_tensor *host_src = NULL, *host_dst = NULL;
     int rc = 0;
     if (src->device.type != WEFT_DEVICE_TYPE_CPU) {
@@ -261,12 +261,12 @@ static int take_kernel(weft_call *call, void *ctx)
     return 0;
 }
 
-void wf__core_kernels_register(void)
+void wo__core_kernels_register(void)
 {
     weft_register_kernel(wf__core_registrar, "copy_", WEFT_KEY_COMPOSITE, 0, copy_kernel, NULL, NULL);
     weft_register_kernel(wf__core_registrar, "matmul", WEFT_KEY_COMPOSITE, 0, matmul_kernel, NULL,
                          NULL);
     weft_register_kernel(wf__core_registrar, "tile", WEFT_KEY_COMPOSITE, 0, tile_kernel, NULL, NULL);
     weft_register_kernel(wf__core_registrar, "take", WEFT_KEY_COMPOSITE, 0, take_kernel, NULL, NULL);
-    wf__split_kernels_register();
+    wo__split_kernels_register();
 }
