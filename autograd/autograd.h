@@ -145,6 +145,8 @@ int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kin
  * in-place write through the base or another view) takes its grad_fn again,
  * as a strided view of the base.  Called wherever grad_fn is read. */
 int wf__view_refresh(weft_tensor *t);
+/* Registers the ADInplaceOrView key's kernel (autograd/views.c). */
+int wf__inplace_or_view_register(void);
 /* The Autograd kernel's part for an in-place operator on a view: checks
  * that it may be differentiated (before the write), ... */
 int wf__view_inplace_check(weft_tensor *view, const char *op);

@@ -1052,6 +1052,8 @@ void wf__autograd_register(void)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
                            no_formula_fallback, NULL, NULL);
+    if (wf__inplace_or_view_register() < 0)
+        fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     wf__autograd_register_nn();
     wf__autograd_register_shape();
     wf__autograd_register_nn_grad();

@@ -26,10 +26,13 @@ WEFT_API bool weft_is_grad_enabled(void)
 WEFT_API bool weft_set_grad_enabled(bool enabled)
 {
     bool previous = wf__grad_enabled();
+    /* no-grad mode has no view history to join either: views then take
+     * the dense fast path with no ADInplaceOrView stop */
+    const weft_keyset keys = WF_AUTOGRAD_KEYS | WEFT_KEYSET_BIT(WEFT_KEY_ADINPLACE_OR_VIEW);
     if (enabled)
-        wf__tls_excluded &= ~WF_AUTOGRAD_KEYS;
+        wf__tls_excluded &= ~keys;
     else
-        wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+        wf__tls_excluded |= keys;
     return previous;
 }
 

@@ -355,3 +355,45 @@ int wf__autograd_copy(weft_tensor *out, const weft_tensor *src)
     wf__node_release(node);
     return rc;
 }
+
+/* The kernel of the ADInplaceOrView key, which every view carries: a view
+ * without history whose root has some (it started requiring grad after the
+ * view was taken, or an in-place write gave it a node) takes the root's
+ * history here, before anything reads it; the call then starts again at
+ * Autograd, which now sees it.  Otherwise the call goes on below.  With
+ * another argument tracked, Autograd has run already and refreshed the
+ * view through its edge (wf__edge_of); in no-grad mode there is nothing to
+ * join. */
+static int inplace_or_view_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    bool joined = false;
+    uint32_t mask = wf__tls_excluded & WF_AUTOGRAD_KEYS ? 0 : call->op->tensor_arg_mask;
+    for (int i = 0; mask; i++, mask >>= 1) {
+        if (!(mask & 1))
+            continue;
+        const weft_value *v = &call->args[i];
+        int n = v->tag == WEFT_VALUE_TENSOR ? 1 : v->tag == WEFT_VALUE_TENSOR_LIST ? v->len : 0;
+        for (int j = 0; j < n; j++) {
+            weft_tensor *t = v->tag == WEFT_VALUE_TENSOR ? v->u.tensor : v->u.tensors[j];
+            if (!t || !t->is_view || (t->keys & WF_AUTOGRAD_KEYS) || !t->view_base ||
+                !(t->view_base->keys & WF_AUTOGRAD_KEYS))
+                continue;
+            int rc = wf__view_refresh(t);
+            if (rc < 0)
+                return rc;
+            joined |= (t->keys & WF_AUTOGRAD_KEYS) != 0;
+        }
+    }
+    if (joined) {
+        call->keys |= WF_AUTOGRAD_KEYS;
+        return weft_redispatch(call, WEFT_KEYSET_BIT(WEFT_KEY_AUTOGRAD + 1));
+    }
+    return weft_redispatch(call, WEFT_KEYSET_BIT(WEFT_KEY_ADINPLACE_OR_VIEW));
+}
+
+int wf__inplace_or_view_register(void)
+{
+    return weft_register_fallback(wf__core_registrar, WEFT_KEY_ADINPLACE_OR_VIEW, 0,
+                                  inplace_or_view_kernel, NULL, NULL);
+}

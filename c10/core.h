@@ -170,8 +170,6 @@ typedef struct wf_autograd_hooks {
                    const int64_t *dims, int ndims);
     /* out is a converted copy of src (to_dtype, to_device) */
     int (*on_copy)(weft_tensor *out, const weft_tensor *src);
-    /* a view whose root gained history takes its grad_fn again */
-    int (*view_refresh)(weft_tensor *t);
 } wf_autograd_hooks;
 extern wf_autograd_hooks wf__autograd_hooks;
 

@@ -20,7 +20,11 @@ int wf__make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
     int rc = wf__tensor_make(out, t->storage, sizes, strides, ndim, offset, (weft_dtype)t->dtype);
     if (rc < 0)
         return rc;
-    (*out)->keys = t->keys & ~WF_AUTOGRAD_KEYS;
+    /* ADInplaceOrView: a view whose root gains history later (it starts
+     * requiring grad, or an in-place write records a node) must take that
+     * history before an operator uses it; the autograd layer's kernel for
+     * this key does it (autograd/views.c), so the dispatcher need not look */
+    (*out)->keys = (t->keys & ~WF_AUTOGRAD_KEYS) | WEFT_KEYSET_BIT(WEFT_KEY_ADINPLACE_OR_VIEW);
     /* every view knows its root, tracked or not: an in-place write through
      * it must reach the root's history (t.select(0, 1).copy_(src)) */
     (*out)->is_view = true;

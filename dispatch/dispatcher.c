@@ -15,8 +15,8 @@
 void (*wf__loader_summary_hook)(char *buf, size_t size);
 #include "c10/quiesce.h"
 
-_Thread_local weft_keyset wf__tls_included;
-_Thread_local weft_keyset wf__tls_excluded;
+_Thread_local weft_keyset wf__tls_included WF_TLS_FAST;
+_Thread_local weft_keyset wf__tls_excluded WF_TLS_FAST;
 
 static weft_op builtin_ops[WF_OP_COUNT];
 /* operators defined by plugins; guarded by the registry lock */
@@ -442,20 +442,6 @@ static bool tag_fits(int type, const weft_value *v)
     return false;
 }
 
-/* A view carries the Autograd key only when it was taken from a tensor
- * that took part in autograd.  Its root may gain history later (a write
- * through another view: PyTorch's CopySlices) or start requiring grad; the
- * view then requires grad too (PyTorch's rule), so before its keys are read
- * it takes its grad_fn from the root.  Only views whose root is tracked and
- * which are not pay more than the is_view test. */
-static inline int join_root_history(weft_tensor *t)
-{
-    if (__builtin_expect(t->is_view, 0) && !(t->keys & WF_AUTOGRAD_KEYS) && t->view_base &&
-        (t->view_base->keys & WF_AUTOGRAD_KEYS) && !(wf__tls_excluded & WF_AUTOGRAD_KEYS))
-        return wf__autograd_hooks.view_refresh(t); /* set: t's root carries Autograd */
-    return 0;
-}
-
 /* The generated entry points box their arguments correctly by
  * construction: they skip the tag checks and only look at tensors. */
 static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs,
@@ -471,9 +457,6 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
             if (!v->u.tensor)
                 return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is NULL", s->name,
                                   s->args[i].name);
-            int rc = join_root_history(v->u.tensor);
-            if (rc < 0)
-                return rc;
             ks |= v->u.tensor->keys;
         } else if (v->tag == WEFT_VALUE_TENSOR_LIST) {
             /* Tensor?[]: a NULL entry is None */
@@ -484,9 +467,6 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
                 if (!v->u.tensors || !v->u.tensors[j])
                     return wf__errorf(WEFT_EINVAL, "%s: argument '%s'[%d] is NULL", s->name,
                                       s->args[i].name, j);
-                int rc = join_root_history(v->u.tensors[j]);
-                if (rc < 0)
-                    return rc;
                 ks |= v->u.tensors[j]->keys;
             }
         }

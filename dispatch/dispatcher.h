@@ -188,7 +188,11 @@ extern weft_kernel_fn wf__device_fallback_kernel;
 int wf__missing_kernel(const weft_op *op, weft_keyset ks);
 
 /* Thread-local dispatch state. */
-extern _Thread_local weft_keyset wf__tls_included;
-extern _Thread_local weft_keyset wf__tls_excluded;
+/* Initial-exec: read with one instruction instead of a __tls_get_addr call
+ * on every dispatch.  16 bytes of static TLS, which glibc's surplus covers
+ * even when libweft is dlopen'ed (Python) after start-up. */
+#define WF_TLS_FAST __attribute__((tls_model("initial-exec")))
+extern _Thread_local weft_keyset wf__tls_included WF_TLS_FAST;
+extern _Thread_local weft_keyset wf__tls_excluded WF_TLS_FAST;
 
 #endif

@@ -25,7 +25,6 @@ __attribute__((constructor)) static void weft_init(void)
         .meta_free = wf__autograd_meta_free,
         .on_view = wf__autograd_view,
         .on_copy = wf__autograd_copy,
-        .view_refresh = wf__view_refresh,
     };
     wf__autograd_register();
     wf__loader_summary_hook = wf__loader_summary;
