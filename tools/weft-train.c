@@ -103,8 +103,10 @@ static unsigned char *read_idx(const char *path, int want_dims, long *n, int *ro
             size_t bytes = (size_t)*n * (size_t)*rows * (size_t)*cols;
             if (*n <= 0 || *n > 10000000 || *rows > 4096 || *cols > 4096) {
                 fprintf(stderr, "weft-train: %s: implausible sizes\n", path);
-            } else if ((data = malloc(bytes)) && read_exact(f, data, (unsigned)bytes, path) < 0) {
-                free(data);
+            } else if (!(data = weft_malloc(bytes))) {
+                fprintf(stderr, "weft-train: %s: out of memory for %zu bytes\n", path, bytes);
+            } else if (read_exact(f, data, (unsigned)bytes, path) < 0) {
+                weft_free(data);
                 data = NULL;
             }
         }
@@ -345,10 +347,12 @@ static int parse(options *o, int argc, char **argv)
             usage(stdout);
             exit(0);
         }
+        /* every option below that takes a value, so that a missing value
+         * and an unknown option get messages of their own */
         static const char *const with_value[] = {
-            "--model", "--device", "--data",      "--save",  "--epochs",       "--batch-size",
-            "--threads", "--log-every", "--limit", "--lr",   "--optimizer",    "--weight-decay",
-            "--momentum", "--seed"};
+            "--model", "--device", "--data", "--save", "--optimizer", "--epochs", "--batch-size",
+            "--threads", "--log-every", "--limit", "--lr", "--weight-decay", "--momentum",
+            "--seed"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known = known || strcmp(a, with_value[k]) == 0;
@@ -535,9 +539,11 @@ int main(int argc, char **argv)
     if (nparams < 0 || make_optimizer(&opt, &o, params, nparams, decay_given) < 0)
         return fail("creating the optimizer");
 
-    long *order = malloc((size_t)train.n * sizeof *order);
-    if (!order)
+    long *order = weft_malloc((size_t)train.n * sizeof *order);
+    if (!order) {
+        fprintf(stderr, "weft-train: out of memory for the order of %ld images\n", train.n);
         return 1;
+    }
     /* a shuffle from the seed alone, so the same seed gives the same run */
     uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 1;
     double train_seconds = 0, train_cpu_seconds = 0, accuracy = 0, last_loss = NAN, first_loss = NAN;
@@ -616,10 +622,10 @@ int main(int argc, char **argv)
         fprintf(progress, "parameters saved to %s\n", o.save);
     weft_optimizer_destroy(opt);
     weft_module_destroy(m);
-    free(order);
-    free(train.images);
-    free(train.labels);
-    free(test.images);
-    free(test.labels);
+    weft_free(order);
+    weft_free(train.images);
+    weft_free(train.labels);
+    weft_free(test.images);
+    weft_free(test.labels);
     return 0;
 }
