@@ -240,11 +240,14 @@ typedef struct wf_iface_copy {
 } wf_iface_copy;
 
 /* Readers outside the registry lock (dispatch, allocation, name lookups)
- * see allocator, iface and registered change under them: they are atomic.
- * name is written before registered is set and kept after it is cleared,
- * so a racing reader never reads a half-written name (see device.c). */
+ * see allocator, iface, registered and name change under them: they are
+ * atomic.  name points to an interned copy that is never freed nor
+ * rewritten (wf__device_name_intern), so an id can take another name — no
+ * gap in the ids after a failed init — while a racing reader, or a caller
+ * of weft_device_type_name, still holds the old text.  NULL: never used. */
+#define WF_DEVICE_NAME_MAX 32 /* with the NUL */
 typedef struct wf_device_type {
-    char name[32];
+    _Atomic(const char *) name;
     _Atomic(const weft_allocator *) allocator; /* core-owned copy */
     _Atomic(const weft_device_interface *) iface; /* core-owned copy, or NULL */
     struct weft_registrar *owner;              /* NULL for built-in */
@@ -253,6 +256,10 @@ typedef struct wf_device_type {
 } wf_device_type;
 
 extern wf_device_type wf__device_types[WEFT_MAX_DEVICE_TYPES];
+/* A copy of name (shorter than WF_DEVICE_NAME_MAX) that lives as long as
+ * the process, one per distinct name; NULL when out of memory.  Registry
+ * lock held. */
+const char *wf__device_name_intern(const char *name);
 /* The core's host allocator: storages it serves share one block with their
  * header (c10/storage.c). */
 extern const weft_allocator *const wf__host_allocator;

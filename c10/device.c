@@ -86,21 +86,21 @@ static int host_sync(void *ctx, int index)
 /* every interface in the table is a wf_iface_copy: the host's has no owner */
 static const wf_iface_copy host_interface = {
     {sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, host_count, host_copy,
-     host_copy, host_copy_device, host_sync, 1 /* kDLCPU */},
+     host_copy, host_copy_device, host_sync, 1 /* kDLCPU */, .kind = WEFT_DEVICE_KIND_HOST},
     NULL,
 };
 
 void wf__device_init(void)
 {
     wf_device_type *cpu = &wf__device_types[WEFT_DEVICE_TYPE_CPU];
-    strcpy(cpu->name, "cpu");
+    atomic_store(&cpu->name, "cpu");
     atomic_store(&cpu->allocator, &host_allocator);
     cpu->base_allocator = &host_allocator;
     atomic_store(&cpu->iface, &host_interface.i);
     cpu->registered = true;
-    strcpy(wf__device_types[WEFT_DEVICE_TYPE_CUDA].name, "cuda");
+    atomic_store(&wf__device_types[WEFT_DEVICE_TYPE_CUDA].name, "cuda");
     wf__device_types[WEFT_DEVICE_TYPE_CUDA].registered = true;
-    strcpy(wf__device_types[WEFT_DEVICE_TYPE_HIP].name, "hip");
+    atomic_store(&wf__device_types[WEFT_DEVICE_TYPE_HIP].name, "hip");
     wf__device_types[WEFT_DEVICE_TYPE_HIP].registered = true;
 }
 
@@ -142,28 +142,48 @@ void wf__device_type_unregister(int type)
     atomic_store(&dt->iface, NULL);
     dt->owner = NULL;
     /* a reserved type keeps its name; only the plugin's part goes.  A
-     * dynamic one keeps its name text too, unregistered: a thread that read
-     * `registered` a moment ago may still be comparing it. */
+     * dynamic one keeps its name pointer too, unregistered, so the same
+     * name registered again gets the same id. */
     if (type >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC)
         atomic_store(&dt->registered, false);
 }
 
 /* Which free dynamic id a new type gets (registry lock held): the one that
- * last carried the same name, else one never used, else `fallback`, so a
- * name is rewritten only once all 37 ids have been used by other names. */
+ * last carried the same name (a plugin unloaded and loaded again keeps its
+ * id), else `fallback`, the lowest free one — so a type whose plugin's init
+ * failed leaves no gap in the ids that later types get. */
 int wf__device_type_pick_free(const char *name, int fallback)
 {
-    int never_used = -1;
     for (int i = WEFT_DEVICE_TYPE_FIRST_DYNAMIC; i < WEFT_MAX_DEVICE_TYPES; i++) {
         const wf_device_type *dt = &wf__device_types[i];
-        if (atomic_load(&dt->registered))
-            continue;
-        if (strcmp(dt->name, name) == 0)
+        const char *old = atomic_load(&dt->name);
+        if (!atomic_load(&dt->registered) && old && strcmp(old, name) == 0)
             return i;
-        if (never_used < 0 && !dt->name[0])
-            never_used = i;
     }
-    return never_used >= 0 ? never_used : fallback;
+    return fallback;
+}
+
+/* Interned names: a list that only grows, each entry written before it is
+ * published under the registry lock, never freed (reachable from `interned`
+ * until exit).  A process meets a handful of device type names. */
+typedef struct interned_name {
+    struct interned_name *next;
+    char text[WF_DEVICE_NAME_MAX];
+} interned_name;
+static interned_name *interned;
+
+const char *wf__device_name_intern(const char *name)
+{
+    for (interned_name *n = interned; n; n = n->next)
+        if (strcmp(n->text, name) == 0)
+            return n->text;
+    interned_name *n = wf__malloc(sizeof *n);
+    if (!n)
+        return NULL;
+    snprintf(n->text, sizeof n->text, "%s", name);
+    n->next = interned;
+    interned = n;
+    return n->text;
 }
 
 WEFT_API const char *weft_device_type_name(int type)
@@ -193,6 +213,24 @@ WEFT_API int weft_device_count(int type)
     int n = iface && iface->device_count ? iface->device_count(iface->ctx) : 0;
     wf__reader_exit(rt);
     return n < 0 ? 0 : n;
+}
+
+WEFT_API int weft_device_type_kind(int type)
+{
+    if (type < 0 || type >= WEFT_MAX_DEVICE_TYPES || !wf__device_types[type].registered)
+        return wf__errorf(WEFT_EDEVICE, "device_type_kind: unknown device type %d", type);
+    /* the interface is the core's zero-extended copy, so `kind` is there
+     * (0) even for a plugin built before the field existed; reading a field
+     * calls no plugin code, so no section is needed */
+    const weft_device_interface *iface =
+        atomic_load_explicit(&wf__device_types[type].iface, memory_order_acquire);
+    if (!iface)
+        return wf__errorf(WEFT_EDEVICE, "device type '%s' is provided by no loaded plugin",
+                          wf__device_types[type].name);
+    int kind = iface->kind;
+    return kind >= WEFT_DEVICE_KIND_HOST && kind <= WEFT_DEVICE_KIND_EMULATED
+               ? kind
+               : WEFT_DEVICE_KIND_UNKNOWN;
 }
 
 WEFT_API int weft_device_from_string(weft_device *out, const char *text)

@@ -648,8 +648,12 @@ static int check_interface(const weft_device_interface *iface, const char *what)
 static int install_device(weft_registrar *reg, int type, const char *name,
                           const weft_device_interface *iface, const weft_allocator *alloc)
 {
-    weft_device_interface *ic = copy_iface(reg, iface);
-    weft_allocator *ac = copy_allocator(reg, alloc);
+    /* names are read without the lock: a new name is a new pointer to an
+     * interned copy, never a rewrite of the old text (see c10/core.h) */
+    const char *old = atomic_load(&wf__device_types[type].name);
+    const char *interned_name = old && strcmp(old, name) == 0 ? old : wf__device_name_intern(name);
+    weft_device_interface *ic = interned_name ? copy_iface(reg, iface) : NULL;
+    weft_allocator *ac = ic ? copy_allocator(reg, alloc) : NULL;
     weft_registration *r = ic && ac ? new_registration(reg, REG_DEVICE) : NULL;
     if (!r) {
         free(ic);
@@ -660,10 +664,7 @@ static int install_device(weft_registrar *reg, int type, const char *name,
     r->iface = ic;
     r->allocator = ac;
     wf_device_type *dt = &wf__device_types[type];
-    /* names are read without the lock: never rewrite one that is already
-     * there (see c10/core.h) */
-    if (strcmp(dt->name, name) != 0)
-        snprintf(dt->name, sizeof dt->name, "%s", name);
+    atomic_store(&dt->name, interned_name);
     dt->iface = ic;
     dt->owner = reg;
     dt->base_allocator = ac;
@@ -691,7 +692,7 @@ WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
     if (!reg || !name || !type_out)
         return wf__errorf(WEFT_EINVAL, "register_device_type: NULL argument");
     size_t len = strlen(name);
-    if (len == 0 || len >= sizeof wf__device_types[0].name || strchr(name, ':'))
+    if (len == 0 || len >= WF_DEVICE_NAME_MAX || strchr(name, ':'))
         return wf__errorf(WEFT_EINVAL, "register_device_type: bad device type name '%s'", name);
     int rc = check_interface(iface, name);
     if (rc == 0)

@@ -236,6 +236,22 @@ static int search_dirs(char ***out)
     return n;
 }
 
+/* search_dirs skips WEFT_PLUGIN_PATH's relative entries; the report says
+ * so, since whoever wrote one expects it to be searched. */
+static void print_ignored_path_entries(FILE *f)
+{
+    const char *env = getenv("WEFT_PLUGIN_PATH");
+    for (const char *p = env ? env : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n > 0 && p[0] != '/')
+            fprintf(f,
+                    "  ignored: '%.*s' from WEFT_PLUGIN_PATH is a relative directory (plugins are "
+                    "never searched relative to the working directory; give an absolute path)\n",
+                    (int)n, p);
+        p += n + (p[n] == ':');
+    }
+}
+
 static void free_dirs(char **dirs, int n)
 {
     for (int i = 0; i < n; i++)
@@ -737,6 +753,29 @@ static int init_candidate(candidate *c)
     return 1;
 }
 
+/* Why candidate o, found by searching, is not loaded: the plugin of its
+ * name, `won`, is — chosen now from candidate `winner`, or loaded before
+ * (winner NULL).  Both files are named, so one row is enough to find the
+ * stray copy. */
+static void lost_reason(char *msg, size_t size, const candidate *o, const plugin *won,
+                        const candidate *winner)
+{
+    if (!winner)
+        snprintf(msg, size, "plugin '%s' is already loaded from %s; this file, %s, is not used",
+                 o->name, won->path, o->path);
+    else if ((!o->variant && !winner->variant) ||
+             (o->variant && winner->variant && strcmp(o->variant, winner->variant) == 0))
+        snprintf(msg, size,
+                 "a duplicate: plugin '%s'%s%s is already loaded from %s; this copy, %s, is not "
+                 "used",
+                 o->name, winner->variant ? " variant " : "", winner->variant ? winner->variant : "",
+                 won->path, o->path);
+    else
+        snprintf(msg, size, "a better variant was chosen: %s (score %d) from %s, not %s from %s",
+                 winner->variant ? winner->variant : "default", winner->score, won->path,
+                 o->variant ? o->variant : "default", o->path);
+}
+
 static int strcmp_ptr_(const char *const *a, const char *const *b)
 {
     return strcmp(*a, *b);
@@ -865,23 +904,20 @@ WEFT_API int weft_load_default_plugins(void)
         c->done = true;
         if (!won)
             continue; /* its failure is reported; the next best of the name is tried */
+        bool c_won = won->ino == c->ino && won->dev == c->dev;
         for (int j = 0; j < ncands; j++) {
             candidate *o = &cands[j];
             if (o->done || strcmp(o->name, c->name) != 0)
                 continue;
             o->done = true;
-            char msg[PATH_MAX + 64];
-            if (won->ino == c->ino && won->dev == c->dev)
-                snprintf(msg, sizeof msg, "a better variant was chosen: %s", won->path);
-            else
-                snprintf(msg, sizeof msg, "a plugin of this name is already loaded from %s",
-                         won->path);
+            char msg[2 * PATH_MAX + 160];
+            lost_reason(msg, sizeof msg, o, won, c_won ? c : NULL);
             report(o->path, o->name, o->variant, WEFT_PLUGIN_SKIPPED, msg, o->abi_major,
                    o->abi_minor, o->score);
         }
-        if (won->ino != c->ino || won->dev != c->dev) {
-            char msg[PATH_MAX + 64];
-            snprintf(msg, sizeof msg, "a plugin of this name is already loaded from %s", won->path);
+        if (!c_won) {
+            char msg[2 * PATH_MAX + 160];
+            lost_reason(msg, sizeof msg, c, won, NULL);
             report(c->path, c->name, c->variant, WEFT_PLUGIN_SKIPPED, msg, c->abi_major,
                    c->abi_minor, c->score);
         }
@@ -1101,6 +1137,7 @@ WEFT_API int weft_plugin_report_string(char **out)
         fprintf(f, "  %s\n", dirs[i]);
     if (ndirs >= 0)
         free_dirs(dirs, ndirs);
+    print_ignored_path_entries(f);
     fprintf(f, "candidates:\n");
     if (!report_head)
         fprintf(f, "  (none)\n");

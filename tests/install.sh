@@ -61,15 +61,70 @@ check "it runs and finds the staged plugins beside the staged libweft" \
 check "weft-info from the staging directory lists a staged CPU plugin as loaded" \
     sh -c "LD_LIBRARY_PATH='$root$libdir' '$root$prefix/bin/weft-info' | grep -q 'loaded *$root$libdir/weft/plugins/libweft-cpu'"
 
+# the documentation a new user looks for after make install
+installed_dir() { (cd "$builddir" && unset MAKEFLAGS MFLAGS MAKELEVEL &&
+    make -s --no-print-directory -f Makefile "print-$1" 2>/dev/null); }
+docdir=$(installed_dir docdir)
+mandir=$(installed_dir mandir)
+check "the README, docs/ and the OpenCL example are installed under \$(docdir) ($docdir)" \
+    sh -c "cd '$root$docdir' && test -f README.md -a -f docs/design.md -a -f docs/writing-a-backend.md \
+           -a -f docs/benchmarks.md -a -f examples/opencl-backend/opencl.c \
+           -a -f examples/opencl-backend/Makefile -a -f examples/opencl-backend/README.md"
+for tool in weft-info weft-train weft-conformance; do
+    check "$tool is installed with its man page" \
+        test -x "$root$prefix/bin/$tool" -a -f "$root$mandir/man1/$tool.1"
+done
+readme_lists_programs() {
+    for prog in $(ls "$root$prefix/bin"); do
+        grep -q -- "^- \`$prog\`" "$srcdir/README.md" || { echo "$prog is not in README.md's Tools"; return 1; }
+    done
+}
+check "the README lists every installed program" readme_lists_programs
+
+# The README's first example, as a program: what it prints must be what
+# its comment says.
+awk '/^```c$/ { inside = 1; next } /^```$/ { if (inside) exit } inside' "$srcdir/README.md" \
+    >"$tmp/readme_body.c"
+{
+    echo '#include <stdio.h>'
+    grep '^#include' "$tmp/readme_body.c"
+    echo 'int main(void) {'
+    grep -v '^#include' "$tmp/readme_body.c"
+    echo 'weft_tensor_release(a); weft_tensor_release(b); weft_tensor_release(c); return 0; }'
+} >"$tmp/readme.c"
+# the comment after weft_tensor_print: the lines between "/* prints" and
+# " */", without their " * " margin
+sed -n '/^\/\* prints/,/^ \*\/$/p' "$tmp/readme_body.c" | sed -e '1d' -e '$d' -e 's/^ \* //' \
+    >"$tmp/readme.want"
+check "the README's example compiles" \
+    sh -c "${CC:-cc} -Wall -Wextra -Werror -o '$tmp/readme' '$tmp/readme.c' \$(pkg-config --cflags --libs weft)"
+check "the README's example prints exactly what its comment says" sh -c "
+    [ -s '$tmp/readme.want' ] && LD_LIBRARY_PATH='$root$libdir' '$tmp/readme' >'$tmp/readme.got' &&
+    cmp '$tmp/readme.want' '$tmp/readme.got' ||
+    { echo 'the comment says:'; cat '$tmp/readme.want'; echo 'it prints:'; cat '$tmp/readme.got'; exit 1; }"
+
 # docs/writing-a-backend.md is tested: the plugin it builds step by step (its
 # blocks marked "file: NAME") is extracted, built against the staged install
-# with the guide's Makefile, and checked with the staged weft-conformance
+# with the guide's Makefile, and checked with the staged weft-conformance;
+# its program (step 7) is built and run
 mkdir "$tmp/guide"
 awk -v dir="$tmp/guide" '
     /^<!-- file: [^ ]* -->$/ { file = $3; next }
     /^```/ { if (inside) { inside = 0; file = "" } else if (file != "") inside = 1; next }
     inside { print >> (dir "/" file) }' "$srcdir/docs/writing-a-backend.md"
-check "the guide's plugin builds with the guide's Makefile" make -C "$tmp/guide"
+check "the guide's plugin builds with the guide's Makefile, without a warning (-Werror)" \
+    make -C "$tmp/guide" CFLAGS="-O2 -g -Werror"
+check "the guide's program builds with -Wall -Wextra -Werror" \
+    sh -c "${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -o '$tmp/guide/try-mydev' '$tmp/guide/try-mydev.c' \
+           \$(pkg-config --cflags --libs weft)"
+# under valgrind where it is installed (the host cache keeps nothing
+# there), so a tensor it forgets to release fails the check
+memcheck=""
+command -v valgrind >/dev/null 2>&1 &&
+    memcheck="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9"
+check "the guide's program runs mydev's neg and the fallback's tanh${memcheck:+ and leaks nothing}" \
+    sh -c "cd '$tmp/guide' && LD_LIBRARY_PATH='$root$libdir' $memcheck ./try-mydev ./libweft-mydev.so \
+           >out 2>err && grep -q 'tanh' err && grep -q '^tensor(' out || { cat out err; exit 1; }"
 LD_LIBRARY_PATH="$root$libdir" "$root$prefix/bin/weft-conformance" \
     --plugin "$tmp/guide/libweft-mydev.so" mydev:1 >"$tmp/guide/conformance" 2>&1
 guide_status=$?

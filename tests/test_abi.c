@@ -53,6 +53,8 @@ int main(void)
     weft_device dev;
     is_int(weft_device_from_string(&dev, "olddev:0"), 0, "its device type exists");
     is_int(weft_device_count(dev.type), 1, "one device (its device_count)");
+    is_int(weft_device_type_kind(dev.type), WEFT_DEVICE_KIND_UNKNOWN,
+           "its interface predates the kind field: the kind is unknown, not read past its end");
     weft_tensor *cpu = NULL, *on = NULL, *neg = NULL, *back = NULL;
     weft_arange(&cpu, 1, 4, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
     is_int(weft_to_device(&on, cpu, dev), 0, "copy to olddev (its allocator and copy_from_host)");

@@ -233,7 +233,7 @@ static int write_damaged(const char *dir, const char *field)
     if (rc == 0 && strcmp(field, "tls") != 0) {
         at += strcmp(field, "score") == 0 ? (long)offsetof(weft_plugin_descriptor, score)
                                           : (long)offsetof(weft_plugin_descriptor, fini);
-        if (at + 8 <= size)
+        if (at + 8 <= (long)size)
             memcpy(buf + at, &garbage, sizeof garbage);
     }
     FILE *out = rc == 0 ? fopen(to, "wb") : NULL;

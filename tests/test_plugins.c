@@ -3,14 +3,17 @@
  * registering, a duplicate device-type name) rolled back completely, the
  * search order (never the current directory), variant choice and its pin
  * (WEFT_PLUGIN_VARIANT), a device plugin's kernels and copies, the load
- * report, and unload. */
+ * report (relative WEFT_PLUGIN_PATH entries, duplicates found by searching),
+ * device type ids and kinds, and unload. */
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+#include "tests/host_device.h"
 #include "tests/tap.h"
 
 static char plugin_dir[PATH_MAX];
@@ -114,6 +117,147 @@ static void test_variant_pinning(const char *vdir)
        "a name not listed chooses its best variant");
 }
 
+/* The lowest dynamic device type id no type holds now. */
+static int first_free_type(void)
+{
+    int i = WEFT_DEVICE_TYPE_FIRST_DYNAMIC;
+    while (i < WEFT_MAX_DEVICE_TYPES && weft_device_type_name(i))
+        i++;
+    return i;
+}
+
+/* Device kinds: what a plugin says, unknown when it says nothing, and an
+ * error for a type no plugin provides. */
+static void test_device_kinds(void)
+{
+    is_int(weft_device_type_kind(WEFT_DEVICE_TYPE_CPU), WEFT_DEVICE_KIND_HOST, "the CPU is the host");
+    is_int(weft_device_type_kind(WEFT_DEVICE_TYPE_HIP), WEFT_EDEVICE,
+           "hip, a reserved name without its plugin, has no kind");
+    like(weft_last_error(), "device type 'hip' is provided by no loaded plugin", "and says why");
+    is_int(weft_device_type_kind(-1), WEFT_EDEVICE, "nor has id -1");
+    is_int(weft_device_type_kind(WEFT_MAX_DEVICE_TYPES), WEFT_EDEVICE, "nor an id past the table");
+    like(weft_last_error(), "unknown device type 40", "which the message names");
+    static const struct {
+        const char *file, *plugin, *type;
+        int kind;
+    } cases[] = {{"test-hostdev.so", "hostdev", "hostdev", WEFT_DEVICE_KIND_EMULATED},
+                 {"test-accdev.so", "accdev", "accdev", WEFT_DEVICE_KIND_ACCELERATOR},
+                 {"test-good.so", "testgood", "testdev", WEFT_DEVICE_KIND_UNKNOWN}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        is_int(weft_load_plugin(tp(cases[i].file)), 0, "load %s", cases[i].file);
+        is_int(weft_device_type_kind(weft_device_type_from_name(cases[i].type)), cases[i].kind,
+               "%s's kind is %d", cases[i].type, cases[i].kind);
+        is_int(weft_unload_plugin(cases[i].plugin), 0, "unload %s", cases[i].plugin);
+    }
+}
+
+/* An id can take another name while a caller still holds the old name's
+ * pointer (weft_device_type_name): it must still read the old text. */
+static void test_type_id_reuse(void)
+{
+    static const weft_device_interface iface = {
+        .struct_size = sizeof(weft_device_interface),
+        .version = WEFT_DEVICE_INTERFACE_VERSION,
+        .device_count = fake_count,
+        .copy_to_host = fake_copy,
+        .copy_from_host = fake_copy,
+        .copy_device = fake_copy_device,
+        .synchronize = fake_sync,
+    };
+    static const weft_allocator alloc = {
+        .struct_size = sizeof(weft_allocator),
+        .version = WEFT_ALLOCATOR_VERSION,
+        .allocate = fake_allocate,
+    };
+    weft_registrar *a = NULL, *b = NULL;
+    int ta = -1, tb = -1, lowest = first_free_type();
+    weft_registrar_create(&a, "reuse-a");
+    weft_registrar_create(&b, "reuse-b");
+    is_int(weft_register_device_type(a, "reuse_first", &iface, &alloc, &ta), 0, "register reuse_first");
+    is_int(ta, lowest, "it gets the lowest free id");
+    const char *held = weft_device_type_name(ta);
+    weft_registrar_destroy(a);
+    is_int(weft_register_device_type(b, "reuse_second", &iface, &alloc, &tb), 0,
+           "register another name after the first is gone");
+    is_int(tb, ta, "it gets the freed id: no gap");
+    is_str(weft_device_type_name(tb), "reuse_second", "under its own name");
+    is_str(held, "reuse_first", "while the old name's pointer still reads the old name");
+    weft_registrar_destroy(b);
+}
+
+/* A relative directory in WEFT_PLUGIN_PATH is skipped (plugins are never
+ * searched relative to the working directory) and said so in the report. */
+static void test_relative_path_reported(void)
+{
+    const char *saved = getenv("WEFT_PLUGIN_PATH");
+    char *keep = saved ? strdup(saved) : NULL;
+    char value[PATH_MAX + 64];
+    snprintf(value, sizeof value, "%s:plugins/here::./there", saved ? saved : "/nonexistent");
+    setenv("WEFT_PLUGIN_PATH", value, 1);
+    char *text = NULL;
+    is_int(weft_plugin_report_string(&text), 0, "the report with relative WEFT_PLUGIN_PATH entries");
+    like(text, "ignored: 'plugins/here' from WEFT_PLUGIN_PATH is a relative directory",
+         "names the first relative entry as ignored");
+    like(text, "ignored: './there' from WEFT_PLUGIN_PATH", "and the second");
+    like(text, "never searched relative to the working directory", "and says why");
+    ok(text && !strstr(text, "ignored: ''"), "an empty entry is not reported");
+    free(text);
+    if (keep)
+        setenv("WEFT_PLUGIN_PATH", keep, 1);
+    else
+        unsetenv("WEFT_PLUGIN_PATH");
+    free(keep);
+    is_int(weft_plugin_report_string(&text), 0, "the report again");
+    ok(text && !strstr(text, "ignored:"), "nothing is ignored without relative entries");
+    free(text);
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[65536];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            rc = -1;
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* Two copies of one plugin (two files, same name and variant) in two
+ * search directories: the first is loaded, and the other's report row
+ * names both files. */
+static void test_duplicate_found_by_search(const char *builddir)
+{
+    char dirs[2][PATH_MAX], files[2][PATH_MAX + 32];
+    for (int i = 0; i < 2; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/tests/dup-search-%d", builddir, i);
+        snprintf(files[i], sizeof files[i], "%s/libweft-dupgood.so", dirs[i]);
+        mkdir(dirs[i], 0755);
+        ok(copy_file(tp("test-good.so"), files[i]) == 0, "copy test-good.so into %s", dirs[i]);
+        weft_plugin_add_search_path(dirs[i]);
+    }
+    ok(weft_load_default_plugins() >= 1, "load them by searching");
+    char *text = NULL;
+    weft_plugin_report_string(&text);
+    char want[3 * PATH_MAX];
+    snprintf(want, sizeof want,
+             "a duplicate: plugin 'testgood' variant baseline is already loaded from %s; this "
+             "copy, %s, is not used",
+             files[0], files[1]);
+    like(text, want, "the skipped copy's row names both files");
+    free(text);
+    is_int(weft_unload_plugin("testgood"), 0, "unload it");
+    for (int i = 0; i < 2; i++) {
+        unlink(files[i]);
+        rmdir(dirs[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--vtest-rows") == 0)
@@ -139,11 +283,19 @@ int main(int argc, char **argv)
     /* wrong ABI major */
     is_int(weft_load_plugin(tp("test-abi.so")), WEFT_EABI, "a plugin for ABI 99");
     like(weft_last_error(), "built for plugin ABI 99.0", "names the plugin's ABI");
-    like(weft_last_error(), "implements ABI 1.1", "and the core's");
+    char core_abi[64];
+    snprintf(core_abi, sizeof core_abi, "implements ABI %d.%d", WEFT_PLUGIN_ABI_MAJOR,
+             WEFT_PLUGIN_ABI_MINOR);
+    like(weft_last_error(), core_abi, "and the core's");
     /* an init that fails halfway */
     char *neg_before = table_of("neg");
+    int lowest = first_free_type();
     is_int(weft_load_plugin(tp("test-halfinit.so")), WEFT_EPLUGIN, "an init that fails after registering");
-    like(weft_last_error(), "simulated failure after three registrations", "carries the plugin's message");
+    like(weft_last_error(), "simulated failure after four registrations", "carries the plugin's message");
+    char halfdev_id[64];
+    snprintf(halfdev_id, sizeof halfdev_id, "device type 'halfdev' got id %d", lowest);
+    like(weft_last_error(), halfdev_id, "its device type had the lowest free id");
+    is_int(weft_device_type_from_name("halfdev"), WEFT_ENOTFOUND, "and is gone");
     const weft_op *op;
     is_int(weft_op_find(&op, "halfinit_op"), WEFT_ENOTFOUND, "its operator is gone");
     char *neg_after = table_of("neg");
@@ -168,7 +320,7 @@ int main(int argc, char **argv)
     }
     is_int(weft_plugin_report_count(), rows, "no new report rows for the same file");
     int type = weft_device_type_from_name("testdev");
-    ok(type >= WEFT_DEVICE_TYPE_FIRST_DYNAMIC, "testdev got a dynamic id (%d)", type);
+    is_int(type, lowest, "testdev got the id halfinit's failed init had: no gap");
     is_int(weft_device_count(type), 2, "testdev reports two devices");
     weft_device dev;
     is_int(weft_device_from_string(&dev, "testdev:1"), 0, "parse testdev:1");
@@ -267,6 +419,10 @@ int main(int argc, char **argv)
     like(text, "a better variant was chosen", "explains a skipped variant");
     free(text);
     test_variant_pinning(vdir);
+    test_device_kinds();
+    test_type_id_reuse();
+    test_relative_path_reported();
+    test_duplicate_found_by_search(builddir);
     is_int(weft_load_plugin("/nonexistent/libweft-x.so"), WEFT_ENOTFOUND, "a missing file");
     is_int(weft_load_plugin(NULL), WEFT_EINVAL, "NULL path");
     return done_testing();

@@ -1,14 +1,15 @@
 #!/bin/sh
 # tests/train.sh — a short weft-train run on a subset of Fashion-MNIST: the
 # loss must fall and the test accuracy must be far above chance (10%), and
-# the same seed must give the same numbers.  TAP.
+# the same seed must give the same numbers; its arguments' errors, where its
+# output goes, and what --device best chooses among fake devices.  TAP.
 builddir=${WEFT_BUILDDIR:-.}
 data=/usr/share/datasets/fashion-mnist
 if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
     echo "1..0 # SKIP $data is missing (./quickstart installs dataset-fashion-mnist)"
     exit 0
 fi
-run() { "$builddir/weft-train" --limit 6000 --epochs 1 --seed 7 --json 2>&1; }
+run() { "$builddir/weft-train" --limit 6000 --epochs 1 --seed 7 --json --quiet 2>&1; }
 out=$(run)
 again=$(run)
 field() { echo "$out" | sed -n "s/.*\"$1\": \([-0-9.e]*\).*/\1/p"; }
@@ -49,5 +50,64 @@ check "$(echo "$adam" | grep -q '"device": "cpu", "optimizer": "adam"' && echo y
 "$builddir/weft-train" --optimizer rmsprop >/dev/null 2>&1
 status=$?
 check "$([ $status -eq 2 ] && echo yes)" "an unknown --optimizer is a usage error (exit status $status)"
+
+# Arguments: each bad value is a usage error (2) whose message says what is
+# wrong with it, before any data is read.
+usage_error() { # usage_error "ARGS" "MESSAGE"
+    out=$("$builddir/weft-train" $1 2>&1)
+    status=$?
+    check "$([ $status -eq 2 ] && printf '%s\n' "$out" | grep -qF -- "$2" && echo yes)" \
+        "weft-train $1: \"$2\" (exit status $status)"
+}
+usage_error "--lr abc" "--lr: 'abc' is not a finite number"
+usage_error "--lr 0" "--lr must be positive (got 0)"
+usage_error "--epochs 2x" "--epochs: '2x' is not a whole number"
+usage_error "--batch-size 0" "--batch-size must be at least 1 (got 0)"
+usage_error "--limit -5" "--limit must be at least 0 (got -5)"
+usage_error "--seed -1" "--seed: '-1' is not a whole number"
+usage_error "--momentum nan" "--momentum: 'nan' is not a finite number"
+usage_error "--threads" "--threads needs a value"
+usage_error "--frobnicate" "unknown option '--frobnicate'"
+help=$("$builddir/weft-train" --help)
+check "$(printf '%s\n' "$help" | grep -A1 -- '--limit N' | grep -q '0 (the' && echo yes)" \
+    "--help says what --limit 0 means (all of the images)"
+
+# --json: the result alone on stdout, progress on stderr; --quiet: none
+errfile=$(mktemp)
+out=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --log-every 5 --json 2>"$errfile")
+check "$([ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s\n' "$out" | grep -q '^{.*"test_accuracy"' &&
+    grep -q '^epoch 1  step     5/10' "$errfile" && grep -q '^epoch 1  test accuracy' "$errfile" && echo yes)" \
+    "--json: one JSON line on stdout, the progress on stderr"
+out=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --json --quiet 2>"$errfile")
+check "$([ ! -s "$errfile" ] && printf '%s\n' "$out" | grep -q '^{.*"test_accuracy"' && echo yes)" \
+    "--json --quiet: nothing on stderr"
+out=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --quiet 2>"$errfile")
+check "$([ ! -s "$errfile" ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] &&
+    printf '%s\n' "$out" | grep -q '^test accuracy [0-9.]*%; trained in' && echo yes)" \
+    "--quiet: only the result line"
+
+# --device best among fake devices (tests/plugins): hostdev says it is
+# emulated, testdev (good.c) does not say, accdev claims to be an
+# accelerator.  Only accdev may be chosen, and the choice says why.
+fakes=$(mktemp -d)
+trap 'rm -rf "$fakes" "$errfile"' EXIT
+plugins=${WEFT_TEST_PLUGIN_DIR:-$builddir/tests/plugins/.libs}
+ln -s "$plugins/test-hostdev.so" "$fakes/libweft-hostdev.so"
+ln -s "$plugins/test-good.so" "$fakes/libweft-good.so"
+best() { WEFT_PLUGIN_PATH="$WEFT_PLUGIN_PATH:$fakes" WEFT_CPU_FALLBACK=silent \
+    "$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --json 2>"$errfile"; }
+out=$(best)
+check "$(printf '%s\n' "$out" | grep -q '"device": "cpu"' &&
+    grep -q '^weft-train: --device best chose cpu: no accelerator device is present; passed over' "$errfile" &&
+    grep -q 'hostdev: emulated (its work runs on the CPU)' "$errfile" &&
+    grep -q 'testdev: its plugin does not say what kind of device it is' "$errfile" && echo yes)" \
+    "--device best trains on the CPU, not on an emulated device or one of unknown kind, and says why"
+[ -f "$errfile" ] && sed 's/^/# /' "$errfile" | head -3
+ln -s "$plugins/test-accdev.so" "$fakes/libweft-accdev.so"
+out=$(best)
+check "$(printf '%s\n' "$out" | grep -q '"device": "accdev:0"' &&
+    grep -q '^weft-train: --device best chose accdev:0: the first accelerator; passed over .*hostdev: emulated' "$errfile" &&
+    echo yes)" "--device best trains on the accelerator accdev:0, and says why"
+[ -f "$errfile" ] && sed 's/^/# /' "$errfile" | head -3
 echo "1..$n"
 exit $fail

@@ -460,6 +460,7 @@ done:
     fflush(stdout);
 }
 
+/* man/weft-conformance.1 is checked against this text (tests/manpages.sh). */
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -473,7 +474,8 @@ static void usage(FILE *f)
             "  --no-fallback     switch the CPU fallback off: operators without a kernel\n"
             "                    of the device's own are reported as skipped\n"
             "  --seed N          seed of the random inputs (default 1)\n"
-            "  --list            list the cases and exit\n");
+            "  --list            list the cases and exit\n"
+            "  --help            this text\n");
 }
 
 int main(int argc, char **argv)

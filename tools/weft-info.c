@@ -1,7 +1,8 @@
 /* tools/weft-info.c — what this weft installation can do: the plugin load
- * report, the device types with their device counts, the operators, and with
- * --op NAME the computed kernel table of one operator, and the caching host
- * allocator's statistics. */
+ * report, the device types that loaded plugins provide with their kinds and
+ * device counts, the caching host allocator's statistics, the number of
+ * operators (--ops lists them), and with --op NAME the computed kernel
+ * table of one operator. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,18 +10,38 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+/* man/weft-info.1 is checked against this text (tests/manpages.sh). */
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: weft-info [--op NAME] [--plugin PATH]... [--no-default-plugins]\n"
-               "  --op NAME        print the computed kernel table of operator NAME\n"
-               "  --plugin PATH    load this plugin file too\n"
-               "  --no-default-plugins  do not search for plugins\n");
+    fprintf(f, "usage: weft-info [OPTION]...\n"
+               "Prints the plugin load report, the device types, the host allocator's\n"
+               "statistics and the number of operators.\n"
+               "\n"
+               "  --ops                 list every operator's schema\n"
+               "  --op NAME             print the computed kernel table of operator NAME\n"
+               "  --plugin PATH         load this plugin file too\n"
+               "  --no-default-plugins  do not search for plugins\n"
+               "  --help                this text\n");
+}
+
+static const char *kind_name(int kind)
+{
+    switch (kind) {
+    case WEFT_DEVICE_KIND_HOST:
+        return "host";
+    case WEFT_DEVICE_KIND_ACCELERATOR:
+        return "accelerator";
+    case WEFT_DEVICE_KIND_EMULATED:
+        return "emulated";
+    default:
+        return "kind unknown";
+    }
 }
 
 int main(int argc, char **argv)
 {
     const char *op_name = NULL;
-    bool defaults = true;
+    bool defaults = true, list_ops = false;
     int status = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--op") == 0 && i + 1 < argc) {
@@ -30,6 +51,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "weft-info: %s\n", weft_last_error());
                 status = 1;
             }
+        } else if (strcmp(argv[i], "--ops") == 0) {
+            list_ops = true;
         } else if (strcmp(argv[i], "--no-default-plugins") == 0) {
             defaults = false;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -63,12 +86,16 @@ int main(int argc, char **argv)
         if (weft_layout_name(id))
             printf("  %-3d %-12s from %s\n", id, weft_layout_name(id), weft_layout_plugin(id));
 
+    /* only types a plugin provides: a reserved name ("hip") without its
+     * plugin has no kind, and listing it as "0 devices" read as if its
+     * plugin were loaded */
     printf("\ndevice types:\n");
     for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++) {
         const char *name = weft_device_type_name(type);
-        if (name)
-            printf("  %-3d %-12s %d device%s\n", type, name, weft_device_count(type),
-                   weft_device_count(type) == 1 ? "" : "s");
+        int kind = weft_device_type_kind(type);
+        if (name && kind >= 0)
+            printf("  %-3d %-12s %-12s %d device%s\n", type, name, kind_name(kind),
+                   weft_device_count(type), weft_device_count(type) == 1 ? "" : "s");
     }
     /* the memory statistics of every device a plugin provides (the CPU's
      * host allocator follows) */
@@ -114,6 +141,10 @@ int main(int argc, char **argv)
         return status;
     }
     int n = weft_op_count();
+    if (!list_ops) {
+        printf("\noperators: %d (--ops lists them, --op NAME shows one's kernels)\n", n);
+        return status;
+    }
     printf("\noperators (%d):\n", n);
     for (int i = 0; i < n; i++)
         printf("  %s\n", weft_op_schema(weft_op_at(i)));

@@ -29,7 +29,7 @@ typedef struct options {
     long limit;
     double lr, momentum, weight_decay;
     unsigned long long seed;
-    bool json;
+    bool json, quiet;
 } options;
 
 typedef struct dataset {
@@ -103,8 +103,10 @@ static unsigned char *read_idx(const char *path, int want_dims, long *n, int *ro
             size_t bytes = (size_t)*n * (size_t)*rows * (size_t)*cols;
             if (*n <= 0 || *n > 10000000 || *rows > 4096 || *cols > 4096) {
                 fprintf(stderr, "weft-train: %s: implausible sizes\n", path);
-            } else if ((data = malloc(bytes)) && read_exact(f, data, (unsigned)bytes, path) < 0) {
-                free(data);
+            } else if (!(data = weft_malloc(bytes))) {
+                fprintf(stderr, "weft-train: %s: out of memory for %zu bytes\n", path, bytes);
+            } else if (read_exact(f, data, (unsigned)bytes, path) < 0) {
+                weft_free(data);
                 data = NULL;
             }
         }
@@ -258,66 +260,154 @@ static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *t
 
 /* ----------------------------------------------------------- the program */
 
+/* The option list here is the one man/weft-train.1 is checked against
+ * (tests/manpages.sh): every option named in one must be in the other. */
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: weft-train [--model mlp|cnn] [--device DEV] [--epochs N] [--batch-size N]\n"
-            "                  [--lr X] [--optimizer sgd|adam|adamw] [--momentum X]\n"
-            "                  [--weight-decay X] [--seed N] [--threads N] [--save FILE]\n"
-            "                  [--json] [--data DIR] [--limit N] [--log-every N]\n"
-            "--device best (the default) picks a device other than the CPU when one is\n"
-            "present, else the CPU.\n");
+            "usage: weft-train [OPTION]...\n"
+            "Trains a classifier on Fashion-MNIST and prints the test accuracy per epoch.\n"
+            "\n"
+            "  --model mlp|cnn        the model (default mlp)\n"
+            "  --device DEV           cpu, cuda:0, ...; best (the default) picks the first\n"
+            "                         accelerator a plugin provides, else the CPU, and says why\n"
+            "  --epochs N             passes over the training set (default 2)\n"
+            "  --batch-size N         images per step (default 64)\n"
+            "  --lr X                 learning rate (default 0.02)\n"
+            "  --optimizer NAME       sgd, adam or adamw (default sgd)\n"
+            "  --momentum X           SGD's momentum (default 0.9)\n"
+            "  --weight-decay X       weight decay (default 0; adamw's 0.01)\n"
+            "  --seed N               the seed of the initialisation and the shuffle (default 0)\n"
+            "  --threads N            intra-op threads (default: every CPU)\n"
+            "  --limit N              train on the first N images and test on N/6; 0 (the\n"
+            "                         default) uses all of them\n"
+            "  --log-every N          a progress line every N steps (default 100)\n"
+            "  --data DIR             the IDX files (default " DEFAULT_DATA ")\n"
+            "  --save FILE            write the trained parameters to FILE\n"
+            "  --json                 end with one JSON object of the results on stdout;\n"
+            "                         progress goes to stderr\n"
+            "  --quiet                no progress lines\n"
+            "  --help                 this text\n");
+}
+
+/* Numbers are read whole: "--lr abc" and "--epochs 2x" say what is wrong
+ * with the text instead of training with 0. */
+static int parse_long(const char *opt, const char *text, long min, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || errno == ERANGE) {
+        fprintf(stderr, "weft-train: %s: '%s' is not a whole number\n", opt, text);
+        return -1;
+    }
+    if (v < min || v > INT32_MAX) {
+        fprintf(stderr, "weft-train: %s must be %s%ld (got %ld)\n", opt,
+                v > INT32_MAX ? "at most " : "at least ", v > INT32_MAX ? (long)INT32_MAX : min,
+                v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *opt, const char *text, bool positive, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !isfinite(v)) {
+        fprintf(stderr, "weft-train: %s: '%s' is not a finite number\n", opt, text);
+        return -1;
+    }
+    if (positive ? v <= 0 : v < 0) {
+        fprintf(stderr, "weft-train: %s must be %s (got %s)\n", opt,
+                positive ? "positive" : "zero or more", text);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 static int parse(options *o, int argc, char **argv)
 {
     *o = (options){"mlp", "best", DEFAULT_DATA, NULL, "sgd", 2, 64, 0, 100, 0, 0.02, 0.9, 0,
-                   0, false};
+                   0, false, false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = true;
-        if (strcmp(a, "--model") == 0 && v)
-            o->model = v;
-        else if (strcmp(a, "--device") == 0 && v)
-            o->device = v;
-        else if (strcmp(a, "--data") == 0 && v)
-            o->data = v;
-        else if (strcmp(a, "--save") == 0 && v)
-            o->save = v;
-        else if (strcmp(a, "--epochs") == 0 && v)
-            o->epochs = atoi(v);
-        else if (strcmp(a, "--batch-size") == 0 && v)
-            o->batch_size = atoi(v);
-        else if (strcmp(a, "--threads") == 0 && v)
-            o->threads = atoi(v);
-        else if (strcmp(a, "--log-every") == 0 && v)
-            o->log_every = atoi(v);
-        else if (strcmp(a, "--limit") == 0 && v)
-            o->limit = atol(v);
-        else if (strcmp(a, "--lr") == 0 && v)
-            o->lr = atof(v);
-        else if (strcmp(a, "--optimizer") == 0 && v)
-            o->optimizer = v;
-        else if (strcmp(a, "--weight-decay") == 0 && v)
-            o->weight_decay = atof(v);
-        else if (strcmp(a, "--momentum") == 0 && v)
-            o->momentum = atof(v);
-        else if (strcmp(a, "--seed") == 0 && v)
-            o->seed = strtoull(v, NULL, 10);
-        else if (strcmp(a, "--json") == 0)
-            o->json = true, takes = false;
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
-        } else {
+        }
+        /* every option below that takes a value, so that a missing value
+         * and an unknown option get messages of their own */
+        static const char *const with_value[] = {
+            "--model", "--device", "--data", "--save", "--optimizer", "--epochs", "--batch-size",
+            "--threads", "--log-every", "--limit", "--lr", "--weight-decay", "--momentum",
+            "--seed"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+            known = known || strcmp(a, with_value[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "weft-train: unknown option '%s'\n", a);
             usage(stderr);
             return -1;
         }
-        i += takes;
-    }
-    if (o->epochs < 1 || o->batch_size < 1 || o->lr <= 0 || o->log_every < 1) {
-        fprintf(stderr, "weft-train: --epochs, --batch-size, --lr and --log-every must be positive\n");
-        return -1;
+        if (!v) {
+            fprintf(stderr, "weft-train: %s needs a value\n", a);
+            return -1;
+        }
+        i++;
+        long n = 0;
+        int rc = 0;
+        if (strcmp(a, "--model") == 0)
+            o->model = v;
+        else if (strcmp(a, "--device") == 0)
+            o->device = v;
+        else if (strcmp(a, "--data") == 0)
+            o->data = v;
+        else if (strcmp(a, "--save") == 0)
+            o->save = v;
+        else if (strcmp(a, "--optimizer") == 0)
+            o->optimizer = v;
+        else if (strcmp(a, "--epochs") == 0 && (rc = parse_long(a, v, 1, &n)) == 0)
+            o->epochs = (int)n;
+        else if (strcmp(a, "--batch-size") == 0 && (rc = parse_long(a, v, 1, &n)) == 0)
+            o->batch_size = (int)n;
+        else if (strcmp(a, "--threads") == 0 && (rc = parse_long(a, v, 0, &n)) == 0)
+            o->threads = (int)n;
+        else if (strcmp(a, "--log-every") == 0 && (rc = parse_long(a, v, 1, &n)) == 0)
+            o->log_every = (int)n;
+        /* 0 is "no limit", as bench/train-compare passes it (documented in
+         * --help and the man page) */
+        else if (strcmp(a, "--limit") == 0 && (rc = parse_long(a, v, 0, &n)) == 0)
+            o->limit = n;
+        else if (strcmp(a, "--lr") == 0)
+            rc = parse_double(a, v, true, &o->lr);
+        else if (strcmp(a, "--weight-decay") == 0)
+            rc = parse_double(a, v, false, &o->weight_decay);
+        else if (strcmp(a, "--momentum") == 0)
+            rc = parse_double(a, v, false, &o->momentum);
+        else if (strcmp(a, "--seed") == 0) {
+            char *end;
+            errno = 0;
+            o->seed = strtoull(v, &end, 10);
+            if (end == v || *end != '\0' || errno == ERANGE || v[0] == '-') {
+                fprintf(stderr, "weft-train: --seed: '%s' is not a whole number from 0 to %llu\n",
+                        v, (unsigned long long)UINT64_MAX);
+                rc = -1;
+            }
+        }
+        if (rc < 0)
+            return -1;
     }
     if (strcmp(o->optimizer, "sgd") != 0 && strcmp(o->optimizer, "adam") != 0 &&
         strcmp(o->optimizer, "adamw") != 0) {
@@ -327,19 +417,51 @@ static int parse(options *o, int argc, char **argv)
     return 0;
 }
 
-/* "best": the first device of a type other than the CPU that reports a
- * device (types are numbered in the order their plugins registered them),
- * else the CPU. */
-static int pick_device(weft_device *dev, const char *text)
+/* Appends "; NAME: why" to the reasons --device best gives. */
+static void add_reason(char *buf, size_t size, const char *name, const char *why)
+{
+    size_t len = strlen(buf);
+    if (len < size)
+        snprintf(buf + len, size - len, "%s%s: %s", len ? "; " : "", name, why);
+}
+
+/* "best": device 0 of the first type (in the order the plugins registered
+ * them) whose plugin says it is an accelerator and that has a device, else
+ * the CPU.  Any other device would be slower than the CPU backend itself:
+ * an emulated device runs its work on the CPU too, through copies (a
+ * device with no kernels of its own trained at half the CPU's speed), and
+ * a plugin that does not say what it is may be such a device.  *why gets
+ * the reason for the choice, naming every type passed over. */
+static int pick_device(weft_device *dev, const char *text, char *why, size_t size)
 {
     *dev = WEFT_DEVICE_CPU;
+    why[0] = '\0';
     if (strcmp(text, "best") != 0)
         return weft_device_from_string(dev, text);
-    for (int type = 1; type < WEFT_MAX_DEVICE_TYPES; type++)
-        if (weft_device_type_name(type) && weft_device_count(type) > 0) {
-            *dev = (weft_device){(int16_t)type, 0};
-            break;
-        }
+    char skipped[512] = "";
+    int chosen = -1;
+    for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++) {
+        const char *name = weft_device_type_name(type);
+        int kind = weft_device_type_kind(type);
+        if (!name || kind < 0 || kind == WEFT_DEVICE_KIND_HOST)
+            continue; /* no plugin provides it, or it is the CPU */
+        if (kind == WEFT_DEVICE_KIND_EMULATED)
+            add_reason(skipped, sizeof skipped, name, "emulated (its work runs on the CPU)");
+        else if (kind == WEFT_DEVICE_KIND_UNKNOWN)
+            add_reason(skipped, sizeof skipped, name,
+                       "its plugin does not say what kind of device it is");
+        else if (weft_device_count(type) < 1)
+            add_reason(skipped, sizeof skipped, name, "an accelerator, but no device is present");
+        else if (chosen >= 0)
+            add_reason(skipped, sizeof skipped, name, "an accelerator registered later");
+        else
+            chosen = type;
+    }
+    if (chosen >= 0)
+        *dev = (weft_device){(int16_t)chosen, 0};
+    snprintf(why, size, "%s%s%s",
+             chosen >= 0 ? "the first accelerator" : "no accelerator device is present",
+             skipped[0] ? "; passed over " : "", skipped);
     return 0;
 }
 
@@ -374,13 +496,19 @@ int main(int argc, char **argv)
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
     weft_device dev;
-    if (pick_device(&dev, o.device) < 0)
+    char why[768];
+    if (pick_device(&dev, o.device, why, sizeof why) < 0)
         return fail("--device");
     char devname[64];
     weft_device_to_string(dev, devname, sizeof devname);
-    if (!o.json)
-        printf("weft-train: %s on %s, %d epoch(s), batch %d, %s lr %g, momentum %g, seed %llu\n",
-               o.model, devname, o.epochs, o.batch_size, o.optimizer, o.lr, o.momentum, o.seed);
+    /* progress: stdout, or stderr when stdout carries the JSON result */
+    FILE *progress = o.quiet ? NULL : o.json ? stderr : stdout;
+    if (progress && why[0])
+        fprintf(progress, "weft-train: --device best chose %s: %s\n", devname, why);
+    if (progress)
+        fprintf(progress,
+                "weft-train: %s on %s, %d epoch(s), batch %d, %s lr %g, momentum %g, seed %llu\n",
+                o.model, devname, o.epochs, o.batch_size, o.optimizer, o.lr, o.momentum, o.seed);
 
     dataset train = {0}, test = {0};
     if (load_split(&train, o.data, "train", o.limit) < 0 ||
@@ -411,9 +539,11 @@ int main(int argc, char **argv)
     if (nparams < 0 || make_optimizer(&opt, &o, params, nparams, decay_given) < 0)
         return fail("creating the optimizer");
 
-    long *order = malloc((size_t)train.n * sizeof *order);
-    if (!order)
+    long *order = weft_malloc((size_t)train.n * sizeof *order);
+    if (!order) {
+        fprintf(stderr, "weft-train: out of memory for the order of %ld images\n", train.n);
         return 1;
+    }
     /* a shuffle from the seed alone, so the same seed gives the same run */
     uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 1;
     double train_seconds = 0, train_cpu_seconds = 0, accuracy = 0, last_loss = NAN, first_loss = NAN;
@@ -451,11 +581,11 @@ int main(int argc, char **argv)
                 first_loss = last_loss;
             images += b;
             window_images += b;
-            if (rc == 0 && !o.json && ((step + 1) % o.log_every == 0 || step + 1 == steps)) {
+            if (rc == 0 && progress && ((step + 1) % o.log_every == 0 || step + 1 == steps)) {
                 double t = now();
-                printf("epoch %d  step %5ld/%ld  loss %.4f  %8.0f images/s\n", epoch, step + 1,
-                       steps, last_loss, (double)window_images / (t - window));
-                fflush(stdout);
+                fprintf(progress, "epoch %d  step %5ld/%ld  loss %.4f  %8.0f images/s\n", epoch,
+                        step + 1, steps, last_loss, (double)window_images / (t - window));
+                fflush(progress);
                 window = t;
                 window_images = 0;
             }
@@ -467,8 +597,8 @@ int main(int argc, char **argv)
         train_cpu_seconds += cpu_now() - c0;
         if (rc == 0)
             rc = evaluate(&accuracy, m, cnn, &test, dev);
-        if (rc == 0 && !o.json)
-            printf("epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
+        if (rc == 0 && progress)
+            fprintf(progress, "epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
     if (rc == 0 && o.save)
         rc = weft_module_save(m, o.save);
@@ -485,17 +615,17 @@ int main(int argc, char **argv)
                o.model, devname, o.optimizer, o.epochs, o.batch_size, o.lr, o.seed, first_loss, last_loss, accuracy,
                train_seconds, train_cpu_seconds,
                (double)images / train_seconds, rss_mb);
-    else
-        printf("trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n", train_seconds,
-               (double)images / train_seconds, rss_mb);
-    if (o.save && !o.json)
-        printf("parameters saved to %s\n", o.save);
+    else /* the result, even with --quiet */
+        printf("test accuracy %.2f%%; trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n",
+               accuracy, train_seconds, (double)images / train_seconds, rss_mb);
+    if (o.save && progress)
+        fprintf(progress, "parameters saved to %s\n", o.save);
     weft_optimizer_destroy(opt);
     weft_module_destroy(m);
-    free(order);
-    free(train.images);
-    free(train.labels);
-    free(test.images);
-    free(test.labels);
+    weft_free(order);
+    weft_free(train.images);
+    weft_free(train.labels);
+    weft_free(test.images);
+    weft_free(test.labels);
     return 0;
 }

@@ -256,7 +256,7 @@ static int cuda_init(weft_registrar *reg)
         .event_create = event_create, .event_destroy = event_destroy_on,
         .event_record = event_record_on, .stream_wait_event = stream_wait_event,
         .event_query = event_query_on, .event_synchronize = event_synchronize,
-        .event_elapsed_ms = event_elapsed_ms};
+        .event_elapsed_ms = event_elapsed_ms, .kind = WEFT_DEVICE_KIND_ACCELERATOR};
     rc = weft_register_reserved_device(reg, WEFT_DEVICE_TYPE_CUDA, &iface,
                                        weft_caching_allocator_table(allocator));
     if (rc == 0)

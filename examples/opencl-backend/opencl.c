@@ -458,10 +458,24 @@ static int init(weft_registrar *reg)
     int rc = open_device();
     if (rc < 0)
         return rc;
-    static const weft_device_interface iface = {
-        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, opencl_count,
-        opencl_to_host, opencl_from_host, opencl_copy_device, opencl_synchronize,
-        0 /* no DLPack: these addresses mean nothing to another library */,
+    /* An OpenCL driver may run on the CPU (PoCL does): then the device is
+     * emulated, and a program choosing the best device for the user (such
+     * as weft-train --device best) keeps to the CPU backend. */
+    cl_device_type cl_type = 0;
+    clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof cl_type, &cl_type, NULL);
+    /* the core copies the interface, so it may live on the stack;
+     * dlpack_device_code stays 0: these addresses mean nothing to another
+     * library */
+    const weft_device_interface iface = {
+        .struct_size = sizeof(weft_device_interface),
+        .version = WEFT_DEVICE_INTERFACE_VERSION,
+        .device_count = opencl_count,
+        .copy_to_host = opencl_to_host,
+        .copy_from_host = opencl_from_host,
+        .copy_device = opencl_copy_device,
+        .synchronize = opencl_synchronize,
+        .kind = cl_type & CL_DEVICE_TYPE_CPU ? WEFT_DEVICE_KIND_EMULATED
+                                             : WEFT_DEVICE_KIND_ACCELERATOR,
     };
     static const weft_allocator alloc = {
         sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, opencl_allocate, NULL, NULL,

@@ -24,7 +24,8 @@ extern "C" {
  * grows when something is appended: a plugin built against an older minor
  * keeps working. */
 #define WEFT_PLUGIN_ABI_MAJOR 1
-#define WEFT_PLUGIN_ABI_MINOR 1 /* 1: streams and events in weft_device_interface */
+/* 1: streams and events in weft_device_interface; 2: its device kind */
+#define WEFT_PLUGIN_ABI_MINOR 2
 
 /* The one symbol a plugin exports: a data object, so the loader can read the
  * ABI and the score function without running any code compiled for an ISA
@@ -373,6 +374,14 @@ typedef struct weft_device_interface {
     int (*event_synchronize)(void *ctx, int device_index, void *event);
     /* time between two recorded events of one device, in milliseconds */
     int (*event_elapsed_ms)(void *ctx, int device_index, void *start, void *end, float *ms);
+
+    /* ABI 1.2 — what kind of device this is: a weft_device_kind (weft.h).
+     * Programs choosing a device for the user read it with
+     * weft_device_type_kind: weft-train --device best trains only on an
+     * accelerator, never on a device whose work runs on the host CPU
+     * anyway.  A plugin built before 1.2 has no such field and reads as
+     * WEFT_DEVICE_KIND_UNKNOWN, as does 0. */
+    int kind;
 } weft_device_interface;
 
 /* The statistics of the allocator that serves device (allocated, peak,

@@ -178,6 +178,23 @@ WEFT_API int weft_device_type_from_name(const char *name);
 /* Number of devices of a type (1 for the CPU; whatever the plugin reports
  * for others; 0 for a reserved type no plugin provides). */
 WEFT_API int weft_device_count(int type);
+/* What a device type is, as its plugin says (weft_device_interface.kind,
+ * plugin ABI 1.2): an accelerator has a processor and memory of its own (a
+ * GPU); an emulated device runs its work on the host CPU (a test device, a
+ * simulator, an OpenCL driver on the CPU); the host is the CPU itself.
+ * Unknown: the plugin does not say (it was built before ABI 1.2). */
+typedef enum weft_device_kind {
+    WEFT_DEVICE_KIND_UNKNOWN = 0,
+    WEFT_DEVICE_KIND_HOST = 1,
+    WEFT_DEVICE_KIND_ACCELERATOR = 2,
+    WEFT_DEVICE_KIND_EMULATED = 3
+} weft_device_kind;
+/* The kind of a device type (>= 0), or WEFT_EDEVICE when no plugin provides
+ * the type: an id that is not registered, or a reserved name ("cuda",
+ * "hip") whose plugin is not loaded.  So it also says whether a type can be
+ * used at all.  A kind outside the enum (from a newer plugin) reads as
+ * WEFT_DEVICE_KIND_UNKNOWN.  Thread-safe. */
+WEFT_API int weft_device_type_kind(int type);
 /* Parses "cpu", "cuda", "cuda:1", "mydev:3".  Errors: WEFT_EINVAL for a
  * malformed string, WEFT_EDEVICE for an unknown type. */
 WEFT_API int weft_device_from_string(weft_device *out, const char *text);

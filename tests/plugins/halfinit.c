@@ -1,7 +1,11 @@
 /* tests/plugins/halfinit.c — a plugin whose init registers half of what it
- * means to (a new operator, an override of neg on the CPU, a fallback) and
- * then fails: the loader must roll all of it back. */
+ * means to (a new operator, an override of neg on the CPU, a fallback, a
+ * device type) and then fails: the loader must roll all of it back, and the
+ * device type's id must go to the next type registered (no gap).  The
+ * failure's message says which id the type had. */
 #include <weft/plugin.h>
+
+#include "tests/host_device.h"
 
 static int bogus(weft_call *call, void *ctx)
 {
@@ -18,9 +22,29 @@ static int init(weft_registrar *reg)
                                   NULL);
     if (rc == 0)
         rc = weft_register_fallback(reg, WEFT_KEY_USER1, 0, bogus, NULL, NULL);
+    static const weft_device_interface iface = {
+        .struct_size = sizeof(weft_device_interface),
+        .version = WEFT_DEVICE_INTERFACE_VERSION,
+        .device_count = fake_count,
+        .copy_to_host = fake_copy,
+        .copy_from_host = fake_copy,
+        .copy_device = fake_copy_device,
+        .synchronize = fake_sync,
+    };
+    static const weft_allocator alloc = {
+        .struct_size = sizeof(weft_allocator),
+        .version = WEFT_ALLOCATOR_VERSION,
+        .allocate = fake_allocate,
+    };
+    int type = -1;
+    if (rc == 0)
+        rc = weft_register_device_type(reg, "halfdev", &iface, &alloc, &type);
     if (rc < 0)
         return rc;
-    return weft_set_error(WEFT_EINVAL, "halfinit: simulated failure after three registrations");
+    return weft_set_error(WEFT_EINVAL,
+                          "halfinit: simulated failure after four registrations (device type "
+                          "'halfdev' got id %d)",
+                          type);
 }
 
 WEFT_PLUGIN_DEFINE("halfinit", NULL, "1.0", NULL, init, NULL);

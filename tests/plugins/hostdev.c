@@ -3,10 +3,20 @@
  * operator on it runs through the core's CPU fallback, which is what
  * tests/conformance.sh checks with weft-conformance.  Built a second time
  * with HOSTDEV_WRONG_NEG, it registers a neg kernel that forgets the sign,
- * so the test can show that weft-conformance catches a wrong kernel. */
+ * so the test can show that weft-conformance catches a wrong kernel.  Built
+ * with HOSTDEV_ACCELERATOR, it is "accdev" and says it is an accelerator,
+ * which weft-train --device best then chooses (tests/train.sh). */
 #include <weft/plugin.h>
 
 #include "tests/host_device.h"
+
+#ifdef HOSTDEV_ACCELERATOR
+#define HOSTDEV_NAME "accdev"
+#define HOSTDEV_KIND WEFT_DEVICE_KIND_ACCELERATOR
+#else
+#define HOSTDEV_NAME "hostdev"
+#define HOSTDEV_KIND WEFT_DEVICE_KIND_EMULATED
+#endif
 
 #ifdef HOSTDEV_WRONG_NEG
 /* "neg" that copies its input: wrong for every nonzero element */
@@ -29,15 +39,23 @@ static int wrong_neg(weft_call *call, void *ctx)
 
 static int init(weft_registrar *reg)
 {
+    /* really emulated: its memory is host memory and its work runs on the
+     * CPU; accdev only claims otherwise */
     static const weft_device_interface iface = {
-        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, fake_count,
-        fake_copy, fake_copy, fake_copy_device, fake_sync, 0,
+        .struct_size = sizeof(weft_device_interface),
+        .version = WEFT_DEVICE_INTERFACE_VERSION,
+        .device_count = fake_count,
+        .copy_to_host = fake_copy,
+        .copy_from_host = fake_copy,
+        .copy_device = fake_copy_device,
+        .synchronize = fake_sync,
+        .kind = HOSTDEV_KIND,
     };
     static const weft_allocator alloc = {
         sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, fake_allocate, NULL, NULL,
     };
     int type;
-    int rc = weft_register_device_type(reg, "hostdev", &iface, &alloc, &type);
+    int rc = weft_register_device_type(reg, HOSTDEV_NAME, &iface, &alloc, &type);
 #ifdef HOSTDEV_WRONG_NEG
     if (rc == 0)
         rc = weft_register_kernel(reg, "neg", WEFT_KEY_DENSE, type, wrong_neg, NULL, NULL);
@@ -45,4 +63,4 @@ static int init(weft_registrar *reg)
     return rc;
 }
 
-WEFT_PLUGIN_DEFINE("hostdev", NULL, "1.0", NULL, init, NULL);
+WEFT_PLUGIN_DEFINE(HOSTDEV_NAME, NULL, "1.0", NULL, init, NULL);

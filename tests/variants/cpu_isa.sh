@@ -50,15 +50,15 @@ fi
 # avx512 file, which a grep for the file name took for its row.
 plugins=/usr/lib/weft/plugins
 avx2_row="  skipped     $plugins/libweft-cpu-avx2.so
-              name=cpu variant=avx2 abi=1.1 score=20 chosen=no
-              a better variant was chosen: $plugins/libweft-cpu-avx512.so"
+              name=cpu variant=avx2 abi=1.2 score=20 chosen=no
+              a better variant was chosen: avx512 (score 30) from $plugins/libweft-cpu-avx512.so, not avx2 from $plugins/libweft-cpu-avx2.so"
 avx512_row="  loaded      $plugins/libweft-cpu-avx512.so
-              name=cpu variant=avx512 abi=1.1 score=30 chosen=yes"
+              name=cpu variant=avx512 abi=1.2 score=30 chosen=yes"
 baseline_row="  skipped     $plugins/libweft-cpu.so
-              name=cpu variant=baseline abi=1.1 score=10 chosen=no
-              a better variant was chosen: $plugins/libweft-cpu-avx512.so"
+              name=cpu variant=baseline abi=1.2 score=10 chosen=no
+              a better variant was chosen: avx512 (score 30) from $plugins/libweft-cpu-avx512.so, not baseline from $plugins/libweft-cpu.so"
 cuda_row="  loaded      $plugins/libweft-cuda.so
-              name=cuda variant=- abi=1.1 score=0 chosen=yes"
+              name=cuda variant=- abi=1.2 score=0 chosen=yes"
 file_order=$(printf 'candidates:\n%s\n%s\n%s\n%s\n' "$avx2_row" "$avx512_row" "$baseline_row" "$cuda_row")
 best_first=$(printf 'candidates:\n%s\n%s\n%s\n%s\n' "$avx512_row" "$avx2_row" "$baseline_row" "$cuda_row")
 for order in file_order best_first; do
