@@ -24,7 +24,8 @@ extern "C" {
  * grows when something is appended: a plugin built against an older minor
  * keeps working. */
 #define WEFT_PLUGIN_ABI_MAJOR 1
-/* 1: streams and events in weft_device_interface; 2: its device kind */
+/* 1: streams and events in weft_device_interface; 2: its device kind, and
+ * layouts (weft_register_layout, weft_layout_interface) */
 #define WEFT_PLUGIN_ABI_MINOR 2
 
 /* The one symbol a plugin exports: a data object, so the loader can read the
