@@ -1,5 +1,6 @@
-/* module.c — the `weft` Python module: errors, dtypes, devices, factories,
- * grad mode and plugins.  The operators are bound in ops.c from the
+/* module.c — `weft._C`, the extension inside the `weft` package (whose
+ * python/weft/__init__.py re-exports its public names): errors, dtypes,
+ * devices, factories, grad mode and plugins.  The operators are bound in ops.c from the
  * operator table; Tensor is tensor.c; DLPack is dlpack.c. */
 #include "weftpy.h"
 
@@ -616,7 +617,7 @@ static const char prelude[] =
 
 static struct PyModuleDef weft_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "weft",
+    .m_name = "weft._C",
     .m_doc = "weft: a tensor framework with a C core, plugins and autograd.",
     .m_size = -1,
     .m_methods = module_methods,
@@ -653,7 +654,7 @@ static int add_dtypes(PyObject *module)
     return 0;
 }
 
-PyMODINIT_FUNC PyInit_weft(void)
+PyMODINIT_FUNC PyInit__C(void)
 {
     /* Plugins beside libweft (or on WEFT_PLUGIN_PATH); failures are in
      * weft.plugins(), and a missing CPU backend shows as a clear error on

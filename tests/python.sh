@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/python.sh — runs tests/python/*.py against the module in
-# python/.libs and prints one TAP stream (the .py files print unnumbered
+# python/pkg (the package, linked there by make) and prints one TAP stream (the .py files print unnumbered
 # "ok - ..." lines; this script numbers them and writes the plan).
 #  - test_api.py with the Python the build was configured for;
 #  - test_numpy.py, test_torch.py and test_indexing.py (which compares
@@ -11,8 +11,8 @@
 builddir=$(cd "${WEFT_BUILDDIR:-.}" && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 python=${WEFT_PYTHON:-python3}
-moddir="$builddir/python/.libs"
-if [ ! -f "$moddir/weft.so" ]; then
+moddir="$builddir/python/pkg"
+if [ ! -f "$moddir/weft/_C.so" ]; then
     echo "1..0 # SKIP the Python module was not built (configure found no Python headers)"
     exit 0
 fi

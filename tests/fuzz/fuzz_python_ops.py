@@ -8,7 +8,7 @@ The only thing asserted is that whatever goes wrong comes out as a Python
 exception: a crash or an abort in the module (or the library under it) is a
 finding, and so is SystemError, which CPython raises when a C function
 returns an error without setting an exception, or a result with one set.
-tests/fuzz.sh runs it with PYTHONPATH at the build's python/.libs.
+tests/fuzz.sh runs it with PYTHONPATH at the build's python/pkg.
 
 WEFT_FUZZ_WRITE_SEEDS=DIR python3 fuzz_python_ops.py writes the seed corpus
 (tests/fuzz/corpus/python_ops/) and exits."""
