@@ -587,6 +587,8 @@ static PyMethodDef module_methods[] = {
     {"load_plugin", py_load_plugin, METH_O, "load_plugin(path): loads one plugin file"},
     {"plugins", py_plugins, METH_NOARGS, "plugins(): the plugin load report, a list of dicts"},
     {"devices", py_devices, METH_NOARGS, "devices(): the devices with a backend"},
+    {"_info", (PyCFunction)(void (*)(void))wpy_info, METH_VARARGS | METH_KEYWORDS,
+     "_info(op=None): what weft-info prints, as a str (python -m weft.info)"},
     {"unique", (PyCFunction)(void (*)(void))wpy_unique, METH_VARARGS | METH_KEYWORDS,
      "unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None): the "
      "distinct values, sorted; with (values, inverse), (values, counts) or (values, inverse, "

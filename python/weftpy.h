@@ -93,4 +93,7 @@ PyObject *wpy_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *wpy_from_dlpack(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *wpy_dlpack_deleter_calls(PyObject *module, PyObject *unused);
 
+/* info.c: _info(op=None), the text of weft-info */
+PyObject *wpy_info(PyObject *module, PyObject *args, PyObject *kwargs);
+
 #endif /* WEFT_PYTHON_WEFTPY_H */
