@@ -4,7 +4,9 @@ The package is a thin Python layer over the extension ``weft._C`` (tensors,
 every operator of the table, autograd, DLPack).  Every public name of
 ``weft._C`` is re-exported here, so ``weft.add``, ``weft.Tensor`` and the
 rest are the C functions and types themselves, with no Python call in
-between.
+between.  The Python modules add what is simplest in Python: grad-mode
+context managers, weft.autograd, weft.save/load, weft.device, weft.cuda,
+and the PyTorch habits that compose operators (``_tensor.py``).
 """
 
 from . import _C
@@ -23,7 +25,7 @@ def _reexport():
 
 
 # names this package defines itself, which the extension must not replace
-_OWN = {"load_plugin"}
+_OWN = {"load_plugin", "einsum", "set_grad_enabled", "device"}
 
 
 def load_plugin(path):
@@ -35,3 +37,12 @@ def load_plugin(path):
 
 
 _reexport()
+
+from ._device import device  # noqa: E402
+from ._tensor import (as_tensor, einsum, empty_like, from_numpy, full_like, is_tensor,  # noqa: E402
+                      ones_like, rand_like, randint_like, randn_like, zeros_like)
+from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402
+from .serialization import load, save  # noqa: E402
+from . import autograd, cuda  # noqa: E402
+
+_C._set_device_class(device)
