@@ -38,6 +38,8 @@ skip() { echo "ok - $1 # SKIP $2" >>"$tmp/all"; }
 : >"$tmp/all"
 
 run "API" "$python" test_api.py
+# the package's Python layer; compares with torch where this Python has it
+run "package" "$python" test_package.py
 
 debian=/usr/bin/python3
 if [ ! -x "$debian" ]; then
@@ -81,6 +83,28 @@ else
         run "NumPy >= 2.1 (PyPI)" "$venv/bin/python" test_numpy2.py
     else
         skip "NumPy >= 2.1 peer" "could not make a virtual environment with numpy>=2.1 from PyPI (no network?): $(tail -1 "$tmp/venv.log")"
+    fi
+fi
+
+# safetensors from PyPI, with Debian's torch visible: a venv kept in the
+# build directory (as the NumPy 2 one), SKIP where pip cannot reach PyPI
+stvenv="$builddir/tests/python-venv-safetensors"
+if [ ! -x "$debian" ] || [ "$(soabi "$debian")" != "$(soabi "$python")" ] ||
+    ! "$debian" -c 'import torch' 2>/dev/null; then
+    skip "safetensors (PyPI) and torch peers" "no $debian with torch and the module's ABI (apt-get install python3-torch)"
+else
+    if [ ! -f "$stvenv/.ready" ]; then
+        rm -rf "$stvenv"
+        if "$debian" -m venv --system-site-packages "$stvenv" >"$tmp/stvenv.log" 2>&1 &&
+            "$stvenv/bin/python" -m pip install --quiet --timeout 20 --retries 1 safetensors \
+                >>"$tmp/stvenv.log" 2>&1; then
+            touch "$stvenv/.ready"
+        fi
+    fi
+    if [ -f "$stvenv/.ready" ]; then
+        run "safetensors (PyPI) with torch" "$stvenv/bin/python" test_safetensors.py
+    else
+        skip "safetensors (PyPI) and torch peers" "could not install safetensors from PyPI into a venv (no network?): $(tail -1 "$tmp/stvenv.log")"
     fi
 fi
 
