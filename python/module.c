@@ -637,6 +637,8 @@ static PyMethodDef module_methods[] = {
      "_from_bytes(buffer, offset, dtype, shape): a CPU tensor copied from buffer (weft.load)"},
     {"_save_parameters", wpy_save_parameters, METH_VARARGS,
      "_save_parameters(path, tensors, names): weft_save_parameters"},
+    {"_save_safetensors", wpy_save_safetensors, METH_VARARGS,
+     "_save_safetensors(path, tensors, names): weft_save_safetensors"},
     {"_load_parameters", wpy_load_parameters, METH_VARARGS,
      "_load_parameters(path, tensors, names): weft_load_parameters"},
     {"_set_device_class", py_set_device_class, METH_O,

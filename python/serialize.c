@@ -1,7 +1,8 @@
 /* serialize.c — the C helpers of weft.save and weft.load
  * (python/weft/serialization.py): a tensor's bytes and back, and the
- * parameter file through nn's weft_save_parameters/weft_load_parameters,
- * so Python writes and checks exactly the documented format. */
+ * files through nn's weft_save_parameters, weft_load_parameters and
+ * weft_save_safetensors, so Python writes (and, for the parameter file,
+ * checks) exactly what the C library does. */
 #include "weftpy.h"
 
 #include <string.h>
@@ -102,9 +103,12 @@ static int named_tensors(PyObject *tensors, PyObject *names, weft_tensor **t, co
     return 0;
 }
 
-/* _save_parameters(path, tensors, names) / _load_parameters(path, tensors,
- * names): weft_save_parameters / weft_load_parameters. */
-static PyObject *parameters(PyObject *args, bool save)
+/* _save_parameters(path, tensors, names), _load_parameters(path, tensors,
+ * names), _save_safetensors(path, tensors, names): weft_save_parameters,
+ * weft_load_parameters, weft_save_safetensors. */
+enum { LOAD_PARAMETERS, SAVE_PARAMETERS, SAVE_SAFETENSORS };
+
+static PyObject *parameters(PyObject *args, int what)
 {
     PyObject *path, *tensors, *names;
     if (!PyArg_ParseTuple(args, "O&O!O!", PyUnicode_FSConverter, &path, &PyTuple_Type, &tensors,
@@ -127,7 +131,9 @@ static PyObject *parameters(PyObject *args, bool save)
     } else {
         const char *p = PyBytes_AS_STRING(path);
         Py_BEGIN_ALLOW_THREADS
-        rc = save ? weft_save_parameters(p, t, nm, (int)n) : weft_load_parameters(p, t, nm, (int)n);
+        rc = what == SAVE_PARAMETERS   ? weft_save_parameters(p, t, nm, (int)n)
+             : what == LOAD_PARAMETERS ? weft_load_parameters(p, t, nm, (int)n)
+                                       : weft_save_safetensors(p, t, nm, (int)n);
         Py_END_ALLOW_THREADS
         if (rc < 0)
             wpy_raise(rc);
@@ -142,10 +148,15 @@ static PyObject *parameters(PyObject *args, bool save)
 
 PyObject *wpy_save_parameters(PyObject *module, PyObject *args)
 {
-    return parameters(args, true);
+    return parameters(args, SAVE_PARAMETERS);
+}
+
+PyObject *wpy_save_safetensors(PyObject *module, PyObject *args)
+{
+    return parameters(args, SAVE_SAFETENSORS);
 }
 
 PyObject *wpy_load_parameters(PyObject *module, PyObject *args)
 {
-    return parameters(args, false);
+    return parameters(args, LOAD_PARAMETERS);
 }

@@ -26,10 +26,9 @@ _MAGIC = b"WEFTPARM"
 # the one name a file made from a single tensor holds (torch.save(t) habit)
 _TENSOR_NAME = "__tensor__"
 
-_SAFETENSORS_DTYPES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16",
-                       "int32": "I32", "int64": "I64", "float16": "F16", "bfloat16": "BF16",
-                       "float32": "F32", "float64": "F64"}
-_FROM_SAFETENSORS = {v: k for k, v in _SAFETENSORS_DTYPES.items()}
+_FROM_SAFETENSORS = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32",
+                     "I64": "int64", "F16": "float16", "BF16": "bfloat16", "F32": "float32",
+                     "F64": "float64"}
 _MAX_HEADER = 100 << 20  # as the safetensors package limits its JSON header
 
 
@@ -60,49 +59,21 @@ def _format_of(path, format):
     return format
 
 
-def save(obj, f, format=None, metadata=None):
-    """save(obj, path, format=None, metadata=None): writes obj (a Tensor, or a
-    dict of str -> Tensor such as Module.state_dict()) to path.  Device and
-    strided tensors are copied to the host first.  format: 'weft' (the
-    parameter file, the default) or 'safetensors' (the default for a path
-    ending in .safetensors); metadata: a dict of str -> str for the
-    safetensors header.  TypeError for anything else than tensors;
-    OSError when the file cannot be written."""
+def save(obj, f, format=None):
+    """save(obj, path, format=None): writes obj (a Tensor, or a dict of str
+    -> Tensor such as Module.state_dict()) to path, through the C writers
+    (weft_save_parameters, weft_save_safetensors).  Device and strided
+    tensors are copied to the host first.  format: 'weft' (the parameter
+    file, the default) or 'safetensors' (the default for a path ending in
+    .safetensors).  TypeError for anything but tensors; RuntimeError for a
+    complex tensor in safetensors (the format has no complex dtype);
+    OSError when the file cannot be written (path is then untouched)."""
     _check_host()
     names, tensors = _entries(obj)
     if _format_of(f, format) == "weft":
-        if metadata is not None:
-            raise ValueError("metadata is for the safetensors format")
         _C._save_parameters(f, tensors, names)
     else:
-        _save_safetensors(f, names, tensors, metadata)
-
-
-def _save_safetensors(path, names, tensors, metadata):
-    header = {}
-    if metadata is not None:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-            raise TypeError("safetensors metadata maps str -> str")
-        header["__metadata__"] = dict(metadata)
-    blobs = []
-    offset = 0
-    for name, t in zip(names, tensors):
-        code = _SAFETENSORS_DTYPES.get(t.dtype.name)
-        if code is None:
-            raise RuntimeError("weft.save(): %s of %r has no safetensors dtype" % (t.dtype, name))
-        data = _C._to_bytes(t)
-        header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # the data starts 8-aligned, as the format recommends
-    tmp = os.fspath(path) + ".tmp"
-    with open(tmp, "wb") as out:
-        out.write(struct.pack("<Q", len(text)))
-        out.write(text)
-        for blob in blobs:
-            out.write(blob)
-    os.replace(tmp, path)  # never a half-written file under the name
+        _C._save_safetensors(f, tensors, names)
 
 
 def load(f, map_location=None, weights_only=None):
