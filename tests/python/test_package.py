@@ -472,4 +472,44 @@ def habits_match_torch():
         raises(RuntimeError, lambda: x @ lib.ones(3, 3))
 
 
+
+@test
+def dlpack_producer_memory():
+    """from_dlpack asks a legacy producer type the versioned way once, then plainly (no exception per import)"""
+    calls = []
+
+    class Legacy:
+        def __init__(self):
+            self.t = weft.arange(3.0)
+
+        def __dlpack__(self, **kwargs):
+            calls.append(sorted(kwargs))
+            if "max_version" in kwargs or "copy" in kwargs:
+                raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+            return self.t.__dlpack__(**kwargs)
+
+    class Versioned(Legacy):
+        def __dlpack__(self, **kwargs):
+            calls.append(sorted(kwargs))
+            return self.t.__dlpack__(max_version=kwargs["max_version"])
+
+    eq(weft.from_dlpack(Legacy()).tolist(), [0.0, 1.0, 2.0])
+    eq(calls, [["copy", "max_version"], []])
+    del calls[:]
+    for _ in range(3):
+        eq(weft.from_dlpack(Legacy()).tolist(), [0.0, 1.0, 2.0])
+    eq(calls, [[], [], []], "remembered: asked plainly")
+    del calls[:]
+    for _ in range(2):
+        eq(weft.from_dlpack(Versioned()).tolist(), [0.0, 1.0, 2.0])
+    eq(calls, [["copy", "max_version"]] * 2, "a versioned producer is asked the versioned way")
+
+    class Broken(Legacy):
+        def __dlpack__(self, **kwargs):
+            raise ValueError("nothing to export")
+
+    raises(ValueError, weft.from_dlpack, Broken(), contains="nothing to export")
+    raises(TypeError, weft.from_dlpack, object())
+
+
 done()
