@@ -68,6 +68,10 @@ class BuildExt(build_ext):
         shutil.copyfile(real, os.path.join(dest, soname))
         for plugin in glob.glob(os.path.join(builddir, ".libs", "libweft-*.so")):
             shutil.copyfile(plugin, os.path.join(plugins, os.path.basename(plugin)))
+        # the type stub of weft._C, from the operator table
+        subprocess.check_call([sys.executable, os.path.join(SRC, "python", "gen_stubs.py"),
+                               os.path.join(SRC, "dispatch", "operators.def"),
+                               os.path.join(self.build_lib, "weft", "_C.pyi")])
         for ext in self.extensions:
             ext.include_dirs += [os.path.join(SRC, "include"), os.path.join(builddir, "include")]
             ext.library_dirs.append(os.path.join(builddir, ".libs"))
@@ -86,6 +90,7 @@ setup(
     version=version(),
     packages=find_packages(where="python"),
     package_dir={"": "python"},
+    package_data={"weft": ["py.typed"]},
     ext_modules=[_C],
     cmdclass={"build_ext": BuildExt},
     zip_safe=False,

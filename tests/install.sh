@@ -90,7 +90,8 @@ if [ ! -f "$builddir/python/pkg/weft/_C.so" ]; then
 else
     pydir=$(dirname "$pydir")
     check "the Python package is installed in $pydir" \
-        test -f "$root$pydir/weft/__init__.py" -a -f "$root$pydir/weft/_C.so" -a -f "$root$pydir/weft/info.py"
+        test -f "$root$pydir/weft/__init__.py" -a -f "$root$pydir/weft/_C.so" -a -f "$root$pydir/weft/info.py" \
+        -a -f "$root$pydir/weft/_C.pyi" -a -f "$root$pydir/weft/py.typed"
     case $prefix in
     /usr | /usr/local)
         check "$python searches $pydir (the package's directory for prefix $prefix)" \

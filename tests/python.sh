@@ -40,6 +40,7 @@ skip() { echo "ok - $1 # SKIP $2" >>"$tmp/all"; }
 run "API" "$python" test_api.py
 # the package's Python layer; compares with torch where this Python has it
 run "package" "$python" test_package.py
+run "type stubs" "$python" test_stubs.py
 
 debian=/usr/bin/python3
 if [ ! -x "$debian" ]; then
@@ -116,7 +117,8 @@ fi
 # NumPy-less check then says SKIP where Debian's numpy is visible.
 pipenv="$tmp/pip-venv"
 pipsrc="$tmp/pip-src"
-mkdir -p "$pipsrc/tools"
+mkdir -p "$pipsrc/tools" "$pipsrc/dispatch"
+cp "$srcdir/dispatch/operators.def" "$srcdir/dispatch/gen_ops.py" "$pipsrc/dispatch/" &&
 cp -R "$srcdir/setup.py" "$srcdir/pyproject.toml" "$srcdir/README.md" "$srcdir/configure.ac" \
     "$srcdir/python" "$srcdir/include" "$pipsrc/" &&
     cp "$srcdir"/tools/info_report.* "$pipsrc/tools/" &&

@@ -10,6 +10,7 @@ and the PyTorch habits that compose operators (``_tensor.py``).
 """
 
 from . import _C
+from ._C import *  # noqa: F401,F403 -- what type checkers see (weft/_C.pyi); _reexport does the rest
 
 __version__ = _C.__version__
 

@@ -16,11 +16,14 @@ import weft
 
 @test
 def location():
-    """weft and weft._C are imported from the virtual environment"""
+    """weft and weft._C are imported from the virtual environment, with the type stub"""
     eq(weft.__file__.startswith(sys.prefix), True, weft.__file__)
     eq(weft._C.__file__.startswith(os.path.join(os.path.dirname(weft.__file__), "_C")), True,
        weft._C.__file__)
     eq("WEFT_PLUGIN_PATH" in os.environ, False)
+    here = os.path.dirname(weft.__file__)
+    eq([os.path.exists(os.path.join(here, f)) for f in ("_C.pyi", "py.typed")], [True, True],
+       "the type stub and its marker are installed")
 
 
 @test
