@@ -44,8 +44,9 @@ if _hard == resource.RLIM_INFINITY or _hard > 2 << 30:
 import weft  # noqa: E402
 
 # Callables that change the process rather than compute: loading a file
-# named by the input, or thread pools of up to 1024 threads.
-EXCLUDED = {"load_plugin", "set_num_threads", "set_thread_binding", "manual_seed"}
+# named by the input, or thread pools of up to 1024 threads; and weft.save
+# and weft.load, which would write and read files the input names.
+EXCLUDED = {"load_plugin", "set_num_threads", "set_thread_binding", "manual_seed", "save", "load"}
 FUNCTIONS = sorted(
     name for name in dir(weft)
     if not name.startswith("_") and name not in EXCLUDED and callable(getattr(weft, name))

@@ -373,6 +373,8 @@ def tensor_habits():
     eq(t.type(weft.int64).dtype, weft.int64)
     eq(t.type("torch.DoubleTensor").dtype, weft.float64)
     eq(t.type_as(weft.ones(1, dtype=weft.int16)).dtype, weft.int16)
+    eq(t.to(weft.ones(1, dtype=weft.float64)).dtype, weft.float64)
+    assert t.to(weft.ones(1)) is t
     raises(RuntimeError, t.type, "torch.NoSuchTensor")
     assert t.cpu() is t
     z = t.clone()
