@@ -1,6 +1,6 @@
 /* function.c — the C half of weft.autograd: Function.apply over the C
- * custom-function API (weft_function_apply) and autograd.grad
- * (weft_autograd_grad).  python/weft/autograd.py holds the Python half.
+ * custom-function API (weft_function_apply), autograd.grad
+ * (weft_autograd_grad) and Tensor.register_hook.  python/weft/autograd.py holds the Python half.
  *
  * The Python forward has already run (under no_grad, in autograd.py) when
  * _function_apply is called: only then is the number of outputs known,
@@ -222,6 +222,64 @@ PyObject *wpy_function_apply(PyObject *module, PyObject *args)
         PyTuple_SET_ITEM(tuple, i, o);
     }
     return tuple;
+}
+
+/* ------------------------------------------------------------ tensor hooks */
+
+/* The hook's ctx is the Python callable itself (a strong reference), given
+ * back by the core when the hook's node is freed. */
+static void hook_destroy(void *ctx)
+{
+    if (!interpreter_alive())
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF((PyObject *)ctx);
+    PyGILState_Release(g);
+}
+
+/* Calls fn(grad): None keeps the gradient, a Tensor replaces it. */
+static int hook_call(const weft_tensor *grad, weft_tensor **replace, void *ctx)
+{
+    if (!interpreter_alive())
+        return weft_set_error(WEFT_EINVAL, "the Python interpreter is shutting down");
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = 0;
+    PyObject *arg = wpy_wrap(weft_tensor_retain(grad));
+    PyObject *result = arg ? PyObject_CallOneArg((PyObject *)ctx, arg) : NULL;
+    if (!result) {
+        rc = error_from_python();
+    } else if (result != Py_None) {
+        if (wpy_tensor_check(result))
+            *replace = weft_tensor_retain(WPY_T(result));
+        else
+            rc = weft_set_error(WEFT_EINVAL, "a tensor hook must return a Tensor or None, not %.100s",
+                                Py_TYPE(result)->tp_name);
+    }
+    Py_XDECREF(arg);
+    Py_XDECREF(result);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* _register_hook(tensor, fn): weft_tensor_register_hook_ex with fn kept
+ * until the tensor's node is freed (python/weft/_tensor.py adds the
+ * removable handle). */
+PyObject *wpy_register_hook(PyObject *module, PyObject *args)
+{
+    PyObject *t, *fn;
+    if (!PyArg_ParseTuple(args, "OO:_register_hook", &t, &fn))
+        return NULL;
+    if (!wpy_tensor_check(t) || !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "register_hook() takes a callable");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    int rc = weft_tensor_register_hook_ex(WPY_T(t), hook_call, fn, hook_destroy);
+    if (rc < 0) {
+        Py_DECREF(fn);
+        return wpy_raise(rc);
+    }
+    Py_RETURN_NONE;
 }
 
 /* _autograd_grad(outputs, grad_outputs, inputs, retain_graph, create_graph,

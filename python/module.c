@@ -644,6 +644,8 @@ static PyMethodDef module_methods[] = {
     {"_set_device_class", py_set_device_class, METH_O,
      "_set_device_class(cls): the class device arguments may also be (weft.device)"},
     {"_parse_device", py_parse_device, METH_O, "_parse_device(str): (type id, index)"},
+    {"_register_hook", wpy_register_hook, METH_VARARGS,
+     "_register_hook(tensor, fn): fn(grad) runs when the gradient reaches tensor (Tensor.register_hook)"},
     {"_info", (PyCFunction)(void (*)(void))wpy_info, METH_VARARGS | METH_KEYWORDS,
      "_info(op=None): what weft-info prints, as a str (python -m weft.info)"},
     {"unique", (PyCFunction)(void (*)(void))wpy_unique, METH_VARARGS | METH_KEYWORDS,

@@ -96,9 +96,10 @@ PyObject *wpy_dlpack_deleter_calls(PyObject *module, PyObject *unused);
 /* info.c: _info(op=None), the text of weft-info */
 PyObject *wpy_info(PyObject *module, PyObject *args, PyObject *kwargs);
 
-/* function.c: _function_apply (autograd.Function) and _autograd_grad */
+/* function.c: _function_apply (autograd.Function), _autograd_grad, _register_hook */
 PyObject *wpy_function_apply(PyObject *module, PyObject *args);
 PyObject *wpy_autograd_grad(PyObject *module, PyObject *args);
+PyObject *wpy_register_hook(PyObject *module, PyObject *args);
 
 /* serialize.c: _to_bytes, _from_bytes, _save_parameters, _load_parameters,
  * _save_safetensors */

@@ -208,6 +208,47 @@ def _set_data(self, value):
 Tensor.data = property(_get_data, _set_data,
                        doc="a detached view sharing the memory (assigning copies values in)")
 
+# ---------------------------------------------------------------- hooks
+
+
+class RemovableHandle:
+    """What register_hook returns: remove() stops the hook (the C hook
+    stays registered until its node is freed, and calls nothing)."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def remove(self):
+        self._fn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _register_hook(self, hook):
+    """register_hook(hook): hook(grad) runs each time the gradient of self is
+    computed, before it is used; returning a Tensor replaces the gradient,
+    None keeps it.  Returns a handle whose remove() stops it.  RuntimeError
+    when self does not require grad; TypeError when hook is not callable."""
+    if not callable(hook):
+        raise TypeError("register_hook() takes a callable, not %s" % type(hook).__name__)
+    handle = RemovableHandle(hook)
+
+    def run(grad):
+        fn = handle._fn
+        return None if fn is None else fn(grad)
+
+    _C._register_hook(self, run)
+    return handle
+
+
+Tensor.register_hook = _register_hook
+
 # -------------------------------------------------------------- factories
 
 

@@ -403,6 +403,46 @@ def tensor_habits():
 
 
 @test
+def register_hook():
+    """Tensor.register_hook: sees and replaces gradients, survives its wrapper, remove() stops it"""
+    x = weft.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    y = x * 3
+    h = y.register_hook(lambda g: seen.append(g.tolist()))
+    y.register_hook(lambda g: g * 10)
+    z = y.sum()
+    del y  # the graph keeps the hooks
+    z.backward(retain_graph=True)
+    eq(seen, [[1.0, 1.0]])
+    eq(x.grad.tolist(), [30.0, 30.0])
+    h.remove()
+    x.grad = None
+    z.backward()
+    eq(seen, [[1.0, 1.0]], "removed: not called again")
+    eq(x.grad.tolist(), [30.0, 30.0])
+    leaf_seen = []
+    x.grad = None
+    x.register_hook(lambda g: leaf_seen.append(g.tolist()))
+    (x * x).sum().backward()
+    eq(leaf_seen, [[2.0, 4.0]])
+    raises(RuntimeError, weft.ones(2).register_hook, print)
+    raises(TypeError, x.register_hook, 3)
+    w = weft.ones(1, requires_grad=True)
+    v = w * 2
+    v.register_hook(lambda g: "not a tensor")
+    raises(RuntimeError, v.sum().backward, contains="Tensor or None")
+    u = w * 2
+    u.register_hook(lambda g: 1 / 0)
+    raises(RuntimeError, u.sum().backward, contains="ZeroDivisionError")
+    if torch is not None:
+        tx = torch.tensor([1.0, 2.0], requires_grad=True)
+        ty = tx * 3
+        ty.register_hook(lambda g: g * 10)
+        ty.sum().backward()
+        eq(tx.grad.tolist(), [30.0, 30.0], "torch gives the same")
+
+
+@test
 def factory_habits():
     """*_like, as_tensor, from_numpy, is_tensor, einsum with operands as arguments, weft.Tensor(...)"""
     t = weft.ones(2, 3, dtype=weft.float64)
