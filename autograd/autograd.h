@@ -38,6 +38,7 @@ typedef int (*wf_backward_fn)(wf_node *node, weft_tensor **grads_out, weft_tenso
 typedef struct wf_hook {
     weft_grad_hook_fn fn;
     void *ctx;
+    void (*destroy)(void *ctx); /* called with ctx when the hook is freed (NULL: none) */
     int output_nr;
     weft_tensor *retain_target;
     struct wf_hook *next;

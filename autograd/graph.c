@@ -66,6 +66,8 @@ static void free_hooks(wf_hook *h)
 {
     while (h) {
         wf_hook *next = h->next;
+        if (h->destroy)
+            h->destroy(h->ctx);
         free(h);
         h = next;
     }
@@ -444,7 +446,8 @@ WEFT_API int weft_tensor_set_grad(weft_tensor *t, const weft_tensor *grad)
 
 /* Hooks of a tensor live on the node its gradient arrives at: its grad_fn
  * (for that output), or its leaf accumulator. */
-static int add_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx, weft_tensor *retain_target)
+static int add_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx, void (*destroy)(void *),
+                    weft_tensor *retain_target)
 {
     wf_edge edge;
     int rc = wf__edge_of(&edge, t);
@@ -457,6 +460,7 @@ static int add_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx, weft_tensor
     }
     h->fn = fn;
     h->ctx = ctx;
+    h->destroy = destroy;
     h->output_nr = edge.input_nr;
     h->retain_target = retain_target;
     h->next = NULL;
@@ -478,7 +482,7 @@ WEFT_API int weft_tensor_retain_grad(weft_tensor *t)
     wf_autograd_meta *m = t->autograd_meta;
     if (!m->grad_fn || m->retains_grad)
         return 0; /* a leaf keeps its gradient anyway */
-    int rc = add_hook(t, NULL, NULL, t);
+    int rc = add_hook(t, NULL, NULL, NULL, t);
     if (rc == 0)
         m->retains_grad = true;
     return rc;
@@ -491,7 +495,18 @@ WEFT_API int weft_tensor_register_hook(weft_tensor *t, weft_grad_hook_fn fn, voi
     if (!wf__requires_grad(t))
         return wf__errorf(WEFT_EINVAL, "register_hook: cannot register a hook on a tensor that "
                                        "doesn't require gradient");
-    return add_hook(t, fn, ctx, NULL);
+    return add_hook(t, fn, ctx, NULL, NULL);
+}
+
+WEFT_API int weft_tensor_register_hook_ex(weft_tensor *t, weft_grad_hook_fn fn, void *ctx,
+                                          void (*destroy)(void *ctx))
+{
+    if (!t || !fn)
+        return wf__errorf(WEFT_EINVAL, "register_hook: NULL argument");
+    if (!wf__requires_grad(t))
+        return wf__errorf(WEFT_EINVAL, "register_hook: cannot register a hook on a tensor that "
+                                       "doesn't require gradient");
+    return add_hook(t, fn, ctx, destroy, NULL);
 }
 
 WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t)

@@ -951,7 +951,9 @@ static int sync_batches(weft_module *m)
     return rc;
 }
 
-static int save_or_load(weft_module *m, const char *path, bool save)
+enum { MODULE_LOAD, MODULE_SAVE, MODULE_SAVE_SAFETENSORS };
+
+static int save_or_load(weft_module *m, const char *path, int what)
 {
     int n = weft_module_state(m, NULL, NULL, 0);
     if (n < 0)
@@ -961,9 +963,10 @@ static int save_or_load(weft_module *m, const char *path, bool save)
     int rc = tensors && names ? weft_module_state(m, tensors, names, n)
                               : weft_set_error(WEFT_ENOMEM, "module save/load: out of memory");
     if (rc >= 0)
-        rc = save ? weft_save_parameters(path, tensors, names, n)
-                  : weft_load_parameters(path, tensors, names, n);
-    if (rc == 0 && !save)
+        rc = what == MODULE_SAVE   ? weft_save_parameters(path, tensors, names, n)
+             : what == MODULE_LOAD ? weft_load_parameters(path, tensors, names, n)
+                                   : weft_save_safetensors(path, tensors, names, n);
+    if (rc == 0 && what == MODULE_LOAD)
         rc = sync_batches(m);
     free(tensors);
     free(names);
@@ -972,10 +975,15 @@ static int save_or_load(weft_module *m, const char *path, bool save)
 
 int weft_module_save(weft_module *m, const char *path)
 {
-    return save_or_load(m, path, true);
+    return save_or_load(m, path, MODULE_SAVE);
+}
+
+int weft_module_save_safetensors(weft_module *m, const char *path)
+{
+    return save_or_load(m, path, MODULE_SAVE_SAFETENSORS);
 }
 
 int weft_module_load(weft_module *m, const char *path)
 {
-    return save_or_load(m, path, false);
+    return save_or_load(m, path, MODULE_LOAD);
 }

@@ -1,6 +1,7 @@
 /* nn/serialize.c — saving and loading parameters in weft's own file format
  * (documented in <weft/nn.h> and docs/design.md), with a CRC-32 so that a
- * damaged file is an error, never silently wrong weights.  A load checks the
+ * damaged file is an error, never silently wrong weights; and saving in the
+ * safetensors format, which other frameworks read.  A load checks the
  * whole file before it writes any tensor.  libc only: the CRC is our own. */
 #include <errno.h>
 #include <inttypes.h>
@@ -139,21 +140,20 @@ static void write_elements(writer *w, const weft_tensor *host)
     }
 }
 
-static int check_save_args(weft_tensor *const *tensors, const char *const *names, int n)
+static int check_save_args(const char *who, weft_tensor *const *tensors, const char *const *names,
+                           int n)
 {
     if (n < 0 || (n > 0 && (!tensors || !names)))
-        return weft_set_error(WEFT_EINVAL, "weft_save_parameters: %d tensors, tensors %p, names %p",
-                              n, (const void *)tensors, (const void *)names);
+        return weft_set_error(WEFT_EINVAL, "%s: %d tensors, tensors %p, names %p", who, n,
+                              (const void *)tensors, (const void *)names);
     for (int i = 0; i < n; i++) {
         if (!tensors[i] || !names[i] || !names[i][0] || strlen(names[i]) > MAX_NAME)
             return weft_set_error(WEFT_EINVAL,
-                                  "weft_save_parameters: entry %d needs a tensor and a name of 1 "
-                                  "to %u bytes",
+                                  "%s: entry %d needs a tensor and a name of 1 to %u bytes", who,
                                   i, MAX_NAME);
         for (int j = 0; j < i; j++)
             if (strcmp(names[i], names[j]) == 0)
-                return weft_set_error(WEFT_EINVAL, "weft_save_parameters: name '%s' given twice",
-                                      names[i]);
+                return weft_set_error(WEFT_EINVAL, "%s: name '%s' given twice", who, names[i]);
     }
     return 0;
 }
@@ -180,19 +180,28 @@ static int write_tensor(writer *w, const weft_tensor *t, const char *name)
     return rc;
 }
 
-int weft_save_parameters(const char *path, weft_tensor *const *tensors, const char *const *names,
-                         int n)
+/* What a file's content is written by: the entries, already checked. */
+typedef struct save_job {
+    weft_tensor *const *tensors;
+    const char *const *names;
+    int n;
+} save_job;
+
+/* Writes a file through body beside path and renames it over path, so that
+ * path is never left half-written; grad mode is off meanwhile (the host
+ * copies record nothing).  who names the public function in errors. */
+static int save_atomically(const char *path, const char *who, const save_job *job,
+                           int (*body)(writer *w, const save_job *job))
 {
     if (!path)
-        return weft_set_error(WEFT_EINVAL, "weft_save_parameters: NULL path");
-    int rc = check_save_args(tensors, names, n);
+        return weft_set_error(WEFT_EINVAL, "%s: NULL path", who);
+    int rc = check_save_args(who, job->tensors, job->names, job->n);
     if (rc < 0)
         return rc;
-    /* written beside path and renamed over it: never a half-written file */
     size_t len = strlen(path);
     char *tmp = weft_malloc(len + 5);
     if (!tmp)
-        return weft_set_error(WEFT_ENOMEM, "weft_save_parameters: out of memory");
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", who);
     memcpy(tmp, path, len);
     memcpy(tmp + len, ".tmp", 5);
     writer w = {.f = fopen(tmp, "wb")};
@@ -203,14 +212,8 @@ int weft_save_parameters(const char *path, weft_tensor *const *tensors, const ch
     }
     crc32_init(&w.crc);
     bool mode = weft_set_grad_enabled(false);
-    write_bytes(&w, FILE_MAGIC, 8);
-    write_u32(&w, FILE_VERSION);
-    write_u32(&w, (uint32_t)n);
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = write_tensor(&w, tensors[i], names[i]);
+    rc = body(&w, job);
     weft_set_grad_enabled(mode);
-    uint32_t crc = crc32_final(&w.crc);
-    write_u32(&w, crc);
     int write_errno = errno;
     if (fclose(w.f) != 0) {
         w.failed = true;
@@ -224,6 +227,123 @@ int weft_save_parameters(const char *path, weft_tensor *const *tensors, const ch
         remove(tmp);
     free(tmp);
     return rc;
+}
+
+static int parameter_file_body(writer *w, const save_job *job)
+{
+    int rc = 0;
+    write_bytes(w, FILE_MAGIC, 8);
+    write_u32(w, FILE_VERSION);
+    write_u32(w, (uint32_t)job->n);
+    for (int i = 0; i < job->n && rc == 0; i++)
+        rc = write_tensor(w, job->tensors[i], job->names[i]);
+    write_u32(w, crc32_final(&w->crc));
+    return rc;
+}
+
+int weft_save_parameters(const char *path, weft_tensor *const *tensors, const char *const *names,
+                         int n)
+{
+    save_job job = {tensors, names, n};
+    return save_atomically(path, "weft_save_parameters", &job, parameter_file_body);
+}
+
+/* ----------------------------------------------------------- safetensors */
+
+/* safetensors' dtype names; NULL where the format has none */
+static const char *const safetensors_dtypes[WEFT_NUM_DTYPES] = {
+    [WEFT_BOOL] = "BOOL", [WEFT_UINT8] = "U8",     [WEFT_INT8] = "I8",     [WEFT_INT16] = "I16",
+    [WEFT_INT32] = "I32", [WEFT_INT64] = "I64",    [WEFT_FLOAT16] = "F16", [WEFT_BFLOAT16] = "BF16",
+    [WEFT_FLOAT32] = "F32", [WEFT_FLOAT64] = "F64"};
+
+/* name as a JSON string: quotes and backslashes escaped, control bytes as
+ * \u00XX; other bytes (UTF-8) as they are */
+static void json_string(FILE *f, const char *name)
+{
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+/* The JSON header: one entry per tensor, its elements laid out in the
+ * given order from offset 0; spaces pad it to a multiple of 8 bytes so
+ * that the data is aligned, as the format recommends. */
+static int safetensors_header(const save_job *job, char **text, size_t *len)
+{
+    FILE *f = open_memstream(text, len);
+    if (!f)
+        return weft_set_error(WEFT_ENOMEM, "weft_save_safetensors: out of memory");
+    uint64_t offset = 0;
+    fputc('{', f);
+    for (int i = 0; i < job->n; i++) {
+        const weft_tensor *t = job->tensors[i];
+        weft_dtype dtype = weft_tensor_dtype(t);
+        uint64_t bytes = (uint64_t)weft_tensor_numel(t) * weft_dtype_size(dtype);
+        if (i > 0)
+            fputc(',', f);
+        json_string(f, job->names[i]);
+        fprintf(f, ":{\"dtype\":\"%s\",\"shape\":[", safetensors_dtypes[dtype]);
+        for (int d = 0; d < weft_tensor_ndim(t); d++)
+            fprintf(f, "%s%" PRId64, d ? "," : "", weft_tensor_sizes(t)[d]);
+        fprintf(f, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", offset, offset + bytes);
+        offset += bytes;
+    }
+    fputc('}', f);
+    while (ftell(f) % 8 != 0)
+        fputc(' ', f);
+    if (fclose(f) != 0) {
+        free(*text);
+        *text = NULL;
+        return weft_set_error(WEFT_ENOMEM, "weft_save_safetensors: out of memory");
+    }
+    return 0;
+}
+
+static int safetensors_body(writer *w, const save_job *job)
+{
+    char *header = NULL;
+    size_t len = 0;
+    int rc = safetensors_header(job, &header, &len);
+    if (rc < 0)
+        return rc;
+    write_u32(w, (uint32_t)((uint64_t)len & 0xFFFFFFFFu));
+    write_u32(w, (uint32_t)((uint64_t)len >> 32));
+    write_bytes(w, header, len);
+    free(header);
+    for (int i = 0; i < job->n && rc == 0; i++) {
+        weft_tensor *host = NULL, *dense = NULL;
+        rc = weft_to_device(&host, job->tensors[i], WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = weft_contiguous(&dense, host);
+        if (rc == 0)
+            write_elements(w, dense);
+        weft_tensor_release(host);
+        weft_tensor_release(dense);
+    }
+    return rc;
+}
+
+int weft_save_safetensors(const char *path, weft_tensor *const *tensors, const char *const *names,
+                          int n)
+{
+    save_job job = {tensors, names, n};
+    int rc = check_save_args("weft_save_safetensors", tensors, names, n);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        weft_dtype dtype = weft_tensor_dtype(tensors[i]);
+        if (!safetensors_dtypes[dtype])
+            rc = weft_set_error(WEFT_EDTYPE, "weft_save_safetensors: '%s' is %s, which safetensors "
+                                "has no dtype for", names[i], weft_dtype_name(dtype));
+    }
+    if (rc < 0)
+        return rc;
+    return save_atomically(path, "weft_save_safetensors", &job, safetensors_body);
 }
 
 /* ----------------------------------------------------------------- load */

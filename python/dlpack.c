@@ -301,53 +301,143 @@ static PyObject *consume_capsule(PyObject *capsule)
     return wpy_wrap(t);
 }
 
-/* Asks x for a capsule: the versioned form first; a producer that does not
- * know the new keywords raises TypeError and is asked again without them. */
+/* What weft remembers per producer type: whether its __dlpack__ takes the
+ * array API's max_version= and copy= (NumPy >= 2.1) or refuses them with a
+ * TypeError (NumPy 1.x, torch 1.x).  Asking a legacy producer the new way
+ * first on every import cost an exception each time (several times the
+ * import itself); once a type has refused and then answered the plain call,
+ * it is asked plainly from then on.  Keyed by the type object, which the
+ * dict keeps alive (types are few and long-lived).  Guarded by the GIL. */
+enum { ASK_UNKNOWN = 0, ASK_VERSIONED = 1, ASK_LEGACY = 2 };
+static PyObject *ask_mode_by_type;
+static PyObject *str_dlpack, *versioned_kwnames, *max_version_value;
+
+static int dlpack_names_init(void)
+{
+    if (str_dlpack)
+        return 0;
+    ask_mode_by_type = PyDict_New();
+    str_dlpack = PyUnicode_InternFromString("__dlpack__");
+    versioned_kwnames = Py_BuildValue("(ss)", "max_version", "copy");
+    max_version_value = Py_BuildValue("(ii)", WEFT_DLPACK_MAJOR_VERSION, WEFT_DLPACK_MINOR_VERSION);
+    if (!ask_mode_by_type || !str_dlpack || !versioned_kwnames || !max_version_value) {
+        Py_CLEAR(ask_mode_by_type);
+        Py_CLEAR(str_dlpack);
+        return -1;
+    }
+    return 0;
+}
+
+static int ask_mode(PyObject *x)
+{
+    PyObject *mode = PyDict_GetItemWithError(ask_mode_by_type, (PyObject *)Py_TYPE(x));
+    return mode ? (int)PyLong_AsLong(mode) : ASK_UNKNOWN;
+}
+
+static void remember_mode(PyObject *x, int mode)
+{
+    PyObject *value = PyLong_FromLong(mode);
+    if (!value || PyDict_SetItem(ask_mode_by_type, (PyObject *)Py_TYPE(x), value) < 0)
+        PyErr_Clear(); /* only a missed shortcut */
+    Py_XDECREF(value);
+}
+
+/* The stream a producer on CUDA device id must order its work before: our
+ * current stream of that device (1, the legacy default stream, when it is
+ * the default one), as the array API's stream= says. */
+static PyObject *cuda_stream(long id)
+{
+    weft_device d = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)id};
+    void *handle = weft_stream_handle(weft_current_stream(d));
+    return handle ? PyLong_FromVoidPtr(handle) : PyLong_FromLong(1);
+}
+
+/* The device of an unconsumed capsule's tensor (type -1 for anything else). */
+static DLDevice capsule_device(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, VERSIONED))
+        return ((DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, VERSIONED))->dl_tensor.device;
+    if (PyCapsule_IsValid(capsule, LEGACY))
+        return ((DLManagedTensor *)PyCapsule_GetPointer(capsule, LEGACY))->dl_tensor.device;
+    return (DLDevice){.device_type = (DLDeviceType)-1};
+}
+
+/* x.__dlpack__(**kw) with kw given as a dict (the CUDA path, where the
+ * stream makes the keywords vary). */
+static PyObject *call_with(PyObject *x, PyObject *kw)
+{
+    PyObject *method = PyObject_GetAttr(x, str_dlpack), *empty = PyTuple_New(0);
+    PyObject *capsule = method && empty && kw ? PyObject_Call(method, empty, kw) : NULL;
+    Py_XDECREF(method);
+    Py_XDECREF(empty);
+    return capsule;
+}
+
+/* One request: the versioned form unless *mode says the type refuses it;
+ * on a TypeError from the versioned form, the plain one, and *mode learns
+ * which worked.  stream (NULL: not passed) goes to both forms. */
+static PyObject *request(PyObject *x, PyObject *copy, PyObject *stream, int *mode)
+{
+    PyObject *capsule = NULL;
+    if (*mode != ASK_LEGACY) {
+        if (!stream) {
+            PyObject *argv[] = {x, max_version_value, copy};
+            capsule = PyObject_VectorcallMethod(str_dlpack, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                versioned_kwnames);
+        } else {
+            PyObject *kw = Py_BuildValue("{s:O,s:O,s:O}", "max_version", max_version_value, "copy",
+                                         copy, "stream", stream);
+            capsule = call_with(x, kw);
+            Py_XDECREF(kw);
+        }
+        if (capsule) {
+            *mode = ASK_VERSIONED;
+            return capsule;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear();
+    }
+    if (stream) {
+        /* a legacy producer (torch 1.x) knows stream= but not the rest */
+        PyObject *kw = Py_BuildValue("{s:O}", "stream", stream);
+        capsule = call_with(x, kw);
+        Py_XDECREF(kw);
+        if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            capsule = PyObject_CallMethodNoArgs(x, str_dlpack);
+        }
+    } else {
+        capsule = PyObject_CallMethodNoArgs(x, str_dlpack);
+    }
+    if (capsule)
+        *mode = ASK_LEGACY;
+    return capsule;
+}
+
+/* Asks x for a capsule.  No stream is passed first, and __dlpack_device__
+ * is not called (torch 1.13's is a Python function costing more than the
+ * whole import): the capsule says where the tensor lives, and only a CUDA
+ * one is dropped unconsumed and asked for again with our stream, so CUDA
+ * producers still order their work before ours. */
 static PyObject *ask_capsule(PyObject *x, PyObject *copy)
 {
-    PyObject *method = PyObject_GetAttrString(x, "__dlpack__");
-    if (!method)
+    int known = ask_mode(x);
+    if (known == ASK_UNKNOWN && PyErr_Occurred())
         return NULL;
-    PyObject *empty = PyTuple_New(0);
-    PyObject *kw = Py_BuildValue("{s:(ii),s:O}", "max_version", WEFT_DLPACK_MAJOR_VERSION,
-                                 WEFT_DLPACK_MINOR_VERSION, "copy", copy);
-    /* A CUDA producer orders its work before the stream we will use: our
-     * current stream of that device (1, the legacy default stream, when it
-     * is the default one), as the array API's stream= says. */
-    PyObject *dev = PyObject_HasAttrString(x, "__dlpack_device__")
-                        ? PyObject_CallMethod(x, "__dlpack_device__", NULL)
-                        : NULL;
-    long dtype_code = 0, dev_id = 0;
-    if (dev && PyTuple_Check(dev) && PyTuple_Size(dev) == 2) {
-        dtype_code = PyLong_AsLong(PyTuple_GetItem(dev, 0));
-        dev_id = PyLong_AsLong(PyTuple_GetItem(dev, 1));
+    int mode = known;
+    PyObject *capsule = request(x, copy, NULL, &mode);
+    if (capsule) {
+        DLDevice dev = capsule_device(capsule);
+        if (dev.device_type == kDLCUDA && dev.device_id >= 0 && dev.device_id < 32768) {
+            Py_DECREF(capsule); /* never consumed: its destructor gives it back */
+            PyObject *stream = cuda_stream(dev.device_id);
+            capsule = stream ? request(x, copy, stream, &mode) : NULL;
+            Py_XDECREF(stream);
+        }
     }
-    Py_XDECREF(dev);
-    PyErr_Clear(); /* a producer without a usable __dlpack_device__ is asked plainly */
-    PyObject *st = NULL;
-    if (kw && dtype_code == kDLCUDA && dev_id >= 0 && dev_id < 32768) {
-        weft_device d = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)dev_id};
-        void *handle = weft_stream_handle(weft_current_stream(d));
-        st = handle ? PyLong_FromVoidPtr(handle) : PyLong_FromLong(1);
-        if (!st || PyDict_SetItemString(kw, "stream", st) < 0)
-            PyErr_Clear();
-    }
-    PyObject *capsule = empty && kw ? PyObject_Call(method, empty, kw) : NULL;
-    Py_XDECREF(kw);
-    if (!capsule && st && PyErr_ExceptionMatches(PyExc_TypeError)) {
-        /* a legacy producer (torch 1.x) knows stream= but not the rest */
-        PyErr_Clear();
-        PyObject *kw_stream = Py_BuildValue("{s:O}", "stream", st);
-        capsule = empty && kw_stream ? PyObject_Call(method, empty, kw_stream) : NULL;
-        Py_XDECREF(kw_stream);
-    }
-    if (!capsule && PyErr_ExceptionMatches(PyExc_TypeError)) {
-        PyErr_Clear();
-        capsule = PyObject_Call(method, empty, NULL);
-    }
-    Py_XDECREF(st);
-    Py_XDECREF(empty);
-    Py_DECREF(method);
+    if (capsule && known == ASK_UNKNOWN)
+        remember_mode(x, mode);
     return capsule;
 }
 
@@ -374,11 +464,13 @@ PyObject *wpy_from_dlpack(PyObject *module, PyObject *args, PyObject *kwargs)
     int want_copy = copy == Py_None ? 0 : PyObject_IsTrue(copy);
     if (want_copy < 0)
         return NULL;
+    if (dlpack_names_init() < 0)
+        return NULL;
     PyObject *capsule;
     if (PyCapsule_CheckExact(x)) {
         capsule = x;
         Py_INCREF(capsule);
-    } else if (PyObject_HasAttrString(x, "__dlpack__")) {
+    } else if (PyObject_HasAttr(x, str_dlpack)) {
         capsule = ask_capsule(x, copy);
     } else {
         return PyErr_Format(PyExc_TypeError,

@@ -1,5 +1,6 @@
-/* module.c — the `weft` Python module: errors, dtypes, devices, factories,
- * grad mode and plugins.  The operators are bound in ops.c from the
+/* module.c — `weft._C`, the extension inside the `weft` package (whose
+ * python/weft/__init__.py re-exports its public names): errors, dtypes,
+ * devices, factories, grad mode and plugins.  The operators are bound in ops.c from the
  * operator table; Tensor is tensor.c; DLPack is dlpack.c. */
 #include "weftpy.h"
 
@@ -124,20 +125,59 @@ int wpy_parse_dtype(PyObject *o, weft_dtype *out)
 
 /* ----------------------------------------------------------------- devices */
 
+/* weft.device, the Python class of python/weft/_device.py, registered by
+ * the package at import (_set_device_class); its str() is "cuda:0". */
+static PyObject *device_class;
+
+static PyObject *py_set_device_class(PyObject *m, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "_set_device_class() takes a class");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(device_class, cls);
+    Py_RETURN_NONE;
+}
+
+/* _parse_device(str) -> (type id, index): the core's parse of a device
+ * string, RuntimeError naming the known types for an unknown one. */
+static PyObject *py_parse_device(PyObject *m, PyObject *arg)
+{
+    const char *text = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!text) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "a device string is needed, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    weft_device d;
+    int rc = weft_device_from_string(&d, text);
+    if (rc < 0)
+        return wpy_raise(rc);
+    return Py_BuildValue("(ii)", d.type, d.index);
+}
+
 int wpy_parse_device(PyObject *o, weft_device *out)
 {
     if (!o || o == Py_None) {
         *out = WEFT_DEVICE_CPU;
         return 0;
     }
-    if (!PyUnicode_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "device must be a string such as 'cpu', not %R", o);
+    PyObject *text_o = NULL;
+    if (PyUnicode_Check(o)) {
+        text_o = Py_NewRef(o);
+    } else if (device_class && PyObject_TypeCheck(o, (PyTypeObject *)device_class)) {
+        if (!(text_o = PyObject_Str(o)))
+            return -1;
+    } else {
+        PyErr_Format(PyExc_TypeError, "device must be a weft.device or a string such as 'cpu', not %R", o);
         return -1;
     }
-    const char *text = PyUnicode_AsUTF8(o);
+    const char *text = PyUnicode_AsUTF8(text_o);
+    int rc = text ? weft_device_from_string(out, text) : 0;
+    Py_DECREF(text_o);
     if (!text)
         return -1;
-    int rc = weft_device_from_string(out, text);
     return rc < 0 ? wpy_raise_int(rc) : 0;
 }
 
@@ -586,6 +626,28 @@ static PyMethodDef module_methods[] = {
     {"load_plugin", py_load_plugin, METH_O, "load_plugin(path): loads one plugin file"},
     {"plugins", py_plugins, METH_NOARGS, "plugins(): the plugin load report, a list of dicts"},
     {"devices", py_devices, METH_NOARGS, "devices(): the devices with a backend"},
+    {"_function_apply", wpy_function_apply, METH_VARARGS,
+     "_function_apply(name, inputs, outputs, saved, non_differentiable, dirty, backward): "
+     "records a custom function's node (weft.autograd.Function.apply)"},
+    {"_autograd_grad", wpy_autograd_grad, METH_VARARGS,
+     "_autograd_grad(outputs, grad_outputs, inputs, retain_graph, create_graph, allow_unused) "
+     "(weft.autograd.grad)"},
+    {"_to_bytes", wpy_to_bytes, METH_O, "_to_bytes(t): the elements, row-major (weft.save)"},
+    {"_from_bytes", wpy_from_bytes, METH_VARARGS,
+     "_from_bytes(buffer, offset, dtype, shape): a CPU tensor copied from buffer (weft.load)"},
+    {"_save_parameters", wpy_save_parameters, METH_VARARGS,
+     "_save_parameters(path, tensors, names): weft_save_parameters"},
+    {"_save_safetensors", wpy_save_safetensors, METH_VARARGS,
+     "_save_safetensors(path, tensors, names): weft_save_safetensors"},
+    {"_load_parameters", wpy_load_parameters, METH_VARARGS,
+     "_load_parameters(path, tensors, names): weft_load_parameters"},
+    {"_set_device_class", py_set_device_class, METH_O,
+     "_set_device_class(cls): the class device arguments may also be (weft.device)"},
+    {"_parse_device", py_parse_device, METH_O, "_parse_device(str): (type id, index)"},
+    {"_register_hook", wpy_register_hook, METH_VARARGS,
+     "_register_hook(tensor, fn): fn(grad) runs when the gradient reaches tensor (Tensor.register_hook)"},
+    {"_info", (PyCFunction)(void (*)(void))wpy_info, METH_VARARGS | METH_KEYWORDS,
+     "_info(op=None): what weft-info prints, as a str (python -m weft.info)"},
     {"unique", (PyCFunction)(void (*)(void))wpy_unique, METH_VARARGS | METH_KEYWORDS,
      "unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None): the "
      "distinct values, sorted; with (values, inverse), (values, counts) or (values, inverse, "
@@ -593,30 +655,9 @@ static PyMethodDef module_methods[] = {
     {NULL},
 };
 
-/* What is simplest written in Python: the context managers. */
-static const char prelude[] =
-    "class no_grad:\n"
-    "    '''Context manager (and decorator) that turns gradient recording off in this thread.'''\n"
-    "    _mode = False\n"
-    "    def __enter__(self):\n"
-    "        self._prev = set_grad_enabled(self._mode)\n"
-    "    def __exit__(self, *exc):\n"
-    "        set_grad_enabled(self._prev)\n"
-    "        return False\n"
-    "    def __call__(self, fn):\n"
-    "        import functools\n"
-    "        @functools.wraps(fn)\n"
-    "        def wrapper(*args, **kwargs):\n"
-    "            with self.__class__():\n"
-    "                return fn(*args, **kwargs)\n"
-    "        return wrapper\n"
-    "class enable_grad(no_grad):\n"
-    "    '''Context manager (and decorator) that turns gradient recording on in this thread.'''\n"
-    "    _mode = True\n";
-
 static struct PyModuleDef weft_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "weft",
+    .m_name = "weft._C",
     .m_doc = "weft: a tensor framework with a C core, plugins and autograd.",
     .m_size = -1,
     .m_methods = module_methods,
@@ -653,7 +694,7 @@ static int add_dtypes(PyObject *module)
     return 0;
 }
 
-PyMODINIT_FUNC PyInit_weft(void)
+PyMODINIT_FUNC PyInit__C(void)
 {
     /* Plugins beside libweft (or on WEFT_PLUGIN_PATH); failures are in
      * weft.plugins(), and a missing CPU backend shows as a clear error on
@@ -665,14 +706,6 @@ PyMODINIT_FUNC PyInit_weft(void)
     if (add_dtypes(module) < 0 || wpy_tensor_init_type(module) < 0 || wpy_ops_init(module) < 0)
         goto fail;
     PyModule_AddStringConstant(module, "__version__", weft_version());
-    PyObject *dict = PyModule_GetDict(module);
-    if (PyDict_GetItemString(dict, "__builtins__") == NULL &&
-        PyDict_SetItemString(dict, "__builtins__", PyEval_GetBuiltins()) < 0)
-        goto fail;
-    PyObject *r = PyRun_String(prelude, Py_file_input, dict, dict);
-    if (!r)
-        goto fail;
-    Py_DECREF(r);
     return module;
 fail:
     Py_DECREF(module);

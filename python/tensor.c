@@ -319,7 +319,7 @@ static PyObject *m_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
-/* to(device), to(dtype), to(device, dtype), to(dtype=..., device=...):
+/* to(device), to(dtype), to(device, dtype), to(other), to(dtype=..., device=...):
  * self when nothing changes, as in PyTorch. */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -329,16 +329,15 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOp", kwlist, &a, &b, &dtype_o,
                                      &device_o, &copy))
         return NULL;
-    PyObject *pos[2] = {a, b};
+    PyObject *pos[2] = {a, b}, *other = NULL;
     for (int i = 0; i < 2; i++) {
         if (!pos[i])
             continue;
         if (PyObject_TypeCheck(pos[i], &wpy_dtype_type))
             dtype_o = pos[i];
-        else if (wpy_tensor_check(pos[i])) {
-            dtype_o = NULL;
-            device_o = NULL;
-        } else
+        else if (wpy_tensor_check(pos[i]))
+            other = pos[i]; /* to(other): other's dtype and device, as torch */
+        else
             device_o = pos[i];
     }
     weft_tensor *t = WPY_T(self);
@@ -346,6 +345,10 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs)
     weft_device device = weft_tensor_device(t);
     if (wpy_parse_dtype(dtype_o, &dtype) < 0 || (device_o && wpy_parse_device(device_o, &device) < 0))
         return NULL;
+    if (other) {
+        dtype = weft_tensor_dtype(WPY_T(other));
+        device = weft_tensor_device(WPY_T(other));
+    }
     weft_tensor *cur = weft_tensor_retain(t);
     int rc = 0;
     if (!weft_device_equal(device, weft_tensor_device(cur))) {

@@ -93,4 +93,20 @@ PyObject *wpy_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *wpy_from_dlpack(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *wpy_dlpack_deleter_calls(PyObject *module, PyObject *unused);
 
+/* info.c: _info(op=None), the text of weft-info */
+PyObject *wpy_info(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* function.c: _function_apply (autograd.Function), _autograd_grad, _register_hook */
+PyObject *wpy_function_apply(PyObject *module, PyObject *args);
+PyObject *wpy_autograd_grad(PyObject *module, PyObject *args);
+PyObject *wpy_register_hook(PyObject *module, PyObject *args);
+
+/* serialize.c: _to_bytes, _from_bytes, _save_parameters, _load_parameters,
+ * _save_safetensors */
+PyObject *wpy_to_bytes(PyObject *module, PyObject *arg);
+PyObject *wpy_from_bytes(PyObject *module, PyObject *args);
+PyObject *wpy_save_parameters(PyObject *module, PyObject *args);
+PyObject *wpy_load_parameters(PyObject *module, PyObject *args);
+PyObject *wpy_save_safetensors(PyObject *module, PyObject *args);
+
 #endif /* WEFT_PYTHON_WEFTPY_H */

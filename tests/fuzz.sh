@@ -207,14 +207,14 @@ done
 # The Python bindings with atheris (PyPI), where it is installed.
 n=$((n + 1))
 python=${WEFT_PYTHON:-python3}
-if [ ! -f "$builddir/python/.libs/weft.so" ]; then
+if [ ! -f "$builddir/python/pkg/weft/_C.so" ]; then
     echo "ok $n - fuzz_python_ops # SKIP the Python module was not built"
 elif ! "$python" -c 'import atheris' >"$tmp/atheris.log" 2>&1; then
     echo "ok $n - fuzz_python_ops # SKIP atheris is not installed for $python ($(tail -1 "$tmp/atheris.log"); ./quickstart installs it)"
 else
     mkdir -p "$tmp/corpus-python"
     rm -f "$work/python_ops-"*
-    if PYTHONPATH="$builddir/python/.libs" WEFT_PLUGIN_PATH="$builddir/.libs" \
+    if PYTHONPATH="$builddir/python/pkg" WEFT_PLUGIN_PATH="$builddir/.libs" \
         PYTHONDONTWRITEBYTECODE=1 WEFT_NUM_THREADS=1 WEFT_CPU_FALLBACK=silent \
         "$python" "$srcdir/tests/fuzz/fuzz_python_ops.py" -max_total_time="$seconds" \
         -print_final_stats=1 -artifact_prefix="$work/python_ops-" -timeout=10 \

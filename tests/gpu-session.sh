@@ -84,7 +84,7 @@ step test_cuda_nn 120 "$out/tests.log" ./tests/test_cuda_nn
 step test_cuda_index 90 "$out/tests.log" ./tests/test_cuda_index
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
-PYTHONPATH="$src/python/.libs:$src/tests/python"
+PYTHONPATH="$src/python/pkg:$src/tests/python"
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH PYTHONDONTWRITEBYTECODE
 step dlpack_torch_cuda 30 "$out/tests.log" "$py" tests/python/test_torch_cuda.py

@@ -149,5 +149,35 @@ check "weft-info lists the layout and its plugin" \
     sh -c "LD_LIBRARY_PATH='$root$libdir' '$root$prefix/bin/weft-info' --plugin '$tmp/layout/libweft-rle.so' | grep -q '^  [0-9]  *rle  *from rle\$'"
 check "it prints the layout and its description" \
     sh -c "LD_LIBRARY_PATH='$root$libdir' '$tmp/layout/demo' '$tmp/layout/libweft-rle.so' | grep -q 'layout=rle (3 runs)'"
+
+# The Python package (issue 15), where the configured interpreter finds it
+python=${WEFT_PYTHON:-python3}
+pydir=$(cd "$builddir" && unset MAKEFLAGS MFLAGS MAKELEVEL &&
+    make -s --no-print-directory -f Makefile print-weftpydir 2>/dev/null)
+if [ ! -f "$builddir/python/pkg/weft/_C.so" ]; then
+    n=$((n + 1))
+    echo "ok $n - the Python package # SKIP it was not built (configure found no Python headers)"
+else
+    pydir=$(dirname "$pydir")
+    check "the Python package is installed in $pydir" \
+        test -f "$root$pydir/weft/__init__.py" -a -f "$root$pydir/weft/_C.so" -a -f "$root$pydir/weft/info.py" \
+        -a -f "$root$pydir/weft/_C.pyi" -a -f "$root$pydir/weft/py.typed"
+    case $prefix in
+    /usr | /usr/local)
+        check "$python searches $pydir (the package's directory for prefix $prefix)" \
+            "$python" -c "import sys; sys.exit('$pydir' not in sys.path)";;
+    *)
+        n=$((n + 1))
+        echo "ok $n - $python searches the package's directory # SKIP prefix $prefix is not one the interpreter searches";;
+    esac
+    check "import weft from the staging directory: staged plugins, an operator, python -m weft.info" \
+        sh -c "cd '$tmp' && PYTHONPATH='$root$pydir' LD_LIBRARY_PATH='$root$libdir' '$python' -c '
+import weft
+assert weft.__file__.startswith(\"$root$pydir/weft/\"), weft.__file__
+loaded = [p[\"path\"] for p in weft.plugins() if p[\"status\"] == \"loaded\"]
+assert any(p.startswith(\"$root$libdir/weft/plugins/\") for p in loaded), weft.plugins()
+assert (weft.ones(3) * 2).tolist() == [2.0, 2.0, 2.0]
+' && PYTHONPATH='$root$pydir' LD_LIBRARY_PATH='$root$libdir' '$python' -m weft.info | grep -q '^operators'"
+fi
 echo "1..$n"
 exit $fail

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/python.sh — runs tests/python/*.py against the module in
-# python/.libs and prints one TAP stream (the .py files print unnumbered
+# python/pkg (the package, linked there by make) and prints one TAP stream (the .py files print unnumbered
 # "ok - ..." lines; this script numbers them and writes the plan).
 #  - test_api.py with the Python the build was configured for;
 #  - test_numpy.py, test_torch.py and test_indexing.py (which compares
@@ -11,8 +11,8 @@
 builddir=$(cd "${WEFT_BUILDDIR:-.}" && pwd)
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 python=${WEFT_PYTHON:-python3}
-moddir="$builddir/python/.libs"
-if [ ! -f "$moddir/weft.so" ]; then
+moddir="$builddir/python/pkg"
+if [ ! -f "$moddir/weft/_C.so" ]; then
     echo "1..0 # SKIP the Python module was not built (configure found no Python headers)"
     exit 0
 fi
@@ -25,9 +25,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 soabi() { "$1" -c 'import sysconfig; print(sysconfig.get_config_var("SOABI"))' 2>/dev/null; }
 
-run() { # run DESCRIPTION PYTHON SCRIPT: the script's lines, or one failure
+run() { # run DESCRIPTION PYTHON SCRIPT [ARG...]: the script's lines, or one failure
     desc=$1 py=$2 script=$3
-    if ! "$py" "$srcdir/tests/python/$script" >"$tmp/out" 2>"$tmp/err"; then
+    shift 3
+    if ! "$py" "$srcdir/tests/python/$script" "$@" >"$tmp/out" 2>"$tmp/err"; then
         grep -q '^not ok' "$tmp/out" || echo "not ok - $desc: $script exited with an error" >>"$tmp/out"
     fi
     sed 's/^# \(.*\)/#   \1/' "$tmp/out" >>"$tmp/all"
@@ -37,6 +38,9 @@ skip() { echo "ok - $1 # SKIP $2" >>"$tmp/all"; }
 : >"$tmp/all"
 
 run "API" "$python" test_api.py
+# the package's Python layer; compares with torch where this Python has it
+run "package" "$python" test_package.py
+run "type stubs" "$python" test_stubs.py
 
 debian=/usr/bin/python3
 if [ ! -x "$debian" ]; then
@@ -81,6 +85,58 @@ else
     else
         skip "NumPy >= 2.1 peer" "could not make a virtual environment with numpy>=2.1 from PyPI (no network?): $(tail -1 "$tmp/venv.log")"
     fi
+fi
+
+# safetensors from PyPI, with Debian's torch visible: a venv kept in the
+# build directory (as the NumPy 2 one), SKIP where pip cannot reach PyPI
+stvenv="$builddir/tests/python-venv-safetensors"
+if [ ! -x "$debian" ] || [ "$(soabi "$debian")" != "$(soabi "$python")" ] ||
+    ! "$debian" -c 'import torch' 2>/dev/null; then
+    skip "safetensors (PyPI) and torch peers" "no $debian with torch and the module's ABI (apt-get install python3-torch)"
+else
+    if [ ! -f "$stvenv/.ready" ]; then
+        rm -rf "$stvenv"
+        if "$debian" -m venv --system-site-packages "$stvenv" >"$tmp/stvenv.log" 2>&1 &&
+            "$stvenv/bin/python" -m pip install --quiet --timeout 20 --retries 1 safetensors \
+                >>"$tmp/stvenv.log" 2>&1; then
+            touch "$stvenv/.ready"
+        fi
+    fi
+    if [ -f "$stvenv/.ready" ]; then
+        run "safetensors (PyPI) with torch" "$stvenv/bin/python" test_safetensors.py
+    else
+        skip "safetensors (PyPI) and torch peers" "could not install safetensors from PyPI into a venv (no network?): $(tail -1 "$tmp/stvenv.log")"
+    fi
+fi
+
+# pip install . into a fresh virtual environment (issue 15): from a copy of
+# the files setup.py reads, so the build leaves nothing in the source tree;
+# libweft and the plugins are this build's (WEFT_BUILDDIR).  An isolated
+# build fetches setuptools and wheel from PyPI; offline, the environment
+# sees Debian's (--system-site-packages, --no-build-isolation), and the
+# NumPy-less check then says SKIP where Debian's numpy is visible.
+pipenv="$tmp/pip-venv"
+pipsrc="$tmp/pip-src"
+mkdir -p "$pipsrc/tools" "$pipsrc/dispatch"
+cp "$srcdir/dispatch/operators.def" "$srcdir/dispatch/gen_ops.py" "$pipsrc/dispatch/" &&
+cp -R "$srcdir/setup.py" "$srcdir/pyproject.toml" "$srcdir/README.md" "$srcdir/configure.ac" \
+    "$srcdir/python" "$srcdir/include" "$pipsrc/" &&
+    cp "$srcdir"/tools/info_report.* "$pipsrc/tools/" &&
+    find "$pipsrc/python" -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null
+pip_install() { # pip_install VENV-FLAGS PIP-FLAGS
+    rm -rf "$pipenv"
+    "$python" -m venv $1 "$pipenv" >>"$tmp/pip.log" 2>&1 &&
+        (cd "$pipsrc" && WEFT_BUILDDIR="$builddir" "$pipenv/bin/python" -m pip install --quiet \
+            --timeout 20 --retries 1 $2 . >>"$tmp/pip.log" 2>&1)
+}
+WEFT_PLUGIN_PATH= "$builddir/weft-info" >"$tmp/weft-info.txt" 2>/dev/null
+if ! "$python" -m venv --help >/dev/null 2>&1; then
+    skip "pip install . in a fresh virtual environment" "$python has no venv module (apt-get install python3-venv)"
+elif pip_install "" "" || pip_install --system-site-packages "--no-build-isolation --no-index"; then
+    (unset WEFT_PLUGIN_PATH; PYTHONPATH="$srcdir/tests/python"; cd "$tmp" &&
+        run "pip install ." "$pipenv/bin/python" test_installed.py "$tmp/weft-info.txt")
+else
+    echo "not ok - pip install . in a fresh virtual environment failed: $(tail -3 "$tmp/pip.log" | tr '\n' ' ')" >>"$tmp/all"
 fi
 
 awk '/^(not )?ok /{n++; sub(/^ok -/, "ok " n " -"); sub(/^not ok -/, "not ok " n " -")} {print} END {print "1.." n}' "$tmp/all"

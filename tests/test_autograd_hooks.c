@@ -186,10 +186,56 @@ static void test_hooks(void)
     drop_all();
 }
 
+static void count_destroy(void *ctx)
+{
+    (*(int *)ctx)++;
+}
+
+static int noop_hook(const weft_tensor *grad, weft_tensor **replace, void *ctx)
+{
+    (void)grad;
+    (void)replace;
+    (void)ctx;
+    return 0;
+}
+
+/* weft_tensor_register_hook_ex: destroy runs once, when the node goes,
+ * not before (the graph outlives the tensor), and never on error */
+static void test_hook_destroy(void)
+{
+    int64_t s2[1] = {2};
+    weft_tensor *a = NULL, *y = NULL, *z = NULL; /* released here, not kept */
+    weft_full(&a, s2, 1, 3.0, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    weft_tensor_set_requires_grad(a, true);
+    int destroyed = 0, refused = 0;
+    weft_mul_scalar(&y, a, 2.0);
+    weft_sum(&z, y, NULL, 0, false);
+    is_int(weft_tensor_register_hook_ex(y, noop_hook, &destroyed, count_destroy), 0,
+           "register_hook_ex on a non-leaf");
+    weft_tensor_release(y); /* z's graph still holds y's node, and the hook */
+    is_int(destroyed, 0, "not destroyed while the graph holds the node");
+    is_int(weft_backward(&z, 1, NULL, false, false), 0, "backward runs the hook");
+    weft_tensor_release(z);
+    is_int(destroyed, 1, "destroyed once when the last graph is gone");
+    weft_tensor *plain = NULL;
+    weft_zeros(&plain, s2, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    is_int(weft_tensor_register_hook_ex(plain, noop_hook, &refused, count_destroy), WEFT_EINVAL,
+           "a tensor that does not require grad");
+    is_int(weft_tensor_register_hook_ex(NULL, noop_hook, &refused, count_destroy), WEFT_EINVAL,
+           "NULL tensor");
+    is_int(refused, 0, "destroy is not called on error");
+    weft_tensor_release(plain);
+    int on_leaf = 0;
+    is_int(weft_tensor_register_hook_ex(a, noop_hook, &on_leaf, count_destroy), 0, "on a leaf");
+    weft_tensor_release(a);
+    is_int(on_leaf, 1, "destroyed with the leaf's accumulator");
+}
+
 int main(void)
 {
     weft_load_default_plugins();
     test_handles();
     test_hooks();
+    test_hook_destroy();
     return done_testing();
 }

@@ -724,6 +724,74 @@ static void test_save_load(void)
     rmdir(dir);
 }
 
+/* weft_save_safetensors: the header the format specifies (length, JSON,
+ * 8-aligned data), the elements row-major even from a transposed view, a
+ * name that needs JSON escaping, and the errors (no file is left). */
+static void test_save_safetensors(void)
+{
+    char dir[] = "/tmp/weft-safetensors-XXXXXX";
+    if (!mkdtemp(dir)) {
+        ok(false, "mkdtemp");
+        return;
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    int64_t sizes[2] = {2, 3};
+    weft_tensor *base = NULL, *tr = NULL, *ids = NULL, *cplx = NULL;
+    weft_arange(&base, 0, 6, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_tensor *m = NULL;
+    weft_view(&m, keep(base), sizes, 2);
+    weft_t(&tr, keep(m)); /* [[0, 3], [1, 4], [2, 5]] */
+    keep(tr);
+    weft_arange(&ids, 7, 9, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    keep(ids);
+    weft_zeros(&cplx, sizes, 1, WEFT_COMPLEX64, WEFT_DEVICE_CPU);
+    keep(cplx);
+    weft_tensor *both[2] = {tr, ids};
+    const char *names[2] = {"w\"t", "ids"};
+    is_int(weft_save_safetensors(path, both, names, 2), 0, "safetensors: save a view and an int64 tensor");
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[512];
+    size_t len = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f)
+        fclose(f);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0 && len >= 8; i--)
+        hlen = hlen << 8 | buf[i];
+    ok(len > 8 && hlen % 8 == 0 && 8 + hlen + 6 * 4 + 2 * 8 == len,
+       "the header length is 8-aligned and the data follows it exactly (%zu bytes)", len);
+    char header[512] = "";
+    if (hlen < sizeof header && 8 + hlen <= len)
+        memcpy(header, buf + 8, hlen);
+    like(header, "\"w\\\"t\":{\"dtype\":\"F32\",\"shape\":[3,2],\"data_offsets\":[0,24]}",
+         "the float entry: escaped name, dtype, shape, offsets");
+    like(header, "\"ids\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[24,40]}",
+         "the int64 entry follows it");
+    float first[6];
+    int64_t second[2];
+    if (8 + hlen + 40 <= len) {
+        memcpy(first, buf + 8 + hlen, sizeof first);
+        memcpy(second, buf + 8 + hlen + 24, sizeof second);
+    }
+    ok(first[0] == 0 && first[1] == 3 && first[2] == 1 && first[5] == 5 && second[0] == 7 &&
+           second[1] == 8,
+       "the elements are row-major in the view's order");
+    char other[300];
+    snprintf(other, sizeof other, "%s/c.safetensors", dir);
+    weft_tensor *with_complex[2] = {ids, cplx};
+    const char *cnames[2] = {"ids", "z"};
+    is_int(weft_save_safetensors(other, with_complex, cnames, 2), WEFT_EDTYPE, "a complex tensor");
+    like(weft_last_error(), "'z' is complex64", "names it and its dtype");
+    ok(access(other, F_OK) != 0, "and writes nothing");
+    const char *dup[2] = {"a", "a"};
+    is_int(weft_save_safetensors(other, both, dup, 2), WEFT_EINVAL, "a name given twice");
+    like(weft_last_error(), "weft_save_safetensors: name 'a' given twice", "says so");
+    snprintf(other, sizeof other, "%s/no/such/dir/m.safetensors", dir);
+    is_int(weft_save_safetensors(other, both, names, 2), WEFT_EIO, "a missing directory");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     if (weft_load_default_plugins() < 0)
@@ -738,6 +806,8 @@ int main(void)
     drop_all();
     test_schedules();
     test_save_load();
+    drop_all();
+    test_save_safetensors();
     drop_all();
     return done_testing();
 }

@@ -44,6 +44,37 @@ status=$?
 check "$([ $status -eq 0 ] && [ "$(head -c 8 "$saved")" = WEFTPARM ] && echo yes)" \
     "--save writes a parameter file (exit status $status)"
 rm -f "$saved"
+# --save FILE.safetensors: the same state in the safetensors format, read
+# back by weft.load (and by the safetensors package with torch where
+# tests/python.sh's venv has it) equal to the parameter file's
+st=$(mktemp -d)
+"$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --save "$st/m.safetensors" >/dev/null 2>&1
+"$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --save "$st/m.weft" >/dev/null 2>&1
+compare='
+import sys, weft
+a, b = weft.load(sys.argv[1]), weft.load(sys.argv[2])
+assert list(a) == list(b) and len(a) > 0, (list(a), list(b))
+assert all(a[k].tolist() == b[k].tolist() for k in a)
+try:
+    from safetensors.torch import load_file
+except ImportError:
+    sys.exit(0)
+c = load_file(sys.argv[1])
+assert all(c[k].tolist() == a[k].tolist() for k in a)
+print("torch too")'
+python=${WEFT_PYTHON:-python3}
+if [ ! -f "$builddir/python/pkg/weft/_C.so" ]; then
+    n=$((n + 1))
+    echo "ok $n - --save FILE.safetensors # SKIP the Python package (which reads it back) was not built"
+else
+    py=$python
+    [ -f "$builddir/tests/python-venv-safetensors/.ready" ] && py=$builddir/tests/python-venv-safetensors/bin/python
+    how=$(PYTHONPATH="$builddir/python/pkg" WEFT_PLUGIN_PATH="$builddir/.libs" PYTHONDONTWRITEBYTECODE=1 \
+        "$py" -c "$compare" "$st/m.safetensors" "$st/m.weft" 2>&1) && good=yes || good=no
+    check "$good" "--save FILE.safetensors writes the state in safetensors, equal to the parameter file's ${how:+($how)}"
+    [ $good = yes ] || echo "$how" | sed 's/^/# /'
+fi
+rm -rf "$st"
 adam=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --optimizer adam --lr 0.001 --json 2>&1)
 check "$(echo "$adam" | grep -q '"device": "cpu", "optimizer": "adam"' && echo yes)" \
     "--optimizer adam trains, and --device best is the CPU when no other device is loaded"

@@ -7,8 +7,8 @@
  * MLP (784-256-10) and a small CNN (two conv-relu-maxpool stages with 16
  * and 32 channels, then a linear layer), trained with cross entropy and
  * SGD with momentum (or Adam, AdamW).  --save writes the model's state
- * with weft_module_save, under PyTorch's state_dict names ("0.weight",
- * "0.bias", ...). */
+ * with weft_module_save (a FILE.safetensors in the safetensors format),
+ * under PyTorch's state_dict names ("0.weight", "0.bias", ...). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -600,8 +600,12 @@ int main(int argc, char **argv)
         if (rc == 0 && progress)
             fprintf(progress, "epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
-    if (rc == 0 && o.save)
-        rc = weft_module_save(m, o.save);
+    if (rc == 0 && o.save) {
+        /* FILE.safetensors: the format other frameworks read */
+        size_t len = strlen(o.save), ext = strlen(".safetensors");
+        bool safetensors = len > ext && strcmp(o.save + len - ext, ".safetensors") == 0;
+        rc = safetensors ? weft_module_save_safetensors(m, o.save) : weft_module_save(m, o.save);
+    }
     if (rc < 0)
         return fail(o.save ? "training or saving" : "training");
     struct rusage ru;

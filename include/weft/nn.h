@@ -194,6 +194,9 @@ WEFT_API int weft_module_describe(const weft_module *m, char *buf, size_t size);
  * weft_load_parameters (same names as PyTorch's state_dict), with their
  * errors and guarantees (a failed load changes nothing). */
 WEFT_API int weft_module_save(weft_module *m, const char *path);
+/* Saves weft_module_state() with weft_save_safetensors, under the same
+ * names, with its errors (weft-train --save FILE.safetensors). */
+WEFT_API int weft_module_save_safetensors(weft_module *m, const char *path);
 WEFT_API int weft_module_load(weft_module *m, const char *path);
 /* Destroys the module, its children and its references to its tensors.
  * NULL is a no-op; a module that has a parent must not be destroyed. */
@@ -354,6 +357,17 @@ WEFT_API double weft_lr_cosine(double base_lr, double eta_min, int64_t T_max, in
  * Thread-safe for distinct paths. */
 WEFT_API int weft_save_parameters(const char *path, weft_tensor *const *tensors,
                                   const char *const *names, int n);
+/* Writes tensors[i] under names[i] in the safetensors format (an 8-byte
+ * little-endian header length, a JSON header mapping each name to its
+ * dtype, shape and data_offsets, padded with spaces to a multiple of 8,
+ * then the elements, row-major, little-endian), which PyTorch, JAX and
+ * others read through the safetensors package.  Device tensors are copied
+ * to the host; the file is written beside path and renamed over it.
+ * Errors: WEFT_EINVAL (as weft_save_parameters), WEFT_EDTYPE (a complex
+ * tensor: safetensors has no complex dtype; nothing is written), WEFT_EIO,
+ * WEFT_ENOMEM.  Thread-safe for distinct paths. */
+WEFT_API int weft_save_safetensors(const char *path, weft_tensor *const *tensors,
+                                   const char *const *names, int n);
 /* Reads a file written by weft_save_parameters into tensors[i], matched by
  * names[i] (the order in the file does not matter), copying to each
  * tensor's device and layout under no-grad.  The whole file is checked

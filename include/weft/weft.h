@@ -484,6 +484,15 @@ WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t);
  * it NULL to keep the gradient.  Returns 0 or an error code. */
 typedef int (*weft_grad_hook_fn)(const weft_tensor *grad, weft_tensor **replace, void *ctx);
 WEFT_API int weft_tensor_register_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx);
+/* The same, and destroy (optional) is called with ctx exactly once, when
+ * the hook is freed with its node (the tensor and every graph using the
+ * node are gone), on whichever thread releases the node last; so ctx can
+ * own what the hook needs (Python's Tensor.register_hook keeps its callable
+ * there).  On error destroy is not called and ctx stays the caller's.
+ * Errors: WEFT_EINVAL (NULL t or fn, a tensor that does not require grad),
+ * WEFT_ENOMEM. */
+WEFT_API int weft_tensor_register_hook_ex(weft_tensor *t, weft_grad_hook_fn fn, void *ctx,
+                                          void (*destroy)(void *ctx));
 
 /* ---- graph nodes (torch's grad_fn): handles, names, edges and hooks.
  * A weft_node is a reference-counted handle to a node of the graph; every

@@ -8,7 +8,7 @@ The only thing asserted is that whatever goes wrong comes out as a Python
 exception: a crash or an abort in the module (or the library under it) is a
 finding, and so is SystemError, which CPython raises when a C function
 returns an error without setting an exception, or a result with one set.
-tests/fuzz.sh runs it with PYTHONPATH at the build's python/.libs.
+tests/fuzz.sh runs it with PYTHONPATH at the build's python/pkg.
 
 WEFT_FUZZ_WRITE_SEEDS=DIR python3 fuzz_python_ops.py writes the seed corpus
 (tests/fuzz/corpus/python_ops/) and exits."""
@@ -44,8 +44,9 @@ if _hard == resource.RLIM_INFINITY or _hard > 2 << 30:
 import weft  # noqa: E402
 
 # Callables that change the process rather than compute: loading a file
-# named by the input, or thread pools of up to 1024 threads.
-EXCLUDED = {"load_plugin", "set_num_threads", "set_thread_binding", "manual_seed"}
+# named by the input, or thread pools of up to 1024 threads; and weft.save
+# and weft.load, which would write and read files the input names.
+EXCLUDED = {"load_plugin", "set_num_threads", "set_thread_binding", "manual_seed", "save", "load"}
 FUNCTIONS = sorted(
     name for name in dir(weft)
     if not name.startswith("_") and name not in EXCLUDED and callable(getattr(weft, name))
