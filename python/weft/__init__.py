@@ -35,3 +35,7 @@ def load_plugin(path):
 
 
 _reexport()
+
+from . import nn  # noqa: E402  (torch's habit: `import weft` then weft.nn.Linear)
+from . import optim  # noqa: E402
+from . import utils  # noqa: E402
