@@ -1,0 +1,242 @@
+"""weft.optim against torch 1.13's optim: each optimizer's trajectory over
+20 steps from the same parameters with the same gradients, parameter
+groups, state_dict/load_state_dict (a resumed run matches an uninterrupted
+one), and each lr scheduler's learning rates (and OneCycleLR's momentum)
+step by step.  The torch comparisons SKIP where torch is not installed."""
+import math
+
+import weft
+import weft.optim as optim
+from taplib import done, eq, raises, test
+from torch_peer import close, need_torch, to_weft, torch
+
+if torch is not None:
+    print("# torch", torch.__version__)
+
+SHAPES = [(4, 3), (3,), (2, 2, 2)]
+
+
+def make_params():
+    torch.manual_seed(0)
+    tp = [torch.randn(*s, requires_grad=True) for s in SHAPES]
+    wp = [to_weft(p).requires_grad_(True) for p in tp]
+    return tp, wp
+
+
+def groups(params, split):
+    """One group, or two groups where the second has its own lr."""
+    if not split:
+        return params
+    return [{"params": params[:2]}, {"params": params[2:], "lr": 0.05}]
+
+
+def run_steps(topt, wopt, tp, wp, steps, seed):
+    gen = torch.Generator().manual_seed(seed)
+    for step in range(steps):
+        for t, w in zip(tp, wp):
+            g = torch.randn(t.shape, generator=gen)
+            t.grad = g.clone()
+            w.grad = to_weft(g)
+        topt.step()
+        wopt.step()
+        for i, (t, w) in enumerate(zip(tp, wp)):
+            close(w, t, "parameter %d after step %d" % (i, step + 1), rtol=1e-5, atol=1e-6)
+
+
+CASES = [
+    ("SGD(lr=0.1)", "SGD", dict(lr=0.1), False),
+    ("SGD(momentum=0.9, dampening=0.1, weight_decay=0.01)", "SGD",
+     dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01), False),
+    ("SGD(nesterov=True, momentum=0.8) with two groups", "SGD",
+     dict(lr=0.05, momentum=0.8, nesterov=True), True),
+    ("SGD(maximize=True, momentum=0.5)", "SGD", dict(lr=0.05, momentum=0.5, maximize=True),
+     False),
+    ("Adam()", "Adam", dict(), False),
+    ("Adam(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, amsgrad=True) with two groups", "Adam",
+     dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, amsgrad=True), True),
+    ("AdamW()", "AdamW", dict(lr=0.01), False),
+    ("AdamW(weight_decay=0.1, amsgrad=True, maximize=True)", "AdamW",
+     dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True), False),
+    ("RMSprop()", "RMSprop", dict(lr=0.01), False),
+    ("RMSprop(momentum=0.9, centered=True, weight_decay=0.01)", "RMSprop",
+     dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.01), False),
+    ("Adagrad()", "Adagrad", dict(), False),
+    ("Adagrad(lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1) two groups",
+     "Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1),
+     True),
+]
+
+
+def trajectory_case(desc, name, kwargs, split):
+    def run():
+        need_torch()
+        tp, wp = make_params()
+        topt = getattr(torch.optim, name)(groups(tp, split), **kwargs)
+        wopt = getattr(optim, name)(groups(wp, split), **kwargs)
+        run_steps(topt, wopt, tp, wp, 20, seed=1)
+        for tg, wg in zip(topt.param_groups, wopt.param_groups):
+            eq({k: v for k, v in wg.items() if k not in ("params", "foreach")},
+               {k: v for k, v in tg.items() if k in wg and k not in ("params", "foreach")},
+               "hyperparameters")
+
+    run.__doc__ = "optim.%s follows torch's trajectory over 20 steps" % desc
+    test(run)
+
+
+def resume_case(desc, name, kwargs, split):
+    def run():
+        need_torch()
+        tp, wp = make_params()
+        topt = getattr(torch.optim, name)(groups(tp, split), **kwargs)
+        wopt = getattr(optim, name)(groups(wp, split), **kwargs)
+        run_steps(topt, wopt, tp, wp, 10, seed=2)
+        saved = wopt.state_dict()
+        # a new optimizer over copies of the parameters, resumed from the dict
+        wp2 = [w.detach().clone().requires_grad_(True) for w in wp]
+        wopt2 = getattr(optim, name)(groups(wp2, split), lr=123.0)
+        wopt2.load_state_dict(saved)
+        eq(wopt2.param_groups[0]["lr"], wopt.param_groups[0]["lr"], "restored lr")
+        run_steps(topt, wopt2, tp, wp2, 10, seed=3)
+
+    run.__doc__ = "optim.%s: state_dict, load_state_dict into a new optimizer, " \
+                  "10 more steps still follow torch" % desc
+    test(run)
+
+
+for case in CASES:
+    trajectory_case(*case)
+for case in (CASES[1], CASES[5], CASES[9], CASES[11]):
+    resume_case(*case)
+
+
+@test
+def state_dict_layout():
+    """Optimizer.state_dict: torch's layout (params by index, per-parameter state) and checks"""
+    ws = [weft.zeros([2], requires_grad=True), weft.zeros([3], requires_grad=True)]
+    opt = optim.Adam([{"params": [ws[0]]}, {"params": [ws[1]], "lr": 0.5}])
+    for w in ws:
+        w.grad = weft.ones(list(w.shape))
+    opt.step()
+    sd = opt.state_dict()
+    eq([g["params"] for g in sd["param_groups"]], [[0], [1]])
+    eq(sd["param_groups"][1]["lr"], 0.5)
+    eq(sorted(sd["state"][1]), ["exp_avg", "exp_avg_sq", "step"])
+    eq(sd["state"][0]["step"].item(), 1.0)
+    other = optim.Adam([weft.zeros([2], requires_grad=True)])
+    raises(ValueError, other.load_state_dict, sd, contains="number of parameter groups")
+    other = optim.Adam([{"params": [weft.zeros([2], requires_grad=True)]},
+                        {"params": [weft.zeros([3], requires_grad=True),
+                                    weft.zeros([1], requires_grad=True)]}])
+    raises(ValueError, other.load_state_dict, sd, contains="doesn't match the size")
+    other = optim.Adam([{"params": [weft.zeros([2], requires_grad=True)]},
+                        {"params": [weft.zeros([4], requires_grad=True)]}])
+    raises(RuntimeError, other.load_state_dict, sd, contains="has shape [3]")
+
+
+@test
+def optimizer_arguments():
+    """Optimizer: zero_grad, closures, add_param_group, and errors for bad arguments"""
+    w = weft.ones([3], requires_grad=True)
+    opt = optim.SGD([w], lr=0.5)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum(None, False)
+        loss.backward()
+        return loss
+
+    eq(opt.step(closure).item(), 3.0)
+    eq(w.tolist(), [0.0, 0.0, 0.0])
+    opt.zero_grad(set_to_none=True)
+    eq(w.grad, None)
+    raises(TypeError, optim.SGD, weft.zeros([2]), lr=0.1, contains="iterable")
+    raises(ValueError, optim.SGD, [], lr=0.1, contains="empty parameter list")
+    raises(ValueError, optim.SGD, [w], contains="required optimization parameter lr")
+    raises(ValueError, optim.Adam, [w], lr=-1, contains="learning rate")
+    raises(ValueError, optim.Adam, [w], betas=(1.0, 0.9), contains="beta parameter at index 0")
+    raises(TypeError, optim.Adam, [w], lr="fast", contains="must be a number")
+    raises(ValueError, optim.SGD, [w], lr=0.1, nesterov=True, contains="Nesterov")
+    raises(ValueError, opt.add_param_group, {"params": [w]}, contains="more than one")
+    raises(TypeError, optim.SGD, [[1.0]], lr=0.1, contains="optimize Tensors")
+    opt.add_param_group({"params": weft.zeros([1], requires_grad=True), "lr": 0.1})
+    eq([g["lr"] for g in opt.param_groups], [0.5, 0.1])
+    eq(opt.param_groups[1]["momentum"], 0)
+
+
+# ---------------------------------------------------------------- schedulers
+SCHEDULES = [
+    ("StepLR(step_size=3, gamma=0.5)", "StepLR", dict(step_size=3, gamma=0.5), "SGD"),
+    ("MultiStepLR(milestones=[2, 5, 5, 9])", "MultiStepLR",
+     dict(milestones=[2, 5, 5, 9], gamma=0.3), "SGD"),
+    ("CosineAnnealingLR(T_max=7, eta_min=0.001) past T_max", "CosineAnnealingLR",
+     dict(T_max=7, eta_min=0.001), "SGD"),
+    ("LambdaLR(lambda e: 0.9 ** e)", "LambdaLR", dict(lr_lambda=lambda e: 0.9 ** e), "SGD"),
+    ("OneCycleLR(max_lr=1.0, total_steps=25) with SGD momentum", "OneCycleLR",
+     dict(max_lr=1.0, total_steps=25), "SGD"),
+    ("OneCycleLR(three_phase=True, linear) with Adam's beta1", "OneCycleLR",
+     dict(max_lr=[0.5, 0.2], epochs=5, steps_per_epoch=5, three_phase=True,
+          anneal_strategy="linear"), "Adam"),
+]
+
+
+def schedule_case(desc, name, kwargs, opt_name):
+    def run():
+        need_torch()
+        tp, wp = make_params()
+        opt_kwargs = {"lr": 0.1, "momentum": 0.9} if opt_name == "SGD" else {"lr": 0.1}
+        topt = getattr(torch.optim, opt_name)(groups(tp, True), **opt_kwargs)
+        wopt = getattr(optim, opt_name)(groups(wp, True), **opt_kwargs)
+        ts = getattr(torch.optim.lr_scheduler, name)(topt, **kwargs)
+        ws = getattr(optim.lr_scheduler, name)(wopt, **kwargs)
+        steps = 24 if name == "OneCycleLR" else 30
+        for step in range(steps + 1):
+            for k, (a, b) in enumerate(zip(ws.get_last_lr(), ts.get_last_lr())):
+                if not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+                    raise AssertionError("step %d group %d: lr %r, torch %r" % (step, k, a, b))
+            for wg, tg in zip(wopt.param_groups, topt.param_groups):
+                for key in ("momentum", "betas"):
+                    if key in tg and tg[key] != wg[key]:
+                        a, b = wg[key], tg[key]
+                        a = a if isinstance(a, tuple) else (a,)
+                        b = b if isinstance(b, tuple) else (b,)
+                        if any(not math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, b)):
+                            raise AssertionError("step %d: %s %r, torch %r" % (step, key, a, b))
+            if step < steps:
+                topt.step()
+                wopt.step()
+                ts.step()
+                ws.step()
+
+    run.__doc__ = "lr_scheduler.%s: learning rates equal torch's at every step" % desc
+    test(run)
+
+
+for case in SCHEDULES:
+    schedule_case(*case)
+
+
+@test
+def scheduler_state_dict():
+    """lr_scheduler: state_dict/load_state_dict resume the schedule where it was"""
+    w = weft.zeros([1], requires_grad=True)
+    opt = optim.SGD([w], lr=1.0)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    for _ in range(5):
+        sched.step()
+    saved = sched.state_dict()
+    eq("optimizer" in saved, False)
+    opt2 = optim.SGD([w], lr=1.0)
+    sched2 = optim.lr_scheduler.StepLR(opt2, step_size=2, gamma=0.5)
+    sched2.load_state_dict(saved)
+    eq(sched2.last_epoch, 5)
+    opt2.param_groups[0]["lr"] = sched.get_last_lr()[0]
+    sched.step()
+    sched2.step()
+    eq(sched2.get_last_lr(), sched.get_last_lr())
+    eq(sched.get_last_lr(), [0.125])
+    raises(TypeError, optim.lr_scheduler.StepLR, "sgd", 2, contains="not an Optimizer")
+    raises(ValueError, optim.lr_scheduler.OneCycleLR, opt, 1.0,
+           contains="total_steps OR (epochs AND steps_per_epoch)")
+
+
+done()
