@@ -7,8 +7,8 @@ import collections
 
 import weft
 from taplib import done, eq, raises, test
-from torch_peer import need_torch, to_torch, torch
-from weft.utils.data import (ConcatDataset, DataLoader, Dataset, Subset, TensorDataset,
+from torch_peer import need_torch, to_torch
+from weft.utils.data import (DataLoader, Dataset, Subset, TensorDataset,
                              default_collate, random_split)
 
 

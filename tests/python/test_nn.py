@@ -12,7 +12,7 @@ import weft
 import weft.nn as nn
 import weft.nn.functional as F
 from taplib import done, eq, raises, test
-from torch_peer import close, copy_state, need_torch, to_torch, to_weft, torch
+from torch_peer import close, copy_state, need_torch, to_weft, torch
 
 if torch is not None:
     print("# torch", torch.__version__)

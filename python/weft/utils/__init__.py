@@ -1,2 +1,4 @@
 """weft.utils: data loading (weft.utils.data)."""
-from . import data  # noqa: F401
+from . import data
+
+__all__ = ["data"]
