@@ -239,4 +239,75 @@ def scheduler_state_dict():
            contains="total_steps OR (epochs AND steps_per_epoch)")
 
 
+@test
+def clip_grad_like_torch():
+    """nn.utils.clip_grad_norm_ (2, 1, inf) and clip_grad_value_ scale gradients as torch"""
+    need_torch()
+    import weft.nn.utils as wutils
+    for norm_type, max_norm in ((2.0, 1.0), (1.0, 2.0), (math.inf, 0.5), (2.0, 100.0)):
+        tp, wp = make_params()
+        for t, w in zip(tp, wp):
+            g = torch.randn(t.shape)
+            t.grad = g.clone()
+            w.grad = to_weft(g)
+        tn = torch.nn.utils.clip_grad_norm_(tp, max_norm, norm_type)
+        wn = wutils.clip_grad_norm_(wp, max_norm, norm_type)
+        close(wn, tn, "total %s-norm" % norm_type)
+        for i, (t, w) in enumerate(zip(tp, wp)):
+            close(w.grad, t.grad, "gradient %d after clipping to %s-norm %s"
+                  % (i, norm_type, max_norm))
+    torch.nn.utils.clip_grad_value_(tp, 0.1)
+    wutils.clip_grad_value_(wp, 0.1)
+    for i, (t, w) in enumerate(zip(tp, wp)):
+        close(w.grad, t.grad, "gradient %d after clip_grad_value_" % i)
+    close(wutils.parameters_to_vector(wp), torch.nn.utils.parameters_to_vector(tp),
+          "parameters_to_vector")
+    wp[0].grad.fill_(float("nan"))
+    raises(RuntimeError, wutils.clip_grad_norm_, wp, 1.0, error_if_nonfinite=True,
+           contains="non-finite")
+
+
+@test
+def training_loop_like_torch():
+    """a training loop (DataLoader, MLP with BatchNorm, CrossEntropyLoss, SGD, StepLR) follows torch's losses"""
+    need_torch()
+    import weft.nn as nn
+    from weft.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(5)
+
+    def build(lib):
+        return lib.Sequential(lib.Linear(6, 16), lib.BatchNorm1d(16), lib.ReLU(),
+                              lib.Dropout(0.0), lib.Linear(16, 3))
+
+    tm, wm = build(torch.nn), build(nn)
+    wm.load_state_dict({k: to_weft(v) for k, v in tm.state_dict().items()})
+    x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    tdl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    wdl = DataLoader(TensorDataset(to_weft(x), to_weft(y)), batch_size=8)
+    topt = torch.optim.SGD(tm.parameters(), lr=0.2, momentum=0.9)
+    wopt = optim.SGD(wm.parameters(), lr=0.2, momentum=0.9)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, 3, 0.5)
+    wsched = optim.lr_scheduler.StepLR(wopt, 3, 0.5)
+    tloss_fn, wloss_fn = torch.nn.CrossEntropyLoss(), nn.CrossEntropyLoss()
+    losses = []
+    for epoch in range(6):
+        for (tx, ty), (wx, wy) in zip(tdl, wdl):
+            topt.zero_grad()
+            wopt.zero_grad()
+            tl = tloss_fn(tm(tx), ty)
+            wl = wloss_fn(wm(wx), wy)
+            close(wl, tl, "loss in epoch %d" % epoch, rtol=1e-4, atol=1e-5)
+            tl.backward()
+            wl.backward()
+            topt.step()
+            wopt.step()
+            losses.append(wl.item())
+        tsched.step()
+        wsched.step()
+    for (name, w), t in zip(wm.state_dict().items(), tm.state_dict().values()):
+        close(w, t, "final " + name, rtol=1e-4, atol=1e-5)
+    if not losses[-1] < losses[0] * 0.7:
+        raise AssertionError("the loss did not fall: %g -> %g" % (losses[0], losses[-1]))
+
+
 done()
