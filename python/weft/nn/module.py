@@ -370,20 +370,28 @@ class Module:
 
     # ---------------------------------------------------------- device, dtype
     def _apply_tensors(self, fn):
+        """Replaces each parameter and buffer t by fn(t) where that is a new
+        tensor.  All conversions happen before any assignment, so a failure
+        (an absent device) leaves the module as it was; a tensor shared by
+        several modules (tied weights) stays shared."""
+        converted = {}  # id(old) -> new
         for module in self.modules():
-            for name, p in module._parameters.items():
-                if p is None:
-                    continue
-                new = fn(p)
-                if new is p:
-                    continue
-                q = Parameter(new, p.requires_grad)
-                if p.grad is not None:
-                    q.grad = fn(p.grad)
-                module._parameters[name] = q
-            for name, b in module._buffers.items():
-                if b is not None:
-                    module._buffers[name] = fn(b)
+            for table in (module._parameters, module._buffers):
+                for t in table.values():
+                    if t is None or id(t) in converted:
+                        continue
+                    new = fn(t)
+                    if new is not t:
+                        if isinstance(t, Parameter):
+                            new = Parameter(new, t.requires_grad)
+                            if t.grad is not None:
+                                new.grad = fn(t.grad)
+                        converted[id(t)] = new
+        for module in self.modules():
+            for table in (module._parameters, module._buffers):
+                for name, t in table.items():
+                    if t is not None and id(t) in converted:
+                        table[name] = converted[id(t)]
         return self
 
     def to(self, *args, **kwargs):
