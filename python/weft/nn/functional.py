@@ -10,19 +10,24 @@ from .. import _C
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _pair(v, name, fn):
+def _ntuple(v, n, name, fn):
+    """v as a list of n ints (an int is repeated; a 1-sequence too)."""
     if isinstance(v, numbers.Integral):
-        return [int(v), int(v)]
+        return [int(v)] * n
     try:
         items = [int(x) for x in v]
     except TypeError:
-        raise TypeError("%s: %s must be an int or a pair of ints, got %s"
-                        % (fn, name, type(v).__name__)) from None
+        raise TypeError("%s: %s must be an int or a tuple of %d ints, got %s"
+                        % (fn, name, n, type(v).__name__)) from None
     if len(items) == 1:
-        return items * 2
-    if len(items) != 2:
-        raise ValueError("%s: %s must be an int or a pair of ints, got %r" % (fn, name, v))
+        return items * n
+    if len(items) != n:
+        raise ValueError("%s: %s must be an int or a tuple of %d ints, got %r" % (fn, name, n, v))
     return items
+
+
+def _pair(v, name, fn):
+    return _ntuple(v, 2, name, fn)
 
 
 def _check_tensor(x, name, fn):
@@ -166,22 +171,27 @@ def linear(input, weight, bias=None):
 
 
 def _conv_padding(padding, weight, dilation, stride, fn):
+    """(padding per spatial dimension, extra end padding for F.pad or None);
+    'same' with an odd total puts the extra row or column at the end, as
+    torch."""
+    n = weight.dim() - 2
     if isinstance(padding, str):
         if padding == "valid":
-            return [0, 0], None
+            return [0] * n, None
         if padding != "same":
             raise ValueError("%s: invalid padding string %r, should be one of {'valid', 'same'}"
                              % (fn, padding))
         if any(s != 1 for s in stride):
             raise ValueError("%s: padding='same' is not supported for strided convolutions" % fn)
         total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
-        if all(t % 2 == 0 for t in total):
-            return [t // 2 for t in total], None
-        # an odd total: the extra row or column goes at the end, as torch
         left = [t // 2 for t in total]
-        extra = [0, total[1] - 2 * left[1], 0, total[0] - 2 * left[0]]
+        if all(t % 2 == 0 for t in total):
+            return left, None
+        extra = []
+        for t, lo in reversed(list(zip(total, left))):  # F.pad lists the last dimension first
+            extra += [0, t - 2 * lo]
         return left, extra
-    return _pair(padding, "padding", fn), None
+    return _ntuple(padding, n, "padding", fn), None
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -194,10 +204,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    if isinstance(padding, str):
-        raise ValueError("conv1d: string padding is not supported here; give the padding as an int")
-    one = lambda v: [int(v)] if isinstance(v, numbers.Integral) else [int(x) for x in v]
-    return _C.conv1d(input, weight, bias, one(stride), one(padding), one(dilation), groups)
+    stride = _ntuple(stride, 1, "stride", "conv1d")
+    dilation = _ntuple(dilation, 1, "dilation", "conv1d")
+    padding, extra = _conv_padding(padding, weight, dilation, stride, "conv1d")
+    if extra is not None:
+        input = _C.pad(input, extra)
+    return _C.conv1d(input, weight, bias, stride, padding, dilation, groups)
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
@@ -354,6 +366,16 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         raise ValueError("smooth_l1_loss: beta must be non-negative, got %s" % beta)
     return _C.smooth_l1_loss(input, target,
                              _reduction(size_average, reduce, reduction, "smooth_l1_loss"), beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """Huber loss: delta times smooth_l1_loss with beta=delta."""
+    _same_shape(input, target, "huber_loss")
+    if delta <= 0:
+        raise ValueError("huber_loss: delta must be positive, got %s" % delta)
+    loss = _C.smooth_l1_loss(input, target, _reduction(None, None, reduction, "huber_loss"),
+                             float(delta))
+    return loss * float(delta) if delta != 1.0 else loss
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,

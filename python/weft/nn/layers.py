@@ -85,6 +85,7 @@ class Linear(Module):
 
 class _ConvNd(Module):
     _transposed = False
+    _dims = 2  # spatial dimensions
 
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                  bias, padding_mode, output_padding=0, device=None, dtype=None):
@@ -101,8 +102,9 @@ class _ConvNd(Module):
                              "'circular', got %r" % (name, padding_mode))
         self.in_channels = in_channels
         self.out_channels = out_channels
-        self.kernel_size = tuple(F._pair(kernel_size, "kernel_size", name))
-        self.stride = tuple(F._pair(stride, "stride", name))
+        n = self._dims
+        self.kernel_size = tuple(F._ntuple(kernel_size, n, "kernel_size", name))
+        self.stride = tuple(F._ntuple(stride, n, "stride", name))
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
                 raise ValueError("%s: invalid padding string %r, should be one of "
@@ -112,9 +114,9 @@ class _ConvNd(Module):
                                  "convolutions" % name)
             self.padding = padding
         else:
-            self.padding = tuple(F._pair(padding, "padding", name))
-        self.dilation = tuple(F._pair(dilation, "dilation", name))
-        self.output_padding = tuple(F._pair(output_padding, "output_padding", name))
+            self.padding = tuple(F._ntuple(padding, n, "padding", name))
+        self.dilation = tuple(F._ntuple(dilation, n, "dilation", name))
+        self.output_padding = tuple(F._ntuple(output_padding, n, "output_padding", name))
         self.groups = groups
         self.padding_mode = padding_mode
         kw = _factory(device, dtype)
@@ -140,11 +142,11 @@ class _ConvNd(Module):
     def extra_repr(self):
         s = "%d, %d, kernel_size=%s, stride=%s" % (self.in_channels, self.out_channels,
                                                    self.kernel_size, self.stride)
-        if self.padding != (0, 0):
+        if self.padding != (0,) * self._dims:
             s += ", padding=%s" % (self.padding,)
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * self._dims:
             s += ", dilation=%s" % (self.dilation,)
-        if self.output_padding != (0, 0):
+        if self.output_padding != (0,) * self._dims:
             s += ", output_padding=%s" % (self.output_padding,)
         if self.groups != 1:
             s += ", groups=%d" % self.groups
@@ -153,6 +155,29 @@ class _ConvNd(Module):
         if self.padding_mode != "zeros":
             s += ", padding_mode=%s" % self.padding_mode
         return s
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over [N, C, L] (or [C, L]); weight
+    [out_channels, in_channels/groups, k]."""
+
+    _dims = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError('Conv1d: only "zeros" padding_mode is supported, got %r'
+                             % (padding_mode,))
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                         bias, padding_mode, device=device, dtype=dtype)
+
+    def forward(self, input):
+        _check_input(self, input, (2, 3))
+        if input.shape[-2] != self.in_channels:
+            raise RuntimeError("Conv1d: expected input with %d channels (in_channels), got shape %s"
+                               % (self.in_channels, list(input.shape)))
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
 
 
 class Conv2d(_ConvNd):
@@ -571,3 +596,120 @@ class Flatten(Module):
 
     def extra_repr(self):
         return "start_dim=%d, end_dim=%d" % (self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """Splits dimension dim into unflattened_size."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, input):
+        shape = list(input.shape)
+        dim = self.dim % len(shape)
+        return input.reshape(*(shape[:dim] + list(self.unflattened_size) + shape[dim + 1:]))
+
+    def extra_repr(self):
+        return "dim=%s, unflattened_size=%s" % (self.dim, self.unflattened_size)
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None):
+        super().__init__()
+        self.size = size
+        self.scale_factor = scale_factor
+        self.mode = mode
+        self.align_corners = align_corners
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners)
+
+    def extra_repr(self):
+        if self.scale_factor is not None:
+            return "scale_factor=%s, mode='%s'" % (self.scale_factor, self.mode)
+        return "size=%s, mode='%s'" % (self.size, self.mode)
+
+
+class _Pad2d(Module):
+    _mode = "constant"
+
+    def __init__(self, padding, value=None):
+        super().__init__()
+        if isinstance(padding, numbers.Integral):
+            padding = (padding,) * 4
+        if len(padding) != 4:
+            raise ValueError("%s: padding must be an int or 4 ints (left, right, top, bottom), "
+                             "got %r" % (type(self).__name__, padding))
+        self.padding = tuple(padding)
+        self.value = value
+
+    def forward(self, input):
+        return F.pad(input, self.padding, self._mode, self.value)
+
+    def extra_repr(self):
+        return "%s" % (self.padding,)
+
+
+class ZeroPad2d(_Pad2d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+
+class ConstantPad2d(_Pad2d):
+    def __init__(self, padding, value):
+        super().__init__(padding, float(value))
+
+
+class ReflectionPad2d(_Pad2d):
+    _mode = "reflect"
+
+
+class ReplicationPad2d(_Pad2d):
+    _mode = "replicate"
+
+
+# ------------------------------------------- more activations (one operator each)
+def _activation(name, fn, doc, params=()):
+    """A Module class whose forward is fn(input, *hyperparameters)."""
+    names = [p for p, _ in params]
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(params)
+        if len(args) > len(names):
+            raise TypeError("%s takes at most %d arguments" % (name, len(names)))
+        values.update(zip(names, args))
+        for key in kwargs:
+            if key not in values:
+                raise TypeError("%s got an unexpected keyword argument '%s'" % (name, key))
+        values.update(kwargs)
+        for key in names:
+            setattr(self, key, values[key])
+
+    def forward(self, input):
+        return fn(input, *[getattr(self, key) for key in names])
+
+    def extra_repr(self):
+        return ", ".join("%s=%s" % (key, getattr(self, key)) for key in names
+                         if key != "inplace" or getattr(self, key))
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward,
+                                  "extra_repr": extra_repr, "__doc__": doc})
+
+
+ELU = _activation("ELU", F.elu, "x if x > 0 else alpha * (exp(x) - 1)",
+                  [("alpha", 1.0), ("inplace", False)])
+SELU = _activation("SELU", F.selu, "scale * elu(x, alpha) with the self-normalising constants",
+                   [("inplace", False)])
+Softplus = _activation("Softplus", F.softplus, "log(1 + exp(beta * x)) / beta",
+                       [("beta", 1), ("threshold", 20)])
+Hardtanh = _activation("Hardtanh", F.hardtanh, "x clamped to [min_val, max_val]",
+                       [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)])
+ReLU6 = _activation("ReLU6", F.relu6, "min(max(0, x), 6)", [("inplace", False)])
+Mish = _activation("Mish", F.mish, "x * tanh(softplus(x))", [("inplace", False)])
+Hardswish = _activation("Hardswish", F.hardswish, "x * relu6(x + 3) / 6", [("inplace", False)])
+Hardsigmoid = _activation("Hardsigmoid", F.hardsigmoid, "relu6(x + 3) / 6", [("inplace", False)])
+LogSigmoid = _activation("LogSigmoid", F.logsigmoid, "log(sigmoid(x))")
+Softmin = _activation("Softmin", F.softmin, "softmax(-x, dim)", [("dim", None)])

@@ -61,6 +61,15 @@ class SmoothL1Loss(_Loss):
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
 class BCELoss(_WeightedLoss):
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
