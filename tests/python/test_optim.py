@@ -171,6 +171,15 @@ SCHEDULES = [
     ("CosineAnnealingLR(T_max=7, eta_min=0.001) past T_max", "CosineAnnealingLR",
      dict(T_max=7, eta_min=0.001), "SGD"),
     ("LambdaLR(lambda e: 0.9 ** e)", "LambdaLR", dict(lr_lambda=lambda e: 0.9 ** e), "SGD"),
+    ("ExponentialLR(gamma=0.9)", "ExponentialLR", dict(gamma=0.9), "SGD"),
+    ("MultiplicativeLR(lambda e: 0.95)", "MultiplicativeLR", dict(lr_lambda=lambda e: 0.95),
+     "SGD"),
+    ("ConstantLR(factor=0.5, total_iters=4)", "ConstantLR", dict(factor=0.5, total_iters=4),
+     "SGD"),
+    ("LinearLR(start_factor=0.25, end_factor=0.9, total_iters=6)", "LinearLR",
+     dict(start_factor=0.25, end_factor=0.9, total_iters=6), "SGD"),
+    ("CosineAnnealingWarmRestarts(T_0=4, T_mult=2, eta_min=0.01)",
+     "CosineAnnealingWarmRestarts", dict(T_0=4, T_mult=2, eta_min=0.01), "SGD"),
     ("OneCycleLR(max_lr=1.0, total_steps=25) with SGD momentum", "OneCycleLR",
      dict(max_lr=1.0, total_steps=25), "SGD"),
     ("OneCycleLR(three_phase=True, linear) with Adam's beta1", "OneCycleLR",
@@ -308,6 +317,45 @@ def training_loop_like_torch():
         close(w, t, "final " + name, rtol=1e-4, atol=1e-5)
     if not losses[-1] < losses[0] * 0.7:
         raise AssertionError("the loss did not fall: %g -> %g" % (losses[0], losses[-1]))
+
+
+@test
+def plateau_like_torch():
+    """lr_scheduler.ReduceLROnPlateau (min/rel and max/abs, cooldown, min_lr) follows torch"""
+    need_torch()
+    metrics = [1.0, 0.9, 0.95, 0.91, 0.92, 0.93, 0.8, 0.85, 0.86, 0.87, 0.88, 0.89, 0.9, 0.91,
+               0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]
+    for kwargs in (dict(patience=2, factor=0.5, cooldown=1),
+                   dict(mode="max", threshold_mode="abs", threshold=0.05, patience=1,
+                        factor=0.3, min_lr=[0.02, 0.01])):
+        tp, wp = make_params()
+        topt = torch.optim.SGD(groups(tp, True), lr=0.1)
+        wopt = optim.SGD(groups(wp, True), lr=0.1)
+        ts = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
+        ws = optim.lr_scheduler.ReduceLROnPlateau(wopt, **kwargs)
+        for i, m in enumerate(metrics):
+            ts.step(m)
+            ws.step(m)
+            eq([g["lr"] for g in wopt.param_groups], [g["lr"] for g in topt.param_groups],
+               "%s, after metric %d" % (kwargs, i))
+    raises(ValueError, optim.lr_scheduler.ReduceLROnPlateau, wopt, factor=1.0, contains="< 1.0")
+
+
+@test
+def warm_restarts_with_epochs():
+    """CosineAnnealingWarmRestarts.step(epoch) with fractional epochs follows torch"""
+    need_torch()
+    tp, wp = make_params()
+    topt = torch.optim.SGD(tp, lr=0.1)
+    wopt = optim.SGD(wp, lr=0.1)
+    ts = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(topt, T_0=3, T_mult=2)
+    ws = optim.lr_scheduler.CosineAnnealingWarmRestarts(wopt, T_0=3, T_mult=2)
+    for e in [0.5, 1.25, 2.9, 3.0, 7.5, 8.0, 20.0, 21.3]:
+        ts.step(e)
+        ws.step(e)
+        if not math.isclose(ws.get_last_lr()[0], ts.get_last_lr()[0], rel_tol=1e-9):
+            raise AssertionError("epoch %s: lr %r, torch %r" % (e, ws.get_last_lr(),
+                                                                ts.get_last_lr()))
 
 
 done()
