@@ -566,4 +566,46 @@ def functional_names():
     eq(y.tolist(), [0.0, 2.0])
 
 
+@test
+def repr_like_torch():
+    """print(model) shows what torch shows for the same model"""
+    need_torch()
+
+    def build(lib):
+        return lib.Sequential(
+            lib.Conv2d(1, 4, 3, padding=1, bias=False), lib.BatchNorm2d(4), lib.ReLU(),
+            lib.MaxPool2d(2), lib.AvgPool2d(2), lib.AdaptiveAvgPool2d((2, 2)), lib.Dropout(0.25),
+            lib.Flatten(), lib.Linear(16, 8), lib.LayerNorm(8), lib.GELU(), lib.Softmax(dim=1),
+            lib.ModuleList([lib.Embedding(10, 3, padding_idx=0), lib.GroupNorm(2, 4),
+                            lib.Identity(), lib.Sigmoid(), lib.Tanh()]),
+            lib.ModuleDict({"up": lib.ConvTranspose2d(4, 2, 2, stride=2)}),
+            lib.CrossEntropyLoss())
+
+    eq(repr(build(nn)), repr(build(tnn)))
+
+
+@test
+def conv_transpose_output_size():
+    """ConvTranspose2d(output_size=...) picks torch's output padding; impossible sizes raise"""
+    need_torch()
+    torch.manual_seed(0)
+    tm = tnn.ConvTranspose2d(3, 2, 3, stride=2, padding=1)
+    wm = nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1)
+    copy_state(wm, tm)
+    x = torch.randn(1, 3, 5, 5)
+    for size in ((9, 9), (10, 9), (1, 2, 10, 10)):
+        close(wm(to_weft(x), output_size=size), tm(x, output_size=size), "output_size %s" % (size,))
+    raises(ValueError, wm, to_weft(x), output_size=(12, 12), contains="not reachable")
+
+
+@test
+def embedding_from_pretrained():
+    """Embedding.from_pretrained: the given rows, frozen by default"""
+    rows = weft.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    emb = nn.Embedding.from_pretrained(rows)
+    eq(emb(weft.tensor([2, 0])).tolist(), [[5.0, 6.0], [1.0, 2.0]])
+    eq(emb.weight.requires_grad, False)
+    eq(nn.Embedding.from_pretrained(rows, freeze=False).weight.requires_grad, True)
+
+
 done()
