@@ -11,6 +11,9 @@ from . import _C
 
 __version__ = _C.__version__
 
+# torch's habit: `import weft`, then weft.nn.Linear (they need only _C)
+from . import nn, optim, utils  # noqa: E402
+
 
 def _reexport():
     # Copies the extension's names into the package.  Run again after
@@ -35,7 +38,3 @@ def load_plugin(path):
 
 
 _reexport()
-
-from . import nn  # noqa: E402  (torch's habit: `import weft` then weft.nn.Linear)
-from . import optim  # noqa: E402
-from . import utils  # noqa: E402
