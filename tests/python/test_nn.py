@@ -608,4 +608,62 @@ def embedding_from_pretrained():
     eq(nn.Embedding.from_pretrained(rows, freeze=False).weight.requires_grad, True)
 
 
+def attention_case(desc, kwargs, call, batched=True):
+    def run():
+        need_torch()
+        torch.manual_seed(2)
+        tm = tnn.MultiheadAttention(**kwargs).eval()
+        wm = nn.MultiheadAttention(**kwargs).eval()
+        eq(list(wm.state_dict()), list(tm.state_dict()), "parameter names")
+        copy_state(wm, tm)
+        L, S, N, E = 4, 6, 3, kwargs["embed_dim"]
+        first = kwargs.get("batch_first", False)
+        shape = lambda n: ((N, n, E) if first else (n, N, E)) if batched else (n, E)
+        q, k, v = torch.randn(*shape(L)), torch.randn(*shape(S)), torch.randn(*shape(S))
+        extra_t, extra_w = call(L, S, N)
+        tq, tk, tv = (t.clone().requires_grad_(True) for t in (q, k, v))
+        wq, wk, wv = (to_weft(t).requires_grad_(True) for t in (q, k, v))
+        tout, tweights = tm(tq, tk, tv, **extra_t)
+        wout, wweights = wm(wq, wk, wv, **extra_w)
+        close(wout, tout, "output")
+        close(wweights, tweights, "attention weights")
+        g = torch.randn_like(tout)
+        tout.backward(g)
+        wout.backward(to_weft(g))
+        for name, a, b in (("query", wq, tq), ("key", wk, tk), ("value", wv, tv)):
+            close(a.grad, b.grad, name + " gradient")
+        for (name, p), (_, t) in zip(wm.named_parameters(), tm.named_parameters()):
+            close(p.grad, t.grad, name + " gradient")
+
+    run.__doc__ = "nn.MultiheadAttention %s matches torch: output, weights, gradients" % desc
+    test(run)
+
+
+def no_masks(L, S, N):
+    return {}, {}
+
+
+def masks(L, S, N):
+    causal = torch.ones(L, S, dtype=torch.bool).triu(1)
+    padding = torch.zeros(N, S, dtype=torch.bool)
+    padding[0, -2:] = True
+    return ({"attn_mask": causal, "key_padding_mask": padding},
+            {"attn_mask": to_weft(causal), "key_padding_mask": to_weft(padding)})
+
+
+def float_mask_per_head(L, S, N):
+    m = torch.randn(N * 2, L, S)
+    return ({"attn_mask": m, "average_attn_weights": False},
+            {"attn_mask": to_weft(m), "average_attn_weights": False})
+
+
+attention_case("(8, 2)", dict(embed_dim=8, num_heads=2), no_masks)
+attention_case("(8, 4, batch_first=True) with causal and padding masks",
+               dict(embed_dim=8, num_heads=4, batch_first=True), masks)
+attention_case("(6, 2, bias=False) with a float mask per head, weights per head",
+               dict(embed_dim=6, num_heads=2, bias=False), float_mask_per_head)
+attention_case("(8, 2) on unbatched input", dict(embed_dim=8, num_heads=2), no_masks,
+               batched=False)
+
+
 done()

@@ -21,6 +21,8 @@ def to_torch(w):
 
 
 def to_weft(t):
+    if t.dtype == torch.bool:  # torch 1.13 exports no bool over DLPack
+        return weft.from_dlpack(t.detach().to(torch.uint8).contiguous()) != 0
     return weft.from_dlpack(t.detach().contiguous()).clone()
 
 

@@ -1,6 +1,7 @@
 """weft.nn: torch.nn's modules, losses, functional and init, in Python
 over weft's C operators (see module.py for the Module bookkeeping)."""
 from . import functional, init, utils
+from .attention import MultiheadAttention
 from .layers import (ELU, GELU, SELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,
                      ConstantPad2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Embedding, Flatten,
                      GroupNorm, Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU,
@@ -20,4 +21,4 @@ __all__ = ["functional", "init", "utils", "Parameter", "Module", "Sequential", "
            "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss", "Conv1d", "Unflatten",
            "Upsample", "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d",
            "ELU", "SELU", "Softplus", "Hardtanh", "ReLU6", "Mish", "Hardswish", "Hardsigmoid",
-           "LogSigmoid", "Softmin"]
+           "LogSigmoid", "Softmin", "MultiheadAttention"]
