@@ -137,6 +137,14 @@ MODULES = [
     ("ConstantPad2d(2, 0.5)", "nn.ConstantPad2d(2, 0.5)", (2, 3, 4, 5), {}),
     ("ReflectionPad2d(2)", "nn.ReflectionPad2d(2)", (2, 3, 4, 5), {}),
     ("ReplicationPad2d((1, 0, 2, 1))", "nn.ReplicationPad2d((1, 0, 2, 1))", (2, 3, 4, 5), {}),
+    ("TransformerEncoderLayer(8, 2, 16, dropout=0.0)",
+     "nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)", (5, 3, 8), {"tol": 1e-4}),
+    ("TransformerEncoderLayer(8, 4, 12, 0.0, 'gelu', batch_first=True, norm_first=True)",
+     "nn.TransformerEncoderLayer(8, 4, 12, 0.0, 'gelu', batch_first=True, norm_first=True)",
+     (3, 5, 8), {"tol": 1e-4}),
+    ("TransformerEncoder(layer, 2, norm=LayerNorm(8))",
+     "nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2, "
+     "norm=nn.LayerNorm(8), enable_nested_tensor=False)", (5, 3, 8), {"tol": 1e-4}),
     ("Sequential MLP", "nn.Sequential(nn.Flatten(), nn.Linear(12, 16), nn.ReLU(), "
      "nn.Linear(16, 10))", (5, 3, 4), {}),
     ("Sequential CNN", "nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), "
@@ -664,6 +672,33 @@ attention_case("(6, 2, bias=False) with a float mask per head, weights per head"
                dict(embed_dim=6, num_heads=2, bias=False), float_mask_per_head)
 attention_case("(8, 2) on unbatched input", dict(embed_dim=8, num_heads=2), no_masks,
                batched=False)
+
+
+@test
+def deepcopy_module():
+    """copy.deepcopy(model): equal outputs, its own parameters (still Parameters), tied stay tied"""
+    import copy
+    weft.manual_seed(4)
+    net = Net()
+    net(weft.randn(2, 1, 6, 6)).sum().backward()
+    net.eval()
+    twin = copy.deepcopy(net)
+    x = weft.randn(2, 1, 6, 6)
+    eq(twin(x).tolist(), net(x).tolist())
+    eq(list(twin.state_dict()), list(net.state_dict()))
+    for (name, a), (_, b) in zip(net.named_parameters(), twin.named_parameters()):
+        if a is b or a.data_ptr() == b.data_ptr():
+            raise AssertionError("%s is shared with the copy" % name)
+        if not isinstance(b, nn.Parameter) or not b.requires_grad:
+            raise AssertionError("%s lost its Parameter mark in the copy" % name)
+        eq(b.grad.tolist(), a.grad.tolist(), name + " gradient")
+    twin.scale.detach().fill_(5.0)
+    eq(net.scale.tolist(), [1.0], "the original after a write to the copy")
+    emb, out = nn.Embedding(5, 3), nn.Linear(3, 5, bias=False)
+    out.weight = emb.weight
+    tied = copy.deepcopy(nn.Sequential(emb, out))
+    if tied[0].weight is not tied[1].weight:
+        raise AssertionError("deepcopy untied a shared parameter")
 
 
 done()

@@ -2,6 +2,7 @@
 over weft's C operators (see module.py for the Module bookkeeping)."""
 from . import functional, init, utils
 from .attention import MultiheadAttention
+from .transformer import TransformerEncoder, TransformerEncoderLayer
 from .layers import (ELU, GELU, SELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,
                      ConstantPad2d, Conv1d, Conv2d, ConvTranspose2d, Dropout, Embedding, Flatten,
                      GroupNorm, Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU,
@@ -21,4 +22,5 @@ __all__ = ["functional", "init", "utils", "Parameter", "Module", "Sequential", "
            "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss", "Conv1d", "Unflatten",
            "Upsample", "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d",
            "ELU", "SELU", "Softplus", "Hardtanh", "ReLU6", "Mish", "Hardswish", "Hardsigmoid",
-           "LogSigmoid", "Softmin", "MultiheadAttention"]
+           "LogSigmoid", "Softmin", "MultiheadAttention",
+           "TransformerEncoderLayer", "TransformerEncoder"]

@@ -7,6 +7,7 @@ file only does the bookkeeping.
 """
 import collections
 import collections.abc
+import copy
 import itertools
 import operator
 
@@ -443,6 +444,31 @@ class Module:
     def cuda(self, device=None):
         return self.to("cuda" if device is None else "cuda:%d" % device
                        if isinstance(device, int) else device)
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy(model): a model of its own, with clones of every
+        parameter (still Parameters, gradients cloned too) and buffer.
+        weft.Tensor cannot be pickled, which copy's generic path needs, so
+        this module's tensors go into memo as clones first; tied tensors
+        stay tied in the copy."""
+        for m in self.modules():
+            tensors = itertools.chain(m._parameters.values(), m._buffers.values(),
+                                      (v for v in m.__dict__.values() if _is_tensor(v)))
+            for t in tensors:
+                if t is None or id(t) in memo:
+                    continue
+                c = t.detach().clone()
+                if isinstance(t, Parameter):
+                    c = Parameter(c, t.requires_grad)
+                    if t.grad is not None:
+                        c.grad = t.grad.detach().clone()
+                memo[id(t)] = c
+                memo.setdefault(id(memo), []).append(t)  # keeps t alive, as copy does
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            new.__dict__[key] = copy.deepcopy(value, memo)
+        return new
 
     # ------------------------------------------------------------------ repr
     def extra_repr(self):
