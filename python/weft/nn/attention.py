@@ -7,7 +7,7 @@ import math
 from .. import _C
 from . import functional as F
 from . import init
-from .layers import Linear
+from .linear import Linear
 from .module import Module
 from .parameter import Parameter
 

@@ -5,7 +5,9 @@ import copy
 
 from . import functional as F
 from .attention import MultiheadAttention
-from .layers import Dropout, LayerNorm, Linear
+from .dropout import Dropout
+from .linear import Linear
+from .normalization import LayerNorm
 from .module import Module, ModuleList
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
