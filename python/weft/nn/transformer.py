@@ -5,10 +5,11 @@ import copy
 
 from . import functional as F
 from .attention import MultiheadAttention
+from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
+from .module import Module
 from .normalization import LayerNorm
-from .module import Module, ModuleList
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
