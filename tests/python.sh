@@ -6,6 +6,9 @@
 #  - test_numpy.py, test_torch.py and test_indexing.py (which compares
 #    with PyTorch too where it is installed) with Debian's /usr/bin/python3
 #    (python3-numpy 1.24, python3-torch 1.13) when it has the same ABI;
+#  - test_nn.py, test_optim.py and test_data.py (weft.nn, weft.optim,
+#    weft.utils.data against torch 1.13) with Debian's python3 when it has
+#    torch, else with the configured Python (their torch parts SKIP);
 #  - test_numpy2.py in a virtual environment under the build directory with
 #    NumPy >= 2.1 from PyPI, made once and kept (SKIP where pip fails).
 builddir=$(cd "${WEFT_BUILDDIR:-.}" && pwd)
@@ -66,6 +69,18 @@ else
         skip "PyTorch (Debian) peer" "torch is not installed for $debian (apt-get install python3-torch)"
     fi
 fi
+
+# weft.nn, weft.optim, weft.utils.data (issue 15): with Debian's python3 when
+# it has torch 1.13 and the module's ABI, so they compare with torch;
+# otherwise with the configured Python, where the comparisons say SKIP.
+peer=$python
+if [ -x "$debian" ] && [ "$(soabi "$debian")" = "$(soabi "$python")" ] &&
+    "$debian" -c 'import torch' 2>/dev/null; then
+    peer=$debian
+fi
+run "nn (PyTorch peer)" "$peer" test_nn.py
+run "optim (PyTorch peer)" "$peer" test_optim.py
+run "utils.data" "$peer" test_data.py
 
 # NumPy >= 2.1 from PyPI, in a venv kept in the build directory
 venv="$builddir/tests/python-venv"

@@ -14,6 +14,9 @@ from ._C import *  # noqa: F401,F403 -- what type checkers see (weft/_C.pyi); _r
 
 __version__ = _C.__version__
 
+# torch's habit: `import weft`, then weft.nn.Linear (they need only _C)
+from . import nn, optim, utils  # noqa: E402
+
 
 def _reexport():
     # Copies the extension's names into the package.  Run again after
