@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include <cublas_v2.h>
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "libs.h"
@@ -89,7 +89,7 @@ static int blas_error(cublasStatus_t s, const char *op, const char *what)
 static int handle_for(cublasHandle_t *out, const char *op, int index, void *stream)
 {
     if (index < 0 || index >= MAX_DEVICES)
-        return weft_set_error(WEFT_EDEVICE, "%s: cuda:%d is beyond the %d devices cuBLAS "
+        return weft_set_error(WEFT_EDEVICE, "%s: " WFC_BACKEND ":%d is beyond the %d devices cuBLAS "
                                             "handles are kept for", op, index, MAX_DEVICES);
     thread_handles *th = pthread_getspecific(handles_key);
     if (!th) {
@@ -174,7 +174,7 @@ static int run_gemm(const gemm_args *g)
     cublasHandle_t h = NULL;
     int rc = handle_for(&h, g->op, g->index, stream);
     weft_tensor *workspace = NULL;
-    weft_device dev = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)g->index};
+    weft_device dev = {.type = WFC_DEVICE_TYPE, .index = (int16_t)g->index};
     if (rc == 0)
         rc = weft_empty(&workspace, (const int64_t[]){WORKSPACE_BYTES}, 1, WEFT_UINT8, dev);
     if (rc == 0)
@@ -247,7 +247,7 @@ static int product_into(const char *op, weft_tensor *dest, const weft_tensor *a,
         g.stride_a = batched ? weft_tensor_stride(ua, 0) : 0;
         g.stride_b = batched ? weft_tensor_stride(ub, 0) : 0;
         if (cudaSetDevice(g.index) != cudaSuccess)
-            rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, g.index);
+            rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, g.index);
     }
     if (rc == 0)
         rc = run_gemm(&g);
@@ -275,7 +275,7 @@ static int shape_error(const char *op, const weft_tensor *a, const weft_tensor *
 static int check_operands(const char *op, const weft_tensor *a, const weft_tensor *b, int nd)
 {
     weft_device da = weft_tensor_device(a), db = weft_tensor_device(b);
-    if (da.type != WEFT_DEVICE_TYPE_CUDA || db.type != WEFT_DEVICE_TYPE_CUDA || da.index != db.index)
+    if (da.type != WFC_DEVICE_TYPE || db.type != WFC_DEVICE_TYPE || da.index != db.index)
         return 1;
     if (weft_tensor_ndim(a) != nd || weft_tensor_ndim(b) != nd)
         return weft_set_error(WEFT_ESHAPE, "%s: expected %d-D operands, got %d-D and %d-D", op, nd,
@@ -305,7 +305,7 @@ static int product_kernel(weft_call *call, void *ctx)
     int rc = check_operands(op, a, b, nd);
     if (rc == 0 && out) {
         weft_device d = weft_tensor_device(out);
-        if (d.type != WEFT_DEVICE_TYPE_CUDA || d.index != weft_tensor_device(a).index ||
+        if (d.type != WFC_DEVICE_TYPE || d.index != weft_tensor_device(a).index ||
             weft_tensor_dtype(out) != weft_tensor_dtype(a))
             rc = 1;
     }
@@ -352,7 +352,7 @@ static int addmm_kernel(weft_call *call, void *ctx)
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
     int rc = check_operands("addmm", a, b, 2);
     weft_device ds = weft_tensor_device(self);
-    if (rc == 0 && (ds.type != WEFT_DEVICE_TYPE_CUDA || ds.index != weft_tensor_device(a).index ||
+    if (rc == 0 && (ds.type != WFC_DEVICE_TYPE || ds.index != weft_tensor_device(a).index ||
                     weft_tensor_dtype(self) != weft_tensor_dtype(a)))
         rc = 1;
     if (rc == 1)
@@ -388,7 +388,7 @@ int wfc_register_blas(weft_registrar *reg)
     allow_tf32 = tf32 && (strcmp(tf32, "1") == 0 || strcmp(tf32, "true") == 0);
     if (!key_made) {
         if (pthread_key_create(&handles_key, thread_exit) != 0)
-            return weft_set_error(WEFT_ENOMEM, "cuda: cannot create the cuBLAS handle key");
+            return weft_set_error(WEFT_ENOMEM, WFC_BACKEND ": cannot create the cuBLAS handle key");
         key_made = true;
     }
     static const weft_kernel_entry entries[] = {
@@ -396,5 +396,5 @@ int wfc_register_blas(weft_registrar *reg)
         {"bmm", product_kernel, &bmm_form},   {"bmm_out", product_kernel, &bmm_out_form},
         {"addmm", addmm_kernel, NULL},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }
