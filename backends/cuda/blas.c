@@ -1,5 +1,7 @@
 /* backends/cuda/blas.c — mm, mm_out, bmm, bmm_out and addmm through cuBLAS
- * (linear and matmul reach them through their composites).  Row-major
+ * (linear and matmul reach them through their composites), or through the
+ * plugin's own tiled GEMM (gemm.cu) in a build without a BLAS library (the
+ * HIP build, gpu.h) or when WEFT_CUDA_GEMM=tiled asks for it.  Row-major
  * products are computed as the column-major C^T = B^T A^T, so a row-major
  * operand and a transposed view both go in without a copy (plan.c picks
  * the transpose flag and leading dim); anything else is made contiguous
@@ -13,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
 #include "gpu.h"
+#if WFC_HAVE_BLAS_LIBRARY
+#include <cublas_v2.h>
+#endif
 
 #include "cuda.h"
 #include "libs.h"
@@ -24,7 +28,10 @@
 #define WORKSPACE_BYTES ((int64_t)32 << 20)
 
 static bool allow_tf32;
+/* the tiled GEMM instead of cuBLAS (always without a BLAS library) */
+static bool use_tiled = !WFC_HAVE_BLAS_LIBRARY;
 
+#if WFC_HAVE_BLAS_LIBRARY
 /* ---------------------------------------------------------- the handles */
 
 typedef struct thread_handles {
@@ -139,6 +146,7 @@ void wfc_blas_shutdown(void)
         th = next;
     }
 }
+#endif
 
 /* ------------------------------------------------------------ the call */
 
@@ -154,11 +162,18 @@ typedef struct gemm_args {
     void *c;
     wfc_gemm_operand pa, pb;
     int64_t stride_a, stride_b;
+    wfc_gemm_strides strides; /* the tiled GEMM's view of a and b */
     double alpha, beta;
 } gemm_args;
 
 static int run_gemm(const gemm_args *g)
 {
+    if (use_tiled)
+        return wfc_gemm_tiled(wfc_current_stream(g->index), g->dtype, g->c, g->a, g->b, g->batch,
+                              g->n, g->k, g->m, &g->strides, g->alpha, g->beta);
+#if !WFC_HAVE_BLAS_LIBRARY
+    return weft_set_error(WEFT_ENOTSUP, "%s: this build has no BLAS library", g->op);
+#else
     cudaDataType_t type;
     cublasComputeType_t compute;
     switch (g->dtype) {
@@ -196,6 +211,7 @@ static int run_gemm(const gemm_args *g)
      * stream can reuse it, after this GEMM */
     weft_tensor_release(workspace);
     return rc;
+#endif
 }
 
 static bool gemm_dtype(weft_dtype d)
@@ -234,7 +250,7 @@ static int product_into(const char *op, weft_tensor *dest, const weft_tensor *a,
         return 0;
     if (g.k == 0) /* empty sums */
         return beta == 0 ? weft_fill_(dest, 0.0) : beta == 1 ? 0 : weft_mul_scalar_(dest, beta);
-    if (g.n > INT_MAX || g.k > INT_MAX || g.m > INT_MAX || g.batch > INT_MAX)
+    if (!use_tiled && (g.n > INT_MAX || g.k > INT_MAX || g.m > INT_MAX || g.batch > INT_MAX))
         return weft_set_error(WEFT_ENOTSUP, "%s: a dimension beyond %d is more than one cuBLAS "
                                             "call takes", op, INT_MAX);
     weft_tensor *ua = NULL, *ub = NULL;
@@ -246,6 +262,10 @@ static int product_into(const char *op, weft_tensor *dest, const weft_tensor *a,
         g.c = weft_tensor_data_ptr(dest);
         g.stride_a = batched ? weft_tensor_stride(ua, 0) : 0;
         g.stride_b = batched ? weft_tensor_stride(ub, 0) : 0;
+        g.strides = (wfc_gemm_strides){
+            .row_a = weft_tensor_stride(ua, nd - 2), .col_a = weft_tensor_stride(ua, nd - 1),
+            .batch_a = g.stride_a, .row_b = weft_tensor_stride(ub, nd - 2),
+            .col_b = weft_tensor_stride(ub, nd - 1), .batch_b = g.stride_b};
         if (cudaSetDevice(g.index) != cudaSuccess)
             rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, g.index);
     }
@@ -386,11 +406,17 @@ int wfc_register_blas(weft_registrar *reg)
      * read once, at load. */
     const char *tf32 = getenv("WEFT_CUDA_ALLOW_TF32");
     allow_tf32 = tf32 && (strcmp(tf32, "1") == 0 || strcmp(tf32, "true") == 0);
+#if WFC_HAVE_BLAS_LIBRARY
+    /* WEFT_CUDA_GEMM=tiled runs the products through gemm.cu, the kernel a
+     * build without cuBLAS (HIP) depends on, so an NVIDIA GPU checks it */
+    const char *gemm = getenv("WEFT_CUDA_GEMM");
+    use_tiled = gemm && strcmp(gemm, "tiled") == 0;
     if (!key_made) {
         if (pthread_key_create(&handles_key, thread_exit) != 0)
             return weft_set_error(WEFT_ENOMEM, WFC_BACKEND ": cannot create the cuBLAS handle key");
         key_made = true;
     }
+#endif
     static const weft_kernel_entry entries[] = {
         {"mm", product_kernel, &mm_form},     {"mm_out", product_kernel, &mm_out_form},
         {"bmm", product_kernel, &bmm_form},   {"bmm_out", product_kernel, &bmm_out_form},

@@ -86,10 +86,11 @@
 
 /* Library handles.  Debian's ROCm (5.2) has neither hipBLAS/rocBLAS nor
  * MIOpen nor hipCUB, and no mapping is written here for an API that could
- * not be compiled against: the HIP build leaves out blas.c, conv.c and
- * norm_cudnn.c (their operators take the core's CPU fallback, batch_norm
- * its composed path) and registers no operator that needs the device
- * radix sort below (WFC_HAVE_DEVICE_SORT). */
+ * not be compiled against: without a BLAS library blas.c runs the
+ * plugin's own tiled GEMM (gemm.cu); the HIP build leaves out conv.c and
+ * norm_cudnn.c (convolutions take the core's CPU fallback, batch_norm its
+ * composed path) and registers no operator that needs the device radix
+ * sort below (WFC_HAVE_DEVICE_SORT). */
 #define WFC_HAVE_DEVICE_SORT 0
 #define WFC_HAVE_BLAS_LIBRARY 0
 

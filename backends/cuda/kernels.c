@@ -472,12 +472,7 @@ int wfc_register_kernels(weft_registrar *reg)
         if (rc < 0)
             return rc;
     }
-    /* Without a BLAS library (the HIP build, see gpu.h) the products
-     * take the core's CPU fallback. */
-    int rc = 0;
-#if WFC_HAVE_BLAS_LIBRARY
-    rc = wfc_register_blas(reg);
-#endif
+    int rc = wfc_register_blas(reg);
     if (rc == 0)
         rc = wfc_register_reduce(reg);
     if (rc == 0)
