@@ -312,7 +312,7 @@ static int transfer(weft_tensor *dst, const weft_tensor *src)
     int index = dd.type == WFC_DEVICE_TYPE ? dd.index : sd.index;
     enum cudaMemcpyKind kind = dd.type != WFC_DEVICE_TYPE   ? cudaMemcpyDeviceToHost
                                : sd.type != WFC_DEVICE_TYPE ? cudaMemcpyHostToDevice
-                                                                  : cudaMemcpyDeviceToDevice;
+                                                            : cudaMemcpyDeviceToDevice;
     cudaStream_t st = (cudaStream_t)wfc_current_stream(index);
     if (kind == cudaMemcpyHostToDevice) /* staged, not waited for */
         return wfc_copy_from_host_staged(d, s, bytes, index, st);

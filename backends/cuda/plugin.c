@@ -1,7 +1,8 @@
 /* backends/cuda/plugin.c — the CUDA plugin's entry (and, built through
- * gpu.h, the HIP plugin's): provides the reserved CUDA (or HIP) device type (device interface over cudart, the core's caching
- * allocator over cudaMalloc/cudaFree with CUDA events for record_stream) and
- * registers the kernels.  On a machine without a GPU or driver it still
+ * gpu.h, the HIP plugin's): provides the reserved CUDA (or HIP) device
+ * type (device interface over cudart, the core's caching allocator over
+ * cudaMalloc/cudaFree with CUDA events for record_stream) and registers
+ * the kernels.  On a machine without a GPU or driver it still
  * loads, and reports zero devices: every allocation is then refused by the
  * core before it reaches this file. */
 #include <stdio.h>
