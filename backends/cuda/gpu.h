@@ -35,6 +35,13 @@
 #define WFC_DEVICE_TYPE WEFT_DEVICE_TYPE_HIP
 #define WFC_BACKEND "hip"
 #define WFC_DLPACK_DEVICE 10 /* kDLROCM */
+/* The runtime library the plugin keeps mapped once loaded (plugin.c):
+ * HIP's keeps state from its constructors in its own globals, which an
+ * unload of the plugin would unmap along with it (valgrind counts them
+ * lost), and it is not written to be loaded twice in one process. */
+#define WFC_RUNTIME_SONAME_(major) "libamdhip64.so." #major
+#define WFC_RUNTIME_SONAME_MAJOR_(major) WFC_RUNTIME_SONAME_(major)
+#define WFC_RUNTIME_KEEP_LOADED WFC_RUNTIME_SONAME_MAJOR_(HIP_VERSION_MAJOR)
 
 /* Errors. */
 #define cudaError_t hipError_t

@@ -5,6 +5,7 @@
  * the kernels.  On a machine without a GPU or driver it still
  * loads, and reports zero devices: every allocation is then refused by the
  * core before it reaches this file. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -233,6 +234,12 @@ static void event_destroy(void *ctx, void *event)
 
 static int cuda_init(weft_registrar *reg)
 {
+#ifdef WFC_RUNTIME_KEEP_LOADED
+    /* already mapped as this plugin's dependency: RTLD_NODELETE keeps it
+     * mapped after the plugin unloads (see gpu.h); nothing to do if the
+     * name is not found, the runtime then just unloads with the plugin */
+    (void)dlopen(WFC_RUNTIME_KEEP_LOADED, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+#endif
     /* No driver or no GPU: zero devices, and the plugin stays loaded so
      * weft-info can say why. */
     if (cudaGetDeviceCount(&ndevices) != cudaSuccess) {
