@@ -82,6 +82,15 @@ export WEFT_PLUGIN_PATH="$src/.libs"
 step test_cuda 90 "$out/tests.log" ./tests/test_cuda
 step test_cuda_nn 120 "$out/tests.log" ./tests/test_cuda_nn
 step test_cuda_index 90 "$out/tests.log" ./tests/test_cuda_index
+# the products again through gemm.cu's tiled GEMM, the one the HIP build
+# (no hipBLAS) runs: an NVIDIA GPU is where that kernel can be checked
+step test_cuda_tiled_gemm 90 "$out/tests.log" env WEFT_CUDA_GEMM=tiled ./tests/test_cuda
+# and the portability header's test program with its kernel run (the first
+# architecture of CUDA_ARCHS)
+gpu_arch=${CUDA_ARCHS:-90}
+gpu_arch=${gpu_arch%% *}
+step gpu_portable 120 "$out/tests.log" env WEFT_NVCC=/usr/local/cuda/bin/nvcc \
+    WEFT_NVCC_FLAGS="-gencode arch=compute_$gpu_arch,code=sm_$gpu_arch" sh tests/gpu_portable.sh
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 PYTHONPATH="$src/python/pkg:$src/tests/python"

@@ -96,7 +96,7 @@ mkdir -p "$build"
 log=$tmp/build.log
 start=$(date +%s)
 if (unset MAKEFLAGS MFLAGS MAKELEVEL; cd "$build" && "$src/configure" --enable-sanitizers --disable-python --without-libtorch \
-    --without-cuda CC="$cc" CFLAGS="${WEFT_SANITIZER_CFLAGS:--g -O1}" &&
+    --without-cuda --without-hip CC="$cc" CFLAGS="${WEFT_SANITIZER_CFLAGS:--g -O1}" &&
     make -j"$(nproc 2>/dev/null || echo 2)" tap-programs) >"$log" 2>&1; then
     built=1
 else
@@ -119,10 +119,10 @@ for t in $tests; do
     fi
     if [ ! -x "$prog" ]; then
         case $t in
-        test_cuda*)
-            # nvcc's objects carry no instrumentation, and the CUDA driver
-            # maps memory where ASan keeps its shadow
-            echo "ok $n - $t # SKIP the CUDA plugin is not built with sanitizers"
+        test_cuda* | test_hip*)
+            # nvcc's and hipcc's objects carry no instrumentation, and the
+            # GPU drivers map memory where ASan keeps its shadow
+            echo "ok $n - $t # SKIP the GPU plugins are not built with sanitizers"
             ;;
         *)
             echo "not ok $n - $t: the sanitizer build made no such program"

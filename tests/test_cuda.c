@@ -13,11 +13,12 @@
 #include <weft/weft.h>
 
 #include "tests/tap.h"
+#include "tests/gpu_type.h"
 #include "tests/keep.h"
 #include "backends/cuda/plan.h"
 #include "backends/cuda/pinned_cache.h"
 
-static const weft_device CUDA0 = {.type = WEFT_DEVICE_TYPE_CUDA, .index = 0};
+static const weft_device CUDA0 = {.type = TEST_GPU_TYPE, .index = 0};
 
 /* A random CPU tensor of the given shape and dtype. */
 static weft_tensor *rand_cpu(const int64_t *sizes, int nd, weft_dtype dtype, weft_generator *g)
@@ -800,26 +801,26 @@ int main(void)
     plan_checks();
     pinned_checks();
     weft_load_default_plugins();
-    int type = weft_device_type_from_name("cuda");
-    ok(type == WEFT_DEVICE_TYPE_CUDA, "the cuda device type is known");
-    int n = weft_device_count(WEFT_DEVICE_TYPE_CUDA);
-    ok(n >= 0, "the CUDA plugin loaded and reports %d devices", n);
+    int type = weft_device_type_from_name(TEST_GPU_NAME);
+    ok(type == TEST_GPU_TYPE, "the " TEST_GPU_NAME " device type is known");
+    int n = weft_device_count(TEST_GPU_TYPE);
+    ok(n >= 0, "the " TEST_GPU_NAME " plugin loaded and reports %d devices", n);
     char *report = NULL;
     weft_plugin_report_string(&report);
-    const char *row = report ? strstr(report, "name=cuda") : NULL;
+    const char *row = report ? strstr(report, "name=" TEST_GPU_NAME) : NULL;
     const char *eol = row ? strchr(row, '\n') : NULL, *chosen = row ? strstr(row, "chosen=yes") : NULL;
-    ok(chosen && (!eol || chosen < eol), "the load report lists the cuda plugin as loaded");
+    ok(chosen && (!eol || chosen < eol), "the load report lists the " TEST_GPU_NAME " plugin as loaded");
     free(report);
 
     /* a device that does not exist: a clear error, nothing allocated */
     weft_tensor *t = (weft_tensor *)1;
-    weft_device missing = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)n};
+    weft_device missing = {.type = TEST_GPU_TYPE, .index = (int16_t)n};
     int rc = weft_empty(&t, (const int64_t[]){4}, 1, WEFT_FLOAT32, missing);
-    ok(rc < 0 && t == NULL && strstr(weft_last_error(), "cuda"),
-       "a tensor on cuda:%d (which does not exist) is refused: %s", n, weft_last_error());
+    ok(rc < 0 && t == NULL && strstr(weft_last_error(), TEST_GPU_NAME),
+       "a tensor on " TEST_GPU_NAME ":%d (which does not exist) is refused: %s", n, weft_last_error());
 
     if (n == 0) {
-        skip(1, "no CUDA device here (cudaGetDeviceCount reports none): the kernel "
+        skip(1, "no " TEST_GPU_NAME " device here (the runtime reports none): the kernel "
                 "comparisons run only with a GPU");
         return done_testing();
     }

@@ -19,10 +19,11 @@
 #include <weft/weft.h>
 
 #include "tests/tap.h"
+#include "tests/gpu_type.h"
 #include "tests/keep.h"
 #include "backends/cuda/plan.h"
 
-static const weft_device CUDA0 = {.type = WEFT_DEVICE_TYPE_CUDA, .index = 0};
+static const weft_device CUDA0 = {.type = TEST_GPU_TYPE, .index = 0};
 
 static weft_tensor *rand_cpu(const int64_t *sizes, int nd, weft_dtype dtype, weft_generator *g)
 {
@@ -1123,21 +1124,6 @@ static void gpu_upsample(weft_generator *g)
     drop_all();
 }
 
-/* Whether the CUDA plugin registered a kernel of its own for op. */
-static bool cuda_has_kernel(const char *name)
-{
-    const weft_op *op = NULL;
-    char *table = NULL;
-    if (weft_op_find(&op, name) != 0 || weft_op_dump_table(&table, op) != 0)
-        return false;
-    const char *row = strstr(table, "Dense[cuda]");
-    const char *eol = row ? strchr(row, '\n') : NULL;
-    const char *kernel = row ? strstr(row, "kernel") : NULL;
-    bool has = kernel && (!eol || kernel < eol);
-    free(table);
-    return has;
-}
-
 static void gpu_conv_transpose(weft_generator *g)
 {
     static const struct {
@@ -1196,9 +1182,9 @@ int main(void)
     /* before the plugin registers: a call planned for cuDNN must run there */
     setenv("WEFT_CUDA_BATCH_NORM", "cudnn", 1);
     weft_load_default_plugins();
-    int n = weft_device_count(WEFT_DEVICE_TYPE_CUDA);
+    int n = weft_device_count(TEST_GPU_TYPE);
     if (n <= 0) {
-        skip(1, "no CUDA device here (cudaGetDeviceCount reports none): the reduction and NN "
+        skip(1, "no " TEST_GPU_NAME " device here (the runtime reports none): the reduction and NN "
                 "comparisons run only with a GPU");
         return done_testing();
     }
@@ -1207,18 +1193,18 @@ int main(void)
     gpu_reductions(g);
     gpu_nn(g);
     gpu_conv(g);
-    if (cuda_has_kernel("conv_transpose2d"))
+    if (test_gpu_has_kernel("conv_transpose2d"))
         gpu_conv_transpose(g);
     else
-        skip(1, "the CUDA plugin was built without cuDNN: conv_transpose2d runs on the fallback");
+        skip(1, "the " TEST_GPU_NAME " plugin was built without cuDNN: conv_transpose2d runs on the fallback");
     gpu_upsample(g);
     gpu_random();
     gpu_indexing(g);
     gpu_norm(g);
-    if (cuda_has_kernel("conv2d")) /* conv.c and norm_cudnn.c: built with cuDNN together */
+    if (test_gpu_has_kernel("conv2d")) /* conv.c and norm_cudnn.c: built with cuDNN together */
         gpu_batch_norm_cudnn(g);
     else
-        skip(1, "the CUDA plugin was built without cuDNN: batch_norm runs composed (gpu_norm)");
+        skip(1, "the " TEST_GPU_NAME " plugin was built without cuDNN: batch_norm runs composed (gpu_norm)");
     weft_generator_destroy(g);
     return done_testing();
 }

@@ -951,10 +951,12 @@ int main(void)
         have_cpu_kernels = weft_fill_(probe, 0.0) == 0;
         weft_tensor_release(probe);
     }
-    /* These tests provide a fake CUDA device of their own; a real CUDA
-     * plugin (built where the toolkit is installed) makes way for it. */
+    /* These tests provide fake CUDA and HIP devices of their own; a real
+     * CUDA or HIP plugin (built where its toolkit is installed) makes way. */
     if (weft_device_count(WEFT_DEVICE_TYPE_CUDA) >= 0 && weft_unload_plugin("cuda") == 0)
         diag("unloaded the cuda plugin: the CUDA cases use a fake device");
+    if (weft_device_count(WEFT_DEVICE_TYPE_HIP) >= 0 && weft_unload_plugin("hip") == 0)
+        diag("unloaded the hip plugin: the HIP cases use a fake device");
     if (!have_cpu_kernels)
         diag("the cpu plugin is not loaded: tests that run operators are skipped");
     test_dtypes();

@@ -1,5 +1,7 @@
 /* backends/cuda/blas.c — mm, mm_out, bmm, bmm_out and addmm through cuBLAS
- * (linear and matmul reach them through their composites).  Row-major
+ * (linear and matmul reach them through their composites), or through the
+ * plugin's own tiled GEMM (gemm.cu) in a build without a BLAS library (the
+ * HIP build, gpu.h) or when WEFT_CUDA_GEMM=tiled asks for it.  Row-major
  * products are computed as the column-major C^T = B^T A^T, so a row-major
  * operand and a transposed view both go in without a copy (plan.c picks
  * the transpose flag and leading dim); anything else is made contiguous
@@ -13,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
+#if WFC_HAVE_BLAS_LIBRARY
 #include <cublas_v2.h>
-#include <cuda_runtime.h>
+#endif
 
 #include "cuda.h"
 #include "libs.h"
@@ -24,7 +28,10 @@
 #define WORKSPACE_BYTES ((int64_t)32 << 20)
 
 static bool allow_tf32;
+/* the tiled GEMM instead of cuBLAS (always without a BLAS library) */
+static bool use_tiled = !WFC_HAVE_BLAS_LIBRARY;
 
+#if WFC_HAVE_BLAS_LIBRARY
 /* ---------------------------------------------------------- the handles */
 
 typedef struct thread_handles {
@@ -89,7 +96,7 @@ static int blas_error(cublasStatus_t s, const char *op, const char *what)
 static int handle_for(cublasHandle_t *out, const char *op, int index, void *stream)
 {
     if (index < 0 || index >= MAX_DEVICES)
-        return weft_set_error(WEFT_EDEVICE, "%s: cuda:%d is beyond the %d devices cuBLAS "
+        return weft_set_error(WEFT_EDEVICE, "%s: " WFC_BACKEND ":%d is beyond the %d devices cuBLAS "
                                             "handles are kept for", op, index, MAX_DEVICES);
     thread_handles *th = pthread_getspecific(handles_key);
     if (!th) {
@@ -139,6 +146,7 @@ void wfc_blas_shutdown(void)
         th = next;
     }
 }
+#endif
 
 /* ------------------------------------------------------------ the call */
 
@@ -154,11 +162,18 @@ typedef struct gemm_args {
     void *c;
     wfc_gemm_operand pa, pb;
     int64_t stride_a, stride_b;
+    wfc_gemm_strides strides; /* the tiled GEMM's view of a and b */
     double alpha, beta;
 } gemm_args;
 
 static int run_gemm(const gemm_args *g)
 {
+    if (use_tiled)
+        return wfc_gemm_tiled(wfc_current_stream(g->index), g->dtype, g->c, g->a, g->b, g->batch,
+                              g->n, g->k, g->m, &g->strides, g->alpha, g->beta);
+#if !WFC_HAVE_BLAS_LIBRARY
+    return weft_set_error(WEFT_ENOTSUP, "%s: this build has no BLAS library", g->op);
+#else
     cudaDataType_t type;
     cublasComputeType_t compute;
     switch (g->dtype) {
@@ -174,7 +189,7 @@ static int run_gemm(const gemm_args *g)
     cublasHandle_t h = NULL;
     int rc = handle_for(&h, g->op, g->index, stream);
     weft_tensor *workspace = NULL;
-    weft_device dev = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)g->index};
+    weft_device dev = {.type = WFC_DEVICE_TYPE, .index = (int16_t)g->index};
     if (rc == 0)
         rc = weft_empty(&workspace, (const int64_t[]){WORKSPACE_BYTES}, 1, WEFT_UINT8, dev);
     if (rc == 0)
@@ -196,6 +211,7 @@ static int run_gemm(const gemm_args *g)
      * stream can reuse it, after this GEMM */
     weft_tensor_release(workspace);
     return rc;
+#endif
 }
 
 static bool gemm_dtype(weft_dtype d)
@@ -234,7 +250,7 @@ static int product_into(const char *op, weft_tensor *dest, const weft_tensor *a,
         return 0;
     if (g.k == 0) /* empty sums */
         return beta == 0 ? weft_fill_(dest, 0.0) : beta == 1 ? 0 : weft_mul_scalar_(dest, beta);
-    if (g.n > INT_MAX || g.k > INT_MAX || g.m > INT_MAX || g.batch > INT_MAX)
+    if (!use_tiled && (g.n > INT_MAX || g.k > INT_MAX || g.m > INT_MAX || g.batch > INT_MAX))
         return weft_set_error(WEFT_ENOTSUP, "%s: a dimension beyond %d is more than one cuBLAS "
                                             "call takes", op, INT_MAX);
     weft_tensor *ua = NULL, *ub = NULL;
@@ -246,8 +262,12 @@ static int product_into(const char *op, weft_tensor *dest, const weft_tensor *a,
         g.c = weft_tensor_data_ptr(dest);
         g.stride_a = batched ? weft_tensor_stride(ua, 0) : 0;
         g.stride_b = batched ? weft_tensor_stride(ub, 0) : 0;
+        g.strides = (wfc_gemm_strides){
+            .row_a = weft_tensor_stride(ua, nd - 2), .col_a = weft_tensor_stride(ua, nd - 1),
+            .batch_a = g.stride_a, .row_b = weft_tensor_stride(ub, nd - 2),
+            .col_b = weft_tensor_stride(ub, nd - 1), .batch_b = g.stride_b};
         if (cudaSetDevice(g.index) != cudaSuccess)
-            rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, g.index);
+            rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, g.index);
     }
     if (rc == 0)
         rc = run_gemm(&g);
@@ -275,7 +295,7 @@ static int shape_error(const char *op, const weft_tensor *a, const weft_tensor *
 static int check_operands(const char *op, const weft_tensor *a, const weft_tensor *b, int nd)
 {
     weft_device da = weft_tensor_device(a), db = weft_tensor_device(b);
-    if (da.type != WEFT_DEVICE_TYPE_CUDA || db.type != WEFT_DEVICE_TYPE_CUDA || da.index != db.index)
+    if (da.type != WFC_DEVICE_TYPE || db.type != WFC_DEVICE_TYPE || da.index != db.index)
         return 1;
     if (weft_tensor_ndim(a) != nd || weft_tensor_ndim(b) != nd)
         return weft_set_error(WEFT_ESHAPE, "%s: expected %d-D operands, got %d-D and %d-D", op, nd,
@@ -305,7 +325,7 @@ static int product_kernel(weft_call *call, void *ctx)
     int rc = check_operands(op, a, b, nd);
     if (rc == 0 && out) {
         weft_device d = weft_tensor_device(out);
-        if (d.type != WEFT_DEVICE_TYPE_CUDA || d.index != weft_tensor_device(a).index ||
+        if (d.type != WFC_DEVICE_TYPE || d.index != weft_tensor_device(a).index ||
             weft_tensor_dtype(out) != weft_tensor_dtype(a))
             rc = 1;
     }
@@ -352,7 +372,7 @@ static int addmm_kernel(weft_call *call, void *ctx)
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
     int rc = check_operands("addmm", a, b, 2);
     weft_device ds = weft_tensor_device(self);
-    if (rc == 0 && (ds.type != WEFT_DEVICE_TYPE_CUDA || ds.index != weft_tensor_device(a).index ||
+    if (rc == 0 && (ds.type != WFC_DEVICE_TYPE || ds.index != weft_tensor_device(a).index ||
                     weft_tensor_dtype(self) != weft_tensor_dtype(a)))
         rc = 1;
     if (rc == 1)
@@ -386,15 +406,21 @@ int wfc_register_blas(weft_registrar *reg)
      * read once, at load. */
     const char *tf32 = getenv("WEFT_CUDA_ALLOW_TF32");
     allow_tf32 = tf32 && (strcmp(tf32, "1") == 0 || strcmp(tf32, "true") == 0);
+#if WFC_HAVE_BLAS_LIBRARY
+    /* WEFT_CUDA_GEMM=tiled runs the products through gemm.cu, the kernel a
+     * build without cuBLAS (HIP) depends on, so an NVIDIA GPU checks it */
+    const char *gemm = getenv("WEFT_CUDA_GEMM");
+    use_tiled = gemm && strcmp(gemm, "tiled") == 0;
     if (!key_made) {
         if (pthread_key_create(&handles_key, thread_exit) != 0)
-            return weft_set_error(WEFT_ENOMEM, "cuda: cannot create the cuBLAS handle key");
+            return weft_set_error(WEFT_ENOMEM, WFC_BACKEND ": cannot create the cuBLAS handle key");
         key_made = true;
     }
+#endif
     static const weft_kernel_entry entries[] = {
         {"mm", product_kernel, &mm_form},     {"mm_out", product_kernel, &mm_out_form},
         {"bmm", product_kernel, &bmm_form},   {"bmm_out", product_kernel, &bmm_out_form},
         {"addmm", addmm_kernel, NULL},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 #include <cudnn.h>
 
 #include "cuda.h"
@@ -72,7 +72,7 @@ static int dnn_error(cudnnStatus_t s, const char *op, const char *what)
 static int handle_for(cudnnHandle_t *out, const char *op, int index, void *stream)
 {
     if (index < 0 || index >= MAX_DEVICES)
-        return weft_set_error(WEFT_EDEVICE, "%s: cuda:%d is beyond the %d devices cuDNN handles "
+        return weft_set_error(WEFT_EDEVICE, "%s: " WFC_BACKEND ":%d is beyond the %d devices cuDNN handles "
                                             "are kept for", op, index, MAX_DEVICES);
     thread_handles *th = pthread_getspecific(handles_key);
     if (!th) {
@@ -287,7 +287,7 @@ static int run(int kind, const char *op, weft_dtype dtype, const wfc_conv2d *g, 
     descriptors d;
     int rc = cudaSetDevice(index) == cudaSuccess
                  ? 0
-                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     if (rc == 0)
         rc = handle_for(&h, op, index, stream);
     if (rc == 0)
@@ -298,7 +298,7 @@ static int run(int kind, const char *op, weft_dtype dtype, const wfc_conv2d *g, 
     size_t bytes = 0;
     weft_tensor *workspace = NULL;
     rc = choose(kind, op, h, &d, index, dtype, g, &algo, &bytes);
-    weft_device dev = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)index};
+    weft_device dev = {.type = WFC_DEVICE_TYPE, .index = (int16_t)index};
     if (rc == 0 && bytes > 0)
         rc = weft_empty(&workspace, (const int64_t[]){(int64_t)bytes}, 1, WEFT_UINT8, dev);
     void *ws = workspace ? weft_tensor_data_ptr(workspace) : NULL;
@@ -335,7 +335,7 @@ static bool served(const weft_tensor *a, const weft_tensor *b)
     weft_device da = weft_tensor_device(a), db = weft_tensor_device(b);
     return (dt == WEFT_FLOAT32 || dt == WEFT_FLOAT64 || dt == WEFT_FLOAT16 ||
             dt == WEFT_BFLOAT16) &&
-           weft_tensor_dtype(b) == dt && da.type == WEFT_DEVICE_TYPE_CUDA && da.type == db.type &&
+           weft_tensor_dtype(b) == dt && da.type == WFC_DEVICE_TYPE && da.type == db.type &&
            da.index == db.index;
 }
 
@@ -549,20 +549,20 @@ int wfc_register_conv(weft_registrar *reg)
     allow_tf32 = tf32 && (strcmp(tf32, "1") == 0 || strcmp(tf32, "true") == 0);
     if (!key_made) {
         if (pthread_key_create(&handles_key, thread_exit) != 0)
-            return weft_set_error(WEFT_ENOMEM, "cuda: cannot create the cuDNN handle key");
+            return weft_set_error(WEFT_ENOMEM, WFC_BACKEND ": cannot create the cuDNN handle key");
         key_made = true;
     }
-    int rc = weft_register_kernel(reg, "conv2d", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+    int rc = weft_register_kernel(reg, "conv2d", WEFT_KEY_DENSE, WFC_DEVICE_TYPE,
                                   conv2d_kernel, NULL, NULL);
     if (rc == 0)
         rc = weft_register_kernel(reg, "convolution_backward_input", WEFT_KEY_DENSE,
-                                  WEFT_DEVICE_TYPE_CUDA, conv_backward_kernel, NULL, NULL);
+                                  WFC_DEVICE_TYPE, conv_backward_kernel, NULL, NULL);
     if (rc == 0)
         rc = weft_register_kernel(reg, "convolution_backward_weight", WEFT_KEY_DENSE,
-                                  WEFT_DEVICE_TYPE_CUDA, conv_backward_kernel,
+                                  WFC_DEVICE_TYPE, conv_backward_kernel,
                                   (void *)&weight_marker, NULL);
     if (rc == 0)
-        rc = weft_register_kernel(reg, "conv_transpose2d", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+        rc = weft_register_kernel(reg, "conv_transpose2d", WEFT_KEY_DENSE, WFC_DEVICE_TYPE,
                                   conv_transpose2d_kernel, NULL, NULL);
     return rc;
 }

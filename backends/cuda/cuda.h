@@ -55,6 +55,18 @@ int wfc_fill(void *stream, int dtype, void *out, double value, int64_t n, const 
 int wfc_copy(void *stream, int dst_dtype, void *out, int src_dtype, const void *src, int64_t n,
              const wfc_geometry *g);
 
+/* The plugin's own tiled matrix product (gemm.cu), for a build without a
+ * BLAS library or when asked for (blas.c): c[i] (contiguous [n, m]) =
+ * alpha a[i] b[i] + beta c[i] for i < batch, a [n, k] and b [k, m] read
+ * through any strides (in elements); c is not read when beta is 0.
+ * float16, bfloat16 (float32 accumulation), float32, float64. */
+typedef struct wfc_gemm_strides {
+    int64_t row_a, col_a, batch_a, row_b, col_b, batch_b;
+} wfc_gemm_strides;
+int wfc_gemm_tiled(void *stream, int dtype, void *c, const void *a, const void *b, int64_t batch,
+                   int64_t n, int64_t k, int64_t m, const wfc_gemm_strides *s, double alpha,
+                   double beta);
+
 /* Reductions (reduce.cu).  x is read through outer (the kept dims, one
  * row per output, in the output's row-major order) and inner (the reduced
  * dims); the result is written contiguously, in the operator's result

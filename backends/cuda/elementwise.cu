@@ -6,9 +6,7 @@
  * launch indexes linearly, the others turn the linear index into
  * per-operand offsets with one division per collapsed dim.  Half and
  * bfloat16 compute in float, integers in int64. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include <type_traits>
 
@@ -263,7 +261,7 @@ int launched(const char *what)
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         return 0;
-    return weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what, cudaGetErrorString(e));
+    return weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what, cudaGetErrorString(e));
 }
 
 unsigned blocks(int64_t n)
@@ -361,7 +359,7 @@ const convert_launch convert_table[WEFT_NUM_DTYPES] = {ALL(launch_convert)};
 
 int unsupported(const char *what, int dtype)
 {
-    return weft_set_error(WEFT_EDTYPE, "cuda: %s has no kernel for dtype %s", what,
+    return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": %s has no kernel for dtype %s", what,
                           weft_dtype_name((weft_dtype)dtype));
 }
 

@@ -7,14 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
 static bool same_cuda(const weft_tensor *a, const weft_tensor *b)
 {
     weft_device x = weft_tensor_device(a), y = weft_tensor_device(b);
-    return x.type == WEFT_DEVICE_TYPE_CUDA && y.type == x.type && x.index == y.index;
+    return x.type == WFC_DEVICE_TYPE && y.type == x.type && x.index == y.index;
 }
 
 static int wrap_dim(const char *op, int64_t dim, int nd, int *out)
@@ -131,7 +131,7 @@ static int take(weft_tensor **out, const char *op, const weft_tensor *self, int 
     if (rc == 0)
         rc = weft_zeros(&bad, (const int64_t[]){2}, 1, WEFT_INT64, weft_tensor_device(self));
     if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     if (rc == 0)
         rc = wfc_take(wfc_current_stream(index), weft_dtype_size(weft_tensor_dtype(self)),
                       weft_tensor_data_ptr(r), weft_tensor_data_ptr(src), weft_tensor_data_ptr(idx),
@@ -244,7 +244,7 @@ static int gather_kernel(weft_call *call, void *ctx)
     int64_t size = nd ? weft_tensor_size(self, dim) : 1;
     int index_dev = weft_tensor_device(self).index;
     if (rc == 0 && cudaSetDevice(index_dev) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index_dev);
+        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index_dev);
     if (rc == 0)
         rc = wfc_gather(wfc_current_stream(index_dev), weft_dtype_size(weft_tensor_dtype(self)),
                         weft_tensor_data_ptr(r), weft_tensor_data_ptr(src), weft_tensor_data_ptr(idx),
@@ -301,5 +301,5 @@ int wfc_register_index(weft_registrar *reg)
         {"gather", gather_kernel, NULL},             {"masked_fill", masked_fill_kernel, NULL},
         {"masked_fill_", masked_fill_kernel, &inplace_marker},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

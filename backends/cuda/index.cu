@@ -3,7 +3,7 @@
  * body serves every dtype.  Indices are int64; one out of range leaves its
  * value in bad[1] and sets bad[0] (the caller reads the two words back
  * and reports it), and its element is left unwritten. */
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "index.cuh"
@@ -58,7 +58,7 @@ unsigned blocks(int64_t n)
 int launched(const char *what)
 {
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what,
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what,
                                                  cudaGetErrorString(e));
 }
 
@@ -77,7 +77,7 @@ extern "C" int wfc_take(void *stream, size_t elem, void *dst, const void *src, c
     case 2: take_kernel<uint16_t><<<blocks(total), 256, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, idx, outer, len, n, inner, bad); break;
     case 4: take_kernel<uint32_t><<<blocks(total), 256, 0, st>>>((uint32_t *)dst, (const uint32_t *)src, idx, outer, len, n, inner, bad); break;
     case 8: take_kernel<uint64_t><<<blocks(total), 256, 0, st>>>((uint64_t *)dst, (const uint64_t *)src, idx, outer, len, n, inner, bad); break;
-    default: return weft_set_error(WEFT_EDTYPE, "cuda: no take kernel for %zu-byte elements", elem);
+    default: return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no take kernel for %zu-byte elements", elem);
     }
     return launched("index_select");
 }
@@ -94,7 +94,7 @@ extern "C" int wfc_gather(void *stream, size_t elem, void *dst, const void *src,
     case 2: gather_kernel<uint16_t><<<blocks(n), 256, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, idx, n, dim, size, *g, bad); break;
     case 4: gather_kernel<uint32_t><<<blocks(n), 256, 0, st>>>((uint32_t *)dst, (const uint32_t *)src, idx, n, dim, size, *g, bad); break;
     case 8: gather_kernel<uint64_t><<<blocks(n), 256, 0, st>>>((uint64_t *)dst, (const uint64_t *)src, idx, n, dim, size, *g, bad); break;
-    default: return weft_set_error(WEFT_EDTYPE, "cuda: no gather kernel for %zu-byte elements", elem);
+    default: return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no gather kernel for %zu-byte elements", elem);
     }
     return launched("gather");
 }

@@ -5,8 +5,7 @@
 #ifndef WEFT_BACKENDS_CUDA_INDEX_CUH
 #define WEFT_BACKENDS_CUDA_INDEX_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "gpu.h"
 #include <stdint.h>
 
 #include "plan.h"

@@ -12,14 +12,14 @@
  * dims and operands elsewhere go to the CPU fallback. */
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
 static bool same_cuda(const weft_tensor *a, const weft_tensor *b)
 {
     weft_device x = weft_tensor_device(a), y = weft_tensor_device(b);
-    return x.type == WEFT_DEVICE_TYPE_CUDA && y.type == x.type && x.index == y.index;
+    return x.type == WFC_DEVICE_TYPE && y.type == x.type && x.index == y.index;
 }
 
 /* Whether this file serves the call: every operand on self's device,
@@ -287,7 +287,7 @@ static int index_put_kernel(weft_call *call, void *ctx)
                               weft_dtype_name(weft_tensor_dtype(values_arg)), weft_dtype_name(dt));
     int index = weft_tensor_device(self).index;
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     weft_tensor *owned = NULL, *view = NULL, *rows = NULL, *values = NULL;
     weft_tensor *cols[WFC_MAX_DIMS] = {NULL};
     rc = inplace ? 0 : private_copy(&owned, self);
@@ -331,10 +331,10 @@ static const int inplace_marker = 1;
 
 int wfc_register_index_put(weft_registrar *reg)
 {
-    int rc = weft_register_kernel(reg, "index_put", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+    int rc = weft_register_kernel(reg, "index_put", WEFT_KEY_DENSE, WFC_DEVICE_TYPE,
                                   index_put_kernel, NULL, NULL);
     if (rc == 0)
-        rc = weft_register_kernel(reg, "index_put_", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+        rc = weft_register_kernel(reg, "index_put_", WEFT_KEY_DENSE, WFC_DEVICE_TYPE,
                                   index_put_kernel, (void *)&inplace_marker, NULL);
     return rc;
 }

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
@@ -37,7 +37,7 @@ enum { NO_SCALAR, SCALAR_ADD, SCALAR_SUB, SCALAR_MUL, SCALAR_DIV, SCALAR_PARAM, 
 static bool on_device(const weft_tensor *t, int index)
 {
     weft_device d = weft_tensor_device(t);
-    return d.type == WEFT_DEVICE_TYPE_CUDA && d.index == index;
+    return d.type == WFC_DEVICE_TYPE && d.index == index;
 }
 
 static bool same_shape(const weft_tensor *t, const int64_t *sizes, int nd)
@@ -191,7 +191,7 @@ static int elementwise_kernel(weft_call *call, void *ctx)
 
     int rc = cudaSetDevice(index) == cudaSuccess
                  ? 0
-                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     if (rc == 0 && given && weft_tensor_numel(given) == 0 && !same_shape(given, sizes, nd))
         rc = weft_tensor_resize(given, sizes, nd);
     weft_tensor *conv[3] = {NULL, NULL, NULL}, *dest = NULL, *target = NULL;
@@ -248,7 +248,7 @@ static int fill_kernel(weft_call *call, void *ctx)
     if (plan_of(&g, self, NULL, 0) != 0)
         return weft_call_cpu_fallback(call);
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "fill_: cannot select cuda:%d", index);
+        return weft_set_error(WEFT_EDEVICE, "fill_: cannot select " WFC_BACKEND ":%d", index);
     return wfc_fill(wfc_current_stream(index), dtype, weft_tensor_data_ptr(self),
                     weft_arg_double(call, 1), weft_tensor_numel(self), &g);
 }
@@ -307,12 +307,12 @@ static int transfer(weft_tensor *dst, const weft_tensor *src)
         return 0;
     void *d = weft_tensor_data_ptr(dst);
     const void *s = weft_tensor_data_ptr(src);
-    if (dd.type == WEFT_DEVICE_TYPE_CUDA && sd.type == WEFT_DEVICE_TYPE_CUDA && dd.index != sd.index)
+    if (dd.type == WFC_DEVICE_TYPE && sd.type == WFC_DEVICE_TYPE && dd.index != sd.index)
         return cuda_status(cudaMemcpyPeer(d, dd.index, s, sd.index, bytes), "peer copy");
-    int index = dd.type == WEFT_DEVICE_TYPE_CUDA ? dd.index : sd.index;
-    enum cudaMemcpyKind kind = dd.type != WEFT_DEVICE_TYPE_CUDA   ? cudaMemcpyDeviceToHost
-                               : sd.type != WEFT_DEVICE_TYPE_CUDA ? cudaMemcpyHostToDevice
-                                                                  : cudaMemcpyDeviceToDevice;
+    int index = dd.type == WFC_DEVICE_TYPE ? dd.index : sd.index;
+    enum cudaMemcpyKind kind = dd.type != WFC_DEVICE_TYPE   ? cudaMemcpyDeviceToHost
+                               : sd.type != WFC_DEVICE_TYPE ? cudaMemcpyHostToDevice
+                                                            : cudaMemcpyDeviceToDevice;
     cudaStream_t st = (cudaStream_t)wfc_current_stream(index);
     if (kind == cudaMemcpyHostToDevice) /* staged, not waited for */
         return wfc_copy_from_host_staged(d, s, bytes, index, st);
@@ -334,7 +334,7 @@ static int copy_kernel(weft_call *call, void *ctx)
     weft_tensor *dst = call->args[0].u.tensor;
     const weft_tensor *src = call->args[1].u.tensor;
     weft_device dd = weft_tensor_device(dst), sd = weft_tensor_device(src);
-    bool dcuda = dd.type == WEFT_DEVICE_TYPE_CUDA, scuda = sd.type == WEFT_DEVICE_TYPE_CUDA;
+    bool dcuda = dd.type == WFC_DEVICE_TYPE, scuda = sd.type == WFC_DEVICE_TYPE;
     if ((!dcuda && dd.type != WEFT_DEVICE_TYPE_CPU) || (!scuda && sd.type != WEFT_DEVICE_TYPE_CPU) ||
         !wfc_has_kernel(WFC_FAMILY_COPY, weft_tensor_dtype(dst)) ||
         !wfc_has_kernel(WFC_FAMILY_COPY, weft_tensor_dtype(src)))
@@ -467,7 +467,7 @@ static const struct {
 int wfc_register_kernels(weft_registrar *reg)
 {
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        int rc = weft_register_kernel(reg, table[i].op, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA,
+        int rc = weft_register_kernel(reg, table[i].op, WEFT_KEY_DENSE, WFC_DEVICE_TYPE,
                                       table[i].fn, (void *)&table[i].ctx, NULL);
         if (rc < 0)
             return rc;
@@ -483,12 +483,16 @@ int wfc_register_kernels(weft_registrar *reg)
         rc = wfc_register_index(reg);
     if (rc == 0)
         rc = wfc_register_norm(reg);
+    /* scatter's family, sort and index_put group by a device radix sort;
+     * a build without one (gpu.h) leaves them to the CPU fallback. */
+#if WFC_HAVE_DEVICE_SORT
     if (rc == 0)
         rc = wfc_register_scatter(reg);
     if (rc == 0)
         rc = wfc_register_sort(reg);
     if (rc == 0)
         rc = wfc_register_index_put(reg);
+#endif
     if (rc == 0)
         rc = wfc_register_upsample(reg);
 #ifdef WEFT_HAVE_CUDNN

@@ -36,11 +36,11 @@ static int open_table(lib_state *lib, const char *soname, const char *const *nam
         return weft_set_error(WEFT_ENOTSUP, "%s", lib->why);
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(lib->why, sizeof lib->why, "cuda: cannot open %s: %s", soname, dlerror());
+        snprintf(lib->why, sizeof lib->why, WFC_BACKEND ": cannot open %s: %s", soname, dlerror());
     } else {
         for (int i = 0; i < n && !lib->why[0]; i++)
             if (!(slots[i] = dlsym(h, names[i])))
-                snprintf(lib->why, sizeof lib->why, "cuda: %s has no %s", soname, names[i]);
+                snprintf(lib->why, sizeof lib->why, WFC_BACKEND ": %s has no %s", soname, names[i]);
         if (!lib->why[0]) {
             lib->handle = h;
             return 0;
@@ -53,6 +53,7 @@ static int open_table(lib_state *lib, const char *soname, const char *const *nam
 
 #define WFC_NAME(f) XSTR(f),
 
+#if WFC_HAVE_BLAS_LIBRARY
 static lib_state cublas_lib;
 static wfc_cublas_api cublas_table;
 
@@ -65,6 +66,7 @@ const wfc_cublas_api *wfc_cublas(void)
     pthread_mutex_unlock(&lock);
     return rc == 0 ? &cublas_table : NULL;
 }
+#endif
 
 #ifdef WEFT_HAVE_CUDNN
 static lib_state cudnn_lib;
@@ -84,9 +86,11 @@ const wfc_cudnn_api *wfc_cudnn(void)
 void wfc_libs_close(void)
 {
     pthread_mutex_lock(&lock);
+#if WFC_HAVE_BLAS_LIBRARY
     if (cublas_lib.handle)
         dlclose(cublas_lib.handle);
     cublas_lib = (lib_state){0};
+#endif
 #ifdef WEFT_HAVE_CUDNN
     if (cudnn_lib.handle)
         dlclose(cudnn_lib.handle);

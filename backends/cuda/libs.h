@@ -8,9 +8,11 @@
 #ifndef WEFT_BACKENDS_CUDA_LIBS_H
 #define WEFT_BACKENDS_CUDA_LIBS_H
 
-#include <cublas_v2.h>
-
 #include "cuda.h"
+#include "gpu.h"
+
+#if WFC_HAVE_BLAS_LIBRARY
+#include <cublas_v2.h>
 
 #define WFC_CUBLAS_FUNCTIONS(X) \
     X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetWorkspace) \
@@ -25,6 +27,7 @@ typedef struct wfc_cublas_api {
 /* The table, loaded once (thread-safe); NULL with the message set when the
  * library or one of its functions is missing. */
 const wfc_cublas_api *wfc_cublas(void);
+#endif
 
 #ifdef WEFT_HAVE_CUDNN
 #include <cudnn.h>

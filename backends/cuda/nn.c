@@ -8,21 +8,21 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
 static bool on_device_of(const weft_tensor *t, const weft_tensor *like)
 {
     weft_device a = weft_tensor_device(t), b = weft_tensor_device(like);
-    return a.type == WEFT_DEVICE_TYPE_CUDA && a.type == b.type && a.index == b.index;
+    return a.type == WFC_DEVICE_TYPE && a.type == b.type && a.index == b.index;
 }
 
 static int select_device(const char *op, const weft_tensor *t)
 {
     int index = weft_tensor_device(t).index;
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     return 0;
 }
 
@@ -659,5 +659,5 @@ int wfc_register_nn(weft_registrar *reg)
         {"avg_pool2d_backward", avg_pool_backward_kernel, NULL},
         {"adaptive_avg_pool2d_backward", avg_pool_backward_kernel, &adaptive_marker},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

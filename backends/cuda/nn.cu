@@ -4,7 +4,7 @@
  * max_pool2d with indices and its backward (each input element gathers
  * the gradient of the windows that chose it, so no atomics and the same
  * sums every run).  Half types compute in float. */
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "index.cuh"
@@ -279,7 +279,7 @@ int launched(const char *what)
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         return 0;
-    return weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what, cudaGetErrorString(e));
+    return weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what, cudaGetErrorString(e));
 }
 
 unsigned row_threads(int64_t len)
@@ -389,7 +389,7 @@ const nn_table *table_for(int dtype)
 
 int unsupported(const char *what, int dtype)
 {
-    return weft_set_error(WEFT_EDTYPE, "cuda: %s has no kernel for dtype %s", what,
+    return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": %s has no kernel for dtype %s", what,
                           weft_dtype_name((weft_dtype)dtype));
 }
 

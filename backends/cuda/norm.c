@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cuda.h"
+#include "gpu.h"
 #ifdef WEFT_HAVE_CUDNN
 #include "libs.h"
 /* cuDNN refuses a smaller eps; the composed path takes any */
@@ -62,7 +63,7 @@ static int return_three(weft_call *call, weft_tensor *a, weft_tensor *b, weft_te
 static bool plain(const weft_tensor *t, const weft_tensor *like)
 {
     weft_device a = weft_tensor_device(t), b = weft_tensor_device(like);
-    return a.type == WEFT_DEVICE_TYPE_CUDA && a.type == b.type && a.index == b.index &&
+    return a.type == WFC_DEVICE_TYPE && a.type == b.type && a.index == b.index &&
            weft_tensor_dtype(t) == weft_tensor_dtype(like);
 }
 
@@ -376,7 +377,7 @@ static int layer_norm_kernel(weft_call *call, void *ctx)
     if (!float_input(x) || ln_dims(x, shape, k, dims, &D) != 0 ||
         (w && (!plain(w, x) || weft_tensor_numel(w) != D)) ||
         (b && (!plain(b, x) || weft_tensor_numel(b) != D)) ||
-        weft_tensor_device(x).type != WEFT_DEVICE_TYPE_CUDA)
+        weft_tensor_device(x).type != WFC_DEVICE_TYPE)
         return weft_call_cpu_fallback(call);
     pool p = {0};
     weft_tensor *mean = NULL, *dev = NULL, *sq = NULL, *var = NULL, *rstd = NULL, *y = NULL,
@@ -478,5 +479,5 @@ int wfc_register_norm(weft_registrar *reg)
         {"native_layer_norm", layer_norm_kernel},
         {"native_layer_norm_backward", layer_norm_backward_kernel},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

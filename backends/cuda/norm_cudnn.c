@@ -17,7 +17,7 @@
  * These functions are marked deprecated in cuDNN 9 (the graph API is
  * their successor) but present and documented; the headers warn only
  * under CUDNN_WARN_DEPRECATED. */
-#include <cuda_runtime.h>
+#include "gpu.h"
 #include <cudnn.h>
 
 #include "cuda.h"
@@ -79,7 +79,7 @@ static int open_session(session *s, const char *op, const wfc_bn_plan *p, const 
     int index = weft_tensor_device(x).index;
     int rc = cudaSetDevice(index) == cudaSuccess
                  ? 0
-                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+                 : weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     if (rc == 0)
         rc = wfc_cudnn_handle(&s->handle, op, index, wfc_current_stream(index));
     if (rc == 0)

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "pinned_cache.h"
@@ -26,7 +26,7 @@ static int host_alloc(void *ctx, size_t bytes, void **out)
         return 0;
     cudaGetLastError();
     return weft_set_error(e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EDEVICE,
-                          "cuda: cudaHostAlloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
+                          WFC_BACKEND ": cudaHostAlloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
 }
 
 static void host_free(void *ctx, void *ptr)
@@ -40,10 +40,10 @@ static int record(void *ctx, void *stream, void **event)
     (void)ctx;
     cudaEvent_t ev;
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "cuda: cannot create an event for a staged copy");
+        return weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": cannot create an event for a staged copy");
     if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
         cudaEventDestroy(ev);
-        return weft_set_error(WEFT_EDEVICE, "cuda: cannot record an event for a staged copy");
+        return weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": cannot record an event for a staged copy");
     }
     *event = ev;
     return 0;
@@ -97,7 +97,7 @@ static int status(cudaError_t e, const char *what)
     if (e == cudaSuccess)
         return 0;
     return weft_set_error(e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EDEVICE,
-                          "cuda: %s: %s", what, cudaGetErrorString(e));
+                          WFC_BACKEND ": %s: %s", what, cudaGetErrorString(e));
 }
 
 int wfc_copy_from_host_staged(void *dst, const void *src, size_t bytes, int index, void *stream)

@@ -108,8 +108,10 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
                     const int64_t *dilation, int nd, int64_t groups, char *err, int errlen);
 
 
-/* Functions that the kernels and the host (and so the tests) share. */
-#ifdef __CUDACC__
+/* Functions that the kernels and the host (and so the tests) share; nvcc
+ * and hipcc (the HIP build of these sources, gpu.h) both compile them for
+ * the device. */
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define WFC_HOST_DEVICE __host__ __device__
 #else
 #define WFC_HOST_DEVICE

@@ -1,13 +1,15 @@
-/* backends/cuda/plugin.c — the CUDA plugin's entry: provides the reserved
- * CUDA device type (device interface over cudart, the core's caching
- * allocator over cudaMalloc/cudaFree with CUDA events for record_stream) and
- * registers the kernels.  On a machine without a GPU or driver it still
+/* backends/cuda/plugin.c — the CUDA plugin's entry (and, built through
+ * gpu.h, the HIP plugin's): provides the reserved CUDA (or HIP) device
+ * type (device interface over cudart, the core's caching allocator over
+ * cudaMalloc/cudaFree with CUDA events for record_stream) and registers
+ * the kernels.  On a machine without a GPU or driver it still
  * loads, and reports zero devices: every allocation is then refused by the
  * core before it reaches this file. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "libs.h"
@@ -20,7 +22,7 @@ static int cuda_error(cudaError_t e, const char *what)
     if (e == cudaSuccess)
         return 0;
     return weft_set_error(e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EDEVICE,
-                          "cuda: %s: %s", what, cudaGetErrorString(e));
+                          WFC_BACKEND ": %s: %s", what, cudaGetErrorString(e));
 }
 
 /* ------------------------------------------------- device interface */
@@ -166,7 +168,7 @@ static int event_elapsed_ms(void *ctx, int index, void *start, void *end, float 
  * stream), for the caching allocator's per-stream pools and the kernels. */
 void *wfc_current_stream(int index)
 {
-    weft_device d = {.type = WEFT_DEVICE_TYPE_CUDA, .index = (int16_t)index};
+    weft_device d = {.type = WFC_DEVICE_TYPE, .index = (int16_t)index};
     return weft_stream_handle(weft_current_stream(d));
 }
 
@@ -232,6 +234,12 @@ static void event_destroy(void *ctx, void *event)
 
 static int cuda_init(weft_registrar *reg)
 {
+#ifdef WFC_RUNTIME_KEEP_LOADED
+    /* already mapped as this plugin's dependency: RTLD_NODELETE keeps it
+     * mapped after the plugin unloads (see gpu.h); nothing to do if the
+     * name is not found, the runtime then just unloads with the plugin */
+    (void)dlopen(WFC_RUNTIME_KEEP_LOADED, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+#endif
     /* No driver or no GPU: zero devices, and the plugin stays loaded so
      * weft-info can say why. */
     if (cudaGetDeviceCount(&ndevices) != cudaSuccess) {
@@ -243,26 +251,28 @@ static int cuda_init(weft_registrar *reg)
         .raw_alloc = raw_alloc, .raw_free = raw_free, .current_stream = current_stream,
         .event_record = event_record, .event_query = event_query,
         .event_destroy = event_destroy, .synchronize = synchronize};
-    int rc = weft_caching_allocator_create(&allocator, "cuda", &mem, ndevices);
+    int rc = weft_caching_allocator_create(&allocator, WFC_BACKEND, &mem, ndevices);
     if (rc < 0)
         return rc;
     const weft_device_interface iface = {
         .struct_size = sizeof iface, .version = WEFT_DEVICE_INTERFACE_VERSION,
         .device_count = device_count, .copy_to_host = copy_to_host,
         .copy_from_host = copy_from_host, .copy_device = copy_device,
-        .synchronize = synchronize, .dlpack_device_code = 2 /* kDLCUDA */,
+        .synchronize = synchronize, .dlpack_device_code = WFC_DLPACK_DEVICE,
         .stream_create = stream_create, .stream_destroy = stream_destroy,
         .stream_synchronize = stream_synchronize, .stream_query = stream_query,
         .event_create = event_create, .event_destroy = event_destroy_on,
         .event_record = event_record_on, .stream_wait_event = stream_wait_event,
         .event_query = event_query_on, .event_synchronize = event_synchronize,
         .event_elapsed_ms = event_elapsed_ms, .kind = WEFT_DEVICE_KIND_ACCELERATOR};
-    rc = weft_register_reserved_device(reg, WEFT_DEVICE_TYPE_CUDA, &iface,
+    rc = weft_register_reserved_device(reg, WFC_DEVICE_TYPE, &iface,
                                        weft_caching_allocator_table(allocator));
     if (rc == 0)
         rc = wfc_register_kernels(reg);
     if (rc < 0) {
+#if WFC_HAVE_BLAS_LIBRARY
         wfc_blas_shutdown();
+#endif
 #ifdef WEFT_HAVE_CUDNN
         wfc_conv_shutdown();
 #endif
@@ -276,14 +286,18 @@ static void cuda_fini(void)
 {
     /* The core unloads a plugin only when no storage it allocated lives, so
      * every block is free and the cache can go. */
+#if WFC_HAVE_BLAS_LIBRARY
     wfc_blas_shutdown();
+#endif
 #ifdef WEFT_HAVE_CUDNN
     wfc_conv_shutdown();
 #endif
     wfc_pinned_shutdown();
+#if WFC_HAVE_BLAS_LIBRARY
     wfc_libs_close();
+#endif
     weft_caching_allocator_destroy(allocator);
     allocator = NULL;
 }
 
-WEFT_PLUGIN_DEFINE("cuda", NULL, "0.1", NULL, cuda_init, cuda_fini);
+WEFT_PLUGIN_DEFINE(WFC_BACKEND, NULL, "0.1", NULL, cuda_init, cuda_fini);

@@ -9,7 +9,7 @@
  * fallback. */
 #include <math.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
@@ -23,7 +23,7 @@ static int select_device(const char *op, const weft_tensor *t)
 {
     int index = weft_tensor_device(t).index;
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     return 0;
 }
 
@@ -235,5 +235,5 @@ int wfc_register_random(weft_registrar *reg)
         {"bernoulli_tensor_", bernoulli_tensor_kernel, NULL}, {"bernoulli", bernoulli_kernel, NULL},
         {"dropout_", dropout_kernel, &inplace_marker},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

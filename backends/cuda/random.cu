@@ -4,7 +4,7 @@
  * word i%4, with the CPU's formulas, so a seed gives the same numbers on
  * both devices (normal_ to the last bit of float32 where the device's
  * double log/sin/cos agree with the host's, which they do to an ulp). */
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "index.cuh"
@@ -192,13 +192,13 @@ extern "C" int wfc_random_fill(void *stream, int kind, int dtype, void *out, int
                                uint64_t seed, uint64_t offset, double a, double b, int bits)
 {
     if (!wfc_random_supported(kind, dtype) || kind == WFC_RANDOM_DROPOUT)
-        return weft_set_error(WEFT_EDTYPE, "cuda: no random kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no random kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (n == 0)
         return 0;
     table_of(kind)[dtype]((cudaStream_t)stream, out, n, seed, offset, a, b, bits);
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching a random kernel: %s",
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching a random kernel: %s",
                                                  cudaGetErrorString(e));
 }
 
@@ -206,13 +206,13 @@ extern "C" int wfc_dropout(void *stream, int dtype, void *out, const void *x, in
                            uint64_t seed, uint64_t offset, double keep, double scale)
 {
     if (!wfc_random_supported(WFC_RANDOM_DROPOUT, dtype))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no dropout kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no dropout kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (n == 0)
         return 0;
     dropout_table[dtype]((cudaStream_t)stream, out, x, n, seed, offset, keep, scale);
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching dropout: %s",
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching dropout: %s",
                                                  cudaGetErrorString(e));
 }
 
@@ -220,13 +220,13 @@ extern "C" int wfc_bernoulli_tensor(void *stream, int dtype, void *out, const do
                                     uint64_t seed, uint64_t offset)
 {
     if (dtype < 0 || dtype >= WEFT_NUM_DTYPES || !bernoulli_tensor_table[dtype])
-        return weft_set_error(WEFT_EDTYPE, "cuda: no bernoulli kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no bernoulli kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (n == 0)
         return 0;
     bernoulli_tensor_table[dtype]((cudaStream_t)stream, out, p, n, seed, offset);
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching bernoulli: %s",
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching bernoulli: %s",
                                                  cudaGetErrorString(e));
 }
 
@@ -238,6 +238,6 @@ extern "C" int wfc_check_probabilities(void *stream, const double *p, int64_t n,
     check_probabilities_kernel<<<wfc_plan_blocks(n, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
         p, n, bad);
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching bernoulli's "
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching bernoulli's "
                                                  "check of p: %s", cudaGetErrorString(e));
 }

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
@@ -56,7 +56,7 @@ static int plan_reduction(reduction *r, const weft_tensor *x, const bool *mask, 
 
 static bool on_cuda(const weft_tensor *t)
 {
-    return weft_tensor_device(t).type == WEFT_DEVICE_TYPE_CUDA;
+    return weft_tensor_device(t).type == WFC_DEVICE_TYPE;
 }
 
 static weft_dtype result_dtype(int op, weft_dtype in)
@@ -74,7 +74,7 @@ static int run(weft_tensor **out, int op, const weft_tensor *x, const reduction 
     *out = NULL;
     int index = weft_tensor_device(x).index;
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "cuda: cannot select cuda:%d", index);
+        return weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": cannot select " WFC_BACKEND ":%d", index);
     weft_tensor *res = NULL, *partials = NULL;
     int rc = weft_new_output(&res, x, r->out_sizes, r->out_nd, result_dtype(op, weft_tensor_dtype(x)));
     int64_t chunks, chunk_len;
@@ -216,7 +216,7 @@ static int arg_kernel(weft_call *call, void *ctx)
     }
     int index = weft_tensor_device(self).index;
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", opname, index);
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", opname, index);
     weft_tensor *values = NULL, *indices = NULL;
     int rc = weft_new_output(&indices, self, r.out_sizes, r.out_nd, WEFT_INT64);
     if (rc == 0 && e->values)
@@ -412,5 +412,5 @@ int wfc_register_reduce(weft_registrar *reg)
         {"var", var_kernel, NULL},            {"std", var_kernel, &std_marker},
         {"logsumexp", logsumexp_kernel, NULL}, {"norm", norm_kernel, NULL},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

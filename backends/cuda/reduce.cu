@@ -5,7 +5,7 @@
  * timing or atomics, so a result is the same on every run.  Values and
  * their indices (max/min along a dim, argmax/argmin) use the same shape of
  * kernel with (value, index) pairs. */
-#include <cuda_runtime.h>
+#include "gpu.h"
 #include <float.h>
 
 #include "cuda.h"
@@ -151,7 +151,7 @@ int launched(const char *what)
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         return 0;
-    return weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what, cudaGetErrorString(e));
+    return weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what, cudaGetErrorString(e));
 }
 
 unsigned grid(int64_t blocks)
@@ -233,7 +233,7 @@ extern "C" int wfc_reduce(void *stream, int op, int dtype, void *out, const void
                           double scale, void *partials)
 {
     if (!wfc_reduce_supported(dtype, false))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no reduction kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no reduction kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (nrows == 0)
         return 0;
@@ -247,7 +247,7 @@ extern "C" int wfc_arg_reduce(void *stream, bool is_max, int dtype, void *values
                               const wfc_geometry *outer, const wfc_geometry *inner)
 {
     if (!wfc_reduce_supported(dtype, true))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no max/min kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no max/min kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (nrows == 0)
         return 0;

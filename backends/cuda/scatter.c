@@ -8,14 +8,14 @@
  * and operands on other devices go to the CPU fallback. */
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
 static bool same_cuda(const weft_tensor *a, const weft_tensor *b)
 {
     weft_device x = weft_tensor_device(a), y = weft_tensor_device(b);
-    return x.type == WEFT_DEVICE_TYPE_CUDA && y.type == x.type && x.index == y.index;
+    return x.type == WFC_DEVICE_TYPE && y.type == x.type && x.index == y.index;
 }
 
 /* A new contiguous tensor with t's values, never an alias of t. */
@@ -47,7 +47,7 @@ static int check_indices(const char *op, const weft_tensor *idx, int dim, int64_
     int rc = weft_zeros(&bad, (const int64_t[]){2}, 1, WEFT_INT64, weft_tensor_device(idx));
     /* the launch goes to the current device: idx's, as in every launcher */
     if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     if (rc == 0)
         rc = wfc_check_indices(wfc_current_stream(index),
                                weft_tensor_data_ptr(idx), n, size, weft_tensor_data_ptr(bad));
@@ -115,7 +115,7 @@ static int scatter_run(const char *op, weft_tensor *target, int dim, const weft_
     int index = weft_tensor_device(target).index;
     void *stream = wfc_current_stream(index);
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     wfc_geometry g;
     memset(&g, 0, sizeof g);
     g.ndim = nd, g.noperands = 2;
@@ -353,5 +353,5 @@ int wfc_register_scatter(weft_registrar *reg)
         {"index_add", index_add_kernel, NULL},
         {"index_add_", index_add_kernel, &inplace_marker},
     };
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

@@ -7,7 +7,7 @@
  * to last.  Float sums therefore round exactly as the CPU's loop does, and
  * every run gives the same bits.  A very long run (one target hit by most
  * contributions) is one thread's serial loop: correct, not fast. */
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "index.cuh"
@@ -187,7 +187,7 @@ unsigned blocks(int64_t n)
 int launched(const char *what)
 {
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what,
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what,
                                                  cudaGetErrorString(e));
 }
 
@@ -253,7 +253,7 @@ extern "C" int wfc_scatter_apply(void *stream, int kind, int dtype, size_t elem,
                                  int64_t n, double alpha, bool include_self)
 {
     if (!wfc_scatter_supported(kind, dtype, elem))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no scatter kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no scatter kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (n == 0)
         return 0;

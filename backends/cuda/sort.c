@@ -7,7 +7,7 @@
  * Complex dtypes go to the CPU fallback (and its error). */
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
@@ -29,7 +29,7 @@ static int sort_rows(const char *op, const weft_tensor *x, int64_t nrows, int64_
     int index = weft_tensor_device(x).index;
     void *stream = wfc_current_stream(index);
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        return weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     weft_dtype dt = weft_tensor_dtype(x);
     weft_tensor *keys = NULL, *keys2 = NULL, *pos = NULL, *pos2 = NULL, *temp = NULL;
     int rc = new_int64(&keys, x, n);
@@ -172,7 +172,7 @@ static int unique_groups(const weft_tensor *x, int64_t n, weft_tensor **values, 
     int index = weft_tensor_device(x).index;
     void *stream = wfc_current_stream(index);
     if (cudaSetDevice(index) != cudaSuccess)
-        return weft_set_error(WEFT_EDEVICE, "unique: cannot select cuda:%d", index);
+        return weft_set_error(WEFT_EDEVICE, "unique: cannot select " WFC_BACKEND ":%d", index);
     weft_tensor *keys = NULL, *keys2 = NULL, *pos = NULL, *pos2 = NULL, *temp = NULL, *starts = NULL;
     int64_t groups = 0;
     int rc = 0;
@@ -269,5 +269,5 @@ int wfc_register_sort(weft_registrar *reg)
                                                {"argsort", sort_kernel, &argsort},
                                                {"topk", sort_kernel, &topk},
                                                {"unique", unique_kernel, NULL}};
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

@@ -9,10 +9,12 @@
  * dtype's values are exact. */
 #include <climits>
 
+#include "gpu.h"
+#if WFC_HAVE_DEVICE_SORT
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/version.cuh>
-#include <cuda_runtime.h>
+#endif
 
 #include "cuda.h"
 #include "index.cuh"
@@ -117,7 +119,7 @@ unsigned blocks(int64_t n)
 int launched(const char *what)
 {
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what,
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what,
                                                  cudaGetErrorString(e));
 }
 
@@ -144,12 +146,20 @@ extern "C" int wfc_radix_sort_pairs(void *stream, void *temp, size_t *temp_bytes
                                     const int64_t *values_in, int64_t *values_out, int64_t n,
                                     int bits)
 {
+#if !WFC_HAVE_DEVICE_SORT
+    /* kernels.c registers no caller in such a build; this answers one that
+     * would come anyway instead of linking against a missing library */
+    (void)stream, (void)temp, (void)temp_bytes, (void)keys_in, (void)keys_out, (void)values_in;
+    (void)values_out, (void)bits;
+    return weft_set_error(WEFT_ENOTSUP, WFC_BACKEND ": radix sort of %lld pairs: this build has "
+                          "no device radix sort", (long long)n);
+#else
 #if CUB_VERSION < 101600
     /* CUB before 1.16 takes the count as int: a longer array would be cut
      * short silently.  From 1.16 on (CUDA 13's CCCL included) the count's
      * type is a template parameter and int64_t is taken whole. */
     if (n > INT_MAX)
-        return weft_set_error(WEFT_ENOTSUP, "cuda: radix sort of %lld pairs: this build's CUB "
+        return weft_set_error(WEFT_ENOTSUP, WFC_BACKEND ": radix sort of %lld pairs: this build's CUB "
                               "(version %d) sorts at most INT_MAX (%d) pairs at once; CUB 1.16 "
                               "or later takes more", (long long)n, (int)CUB_VERSION, INT_MAX);
     const int count = (int)n;
@@ -159,8 +169,9 @@ extern "C" int wfc_radix_sort_pairs(void *stream, void *temp, size_t *temp_bytes
     cudaError_t e = cub::DeviceRadixSort::SortPairs(temp, *temp_bytes, keys_in, keys_out,
                                                     values_in, values_out, count, 0, bits,
                                                     (cudaStream_t)stream);
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: radix sort of %lld "
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": radix sort of %lld "
                                                  "pairs: %s", (long long)n, cudaGetErrorString(e));
+#endif
 }
 
 extern "C" bool wfc_sort_supported(int dtype)
@@ -172,7 +183,7 @@ extern "C" int wfc_sort_keys(void *stream, int dtype, uint64_t *keys, int64_t *p
                              int64_t n, bool descending)
 {
     if (!wfc_sort_supported(dtype))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no sort kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no sort kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (n == 0)
         return 0;
@@ -202,7 +213,7 @@ extern "C" int wfc_sort_take(void *stream, size_t elem, void *values, int64_t *i
     case 2: take_sorted_kernel<uint16_t><<<blocks(n), 256, 0, st>>>((uint16_t *)values, indices, (const uint16_t *)x, pos, nrows, len, k); break;
     case 4: take_sorted_kernel<uint32_t><<<blocks(n), 256, 0, st>>>((uint32_t *)values, indices, (const uint32_t *)x, pos, nrows, len, k); break;
     case 8: take_sorted_kernel<uint64_t><<<blocks(n), 256, 0, st>>>((uint64_t *)values, indices, (const uint64_t *)x, pos, nrows, len, k); break;
-    default: return weft_set_error(WEFT_EDTYPE, "cuda: no sort kernel for %zu-byte elements", elem);
+    default: return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no sort kernel for %zu-byte elements", elem);
     }
     return launched("sort's results");
 }
@@ -219,10 +230,15 @@ extern "C" int wfc_unique_marks(void *stream, int64_t *marks, const uint64_t *ke
 extern "C" int wfc_inclusive_sum(void *stream, void *temp, size_t *temp_bytes, const int64_t *in,
                                  int64_t *out, int64_t n)
 {
+#if !WFC_HAVE_DEVICE_SORT
+    (void)stream, (void)temp, (void)temp_bytes, (void)in, (void)out;
+    return weft_set_error(WEFT_ENOTSUP, WFC_BACKEND ": prefix sum of %lld elements: this build "
+                          "has no device scan", (long long)n);
+#else
 #if CUB_VERSION < 101600
     /* as for the radix sort above: an int count on old CUB */
     if (n > INT_MAX)
-        return weft_set_error(WEFT_ENOTSUP, "cuda: prefix sum of %lld elements: this build's CUB "
+        return weft_set_error(WEFT_ENOTSUP, WFC_BACKEND ": prefix sum of %lld elements: this build's CUB "
                               "(version %d) scans at most INT_MAX (%d) at once; CUB 1.16 or "
                               "later takes more", (long long)n, (int)CUB_VERSION, INT_MAX);
     const int count = (int)n;
@@ -231,8 +247,9 @@ extern "C" int wfc_inclusive_sum(void *stream, void *temp, size_t *temp_bytes, c
 #endif
     cudaError_t e = cub::DeviceScan::InclusiveSum(temp, *temp_bytes, in, out, count,
                                                   (cudaStream_t)stream);
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: prefix sum of %lld "
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": prefix sum of %lld "
                                                  "elements: %s", (long long)n, cudaGetErrorString(e));
+#endif
 }
 
 extern "C" int wfc_unique_gather(void *stream, size_t elem, void *values, int64_t *inverse,
@@ -247,7 +264,7 @@ extern "C" int wfc_unique_gather(void *stream, size_t elem, void *values, int64_
     case 2: unique_gather_kernel<uint16_t><<<blocks(n), 256, 0, st>>>((uint16_t *)values, inverse, starts, (const uint16_t *)x, pos, ids, n); break;
     case 4: unique_gather_kernel<uint32_t><<<blocks(n), 256, 0, st>>>((uint32_t *)values, inverse, starts, (const uint32_t *)x, pos, ids, n); break;
     case 8: unique_gather_kernel<uint64_t><<<blocks(n), 256, 0, st>>>((uint64_t *)values, inverse, starts, (const uint64_t *)x, pos, ids, n); break;
-    default: return weft_set_error(WEFT_EDTYPE, "cuda: no unique kernel for %zu-byte elements", elem);
+    default: return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no unique kernel for %zu-byte elements", elem);
     }
     return launched("unique's values");
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 
@@ -129,7 +129,7 @@ static int upsample_kernel(weft_call *call, void *ctx)
     if (rc == 0)
         rc = weft_new_output(&dest, t, form->backward ? in_size : y_size, 4, dt);
     if (rc == 0 && cudaSetDevice(index) != cudaSuccess)
-        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select cuda:%d", op, index);
+        rc = weft_set_error(WEFT_EDEVICE, "%s: cannot select " WFC_BACKEND ":%d", op, index);
     if (rc == 0 && u.planes > 0)
         rc = tables(&u, &ints, &weights, op, t, align, scales, dt == WEFT_FLOAT64);
     if (rc == 0 && u.planes > 0)
@@ -159,5 +159,5 @@ int wfc_register_upsample(weft_registrar *reg)
         {"upsample_nearest2d_backward", upsample_kernel, &nearest_backward},
         {"upsample_bilinear2d", upsample_kernel, &bilinear},
         {"upsample_bilinear2d_backward", upsample_kernel, &bilinear_backward}};
-    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CUDA, entries, sizeof entries / sizeof *entries);
+    return weft_register_kernel_table(reg, WEFT_KEY_DENSE, WFC_DEVICE_TYPE, entries, sizeof entries / sizeof *entries);
 }

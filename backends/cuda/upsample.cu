@@ -6,7 +6,7 @@
  * backward gathers: each input element walks the outputs that read it
  * (the tables' first/end ranges) in the order the CPU's scatter loop adds
  * them, so there are no atomics and the sums round as the CPU's do. */
-#include <cuda_runtime.h>
+#include "gpu.h"
 
 #include "cuda.h"
 #include "index.cuh"
@@ -83,7 +83,7 @@ unsigned blocks(int64_t n)
 int launched(const char *what)
 {
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, "cuda: launching %s: %s", what,
+    return e == cudaSuccess ? 0 : weft_set_error(WEFT_EDEVICE, WFC_BACKEND ": launching %s: %s", what,
                                                  cudaGetErrorString(e));
 }
 
@@ -126,7 +126,7 @@ extern "C" int wfc_upsample_forward(void *stream, int dtype, void *y, const void
                                     const wfc_upsample *u)
 {
     if (!wfc_upsample_supported(false, u->linear, dtype))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no upsampling kernel for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no upsampling kernel for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     int64_t n = u->planes * u->oh * u->ow;
     if (n == 0)
@@ -149,7 +149,7 @@ extern "C" int wfc_upsample_backward(void *stream, int dtype, void *gx, const vo
                                      const wfc_upsample *u)
 {
     if (!wfc_upsample_supported(true, u->linear, dtype))
-        return weft_set_error(WEFT_EDTYPE, "cuda: no upsampling backward for dtype %s",
+        return weft_set_error(WEFT_EDTYPE, WFC_BACKEND ": no upsampling backward for dtype %s",
                               weft_dtype_name((weft_dtype)dtype));
     if (u->planes * u->ih * u->iw == 0)
         return 0;
