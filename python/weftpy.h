@@ -29,6 +29,12 @@ extern PyTypeObject wpy_dtype_type;
 #define wpy_tensor_check(o) PyObject_TypeCheck((o), wpy_tensor_type)
 #define WPY_T(o) (((wpy_tensor *)(o))->t)
 
+/* layout.c */
+PyObject *wpy_layout_of(PyObject *module, PyObject *arg);
+PyObject *wpy_layouts(PyObject *module, PyObject *unused);
+PyObject *wpy_to_layout(PyObject *module, PyObject *args);
+PyObject *wpy_to_strided(PyObject *module, PyObject *arg);
+
 /* module.c */
 /* Sets the Python exception for weft error code rc, carrying
  * weft_last_error(), and returns NULL.  The mapping is PyTorch's: see

@@ -44,6 +44,7 @@ run "API" "$python" test_api.py
 # the package's Python layer; compares with torch where this Python has it
 run "package" "$python" test_package.py
 run "type stubs" "$python" test_stubs.py
+run "layouts" "$python" test_layouts.py
 
 debian=/usr/bin/python3
 if [ ! -x "$debian" ]; then

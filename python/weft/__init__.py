@@ -43,6 +43,7 @@ def load_plugin(path):
 _reexport()
 
 from ._device import device  # noqa: E402
+from ._layout import layout, layouts, strided, to_layout  # noqa: E402
 from ._tensor import (as_tensor, einsum, empty_like, from_numpy, full_like, is_tensor,  # noqa: E402
                       ones_like, rand_like, randint_like, randn_like, zeros_like)
 from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402
