@@ -103,66 +103,66 @@ typedef struct wf_node_hook {
 } wf_node_hook;
 
 /* Lifecycle: called by weft_tensor_release before freeing. */
-void wf__autograd_meta_free(weft_tensor *t);
+void wa__autograd_meta_free(weft_tensor *t);
 
 /* Nodes. */
-wf_node *wf__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs);
-void wf__node_retain(wf_node *n);
-void wf__node_release(wf_node *n);
+wf_node *wa__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs);
+void wa__node_retain(wf_node *n);
+void wa__node_release(wf_node *n);
 /* Copies count integers into the node's info (a record's shapes, dims,
  * flags); WEFT_ENOMEM leaves the node without info. */
-int wf__node_set_info(wf_node *n, const int64_t *info, int count);
+int wa__node_set_info(wf_node *n, const int64_t *info, int count);
 /* Saves t for backward; output is the node's output (saved detached). */
-int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output);
+int wa__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output);
 /* Saves t, output number output_nr of the node (kept detached). */
-int wf__node_save_output(wf_node *n, int slot, const weft_tensor *t, int output_nr);
+int wa__node_save_output(wf_node *n, int slot, const weft_tensor *t, int output_nr);
 /* The saved tensor, checked against its version; NULL with an error set.
  * A saved output read with grad mode on (create_graph) comes back with the
  * node as its grad_fn, so the formula's own graph reaches the node's
  * inputs through it (borrowed until the node has run). */
-weft_tensor *wf__node_saved(wf_node *n, int slot);
-/* Drops the re-attached outputs of wf__node_saved (the engine, after the
+weft_tensor *wa__node_saved(wf_node *n, int slot);
+/* Drops the re-attached outputs of wa__node_saved (the engine, after the
  * node ran). */
-void wf__node_drop_unpacked(wf_node *n);
+void wa__node_drop_unpacked(wf_node *n);
 
 /* Whether t takes part in autograd (requires grad, or has a grad_fn). */
-static inline bool wf__requires_grad(const weft_tensor *t)
+static inline bool wa__requires_grad(const weft_tensor *t)
 {
     return t && (t->keys & WF_AUTOGRAD_KEYS);
 }
 
-bool wf__grad_enabled(void);
+bool wa__grad_enabled(void);
 /* The edge a gradient for t flows along: its grad_fn, or its leaf
  * accumulator, or none. */
-int wf__edge_of(wf_edge *edge, weft_tensor *t);
+int wa__edge_of(wf_edge *edge, weft_tensor *t);
 /* Makes t an output of node (output_nr), giving it the Autograd key. */
-int wf__set_history(weft_tensor *t, wf_node *node, int output_nr);
+int wa__set_history(weft_tensor *t, wf_node *node, int output_nr);
 
 /* Views: records how out was viewed from src (c10 has set is_view and
  * view_base already).  Installed as wf__autograd_hooks.on_view. */
-int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
+int wa__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
                       const int64_t *dims, int ndims);
 /* A view whose base's history changed since its grad_fn was set (an
  * in-place write through the base or another view) takes its grad_fn again,
  * as a strided view of the base.  Called wherever grad_fn is read. */
-int wf__view_refresh(weft_tensor *t);
+int wa__view_refresh(weft_tensor *t);
 /* Registers the ADInplaceOrView key's kernel (autograd/views.c). */
-int wf__inplace_or_view_register(void);
+int wa__inplace_or_view_register(void);
 /* The Autograd kernel's part for an in-place operator on a view: checks
  * that it may be differentiated (before the write), ... */
-int wf__view_inplace_check(weft_tensor *view, const char *op);
+int wa__view_inplace_check(weft_tensor *view, const char *op);
 /* ... and, after the write, gives the base the history of the write
  * (CopySlices: fn, the operator's node, applied to the view's slice of the
  * base's gradient; fn's edge 0 is the view's old value when self_edge) and
  * the view a strided view of the base's new history. */
-int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge);
+int wa__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge);
 
 /* out is a copy of src converted to out's dtype (contiguous, to_dtype). */
-int wf__autograd_copy(weft_tensor *out, const weft_tensor *src);
+int wa__autograd_copy(weft_tensor *out, const weft_tensor *src);
 
 /* Sums grad down to sizes (reverses broadcasting); a new reference. */
-int wf__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim);
+int wa__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim);
 
-void wf__autograd_register(void);
+void wa__autograd_register(void);
 
 #endif

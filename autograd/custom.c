@@ -115,7 +115,7 @@ WEFT_API int weft_function_saved(weft_tensor **out, weft_function_ctx *ctx, int 
     if (i < 0 || i >= ctx->node->n_saved)
         return wf__errorf(WEFT_EINVAL, "%s: saved tensor %d requested, but %d were saved",
                           ctx->name, i, ctx->node->n_saved);
-    weft_tensor *t = wf__node_saved(ctx->node, i);
+    weft_tensor *t = wa__node_saved(ctx->node, i);
     if (!t)
         return WEFT_EINVAL;
     *out = weft_tensor_retain(t);
@@ -259,12 +259,12 @@ static int check_marks(const weft_function_ctx *c, weft_tensor *const *inputs, w
                               "an output",
                               c->name);
         if (track && t->is_view && t->view_base &&
-            (wf__requires_grad(t) || wf__requires_grad(t->view_base)))
+            (wa__requires_grad(t) || wa__requires_grad(t->view_base)))
             return wf__errorf(WEFT_ENOTSUP,
                               "%s: marking a view dirty (in place through a custom function) is "
                               "not supported; modify a copy, or the base itself",
                               c->name);
-        if (wf__requires_grad(t) && weft_tensor_is_leaf(t))
+        if (wa__requires_grad(t) && weft_tensor_is_leaf(t))
             return wf__errorf(WEFT_EINVAL,
                               "%s: a leaf tensor that requires grad is being used in an in-place "
                               "operation",
@@ -298,7 +298,7 @@ static int record(weft_function_ctx *c, wf_node *node, weft_tensor *const *input
             out = alias;
         }
         if (differentiable(c, out))
-            rc = wf__set_history(out, node, o);
+            rc = wa__set_history(out, node, o);
         if (rc == 0)
             rc = meta_of_tensor(&c->output_meta[o], out);
     }
@@ -307,10 +307,10 @@ static int record(weft_function_ctx *c, wf_node *node, weft_tensor *const *input
         int o = 0;
         while (o < c->noutputs && outputs[o] != t)
             o++;
-        if (o < c->noutputs && wf__requires_grad(t))
-            rc = wf__node_save_output(node, s, t, o); /* detached: the output holds the node */
+        if (o < c->noutputs && wa__requires_grad(t))
+            rc = wa__node_save_output(node, s, t, o); /* detached: the output holds the node */
         else
-            rc = wf__node_save(node, s, t, NULL);
+            rc = wa__node_save(node, s, t, NULL);
     }
     release_list(c->pending, c->n_pending);
     c->pending = NULL;
@@ -347,9 +347,9 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
         return wf__errorf(WEFT_ENOMEM, "function_apply: out of memory");
     }
     bool track = false;
-    if (wf__grad_enabled())
+    if (wa__grad_enabled())
         for (int i = 0; i < ninputs; i++)
-            track |= c->needs_grad[i] = wf__requires_grad(inputs[i]);
+            track |= c->needs_grad[i] = wa__requires_grad(inputs[i]);
 
     bool mode = weft_set_grad_enabled(false);
     c->in_forward = true;
@@ -365,7 +365,7 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
         rc = check_marks(c, inputs, outputs, track);
     wf_node *node = NULL;
     if (rc == 0 && track) {
-        node = wf__node_new(c->name, custom_backward, ninputs, noutputs);
+        node = wa__node_new(c->name, custom_backward, ninputs, noutputs);
         if (!node)
             rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", c->name);
     }
@@ -375,7 +375,7 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
         c->node = node;
         /* the edges first: a dirty input's history is about to move */
         for (int i = 0; rc == 0 && i < ninputs; i++) {
-            rc = wf__edge_of(&node->edges[i], inputs[i]);
+            rc = wa__edge_of(&node->edges[i], inputs[i]);
             if (rc == 0)
                 rc = meta_of_tensor(&c->input_meta[i], inputs[i]);
         }
@@ -388,7 +388,7 @@ WEFT_API int weft_function_apply(weft_tensor **outputs, int noutputs, const weft
             outputs[o] = NULL;
         }
     if (node)
-        wf__node_release(node); /* the outputs hold it now, or it goes with c */
+        wa__node_release(node); /* the outputs hold it now, or it goes with c */
     else
         ctx_free(c);
     return rc;

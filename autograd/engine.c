@@ -249,7 +249,7 @@ static int run_node(task *t, wf_node *n, bool retain_graph)
         grads_in[e] = NULL;
     if (any) {
         rc = n->backward(n, n->buffer, grads_in);
-        wf__node_drop_unpacked(n);
+        wa__node_drop_unpacked(n);
         if (rc == 0 && n->post_hooks)
             rc = run_node_hooks(n, n->post_hooks, grads_in);
     }
@@ -309,7 +309,7 @@ static int run_backward(weft_tensor *const *outputs, int n, weft_tensor *const *
         weft_tensor *o = outputs[i];
         if (!o) {
             rc = wf__errorf(WEFT_EINVAL, "backward: output %d is NULL", i);
-        } else if (!wf__requires_grad(o)) {
+        } else if (!wa__requires_grad(o)) {
             rc = wf__errorf(WEFT_EINVAL,
                             "backward: element %d of tensors does not require grad and does not "
                             "have a grad_fn",
@@ -335,7 +335,7 @@ static int run_backward(weft_tensor *const *outputs, int n, weft_tensor *const *
             rc = weft_ones(&root_grads[i], o->sizes, o->ndim, (weft_dtype)o->dtype, o->device);
         }
         if (rc == 0)
-            rc = wf__edge_of(&roots[i], o);
+            rc = wa__edge_of(&roots[i], o);
         root_nodes[i] = roots[i].node;
     }
     t->id = atomic_fetch_add(&next_task_id, 1);
@@ -351,18 +351,18 @@ static int run_backward(weft_tensor *const *outputs, int n, weft_tensor *const *
         if (t->nodes[k]->dependencies == 0)
             heap_push(t, t->nodes[k]);
     /* the backward formulas record a graph only for create_graph */
-    weft_keyset excluded = wf__tls_excluded;
+    weft_keyset excluded = wd__tls_excluded;
     if (create_graph)
-        wf__tls_excluded &= ~WF_AUTOGRAD_KEYS;
+        wd__tls_excluded &= ~WF_AUTOGRAD_KEYS;
     else
-        wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+        wd__tls_excluded |= WF_AUTOGRAD_KEYS;
     while (rc == 0 && t->n_heap)
         rc = run_node(t, heap_pop(t), retain_graph);
-    wf__tls_excluded = excluded;
+    wd__tls_excluded = excluded;
     cleanup(t);
     for (int i = 0; i < n; i++) {
         if (roots)
-            wf__node_release(roots[i].node);
+            wa__node_release(roots[i].node);
         if (root_grads)
             weft_tensor_release(root_grads[i]);
     }
@@ -396,10 +396,10 @@ WEFT_API int weft_autograd_grad(weft_tensor **grads, weft_tensor *const *outputs
         return wf__errorf(WEFT_ENOMEM, "autograd_grad: out of memory");
     int rc = 0;
     for (int i = 0; i < ninputs && rc == 0; i++) {
-        if (!inputs[i] || !wf__requires_grad(inputs[i]))
+        if (!inputs[i] || !wa__requires_grad(inputs[i]))
             rc = wf__errorf(WEFT_EINVAL, "autograd_grad: input %d does not require grad", i);
         else
-            rc = wf__edge_of(&t.capture[i], inputs[i]);
+            rc = wa__edge_of(&t.capture[i], inputs[i]);
     }
     if (rc == 0)
         rc = run_backward(outputs, n, grad_outputs, retain_graph || create_graph, create_graph, &t);
@@ -410,7 +410,7 @@ WEFT_API int weft_autograd_grad(weft_tensor **grads, weft_tensor *const *outputs
                             "allow_unused=true to get NULL for it)",
                             i);
     for (int i = 0; i < ninputs; i++)
-        wf__node_release(t.capture[i].node);
+        wa__node_release(t.capture[i].node);
     free(t.capture);
     if (rc < 0)
         for (int i = 0; i < ninputs; i++) {

@@ -28,31 +28,31 @@ struct formula {
 
 /* The Autograd kernel of every formula (ctx: its formula): runs the
  * operator below the Autograd key, then records the node (autograd/formulas.c). */
-int wf__autograd_kernel(weft_call *call, void *ctx);
+int wa__autograd_kernel(weft_call *call, void *ctx);
 /* Runs the operator below the Autograd key: nested operator calls inside
  * the kernels see the key excluded, as with grad mode off
  * (autograd/formulas.c). */
-int wf__autograd_call_below(weft_call *call);
+int wa__autograd_call_below(weft_call *call);
 /* Registers the neural-network formulas (autograd/formulas_nn.c). */
-void wf__autograd_register_nn(void);
+void wa__autograd_register_nn(void);
 /* Registers the shape and indexing formulas (autograd/formulas_shape.c). */
-void wf__autograd_register_shape(void);
+void wa__autograd_register_shape(void);
 
 /* Registers the pointwise formulas of the CPU backend issue: clamps,
  * activations, binary operators, where, lerp, addcmul... and dropout
  * (autograd/formulas_pointwise.c). */
-void wf__autograd_register_pointwise(void);
+void wa__autograd_register_pointwise(void);
 /* Registers the reductions, cumulative operators and the non-differentiable
  * random samplers (autograd/formulas_reduce.c). */
-void wf__autograd_register_reduce(void);
+void wa__autograd_register_reduce(void);
 
 /* Registers the formulas of the NN gradient operators, and provides the
  * differentiable compositions the NN formulas use under create_graph
  * (autograd/formulas_nn_grad.c). */
-void wf__autograd_register_nn_grad(void);
-int wf__softmax_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *y, int64_t dim,
+void wa__autograd_register_nn_grad(void);
+int wa__softmax_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *y, int64_t dim,
                                    bool log);
-int wf__loss_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *self,
+int wa__loss_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *self,
                                 weft_tensor *target, weft_tensor *weight, const char *reduction,
                                 int64_t ignore_index, double smoothing, bool logits);
 
@@ -104,7 +104,7 @@ static inline int fit_grad(weft_tensor **out, const wf_node *n, int k, weft_tens
     weft_dtype dtype;
     shape_of(n, k, &sizes, &ndim, &dtype);
     weft_tensor *summed;
-    TRY(wf__sum_to(&summed, grad, sizes, ndim));
+    TRY(wa__sum_to(&summed, grad, sizes, ndim));
     if (summed->dtype == dtype) {
         *out = summed;
         return 0;
@@ -135,10 +135,10 @@ static inline bool wants(const wf_node *n, int edge)
 }
 
 /* A saved tensor; on failure (freed graph, modified since) *rc gets the
- * error that wf__node_saved set. */
+ * error that wa__node_saved set. */
 static inline weft_tensor *saved(wf_node *n, int slot, int *rc)
 {
-    weft_tensor *t = wf__node_saved(n, slot);
+    weft_tensor *t = wa__node_saved(n, slot);
     if (!t && *rc == 0)
         *rc = WEFT_EINVAL;
     return t;
@@ -202,13 +202,13 @@ static inline int sc_end(scratch *s)
 }
 
 /* A 0-d tensor of value with t's dtype and device (it broadcasts). */
-static inline int wf__scalar_like(weft_tensor **out, const weft_tensor *t, double value)
+static inline int wa__scalar_like(weft_tensor **out, const weft_tensor *t, double value)
 {
     return weft_full(out, NULL, 0, value, (weft_dtype)t->dtype, t->device);
 }
 
 /* bool mask -> t's dtype */
-static inline int wf__as_dtype_of(weft_tensor **out, const weft_tensor *mask, const weft_tensor *t)
+static inline int wa__as_dtype_of(weft_tensor **out, const weft_tensor *mask, const weft_tensor *t)
 {
     return weft_to_dtype(out, mask, (weft_dtype)t->dtype);
 }
@@ -218,7 +218,7 @@ static inline int wf__as_dtype_of(weft_tensor **out, const weft_tensor *mask, co
  * the shape of every argument (a non-tensor's as an empty shape), then per
  * argument its tag and 64 bits (a number as a double, an int, a bool, a
  * list of dims as a bit mask over self's dims, None as the tag alone). */
-int wf__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, unsigned save);
+int wa__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, unsigned save);
 
 static inline const int64_t *arg_slot(const wf_node *n, int i)
 {

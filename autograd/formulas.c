@@ -12,7 +12,7 @@
 
 /* ------------------------------------------------------------ helpers */
 
-int wf__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim)
+int wa__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int ndim)
 {
     int lead = grad->ndim - ndim;
     int64_t dims[WEFT_MAX_DIMS];
@@ -66,9 +66,9 @@ static int record_operands(wf_node *n, const weft_call *call, weft_tensor *resul
 {
     TRY(record_shapes_binary(n, call, result, old_self));
     const weft_tensor *a = old_self ? old_self : call->args[0].u.tensor;
-    TRY(wf__node_save(n, 0, a, result));
+    TRY(wa__node_save(n, 0, a, result));
     if (call->args[1].tag == WEFT_VALUE_TENSOR)
-        TRY(wf__node_save(n, 1, call->args[1].u.tensor, result));
+        TRY(wa__node_save(n, 1, call->args[1].u.tensor, result));
     return 0;
 }
 
@@ -76,7 +76,7 @@ static int record_input(wf_node *n, const weft_call *call, weft_tensor *result,
                         weft_tensor *old_self)
 {
     TRY(record_shapes_binary(n, call, result, old_self));
-    return wf__node_save(n, 0, old_self ? old_self : call->args[0].u.tensor, result);
+    return wa__node_save(n, 0, old_self ? old_self : call->args[0].u.tensor, result);
 }
 
 static int record_reduction(wf_node *n, const weft_call *call, weft_tensor *result,
@@ -314,7 +314,7 @@ static int record_threshold_backward(wf_node *n, const weft_call *call, weft_ten
                                      weft_tensor *old_self)
 {
     TRY(record_shapes_binary(n, call, result, old_self));
-    return wf__node_save(n, 0, call->args[1].u.tensor, result);
+    return wa__node_save(n, 0, call->args[1].u.tensor, result);
 }
 
 static int threshold_backward_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -903,16 +903,16 @@ static bool is_out_form(const weft_op *op)
     return op->schema.mutating && len > 4 && strcmp(op->schema.name + len - 4, "_out") == 0;
 }
 
-int wf__autograd_call_below(weft_call *call)
+int wa__autograd_call_below(weft_call *call)
 {
-    weft_keyset excluded = wf__tls_excluded;
-    wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+    weft_keyset excluded = wd__tls_excluded;
+    wd__tls_excluded |= WF_AUTOGRAD_KEYS;
     int rc = weft_redispatch(call, WF_AUTOGRAD_KEYS);
-    wf__tls_excluded = excluded;
+    wd__tls_excluded = excluded;
     return rc;
 }
 
-int wf__autograd_kernel(weft_call *call, void *ctx)
+int wa__autograd_kernel(weft_call *call, void *ctx)
 {
     const formula *f = ctx;
     const wf_schema *s = &call->op->schema;
@@ -920,8 +920,8 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
     bool need = false;
     for (int i = 0; i < call->nargs; i++)
         if ((f->diff >> i) & 1 && call->args[i].tag == WEFT_VALUE_TENSOR)
-            need |= wf__requires_grad(call->args[i].u.tensor);
-    bool self_tracked = self && wf__requires_grad(self);
+            need |= wa__requires_grad(call->args[i].u.tensor);
+    bool self_tracked = self && wa__requires_grad(self);
     if (is_out_form(call->op) && (need || self_tracked))
         return wf__errorf(WEFT_EINVAL,
                           "%s: functions with out=... arguments don't support automatic "
@@ -935,12 +935,12 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
     /* in place on a view: the write is recorded on the view's base too
      * (CopySlices), when anything involved takes part in autograd */
     bool on_view = self && self->is_view && self->view_base && !is_out_form(call->op);
-    if (on_view && (need || self_tracked || wf__requires_grad(self->view_base) ||
+    if (on_view && (need || self_tracked || wa__requires_grad(self->view_base) ||
                     (self->autograd_meta && ((wf_autograd_meta *)self->autograd_meta)->no_grad_view))) {
-        int rc = wf__view_inplace_check(self, s->name);
+        int rc = wa__view_inplace_check(self, s->name);
         if (rc < 0)
             return rc;
-        self_tracked = wf__requires_grad(self); /* a view made stale by a write to its base */
+        self_tracked = wa__requires_grad(self); /* a view made stale by a write to its base */
         need |= self_tracked && (f->diff & 1);
     } else {
         on_view = false;
@@ -950,19 +950,19 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
     if (self && need && f->needs_old_self) {
         /* a tracked self's copy records its history (CopyBackward), so
          * that a formula reading the old value is differentiable again */
-        weft_keyset excluded = wf__tls_excluded;
+        weft_keyset excluded = wd__tls_excluded;
         if (!self_tracked)
-            wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+            wd__tls_excluded |= WF_AUTOGRAD_KEYS;
         rc = weft_empty_like(&old_self, self);
         if (rc == 0 && (rc = weft_copy_(old_self, self)) < 0) {
             weft_tensor_release(old_self);
             old_self = NULL;
         }
-        wf__tls_excluded = excluded;
+        wd__tls_excluded = excluded;
         if (rc < 0)
             return rc;
     }
-    rc = wf__autograd_call_below(call);
+    rc = wa__autograd_call_below(call);
     if (rc < 0 || !(need || self_tracked || on_view)) {
         weft_tensor_release(old_self);
         return rc;
@@ -970,12 +970,12 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
     int n_edges = 0;
     for (int i = 0; i < call->nargs; i++)
         n_edges += ((f->diff >> i) & 1) && call->args[i].tag == WEFT_VALUE_TENSOR;
-    wf_node *node = wf__node_new(f->node_name, f->backward, n_edges, 1);
+    wf_node *node = wa__node_new(f->node_name, f->backward, n_edges, 1);
     if (!node)
         rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", s->name);
     for (int i = 0, e = 0; rc == 0 && i < call->nargs; i++)
         if (((f->diff >> i) & 1) && call->args[i].tag == WEFT_VALUE_TENSOR)
-            rc = wf__edge_of(&node->edges[e++], call->args[i].u.tensor);
+            rc = wa__edge_of(&node->edges[e++], call->args[i].u.tensor);
     weft_tensor *result = self ? self : call->rets[0].u.tensor;
     if (rc == 0)
         rc = f->record(node, call, result, old_self);
@@ -990,8 +990,8 @@ int wf__autograd_kernel(weft_call *call, void *ctx)
             sv->version--;
     }
     if (rc == 0)
-        rc = on_view ? wf__view_rebase(self, node, f->diff & 1) : wf__set_history(result, node, 0);
-    wf__node_release(node);
+        rc = on_view ? wa__view_rebase(self, node, f->diff & 1) : wa__set_history(result, node, 0);
+    wa__node_release(node);
     weft_tensor_release(old_self);
     if (rc < 0 && !self) {
         weft_tensor_release(call->rets[0].u.tensor);
@@ -1007,16 +1007,16 @@ static int no_formula_fallback(weft_call *call, void *ctx)
     (void)ctx;
     for (int i = 0; i < call->nargs; i++) {
         const weft_value *v = &call->args[i];
-        bool tracked = v->tag == WEFT_VALUE_TENSOR && wf__requires_grad(v->u.tensor);
+        bool tracked = v->tag == WEFT_VALUE_TENSOR && wa__requires_grad(v->u.tensor);
         for (int j = 0; v->tag == WEFT_VALUE_TENSOR_LIST && j < v->len; j++)
-            tracked |= wf__requires_grad(v->u.tensors[j]);
+            tracked |= wa__requires_grad(v->u.tensors[j]);
         if (tracked)
             return wf__errorf(WEFT_ENOTSUP,
                               "%s: the operator has no derivative formula, and argument '%s' "
                               "requires grad (run it with grad mode off or on detached tensors)",
                               call->op->schema.name, call->op->schema.args[i].name);
     }
-    return wf__autograd_call_below(call);
+    return wa__autograd_call_below(call);
 }
 
 /* Operators whose results carry no gradient (booleans, indices): they run
@@ -1024,7 +1024,7 @@ static int no_formula_fallback(weft_call *call, void *ctx)
 static int not_differentiable(weft_call *call, void *ctx)
 {
     (void)ctx;
-    return wf__autograd_call_below(call);
+    return wa__autograd_call_below(call);
 }
 
 static const char *const nondifferentiable[] = {
@@ -1038,25 +1038,25 @@ static const char *const nondifferentiable[] = {
     "bernoulli", "multinomial", "unique",
 };
 
-void wf__autograd_register(void)
+void wa__autograd_register(void)
 {
     /* the names are this file's own: a failure is a bug in it, reported
      * loudly since there is no caller to return it to */
     for (size_t i = 0; i < sizeof nondifferentiable / sizeof nondifferentiable[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, nondifferentiable[i], WEFT_KEY_AUTOGRAD,
+        if (weft_register_kernel(wd__core_registrar, nondifferentiable[i], WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, not_differentiable, NULL, NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof formulas / sizeof formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, wf__autograd_kernel, (void *)&formulas[i], NULL) < 0)
+        if (weft_register_kernel(wd__core_registrar, formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wa__autograd_kernel, (void *)&formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
-    weft_register_fallback(wf__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
+    weft_register_fallback(wd__core_registrar, WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
                            no_formula_fallback, NULL, NULL);
-    if (wf__inplace_or_view_register() < 0)
+    if (wa__inplace_or_view_register() < 0)
         fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
-    wf__autograd_register_nn();
-    wf__autograd_register_shape();
-    wf__autograd_register_nn_grad();
-    wf__autograd_register_pointwise();
-    wf__autograd_register_reduce();
+    wa__autograd_register_nn();
+    wa__autograd_register_shape();
+    wa__autograd_register_nn_grad();
+    wa__autograd_register_pointwise();
+    wa__autograd_register_reduce();
 }

@@ -46,8 +46,8 @@ static int record_addmm(wf_node *n, const weft_call *call, weft_tensor *result,
     memcpy(&bits, &beta, sizeof bits);
     TRY(append_info(n, &bits, 1));
     n->scalar = call->args[4].tag == WEFT_VALUE_INT ? (double)call->args[4].u.i : call->args[4].u.d;
-    TRY(wf__node_save(n, 0, call->args[1].u.tensor, result));
-    return wf__node_save(n, 1, call->args[2].u.tensor, result);
+    TRY(wa__node_save(n, 0, call->args[1].u.tensor, result));
+    return wa__node_save(n, 1, call->args[2].u.tensor, result);
 }
 
 /* d self = beta G (summed to self's shape); d mat1 = alpha G mat2^T;
@@ -110,7 +110,7 @@ static int record_softmax(wf_node *n, const weft_call *call, weft_tensor *result
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a node");
     n->info[0] = call->args[1].u.i;
     n->n_info = 1;
-    return wf__node_save(n, 0, result, result);
+    return wa__node_save(n, 0, result, result);
 }
 
 static int softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -119,8 +119,8 @@ static int softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     weft_tensor *y = saved(n, 0, &rc);
     if (rc < 0)
         return rc;
-    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
-        return wf__softmax_backward_composite(&gi[0], go[0], y, n->info[0], false);
+    if (wa__grad_enabled()) /* create_graph: a differentiable composition */
+        return wa__softmax_backward_composite(&gi[0], go[0], y, n->info[0], false);
     return weft__softmax_backward_data(&gi[0], go[0], y, n->info[0]);
 }
 
@@ -130,8 +130,8 @@ static int log_softmax_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     weft_tensor *y = saved(n, 0, &rc);
     if (rc < 0)
         return rc;
-    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
-        return wf__softmax_backward_composite(&gi[0], go[0], y, n->info[0], true);
+    if (wa__grad_enabled()) /* create_graph: a differentiable composition */
+        return wa__softmax_backward_composite(&gi[0], go[0], y, n->info[0], true);
     return weft__log_softmax_backward_data(&gi[0], go[0], y, n->info[0]);
 }
 
@@ -150,7 +150,7 @@ static int record_loss(wf_node *n, const weft_call *call, weft_tensor *result,
     (void)old_self;
     const char *op = call->op->schema.name;
     for (int i = 1; i <= 2; i++)
-        if (optional_arg(call, i) && wf__requires_grad(optional_arg(call, i)))
+        if (optional_arg(call, i) && wa__requires_grad(optional_arg(call, i)))
             return wf__errorf(WEFT_ENOTSUP, "%s: the derivative for '%s' is not implemented", op,
                               i == 1 ? "target" : "weight");
     const char *reduction = call->args[3].u.string;
@@ -160,11 +160,11 @@ static int record_loss(wf_node *n, const weft_call *call, weft_tensor *result,
             info[0] = r;
     double smoothing = call->nargs > 5 ? call->args[5].u.d : 0.0;
     memcpy(&info[2], &smoothing, sizeof smoothing);
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     n->flag = optional_arg(call, 2) != NULL;
-    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
-    TRY(wf__node_save(n, 1, call->args[1].u.tensor, result));
-    return n->flag ? wf__node_save(n, 2, optional_arg(call, 2), result) : 0;
+    TRY(wa__node_save(n, 0, call->args[0].u.tensor, result));
+    TRY(wa__node_save(n, 1, call->args[1].u.tensor, result));
+    return n->flag ? wa__node_save(n, 2, optional_arg(call, 2), result) : 0;
 }
 
 static int loss_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool logits)
@@ -177,8 +177,8 @@ static int loss_backward(wf_node *n, weft_tensor **go, weft_tensor **gi, bool lo
     const char *reduction = reduction_names[n->info[0]];
     double smoothing;
     memcpy(&smoothing, &n->info[2], sizeof smoothing);
-    if (wf__grad_enabled()) /* create_graph: a differentiable composition */
-        return wf__loss_backward_composite(&gi[0], go[0], self, target, weight, reduction,
+    if (wa__grad_enabled()) /* create_graph: a differentiable composition */
+        return wa__loss_backward_composite(&gi[0], go[0], self, target, weight, reduction,
                                            n->info[1], smoothing, logits);
     if (logits)
         return weft_cross_entropy_backward(&gi[0], go[0], self, target, weight, reduction,
@@ -211,9 +211,9 @@ static int record_conv2d(wf_node *n, const weft_call *call, weft_tensor *result,
         pair_of(&call->args[3 + i], zero, &info[2 * i]);
     info[6] = call->args[6].u.i;
     info[7] = optional_arg(call, 2) != NULL;
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
-    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
-    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_save(n, 0, call->args[0].u.tensor, result));
+    return wa__node_save(n, 1, call->args[1].u.tensor, result);
 }
 
 static int conv2d_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -244,8 +244,8 @@ static int record_max_pool(wf_node *n, const weft_call *call, weft_tensor *resul
                            weft_tensor *old_self)
 {
     (void)old_self;
-    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
-    return wf__node_save(n, 1, call->rets[1].u.tensor, result);
+    TRY(wa__node_save(n, 0, call->args[0].u.tensor, result));
+    return wa__node_save(n, 1, call->rets[1].u.tensor, result);
 }
 
 static int max_pool_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -275,8 +275,8 @@ static int record_avg_pool(wf_node *n, const weft_call *call, weft_tensor *resul
     info[7] = a[5].u.b;
     info[8] = a[6].tag == WEFT_VALUE_INT;
     info[9] = info[8] ? a[6].u.i : 0;
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
-    return wf__node_save(n, 0, a[0].u.tensor, result);
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    return wa__node_save(n, 0, a[0].u.tensor, result);
 }
 
 static int avg_pool_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -294,7 +294,7 @@ static int record_self(wf_node *n, const weft_call *call, weft_tensor *result,
                        weft_tensor *old_self)
 {
     (void)old_self;
-    return wf__node_save(n, 0, call->args[0].u.tensor, result);
+    return wa__node_save(n, 0, call->args[0].u.tensor, result);
 }
 
 static int adaptive_avg_pool_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -414,11 +414,11 @@ static int record_batch_norm(wf_node *n, const weft_call *call, weft_tensor *res
     memcpy(&info[1], &eps, sizeof eps);
     info[2] = optional_arg(call, 1) != NULL;
     info[3] = optional_arg(call, 2) != NULL;
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
-    TRY(wf__node_save(n, 0, a[0].u.tensor, result));
-    TRY(wf__node_save(n, 1, optional_arg(call, 1), result));
-    TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
-    return wf__node_save(n, 3, call->rets[2].u.tensor, result);
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_save(n, 0, a[0].u.tensor, result));
+    TRY(wa__node_save(n, 1, optional_arg(call, 1), result));
+    TRY(wa__node_save(n, 2, call->rets[1].u.tensor, result));
+    return wa__node_save(n, 3, call->rets[2].u.tensor, result);
 }
 
 static int batch_norm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -488,10 +488,10 @@ static int record_layer_norm(wf_node *n, const weft_call *call, weft_tensor *res
     memcpy(&n->info[2], &eps, sizeof eps);
     memcpy(&n->info[3], a[1].u.ints, (size_t)k * sizeof(int64_t));
     n->n_info = 3 + k;
-    TRY(wf__node_save(n, 0, a[0].u.tensor, result));
-    TRY(wf__node_save(n, 1, optional_arg(call, 2), result));
-    TRY(wf__node_save(n, 2, call->rets[1].u.tensor, result));
-    return wf__node_save(n, 3, call->rets[2].u.tensor, result);
+    TRY(wa__node_save(n, 0, a[0].u.tensor, result));
+    TRY(wa__node_save(n, 1, optional_arg(call, 2), result));
+    TRY(wa__node_save(n, 2, call->rets[1].u.tensor, result));
+    return wa__node_save(n, 3, call->rets[2].u.tensor, result);
 }
 
 static int layer_norm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -560,8 +560,8 @@ static int record_two(wf_node *n, const weft_call *call, weft_tensor *result,
         if (weft_dtype_is_complex(weft_tensor_dtype(call->args[i].u.tensor)))
             return wf__errorf(WEFT_ENOTSUP, "%s: the derivative for complex inputs is not "
                               "implemented", call->op->schema.name);
-    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
-    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+    TRY(wa__node_save(n, 0, call->args[0].u.tensor, result));
+    return wa__node_save(n, 1, call->args[1].u.tensor, result);
 }
 
 /* d self = G other, d other = G self (G is 0-d) */
@@ -655,9 +655,9 @@ static int record_conv_transpose2d(wf_node *n, const weft_call *call, weft_tenso
     pair_of(&call->args[5], zero, output_padding);
     for (int i = 0; i < 2; i++) /* rows and columns the input is padded with */
         info[8 + i] = output_padding[i] / info[i];
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
-    TRY(wf__node_save(n, 0, call->args[0].u.tensor, result));
-    return wf__node_save(n, 1, call->args[1].u.tensor, result);
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_save(n, 0, call->args[0].u.tensor, result));
+    return wa__node_save(n, 1, call->args[1].u.tensor, result);
 }
 
 static int conv_transpose2d_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
@@ -725,7 +725,7 @@ static int record_upsample(wf_node *n, const weft_call *call, weft_tensor *resul
         info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
         memcpy(&info[8 + 2 * i], &scale, sizeof scale);
     }
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return 0;
 }
 
@@ -752,7 +752,7 @@ static int record_upsample_grad(wf_node *n, const weft_call *call, weft_tensor *
         info[7 + 2 * i] = v->tag == WEFT_VALUE_DOUBLE;
         memcpy(&info[8 + 2 * i], &scale, sizeof scale);
     }
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return 0;
 }
 
@@ -843,11 +843,11 @@ static const formula nn_formulas[] = {
      upsample_bilinear_grad_backward, record_upsample_grad, 0x1, false},
 };
 
-void wf__autograd_register_nn(void)
+void wa__autograd_register_nn(void)
 {
     for (size_t i = 0; i < sizeof nn_formulas / sizeof nn_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, nn_formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, wf__autograd_kernel, (void *)&nn_formulas[i],
+        if (weft_register_kernel(wd__core_registrar, nn_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wa__autograd_kernel, (void *)&nn_formulas[i],
                                  NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
 }

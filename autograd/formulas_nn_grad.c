@@ -9,8 +9,8 @@
  * - softmax, log_softmax, nll_loss and cross_entropy keep their fused
  *   backward kernels for plain backward; when their formula runs with grad
  *   mode on (create_graph) it is written instead as a composition of
- *   differentiable operators (wf__softmax_backward_composite,
- *   wf__loss_backward_composite below), whose constant parts (target
+ *   differentiable operators (wa__softmax_backward_composite,
+ *   wa__loss_backward_composite below), whose constant parts (target
  *   weights, masks) come from the fused kernels with grad mode off. */
 #include <stdio.h>
 #include <string.h>
@@ -72,8 +72,8 @@ static int record_conv_grad(wf_node *n, const weft_call *call, weft_tensor *resu
     extra[6] = call->args[6].u.i;
     const weft_tensor *ts[2] = {call->args[0].u.tensor, call->args[1].u.tensor};
     TRY(shapes_then(n, ts, 2, extra, 7));
-    TRY(wf__node_save(n, 0, ts[0], result));
-    return wf__node_save(n, 1, ts[1], result);
+    TRY(wa__node_save(n, 0, ts[0], result));
+    return wa__node_save(n, 1, ts[1], result);
 }
 
 /* The input gradient is linear in grad_output g and the weight w:
@@ -120,7 +120,7 @@ static int record_max_pool_grad(wf_node *n, const weft_call *call, weft_tensor *
     (void)old_self;
     const weft_tensor *ts[2] = {call->args[0].u.tensor, call->args[1].u.tensor};
     TRY(store_shapes(n, ts, 2));
-    return wf__node_save(n, 0, call->args[2].u.tensor, result);
+    return wa__node_save(n, 0, call->args[2].u.tensor, result);
 }
 
 /* The backward scatters g to the argmax positions (indices into each H*W
@@ -176,7 +176,7 @@ static int record_avg_pool_grad(wf_node *n, const weft_call *call, weft_tensor *
     info[7] = a[6].u.b;
     info[8] = a[7].tag == WEFT_VALUE_INT;
     info[9] = info[8] ? a[7].u.i : 0;
-    TRY(wf__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
+    TRY(wa__node_set_info(n, info, (int)(sizeof info / sizeof *info)));
     return 0;
 }
 
@@ -209,9 +209,9 @@ static int adaptive_grad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi
 /* ------------------------------------------------------------ compositions */
 
 /* softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), over dim.
- * y comes from wf__node_saved, re-attached to the softmax node, so the
+ * y comes from wa__node_saved, re-attached to the softmax node, so the
  * result is differentiable through y as well as g. */
-int wf__softmax_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *y, int64_t dim,
+int wa__softmax_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *y, int64_t dim,
                                    bool log)
 {
     weft_tensor *gy = NULL, *s = NULL, *d = NULL, *e = NULL;
@@ -330,7 +330,7 @@ static int loss_constants(weft_tensor **out, weft_tensor *g, weft_tensor *self, 
     return rc;
 }
 
-int wf__loss_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *self,
+int wa__loss_backward_composite(weft_tensor **out, weft_tensor *g, weft_tensor *self,
                                 weft_tensor *target, weft_tensor *weight, const char *reduction,
                                 int64_t ignore_index, double smoothing, bool logits)
 {
@@ -380,11 +380,11 @@ static const formula nn_grad_formulas[] = {
      record_adaptive_grad, 0x1, false},
 };
 
-void wf__autograd_register_nn_grad(void)
+void wa__autograd_register_nn_grad(void)
 {
     for (size_t i = 0; i < sizeof nn_grad_formulas / sizeof nn_grad_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, nn_grad_formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, wf__autograd_kernel,
+        if (weft_register_kernel(wd__core_registrar, nn_grad_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wa__autograd_kernel,
                                  (void *)&nn_grad_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
 }

@@ -20,7 +20,7 @@ static double value_number(const weft_value *v)
     return v->tag == WEFT_VALUE_INT ? (double)v->u.i : v->tag == WEFT_VALUE_BOOL ? v->u.b : v->u.d;
 }
 
-int wf__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, unsigned save)
+int wa__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, unsigned save)
 {
     const weft_tensor *ts[16] = {0};
     int nargs = call->nargs < 16 ? call->nargs : 16;
@@ -57,7 +57,7 @@ int wf__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, un
     TRY(append_info(n, &count, 1));
     for (int i = 0; i < nargs; i++)
         if ((save >> i) & 1 && ts[i])
-            TRY(wf__node_save(n, i, i == 0 && old_self ? old_self : ts[i], NULL));
+            TRY(wa__node_save(n, i, i == 0 && old_self ? old_self : ts[i], NULL));
     return 0;
 }
 
@@ -66,7 +66,7 @@ int wf__record_args(wf_node *n, const weft_call *call, weft_tensor *old_self, un
     static int name(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old) \
     {                                                                                      \
         (void)result;                                                                      \
-        return wf__record_args(n, call, old, mask);                                        \
+        return wa__record_args(n, call, old, mask);                                        \
     }
 RECORD_SAVING(record_nothing, 0x0)
 RECORD_SAVING(record_self, 0x1)
@@ -81,7 +81,7 @@ static weft_tensor *saved_arg(scratch *s, wf_node *n, int slot)
 {
     if (s->rc < 0)
         return NULL;
-    weft_tensor *t = wf__node_saved(n, slot);
+    weft_tensor *t = wa__node_saved(n, slot);
     if (!t)
         s->rc = WEFT_EINVAL;
     return t;
@@ -90,13 +90,13 @@ static weft_tensor *saved_arg(scratch *s, wf_node *n, int slot)
 /* where(cond, a, 0) and where(cond, 0, a) */
 static weft_tensor *keep_where(scratch *s, weft_tensor *cond, weft_tensor *a)
 {
-    weft_tensor *zero = SC(s, wf__scalar_like, a, 0.0);
+    weft_tensor *zero = SC(s, wa__scalar_like, a, 0.0);
     return SC(s, weft_where, cond, a, zero);
 }
 
 static weft_tensor *drop_where(scratch *s, weft_tensor *cond, weft_tensor *a)
 {
-    weft_tensor *zero = SC(s, wf__scalar_like, a, 0.0);
+    weft_tensor *zero = SC(s, wa__scalar_like, a, 0.0);
     return SC(s, weft_where, cond, zero, a);
 }
 
@@ -523,19 +523,19 @@ static int dropout_autograd_kernel(weft_call *call, void *ctx)
     weft_tensor *self = call->args[0].u.tensor;
     bool inplace = call->op->schema.mutating;
     bool train = call->args[2].u.b;
-    if (!train || !wf__requires_grad(self) || !wf__grad_enabled())
-        return wf__autograd_call_below(call);
+    if (!train || !wa__requires_grad(self) || !wa__grad_enabled())
+        return wa__autograd_call_below(call);
     weft_tensor *ones = NULL, *mask = NULL;
     int rc = 0;
     {
-        weft_keyset excluded = wf__tls_excluded;
-        wf__tls_excluded |= WF_AUTOGRAD_KEYS;
+        weft_keyset excluded = wd__tls_excluded;
+        wd__tls_excluded |= WF_AUTOGRAD_KEYS;
         rc = weft_ones(&ones, self->sizes, self->ndim, (weft_dtype)self->dtype, self->device);
         weft_generator *g = call->args[3].tag == WEFT_VALUE_GENERATOR ? call->args[3].u.generator
                                                                         : NULL;
         if (rc == 0)
             rc = weft_dropout_ex(&mask, ones, value_number(&call->args[1]), true, g);
-        wf__tls_excluded = excluded;
+        wd__tls_excluded = excluded;
     }
     weft_tensor_release(ones);
     if (rc < 0)
@@ -597,16 +597,16 @@ static const formula pointwise_formulas[] = {
     FORMS("addcdiv", "AddcdivBackward", addcdiv_backward, record_12, 0x7, false),
 };
 
-void wf__autograd_register_pointwise(void)
+void wa__autograd_register_pointwise(void)
 {
     for (size_t i = 0; i < sizeof pointwise_formulas / sizeof pointwise_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, pointwise_formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, wf__autograd_kernel,
+        if (weft_register_kernel(wd__core_registrar, pointwise_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wa__autograd_kernel,
                                  (void *)&pointwise_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     static const char *const dropouts[] = {"dropout", "dropout_"};
     for (size_t i = 0; i < 2; i++)
-        if (weft_register_kernel(wf__core_registrar, dropouts[i], WEFT_KEY_AUTOGRAD,
+        if (weft_register_kernel(wd__core_registrar, dropouts[i], WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, dropout_autograd_kernel, NULL, NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
 }

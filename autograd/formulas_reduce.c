@@ -18,20 +18,20 @@
 static int record_self(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
 {
     (void)result;
-    return wf__record_args(n, call, old, 0x1);
+    return wa__record_args(n, call, old, 0x1);
 }
 
 static int record_nothing(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
 {
     (void)result;
-    return wf__record_args(n, call, old, 0x0);
+    return wa__record_args(n, call, old, 0x0);
 }
 
 /* max_dim, min_dim, cummax, cummin: the indices (the second result) */
 static int record_indices(wf_node *n, const weft_call *call, weft_tensor *result, weft_tensor *old)
 {
-    TRY(wf__record_args(n, call, old, 0x0));
-    return wf__node_save(n, 1, call->rets[1].u.tensor, result);
+    TRY(wa__record_args(n, call, old, 0x0));
+    return wa__node_save(n, 1, call->rets[1].u.tensor, result);
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -40,7 +40,7 @@ static weft_tensor *saved_self(scratch *s, wf_node *n)
 {
     if (s->rc < 0)
         return NULL;
-    weft_tensor *t = wf__node_saved(n, 0);
+    weft_tensor *t = wa__node_saved(n, 0);
     if (!t)
         s->rc = WEFT_EINVAL;
     return t;
@@ -100,14 +100,14 @@ static int wrapped_dim(const wf_node *n, int arg)
 
 static weft_tensor *scalar_like(scratch *s, weft_tensor *t, double v)
 {
-    return SC(s, wf__scalar_like, t, v);
+    return SC(s, wa__scalar_like, t, v);
 }
 
 /* g / count where x equals the reduced value r (broadcast), else 0 */
 static weft_tensor *split_among_ties(scratch *s, weft_tensor *hit, weft_tensor *gk,
                                      const int64_t *dims, int nd, weft_tensor *like)
 {
-    weft_tensor *m = SC(s, wf__as_dtype_of, hit, like);
+    weft_tensor *m = SC(s, wa__as_dtype_of, hit, like);
     weft_tensor *count = SC(s, weft_sum, m, dims, nd, true);
     weft_tensor *share = SC(s, weft_div, gk, count);
     weft_tensor *zero = scalar_like(s, like, 0.0);
@@ -165,7 +165,7 @@ static int indexed_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     }
     int d = wrapped_dim(n, 1);
     bool squeezed = n->info[n->n_info - 1] > 2 && !arg_int(n, 2); /* max_dim's keepdim false */
-    weft_tensor *idx = wf__node_saved(n, 1);
+    weft_tensor *idx = wa__node_saved(n, 1);
     if (!idx)
         return WEFT_EINVAL;
     weft_tensor *g = squeezed ? SC(&s, weft_unsqueeze, go[0], d) : go[0];
@@ -215,7 +215,7 @@ static int cumprod_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     if (s.rc == 0 && g->dtype != x->dtype)
         g = SC(&s, weft_to_dtype, go[0], (weft_dtype)x->dtype);
     weft_tensor *z = SC(&s, weft_eq_scalar, x, 0.0);
-    weft_tensor *zf = SC(&s, wf__as_dtype_of, z, x);
+    weft_tensor *zf = SC(&s, wa__as_dtype_of, z, x);
     weft_tensor *zeros_so_far = SC(&s, weft_cumsum, zf, d);
     weft_tensor *before = SC(&s, weft_eq_scalar, zeros_so_far, 0.0);
     weft_tensor *one_so_far = SC(&s, weft_eq_scalar, zeros_so_far, 1.0);
@@ -369,7 +369,7 @@ static int prod_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     }
     weft_tensor *gk = unreduce(&s, n, g, dims, nd);
     weft_tensor *z = SC(&s, weft_eq_scalar, x, 0.0);
-    weft_tensor *zf = SC(&s, wf__as_dtype_of, z, x);
+    weft_tensor *zf = SC(&s, wa__as_dtype_of, z, x);
     weft_tensor *zeros = SC(&s, weft_sum, zf, dims, nd, true);
     weft_tensor *one = scalar_like(&s, x, 1.0), *zero = scalar_like(&s, x, 0.0);
     weft_tensor *x_safe = SC(&s, weft_where, z, one, x);
@@ -422,11 +422,11 @@ static const formula reduce_formulas[] = {
     {"random_", "RandomBackward", overwritten_backward, record_nothing, 0, false},
 };
 
-void wf__autograd_register_reduce(void)
+void wa__autograd_register_reduce(void)
 {
     for (size_t i = 0; i < sizeof reduce_formulas / sizeof reduce_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, reduce_formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, wf__autograd_kernel,
+        if (weft_register_kernel(wd__core_registrar, reduce_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wa__autograd_kernel,
                                  (void *)&reduce_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
 }

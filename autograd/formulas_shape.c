@@ -122,7 +122,7 @@ static int record_indexed(wf_node *n, const weft_call *call, weft_tensor *result
         n->scalar = call->args[4].tag == WEFT_VALUE_INT ? (double)call->args[4].u.i
                     : call->args[4].tag == WEFT_VALUE_BOOL ? call->args[4].u.b
                                                             : call->args[4].u.d;
-    return wf__node_save(n, 0, call->args[2].u.tensor, result);
+    return wa__node_save(n, 0, call->args[2].u.tensor, result);
 }
 
 /* embedding(weight, indices, padding_idx) */
@@ -130,10 +130,10 @@ static int record_embedding(wf_node *n, const weft_call *call, weft_tensor *resu
                             weft_tensor *old)
 {
     (void)old;
-    if (wf__requires_grad(call->args[1].u.tensor))
+    if (wa__requires_grad(call->args[1].u.tensor))
         return wf__errorf(WEFT_EINVAL, "embedding: 'indices' cannot require grad");
     TRY(record_shape_and_ints(n, call, (const int[]){2}, 1));
-    return wf__node_save(n, 0, call->args[1].u.tensor, result);
+    return wa__node_save(n, 0, call->args[1].u.tensor, result);
 }
 
 /* sort(self, dim, ...) and topk(self, k, dim, ...): the dim and the indices */
@@ -142,7 +142,7 @@ static int record_sorted(wf_node *n, const weft_call *call, weft_tensor *result,
     (void)old;
     bool topk = call->nargs == 5;
     TRY(record_shape_and_ints(n, call, (const int[]){topk ? 2 : 1}, 1));
-    return wf__node_save(n, 0, call->rets[1].u.tensor, result);
+    return wa__node_save(n, 0, call->rets[1].u.tensor, result);
 }
 
 static int record_masked_select(wf_node *n, const weft_call *call, weft_tensor *result,
@@ -150,7 +150,7 @@ static int record_masked_select(wf_node *n, const weft_call *call, weft_tensor *
 {
     (void)old;
     TRY(record_shape_and_ints(n, call, NULL, 0));
-    return wf__node_save(n, 0, call->args[1].u.tensor, result);
+    return wa__node_save(n, 0, call->args[1].u.tensor, result);
 }
 
 /* ------------------------------------------------------------ formulas */
@@ -517,16 +517,16 @@ static int list_autograd_kernel(weft_call *call, void *ctx)
     const int count = call->args[0].len;
     bool need = false;
     for (int k = 0; k < count; k++)
-        need |= wf__requires_grad(ts[k]);
-    int rc = wf__autograd_call_below(call);
+        need |= wa__requires_grad(ts[k]);
+    int rc = wa__autograd_call_below(call);
     if (rc < 0 || !need)
         return rc;
     weft_tensor *result = call->rets[0].u.tensor;
-    wf_node *node = wf__node_new(f->node_name, f->backward, count, 1);
+    wf_node *node = wa__node_new(f->node_name, f->backward, count, 1);
     if (!node)
         rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
     for (int k = 0; rc == 0 && k < count; k++)
-        rc = wf__edge_of(&node->edges[k], ts[k]);
+        rc = wa__edge_of(&node->edges[k], ts[k]);
     /* the wrapped dim: the kernel below has checked it */
     int ndim = stack ? ts[0]->ndim + 1 : 1, dim = 0;
     for (int k = 0; !stack && k < count; k++)
@@ -545,8 +545,8 @@ static int list_autograd_kernel(weft_call *call, void *ctx)
         rc = append_info(node, &len, 1);
     }
     if (rc == 0)
-        rc = wf__set_history(result, node, 0);
-    wf__node_release(node);
+        rc = wa__set_history(result, node, 0);
+    wa__node_release(node);
     if (rc < 0) {
         weft_tensor_release(result);
         call->rets[0].u.tensor = NULL;
@@ -612,8 +612,8 @@ static int split_autograd_kernel(weft_call *call, void *ctx)
 {
     const formula *f = ctx;
     const weft_tensor *self = call->args[0].u.tensor;
-    bool need = wf__requires_grad(self);
-    int rc = wf__autograd_call_below(call);
+    bool need = wa__requires_grad(self);
+    int rc = wa__autograd_call_below(call);
     if (rc < 0 || !need)
         return rc;
     weft_tensor **pieces = (weft_tensor **)call->rets[0].u.tensors;
@@ -626,12 +626,12 @@ static int split_autograd_kernel(weft_call *call, void *ctx)
         return 0; /* nothing to differentiate: an empty list */
     rc = wf__wrap_dim(&dim, (int)call->args[dim_arg].u.i, self->ndim, f->op);
     if (rc == 0) {
-        node = wf__node_new(f->node_name, f->backward, 1, count);
+        node = wa__node_new(f->node_name, f->backward, 1, count);
         if (!node)
             rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory recording the graph", f->op);
     }
     if (rc == 0)
-        rc = wf__edge_of(&node->edges[0], (weft_tensor *)self);
+        rc = wa__edge_of(&node->edges[0], (weft_tensor *)self);
     if (rc == 0)
         rc = store_shapes(node, &self, 1);
     int64_t head[3] = {dim, unbind, count};
@@ -642,9 +642,9 @@ static int split_autograd_kernel(weft_call *call, void *ctx)
         rc = append_info(node, &len, 1);
     }
     for (int k = 0; rc == 0 && k < count; k++)
-        rc = wf__set_history(pieces[k], node, k);
+        rc = wa__set_history(pieces[k], node, k);
     if (node)
-        wf__node_release(node);
+        wa__node_release(node);
     if (rc < 0) {
         weft_tensor_list_free(pieces, count);
         call->rets[0].tag = WEFT_VALUE_NONE;
@@ -690,11 +690,11 @@ static int record_scatter_reduce(wf_node *n, const weft_call *call, weft_tensor 
     TRY(store_shapes(n, ts, 2));
     int64_t extra[3] = {call->args[1].u.i, kind, call->args[5].u.b};
     TRY(append_info(n, extra, 3));
-    TRY(wf__node_save(n, 0, index, result));
+    TRY(wa__node_save(n, 0, index, result));
     if (kind == SR_AMAX || kind == SR_AMIN) {
-        TRY(wf__node_save(n, 1, old ? old : self, result)); /* in place: self before */
-        TRY(wf__node_save(n, 2, src, result));
-        TRY(wf__node_save(n, 3, result, result));
+        TRY(wa__node_save(n, 1, old ? old : self, result)); /* in place: self before */
+        TRY(wa__node_save(n, 2, src, result));
+        TRY(wa__node_save(n, 3, result, result));
         n->saved[3].after_write = old != NULL; /* in place: self after the write */
     }
     return 0;
@@ -988,7 +988,7 @@ static int record_index_put(wf_node *n, const weft_call *call, weft_tensor *resu
     TRY(append_info(n, info, 2 + list->len));
     for (int i = 0; i < list->len; i++)
         if (list->u.tensors[i])
-            TRY(wf__node_save(n, i, list->u.tensors[i], result));
+            TRY(wa__node_save(n, i, list->u.tensors[i], result));
     return 0;
 }
 
@@ -1030,21 +1030,21 @@ static const formula shape_formulas[] = {
     {"index_put_", "IndexPutBackward", index_put_backward, record_index_put, 0x5, false},
 };
 
-void wf__autograd_register_shape(void)
+void wa__autograd_register_shape(void)
 {
     for (size_t i = 0; i < sizeof list_formulas / sizeof list_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, list_formulas[i].op, WEFT_KEY_AUTOGRAD,
+        if (weft_register_kernel(wd__core_registrar, list_formulas[i].op, WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, list_autograd_kernel,
                                  (void *)&list_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof split_formulas / sizeof split_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, split_formulas[i].op, WEFT_KEY_AUTOGRAD,
+        if (weft_register_kernel(wd__core_registrar, split_formulas[i].op, WEFT_KEY_AUTOGRAD,
                                  WEFT_ALL_BACKENDS, split_autograd_kernel,
                                  (void *)&split_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
     for (size_t i = 0; i < sizeof shape_formulas / sizeof shape_formulas[0]; i++)
-        if (weft_register_kernel(wf__core_registrar, shape_formulas[i].op, WEFT_KEY_AUTOGRAD,
-                                 WEFT_ALL_BACKENDS, wf__autograd_kernel,
+        if (weft_register_kernel(wd__core_registrar, shape_formulas[i].op, WEFT_KEY_AUTOGRAD,
+                                 WEFT_ALL_BACKENDS, wa__autograd_kernel,
                                  (void *)&shape_formulas[i], NULL) < 0)
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
 }

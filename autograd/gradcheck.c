@@ -16,7 +16,7 @@ static int check_inputs(weft_tensor *const *inputs, int n)
     for (int i = 0; i < n; i++) {
         if (!inputs[i])
             return wf__errorf(WEFT_EINVAL, "gradcheck: input %d is NULL", i);
-        if (wf__requires_grad(inputs[i]) &&
+        if (wa__requires_grad(inputs[i]) &&
             (inputs[i]->dtype != WEFT_FLOAT64 || inputs[i]->device.type != WEFT_DEVICE_TYPE_CPU ||
              !inputs[i]->is_contiguous))
             return wf__errorf(WEFT_EINVAL,
@@ -55,13 +55,13 @@ WEFT_API int weft_gradcheck(weft_tensor_fn fn, void *ctx, weft_tensor *const *in
         return rc;
     /* an output that does not depend on the inputs has a zero Jacobian,
      * which the numeric side must then show too */
-    bool constant = !wf__requires_grad(out);
+    bool constant = !wa__requires_grad(out);
     int64_t m = out->numel;
     /* the analytic Jacobian, one output element (row) at a time */
     weft_tensor *tracked[MAX_INPUTS];
     int idx[MAX_INPUTS], nt = 0;
     for (int i = 0; i < n; i++)
-        if (wf__requires_grad(inputs[i])) {
+        if (wa__requires_grad(inputs[i])) {
             idx[nt] = i;
             tracked[nt++] = inputs[i];
         }
@@ -140,7 +140,7 @@ static int gradient_of(weft_tensor **out, weft_tensor *const *inputs, int n, voi
     int rc = g->fn(&y, inputs, n, g->ctx);
     if (rc < 0)
         return rc;
-    if (!wf__requires_grad(y)) {
+    if (!wa__requires_grad(y)) {
         weft_tensor_release(y);
         return weft_zeros(out, inputs[g->which]->sizes, inputs[g->which]->ndim, WEFT_FLOAT64,
                           WEFT_DEVICE_CPU);
@@ -172,7 +172,7 @@ WEFT_API int weft_gradgradcheck(weft_tensor_fn fn, void *ctx, weft_tensor *const
         ((double *)g.grad_output->data)[i] = 0.5 + 0.25 * (double)(i % 5);
     weft_tensor_release(y);
     for (int i = 0; rc == 0 && i < n; i++) {
-        if (!wf__requires_grad(inputs[i]))
+        if (!wa__requires_grad(inputs[i]))
             continue;
         g.which = i;
         rc = weft_gradcheck(gradient_of, &g, inputs, n, eps, atol, rtol);

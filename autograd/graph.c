@@ -13,32 +13,32 @@ static atomic_uint_fast64_t next_sequence_nr;
 
 /* Grad mode off is the Autograd key in the thread's exclude set: operators
  * then skip the layer entirely, exactly as for tensors without the key. */
-bool wf__grad_enabled(void)
+bool wa__grad_enabled(void)
 {
-    return !(wf__tls_excluded & WF_AUTOGRAD_KEYS);
+    return !(wd__tls_excluded & WF_AUTOGRAD_KEYS);
 }
 
 WEFT_API bool weft_is_grad_enabled(void)
 {
-    return wf__grad_enabled();
+    return wa__grad_enabled();
 }
 
 WEFT_API bool weft_set_grad_enabled(bool enabled)
 {
-    bool previous = wf__grad_enabled();
+    bool previous = wa__grad_enabled();
     /* no-grad mode has no view history to join either: views then take
      * the dense fast path with no ADInplaceOrView stop */
     const weft_keyset keys = WF_AUTOGRAD_KEYS | WEFT_KEYSET_BIT(WEFT_KEY_ADINPLACE_OR_VIEW);
     if (enabled)
-        wf__tls_excluded &= ~keys;
+        wd__tls_excluded &= ~keys;
     else
-        wf__tls_excluded |= keys;
+        wd__tls_excluded |= keys;
     return previous;
 }
 
 /* ------------------------------------------------------------ nodes */
 
-wf_node *wf__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs)
+wf_node *wa__node_new(const char *name, wf_backward_fn backward, int n_edges, int n_outputs)
 {
     wf_node *n = wf__calloc(1, sizeof *n);
     if (!n)
@@ -56,7 +56,7 @@ wf_node *wf__node_new(const char *name, wf_backward_fn backward, int n_edges, in
     return n;
 }
 
-void wf__node_retain(wf_node *n)
+void wa__node_retain(wf_node *n)
 {
     if (n)
         atomic_fetch_add_explicit(&n->refcount, 1, memory_order_relaxed);
@@ -92,7 +92,7 @@ static void release_saved(wf_node *n)
     }
 }
 
-void wf__node_drop_unpacked(wf_node *n)
+void wa__node_drop_unpacked(wf_node *n)
 {
     for (int i = 0; i < n->n_saved; i++) {
         weft_tensor *u = n->saved[i].unpacked;
@@ -103,7 +103,7 @@ void wf__node_drop_unpacked(wf_node *n)
 
 /* Releasing a long chain recursively could overflow the stack: nodes whose
  * last reference goes are put on a work list instead. */
-void wf__node_release(wf_node *n)
+void wa__node_release(wf_node *n)
 {
     if (!n || atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) != 1)
         return;
@@ -132,7 +132,7 @@ void wf__node_release(wf_node *n)
     }
 }
 
-int wf__node_set_info(wf_node *n, const int64_t *info, int count)
+int wa__node_set_info(wf_node *n, const int64_t *info, int count)
 {
     int64_t *copy = wf__malloc((size_t)count * sizeof *copy);
     if (!copy)
@@ -144,7 +144,7 @@ int wf__node_set_info(wf_node *n, const int64_t *info, int count)
     return 0;
 }
 
-int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output)
+int wa__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor *output)
 {
     if (slot >= n->n_saved) {
         wf_saved *grown = wf__realloc(n->saved, (size_t)(slot + 1) * sizeof *grown);
@@ -171,8 +171,8 @@ int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor 
          * without the root, that would be a reference cycle */
         int rc = weft_detach(&keep, t);
         const wf_autograd_meta *m = t->autograd_meta;
-        if (rc == 0 && m && m->grad_fn && wf__requires_grad(t) &&
-            (rc = wf__set_history(keep, m->grad_fn, m->output_nr)) < 0)
+        if (rc == 0 && m && m->grad_fn && wa__requires_grad(t) &&
+            (rc = wa__set_history(keep, m->grad_fn, m->output_nr)) < 0)
             weft_tensor_release(keep);
         if (rc < 0)
             return rc;
@@ -190,15 +190,15 @@ int wf__node_save(wf_node *n, int slot, const weft_tensor *t, const weft_tensor 
     return 0;
 }
 
-int wf__node_save_output(wf_node *n, int slot, const weft_tensor *t, int output_nr)
+int wa__node_save_output(wf_node *n, int slot, const weft_tensor *t, int output_nr)
 {
-    int rc = wf__node_save(n, slot, t, t);
+    int rc = wa__node_save(n, slot, t, t);
     if (rc == 0 && t)
         n->saved[slot].output_nr = output_nr;
     return rc;
 }
 
-weft_tensor *wf__node_saved(wf_node *n, int slot)
+weft_tensor *wa__node_saved(wf_node *n, int slot)
 {
     if (n->released) {
         wf__errorf(WEFT_EINVAL,
@@ -223,14 +223,14 @@ weft_tensor *wf__node_saved(wf_node *n, int slot)
                    n->name, now, n->saved[slot].version);
         return NULL;
     }
-    if (n->saved[slot].was_output && wf__grad_enabled()) {
+    if (n->saved[slot].was_output && wa__grad_enabled()) {
         /* create_graph: the output's value depends on the node's inputs, so
          * the formula must see it with its history, as the output itself */
         if (!n->saved[slot].unpacked) {
             weft_tensor *alias;
             if (weft_detach(&alias, t) < 0)
                 return NULL;
-            if (wf__set_history(alias, n, n->saved[slot].output_nr) < 0) {
+            if (wa__set_history(alias, n, n->saved[slot].output_nr) < 0) {
                 weft_tensor_release(alias);
                 return NULL;
             }
@@ -250,7 +250,7 @@ static wf_autograd_meta *meta_of(weft_tensor *t, bool create)
     return t->autograd_meta;
 }
 
-void wf__autograd_meta_free(weft_tensor *t)
+void wa__autograd_meta_free(weft_tensor *t)
 {
     wf_autograd_meta *m = t->autograd_meta;
     if (!m)
@@ -258,7 +258,7 @@ void wf__autograd_meta_free(weft_tensor *t)
     weft_tensor_release(m->grad);
     if (m->accumulator) {
         m->accumulator->leaf = NULL; /* the graph may outlive the leaf */
-        wf__node_release(m->accumulator);
+        wa__node_release(m->accumulator);
     }
     if (m->retains_grad && m->grad_fn) {
         /* the graph may outlive this tensor: its retain_grad hook must go */
@@ -272,49 +272,49 @@ void wf__autograd_meta_free(weft_tensor *t)
             }
         }
     }
-    wf__node_release(m->grad_fn);
+    wa__node_release(m->grad_fn);
     free(m);
     t->autograd_meta = NULL;
 }
 
 static int accumulate_backward(wf_node *node, weft_tensor **grads_out, weft_tensor **grads_in);
 
-int wf__edge_of(wf_edge *edge, weft_tensor *t)
+int wa__edge_of(wf_edge *edge, weft_tensor *t)
 {
     edge->node = NULL;
     edge->input_nr = 0;
     if (t->is_view) {
-        int rc = wf__view_refresh(t);
+        int rc = wa__view_refresh(t);
         if (rc < 0)
             return rc;
     }
-    if (!wf__requires_grad(t))
+    if (!wa__requires_grad(t))
         return 0;
     wf_autograd_meta *m = t->autograd_meta;
     if (m->grad_fn) {
-        wf__node_retain(m->grad_fn);
+        wa__node_retain(m->grad_fn);
         edge->node = m->grad_fn;
         edge->input_nr = m->output_nr;
         return 0;
     }
     if (!m->accumulator) {
-        m->accumulator = wf__node_new("AccumulateGrad", accumulate_backward, 0, 1);
+        m->accumulator = wa__node_new("AccumulateGrad", accumulate_backward, 0, 1);
         if (!m->accumulator)
             return wf__errorf(WEFT_ENOMEM, "out of memory recording a gradient edge");
         m->accumulator->leaf = t;
     }
-    wf__node_retain(m->accumulator);
+    wa__node_retain(m->accumulator);
     edge->node = m->accumulator;
     return 0;
 }
 
-int wf__set_history(weft_tensor *t, wf_node *node, int output_nr)
+int wa__set_history(weft_tensor *t, wf_node *node, int output_nr)
 {
     wf_autograd_meta *m = meta_of(t, true);
     if (!m)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording autograd history");
-    wf__node_retain(node);
-    wf__node_release(m->grad_fn);
+    wa__node_retain(node);
+    wa__node_release(m->grad_fn);
     m->grad_fn = node;
     m->output_nr = output_nr;
     m->requires_grad = false;
@@ -336,7 +336,7 @@ static int accumulate_backward(wf_node *node, weft_tensor **grads_out, weft_tens
          * history must be kept for create_graph); otherwise a private copy,
          * so a later in-place accumulation cannot write into another
          * tensor's storage */
-        if (wf__grad_enabled() || atomic_load(&g->refcount) == 1) {
+        if (wa__grad_enabled() || atomic_load(&g->refcount) == 1) {
             m->grad = weft_tensor_retain(g);
             return 0;
         }
@@ -388,18 +388,18 @@ WEFT_API int weft_tensor_set_requires_grad(weft_tensor *t, bool requires_grad)
 }
 
 /* A view without history whose root has some: the next dispatch (or edge)
- * gives it its grad_fn from the root (wf__view_refresh), so the accessors
+ * gives it its grad_fn from the root (wa__view_refresh), so the accessors
  * answer as if that had happened — a view taken in no-grad mode excepted. */
 static bool joins_root(const weft_tensor *t)
 {
     const wf_autograd_meta *m = t->autograd_meta;
-    return t->is_view && !wf__requires_grad(t) && wf__requires_grad(t->view_base) &&
+    return t->is_view && !wa__requires_grad(t) && wa__requires_grad(t->view_base) &&
            !(m && m->no_grad_view);
 }
 
 WEFT_API bool weft_tensor_requires_grad(const weft_tensor *t)
 {
-    return wf__requires_grad(t) || (t && joins_root(t));
+    return wa__requires_grad(t) || (t && joins_root(t));
 }
 
 WEFT_API bool weft_tensor_is_leaf(const weft_tensor *t)
@@ -410,7 +410,7 @@ WEFT_API bool weft_tensor_is_leaf(const weft_tensor *t)
 
 WEFT_API const char *weft_tensor_grad_fn_name(const weft_tensor *t)
 {
-    if (t && t->is_view && wf__view_refresh((weft_tensor *)t) < 0)
+    if (t && t->is_view && wa__view_refresh((weft_tensor *)t) < 0)
         return NULL;
     const wf_autograd_meta *m = t ? t->autograd_meta : NULL;
     return m && m->grad_fn ? m->grad_fn->name : NULL;
@@ -450,12 +450,12 @@ static int add_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx, void (*dest
                     weft_tensor *retain_target)
 {
     wf_edge edge;
-    int rc = wf__edge_of(&edge, t);
+    int rc = wa__edge_of(&edge, t);
     if (rc < 0)
         return rc;
     wf_hook *h = wf__malloc(sizeof *h);
     if (!h) {
-        wf__node_release(edge.node);
+        wa__node_release(edge.node);
         return wf__errorf(WEFT_ENOMEM, "out of memory registering a hook");
     }
     h->fn = fn;
@@ -468,7 +468,7 @@ static int add_hook(weft_tensor *t, weft_grad_hook_fn fn, void *ctx, void (*dest
     while (*tail)
         tail = &(*tail)->next;
     *tail = h;
-    wf__node_release(edge.node); /* the tensor's metadata holds the node */
+    wa__node_release(edge.node); /* the tensor's metadata holds the node */
     return 0;
 }
 
@@ -476,7 +476,7 @@ WEFT_API int weft_tensor_retain_grad(weft_tensor *t)
 {
     if (!t)
         return wf__errorf(WEFT_EINVAL, "retain_grad: tensor is NULL");
-    if (!wf__requires_grad(t))
+    if (!wa__requires_grad(t))
         return wf__errorf(WEFT_EINVAL, "retain_grad: can't retain_grad on a tensor that has "
                                        "requires_grad=false");
     wf_autograd_meta *m = t->autograd_meta;
@@ -492,7 +492,7 @@ WEFT_API int weft_tensor_register_hook(weft_tensor *t, weft_grad_hook_fn fn, voi
 {
     if (!t || !fn)
         return wf__errorf(WEFT_EINVAL, "register_hook: NULL argument");
-    if (!wf__requires_grad(t))
+    if (!wa__requires_grad(t))
         return wf__errorf(WEFT_EINVAL, "register_hook: cannot register a hook on a tensor that "
                                        "doesn't require gradient");
     return add_hook(t, fn, ctx, NULL, NULL);
@@ -503,7 +503,7 @@ WEFT_API int weft_tensor_register_hook_ex(weft_tensor *t, weft_grad_hook_fn fn, 
 {
     if (!t || !fn)
         return wf__errorf(WEFT_EINVAL, "register_hook: NULL argument");
-    if (!wf__requires_grad(t))
+    if (!wa__requires_grad(t))
         return wf__errorf(WEFT_EINVAL, "register_hook: cannot register a hook on a tensor that "
                                        "doesn't require gradient");
     return add_hook(t, fn, ctx, destroy, NULL);
@@ -544,13 +544,13 @@ WEFT_API int weft_tensor_grad_fn(weft_node **out, const weft_tensor *t)
     if (!out || !t)
         return wf__errorf(WEFT_EINVAL, "tensor_grad_fn: NULL argument");
     if (t->is_view) {
-        int rc = wf__view_refresh((weft_tensor *)t); /* a write through its base since */
+        int rc = wa__view_refresh((weft_tensor *)t); /* a write through its base since */
         if (rc < 0)
             return rc;
     }
     const wf_autograd_meta *m = t->autograd_meta;
-    if (m && m->grad_fn && wf__requires_grad(t)) {
-        wf__node_retain(m->grad_fn);
+    if (m && m->grad_fn && wa__requires_grad(t)) {
+        wa__node_retain(m->grad_fn);
         *out = (weft_node *)m->grad_fn;
     }
     return 0;
@@ -562,11 +562,11 @@ WEFT_API int weft_tensor_grad_accumulator(weft_node **out, weft_tensor *t)
         *out = NULL;
     if (!out || !t)
         return wf__errorf(WEFT_EINVAL, "tensor_grad_accumulator: NULL argument");
-    if (!wf__requires_grad(t) || !weft_tensor_is_leaf(t))
+    if (!wa__requires_grad(t) || !weft_tensor_is_leaf(t))
         return wf__errorf(WEFT_EINVAL, "tensor_grad_accumulator: only a leaf tensor that requires "
                                        "grad has an AccumulateGrad node");
     wf_edge edge;
-    int rc = wf__edge_of(&edge, t);
+    int rc = wa__edge_of(&edge, t);
     if (rc == 0)
         *out = (weft_node *)edge.node;
     return rc;
@@ -574,13 +574,13 @@ WEFT_API int weft_tensor_grad_accumulator(weft_node **out, weft_tensor *t)
 
 WEFT_API weft_node *weft_node_retain(weft_node *node)
 {
-    wf__node_retain(node_of(node));
+    wa__node_retain(node_of(node));
     return node;
 }
 
 WEFT_API void weft_node_release(weft_node *node)
 {
-    wf__node_release(node_of(node));
+    wa__node_release(node_of(node));
 }
 
 WEFT_API const char *weft_node_name(const weft_node *node)
@@ -610,7 +610,7 @@ WEFT_API int weft_node_next(weft_node **out, int *input_nr, const weft_node *nod
     if (i < 0 || i >= n->n_edges)
         return wf__errorf(WEFT_EINVAL, "node_next: %s has %d next edges; index %d is out of range",
                           n->name, n->n_edges, i);
-    wf__node_retain(n->edges[i].node);
+    wa__node_retain(n->edges[i].node);
     *out = (weft_node *)n->edges[i].node;
     if (input_nr)
         *input_nr = n->edges[i].input_nr;

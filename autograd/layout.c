@@ -71,7 +71,7 @@ static int conversion_backward(weft_function_ctx *ctx, weft_tensor *const *gout,
 
 static int apply(weft_tensor **out, const weft_tensor *t, int layout, const char *name)
 {
-    if (!wf__requires_grad(t) || !wf__grad_enabled())
+    if (!wa__requires_grad(t) || !wa__grad_enabled())
         return convert(out, t, layout);
     conversion *c = wf__malloc(sizeof *c);
     if (!c)

@@ -34,7 +34,7 @@ static int view_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
         return weft_permute(&gi[0], g, inverse, ndim);
     }
     case WF_VIEW_EXPAND:
-        return wf__sum_to(&gi[0], g, sizes, ndim);
+        return wa__sum_to(&gi[0], g, sizes, ndim);
     case WF_VIEW_STRIDED: {
         /* a subset of the source: scatter the gradient into zeros laid out
          * like the source, through the same view */
@@ -72,7 +72,7 @@ static int record_view(weft_tensor *out, const weft_tensor *src, wf_view_kind ki
 {
     static const char *const names[] = {"ViewBackward", "PermuteBackward", "ExpandBackward",
                                         "AsStridedBackward"};
-    wf_node *node = wf__node_new(names[kind], view_backward, 1, 1);
+    wf_node *node = wa__node_new(names[kind], view_backward, 1, 1);
     if (!node)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a view");
     int nd = src->ndim;
@@ -95,23 +95,23 @@ static int record_view(weft_tensor *out, const weft_tensor *src, wf_view_kind ki
             p += ndims;
         }
         memcpy(p, out->strides, (size_t)out->ndim * sizeof(int64_t));
-        rc = wf__edge_of(&node->edges[0], (weft_tensor *)src);
+        rc = wa__edge_of(&node->edges[0], (weft_tensor *)src);
     }
     if (rc == 0)
-        rc = wf__set_history(out, node, 0);
+        rc = wa__set_history(out, node, 0);
     if (rc == 0)
         ((wf_autograd_meta *)out->autograd_meta)->attr_version = weft_tensor_version(out);
-    wf__node_release(node);
+    wa__node_release(node);
     return rc;
 }
 
-int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
+int wa__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kind,
                       const int64_t *dims, int ndims)
 {
     const wf_autograd_meta *sm = src->autograd_meta;
     bool no_grad_source = sm && sm->no_grad_view;
-    if (!no_grad_source && (!wf__requires_grad(src) || wf__grad_enabled()))
-        return wf__requires_grad(src) ? record_view(out, src, kind, dims, ndims) : 0;
+    if (!no_grad_source && (!wa__requires_grad(src) || wa__grad_enabled()))
+        return wa__requires_grad(src) ? record_view(out, src, kind, dims, ndims) : 0;
     /* taken in no-grad mode from a tensor that requires grad (or from such
      * a view): remembered, to refuse an in-place write to it later */
     wf_autograd_meta *m = wf__calloc(1, sizeof *m);
@@ -128,7 +128,7 @@ int wf__autograd_view(weft_tensor *out, const weft_tensor *src, wf_view_kind kin
  * dispatcher made for the write about to happen) */
 static int refresh(weft_tensor *t, uint32_t pending)
 {
-    if (!t->is_view || !t->view_base || !wf__requires_grad(t->view_base))
+    if (!t->is_view || !t->view_base || !wa__requires_grad(t->view_base))
         return 0;
     wf_autograd_meta *m = t->autograd_meta;
     uint32_t now = weft_tensor_version(t);
@@ -141,7 +141,7 @@ static int refresh(weft_tensor *t, uint32_t pending)
     return record_view(t, t->view_base, WF_VIEW_STRIDED, NULL, 0);
 }
 
-int wf__view_refresh(weft_tensor *t)
+int wa__view_refresh(weft_tensor *t)
 {
     return refresh(t, 0);
 }
@@ -159,10 +159,10 @@ static int64_t extent_of(const int64_t *sizes, const int64_t *strides, int ndim)
     return extent;
 }
 
-int wf__view_inplace_check(weft_tensor *view, const char *op)
+int wa__view_inplace_check(weft_tensor *view, const char *op)
 {
     weft_tensor *base = view->view_base;
-    if (wf__requires_grad(base) && weft_tensor_is_leaf(base))
+    if (wa__requires_grad(base) && weft_tensor_is_leaf(base))
         return wf__errorf(WEFT_EINVAL,
                           "%s: a view of a leaf tensor that requires grad is being used in an "
                           "in-place operation (do it with grad mode off, or on a copy)",
@@ -220,7 +220,7 @@ static void copy_slices_release_saved(void *p)
 static void copy_slices_free(void *p)
 {
     copy_slices *c = p;
-    wf__node_release(c->fn);
+    wa__node_release(c->fn);
     free(c->geometry);
     free(c);
 }
@@ -254,7 +254,7 @@ static int copy_slices_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
         rc = weft_clone(&gslice, slice);
     if (rc == 0) {
         rc = fn->backward(fn, &gslice, fn_gi);
-        wf__node_drop_unpacked(fn);
+        wa__node_drop_unpacked(fn);
     }
     if (rc == 0)
         rc = c->self_edge && fn_gi[0] ? weft_copy_(slice, fn_gi[0]) : weft_fill_(slice, 0.0);
@@ -278,12 +278,12 @@ static int copy_slices_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     return rc;
 }
 
-int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge)
+int wa__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge)
 {
     weft_tensor *base = view->view_base;
     int skip = self_edge ? 1 : 0;
     copy_slices *c = wf__calloc(1, sizeof *c);
-    wf_node *cs = c ? wf__node_new("CopySlices", copy_slices_backward, 1 + fn->n_edges - skip, 1) : NULL;
+    wf_node *cs = c ? wa__node_new("CopySlices", copy_slices_backward, 1 + fn->n_edges - skip, 1) : NULL;
     int bnd = base->ndim, vnd = view->ndim;
     if (c)
         c->geometry = wf__malloc((size_t)(2 * bnd + 2 * vnd + 1) * sizeof(int64_t));
@@ -291,10 +291,10 @@ int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge)
         if (c)
             free(c->geometry);
         free(c);
-        wf__node_release(cs);
+        wa__node_release(cs);
         return wf__errorf(WEFT_ENOMEM, "out of memory recording an in-place write to a view");
     }
-    wf__node_retain(fn);
+    wa__node_retain(fn);
     c->fn = fn;
     c->self_edge = self_edge;
     c->base_ndim = bnd;
@@ -309,14 +309,14 @@ int wf__view_rebase(weft_tensor *view, wf_node *fn, bool self_edge)
     cs->ctx_free = copy_slices_free;
     cs->ctx_release_saved = copy_slices_release_saved;
     /* edge 0: the base's history before the write */
-    int rc = wf__edge_of(&cs->edges[0], base);
+    int rc = wa__edge_of(&cs->edges[0], base);
     for (int e = skip, k = 1; rc == 0 && e < fn->n_edges; e++, k++) {
-        wf__node_retain(fn->edges[e].node);
+        wa__node_retain(fn->edges[e].node);
         cs->edges[k] = fn->edges[e];
     }
     if (rc == 0)
-        rc = wf__set_history(base, cs, 0);
-    wf__node_release(cs);
+        rc = wa__set_history(base, cs, 0);
+    wa__node_release(cs);
     /* the view: a strided view of the base's new history */
     if (rc == 0)
         rc = record_view(view, base, WF_VIEW_STRIDED, NULL, 0);
@@ -333,13 +333,13 @@ static int copy_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     return weft_to_dtype(&gi[0], go[0], dtype);
 }
 
-int wf__autograd_copy(weft_tensor *out, const weft_tensor *src)
+int wa__autograd_copy(weft_tensor *out, const weft_tensor *src)
 {
-    if (!wf__requires_grad(src) || !wf__grad_enabled())
+    if (!wa__requires_grad(src) || !wa__grad_enabled())
         return 0;
     if (!weft_dtype_is_floating(out->dtype) && !weft_dtype_is_complex(out->dtype))
         return 0; /* an integral copy carries no gradient */
-    wf_node *node = wf__node_new(src->dtype == out->dtype ? "CloneBackward" : "ToCopyBackward",
+    wf_node *node = wa__node_new(src->dtype == out->dtype ? "CloneBackward" : "ToCopyBackward",
                                  copy_backward, 1, 1);
     if (!node)
         return wf__errorf(WEFT_ENOMEM, "out of memory recording a copy");
@@ -348,11 +348,11 @@ int wf__autograd_copy(weft_tensor *out, const weft_tensor *src)
     if (rc == 0) {
         node->info[0] = src->dtype;
         node->n_info = 1;
-        rc = wf__edge_of(&node->edges[0], (weft_tensor *)src);
+        rc = wa__edge_of(&node->edges[0], (weft_tensor *)src);
     }
     if (rc == 0)
-        rc = wf__set_history(out, node, 0);
-    wf__node_release(node);
+        rc = wa__set_history(out, node, 0);
+    wa__node_release(node);
     return rc;
 }
 
@@ -362,13 +362,13 @@ int wf__autograd_copy(weft_tensor *out, const weft_tensor *src)
  * history here, before anything reads it; the call then starts again at
  * Autograd, which now sees it.  Otherwise the call goes on below.  With
  * another argument tracked, Autograd has run already and refreshed the
- * view through its edge (wf__edge_of); in no-grad mode there is nothing to
+ * view through its edge (wa__edge_of); in no-grad mode there is nothing to
  * join. */
 static int inplace_or_view_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     bool joined = false;
-    uint32_t mask = wf__tls_excluded & WF_AUTOGRAD_KEYS ? 0 : call->op->tensor_arg_mask;
+    uint32_t mask = wd__tls_excluded & WF_AUTOGRAD_KEYS ? 0 : call->op->tensor_arg_mask;
     for (int i = 0; mask; i++, mask >>= 1) {
         if (!(mask & 1))
             continue;
@@ -379,7 +379,7 @@ static int inplace_or_view_kernel(weft_call *call, void *ctx)
             if (!t || !t->is_view || (t->keys & WF_AUTOGRAD_KEYS) || !t->view_base ||
                 !(t->view_base->keys & WF_AUTOGRAD_KEYS))
                 continue;
-            int rc = wf__view_refresh(t);
+            int rc = wa__view_refresh(t);
             if (rc < 0)
                 return rc;
             joined |= (t->keys & WF_AUTOGRAD_KEYS) != 0;
@@ -392,8 +392,8 @@ static int inplace_or_view_kernel(weft_call *call, void *ctx)
     return weft_redispatch(call, WEFT_KEYSET_BIT(WEFT_KEY_ADINPLACE_OR_VIEW));
 }
 
-int wf__inplace_or_view_register(void)
+int wa__inplace_or_view_register(void)
 {
-    return weft_register_fallback(wf__core_registrar, WEFT_KEY_ADINPLACE_OR_VIEW, 0,
+    return weft_register_fallback(wd__core_registrar, WEFT_KEY_ADINPLACE_OR_VIEW, 0,
                                   inplace_or_view_kernel, NULL, NULL);
 }

@@ -12,11 +12,11 @@
 
 /* The loader sits above the dispatcher; the composition root installs its
  * summary here for the "no kernel" message. */
-void (*wf__loader_summary_hook)(char *buf, size_t size);
+void (*wd__loader_summary_hook)(char *buf, size_t size);
 #include "c10/quiesce.h"
 
-_Thread_local weft_keyset wf__tls_included WF_TLS_FAST;
-_Thread_local weft_keyset wf__tls_excluded WF_TLS_FAST;
+_Thread_local weft_keyset wd__tls_included WF_TLS_FAST;
+_Thread_local weft_keyset wd__tls_excluded WF_TLS_FAST;
 
 static weft_op builtin_ops[WF_OP_COUNT];
 /* operators defined by plugins; guarded by the registry lock */
@@ -25,12 +25,12 @@ static int n_extra_ops, cap_extra_ops;
 
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-void wf__registry_lock(void)
+void wd__registry_lock(void)
 {
     pthread_mutex_lock(&registry_mutex);
 }
 
-void wf__registry_unlock(void)
+void wd__registry_unlock(void)
 {
     pthread_mutex_unlock(&registry_mutex);
 }
@@ -93,33 +93,33 @@ WEFT_API int weft_keyset_to_string(weft_keyset ks, char *buf, size_t size)
 WEFT_API void weft_dispatch_tls_get(weft_keyset *included, weft_keyset *excluded)
 {
     if (included)
-        *included = wf__tls_included;
+        *included = wd__tls_included;
     if (excluded)
-        *excluded = wf__tls_excluded;
+        *excluded = wd__tls_excluded;
 }
 
 WEFT_API void weft_dispatch_tls_set(weft_keyset included, weft_keyset excluded)
 {
-    wf__tls_included = included;
-    wf__tls_excluded = excluded;
+    wd__tls_included = included;
+    wd__tls_excluded = excluded;
 }
 
-int wf__slot_for(int key, int device_type)
+int wd__slot_for(int key, int device_type)
 {
     if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES)
         return -1;
     /* a layout key is valid while its layout is registered */
     if (key >= WEFT_KEY_LAYOUT_FIRST && key <= WEFT_KEY_LAYOUT_LAST)
         return weft_layout_name(key - WEFT_KEY_LAYOUT_FIRST + 1)
-                   ? wf__layout_slot(WEFT_KEYSET_BIT(device_type), key)
+                   ? wd__layout_slot(WEFT_KEYSET_BIT(device_type), key)
                    : -1;
     if (key < WEFT_KEY_DENSE || key >= WEFT_KEY_END)
         return -1;
     int func;
-    return wf__slot_of(WEFT_KEYSET_BIT(key) | WEFT_KEYSET_BIT(device_type), &func);
+    return wd__slot_of(WEFT_KEYSET_BIT(key) | WEFT_KEYSET_BIT(device_type), &func);
 }
 
-weft_op *wf__op_by_id(int id)
+weft_op *wd__op_by_id(int id)
 {
     return &builtin_ops[id];
 }
@@ -138,18 +138,18 @@ static void op_init(weft_op *op, int id, const char *schema_text)
     }
 }
 
-void wf__dispatch_init(void)
+void wd__dispatch_init(void)
 {
     for (int i = 0; i < WF_OP_COUNT; i++) {
         weft_op *op = &builtin_ops[i];
-        if (wf__schema_parse(&op->schema, wf__op_schemas[i]) < 0) {
+        if (wd__schema_parse(&op->schema, wd__op_schemas[i]) < 0) {
             /* the table is generated and checked at build time: this cannot
              * happen unless the two parsers disagree */
             fprintf(stderr, "weft: internal error: %s\n", weft_last_error());
             op->defined = false;
             continue;
         }
-        op_init(op, i, wf__op_schemas[i]);
+        op_init(op, i, wd__op_schemas[i]);
     }
 }
 
@@ -159,11 +159,11 @@ void wf__dispatch_init(void)
  * (handles live for the process) but are not listed. */
 WEFT_API int weft_op_count(void)
 {
-    wf__registry_lock();
+    wd__registry_lock();
     int n = WF_OP_COUNT;
     for (int i = 0; i < n_extra_ops; i++)
         n += extra_ops[i]->defined;
-    wf__registry_unlock();
+    wd__registry_unlock();
     return n;
 }
 
@@ -174,12 +174,12 @@ WEFT_API const weft_op *weft_op_at(int i)
     if (i < WF_OP_COUNT)
         return &builtin_ops[i];
     const weft_op *op = NULL;
-    wf__registry_lock();
+    wd__registry_lock();
     int k = i - WF_OP_COUNT;
     for (int j = 0; j < n_extra_ops && !op; j++)
         if (extra_ops[j]->defined && k-- == 0)
             op = extra_ops[j];
-    wf__registry_unlock();
+    wd__registry_unlock();
     return op;
 }
 
@@ -194,7 +194,7 @@ static weft_op *find_locked(const char *name)
     return NULL;
 }
 
-weft_op *wf__op_find_locked(const char *name)
+weft_op *wd__op_find_locked(const char *name)
 {
     return find_locked(name);
 }
@@ -203,9 +203,9 @@ WEFT_API int weft_op_find(const weft_op **out, const char *name)
 {
     if (!out || !name)
         return wf__errorf(WEFT_EINVAL, "op_find: NULL argument");
-    wf__registry_lock();
+    wd__registry_lock();
     const weft_op *op = find_locked(name);
-    wf__registry_unlock();
+    wd__registry_unlock();
     *out = op;
     if (!op)
         return wf__errorf(WEFT_ENOTFOUND, "no operator named '%s'", name);
@@ -223,7 +223,7 @@ WEFT_API const char *weft_op_schema(const weft_op *op)
 }
 
 /* Adds an operator defined at run time (registry lock held). */
-int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer)
+int wd__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer)
 {
     /* An operator that an unloaded plugin defined comes back as the same
      * handle when it is defined again with the same schema (a reload): a
@@ -247,7 +247,7 @@ int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_regist
         free(text);
         return wf__errorf(WEFT_ENOMEM, "out of memory defining an operator");
     }
-    int rc = wf__schema_parse(&op->schema, text);
+    int rc = wd__schema_parse(&op->schema, text);
     if (rc < 0) {
         free(op);
         free(text);
@@ -279,7 +279,7 @@ int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_regist
 
 /* ---------------------------------------------------------- the call */
 
-int wf__missing_kernel(const weft_op *op, weft_keyset ks)
+int wd__missing_kernel(const weft_op *op, weft_keyset ks)
 {
     char keys[256], have[512];
     weft_keyset_to_string(ks, keys, sizeof keys);
@@ -288,10 +288,10 @@ int wf__missing_kernel(const weft_op *op, weft_keyset ks)
     for (int key = WEFT_KEY_DENSE; key < WEFT_KEY_END; key++) {
         bool per_backend = key <= WEFT_KEY_SPARSE || key == WEFT_KEY_AUTOGRAD;
         for (int b = 0; b < (per_backend ? WEFT_MAX_DEVICE_TYPES : 1) && n < sizeof have; b++) {
-            const wf_kernel *k = atomic_load(&op->table[wf__slot_for(key, b)]);
+            const wf_kernel *k = atomic_load(&op->table[wd__slot_for(key, b)]);
             /* the CPU fallback fills every device's Dense slot: listing it
              * would hide which backends really have a kernel */
-            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || k->fn == wf__device_fallback_kernel ||
+            if (!k || k->kind == WF_KERNEL_FALLTHROUGH || k->fn == wd__device_fallback_kernel ||
                 (per_backend && !weft_device_type_name(b)))
                 continue;
             if (per_backend)
@@ -303,8 +303,8 @@ int wf__missing_kernel(const weft_op *op, weft_keyset ks)
         }
     }
     char plugins[512] = "";
-    if (wf__loader_summary_hook)
-        wf__loader_summary_hook(plugins, sizeof plugins);
+    if (wd__loader_summary_hook)
+        wd__loader_summary_hook(plugins, sizeof plugins);
     return wf__errorf(WEFT_ENOKERNEL,
                       "%s: no kernel for dispatch keys %s; kernels exist for: %s; %s",
                       op->schema.name, keys, n ? have : "none", plugins);
@@ -332,7 +332,7 @@ static const wf_kernel *layout_kernel(const weft_op *op, int slot)
     _Atomic(const wf_kernel *) *lt = atomic_load_explicit(
         &((weft_op *)op)->layout_table, memory_order_acquire);
     const wf_kernel *k = lt ? atomic_load_explicit(&lt[i], memory_order_acquire) : NULL;
-    return k ? k : atomic_load_explicit(&wf__layout_fallbacks[i], memory_order_acquire);
+    return k ? k : atomic_load_explicit(&wd__layout_fallbacks[i], memory_order_acquire);
 }
 
 /* A plugin layout's turn: its kernel (which may redispatch), else the
@@ -341,7 +341,7 @@ static __attribute__((noinline)) int call_layout(const weft_op *op, weft_call *c
                                                  weft_keyset ks)
 {
     int func = 63 - __builtin_clzll(ks & WF_LAYOUT_MASK);
-    const wf_kernel *k = layout_kernel(op, wf__layout_slot(ks, func));
+    const wf_kernel *k = layout_kernel(op, wd__layout_slot(ks, func));
     if (!k || k->kind == WF_KERNEL_FALLTHROUGH)
         return missing_layout_kernel(op, ks, func);
     call->keys = ks;
@@ -365,10 +365,10 @@ static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
         }
     }
     for (;;) {
-        if (wf__layout_turn(ks))
+        if (wd__layout_turn(ks))
             return call_layout(op, call, ks);
         int func = 0;
-        int slot = wf__slot_of(ks, &func);
+        int slot = wd__slot_of(ks, &func);
         const wf_kernel *k =
             slot < 0 ? NULL : atomic_load_explicit(&op->table[slot], memory_order_acquire);
         if (!k) {
@@ -378,7 +378,7 @@ static int call_table(const weft_op *op, weft_call *call, weft_keyset ks)
                 ks &= ~WEFT_KEYSET_BIT(func);
                 continue;
             }
-            return wf__missing_kernel(op, ks);
+            return wd__missing_kernel(op, ks);
         }
         if (k->kind == WF_KERNEL_FALLTHROUGH) {
             ks &= ~WEFT_KEYSET_BIT(func);
@@ -474,7 +474,7 @@ static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs
     if (s->mutating && args[0].u.tensor->storage->read_only)
         return wf__errorf(WEFT_EINVAL, "%s: argument '%s' is read-only and cannot be written",
                           s->name, s->args[0].name);
-    ks = (ks | wf__tls_included) & ~wf__tls_excluded;
+    ks = (ks | wd__tls_included) & ~wd__tls_excluded;
     for (int i = 0; i < s->nrets; i++) {
         rets[i].tag = WEFT_VALUE_NONE;
         rets[i].len = 0;
@@ -537,7 +537,7 @@ static int dispatch_checked(const weft_op *op, const weft_value *args, int nargs
 /* Both entry points mark the call as a section that may run plugin code, so
  * weft_unload_plugin can wait for it (c10/quiesce.h); nested calls from
  * kernels only count the depth. */
-int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
+int wd__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets)
 {
     (void)nrets;
     wf_reader_tls *rt = wf__reader_enter();
@@ -613,7 +613,7 @@ WEFT_API int weft_op_dump_table(char **out, const weft_op *op)
     for (int key = WEFT_KEY_DENSE; key < WEFT_KEY_END; key++) {
         bool per_backend = key <= WEFT_KEY_SPARSE || key == WEFT_KEY_AUTOGRAD;
         for (int b = 0; b < (per_backend ? WEFT_MAX_DEVICE_TYPES : 1); b++) {
-            const wf_kernel *k = atomic_load(&op->table[wf__slot_for(key, b)]);
+            const wf_kernel *k = atomic_load(&op->table[wd__slot_for(key, b)]);
             if (!k || (per_backend && !weft_device_type_name(b)))
                 continue;
             if (k->kind == WF_KERNEL_COMPOSITE) {
@@ -640,12 +640,12 @@ WEFT_API int weft_op_dump_table(char **out, const weft_op *op)
     return 0;
 }
 
-int wf__op_total_locked(void)
+int wd__op_total_locked(void)
 {
     return WF_OP_COUNT + n_extra_ops;
 }
 
-weft_op *wf__op_at_locked(int i)
+weft_op *wd__op_at_locked(int i)
 {
     return i < WF_OP_COUNT ? &builtin_ops[i] : extra_ops[i - WF_OP_COUNT];
 }

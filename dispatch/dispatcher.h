@@ -54,7 +54,7 @@ typedef struct wf_schema {
 } wf_schema;
 
 /* Parses PyTorch-style schema text (see dispatch/operators.def). */
-int wf__schema_parse(wf_schema *out, const char *text);
+int wd__schema_parse(wf_schema *out, const char *text);
 
 /* The flat table: per-backend functionalities get one slot per device type,
  * the others one slot each. */
@@ -112,7 +112,7 @@ struct weft_op {
 };
 
 /* The slot of plugin layout key func for ks's highest backend. */
-static inline int wf__layout_slot(weft_keyset ks, int func)
+static inline int wd__layout_slot(weft_keyset ks, int func)
 {
     weft_keyset b = ks & WF_BACKEND_MASK;
     int backend = b ? 63 - __builtin_clzll(b) : 0;
@@ -121,15 +121,15 @@ static inline int wf__layout_slot(weft_keyset ks, int func)
 
 /* Whether ks's call goes to a plugin layout's slot: a layout bit and no
  * wrapper key (those rank above every layout). */
-static inline bool wf__layout_turn(weft_keyset ks)
+static inline bool wd__layout_turn(weft_keyset ks)
 {
     return __builtin_expect((ks & WF_LAYOUT_MASK) != 0, 0) && !(ks & WF_ABOVE_LAYOUT_MASK);
 }
 
-/* Slot of a key set without a plugin layout's turn (see wf__layout_turn),
+/* Slot of a key set without a plugin layout's turn (see wd__layout_turn),
  * or -1 if it has no functionality bit.  Priority: the wrapper keys, then
  * Sparse, Quantized, Dense, highest bit first. */
-static inline int wf__slot_of(weft_keyset ks, int *functionality)
+static inline int wd__slot_of(weft_keyset ks, int *functionality)
 {
     weft_keyset f = ks & WF_FUNCTIONALITY_MASK;
     if (!f)
@@ -150,49 +150,49 @@ static inline int wf__slot_of(weft_keyset ks, int *functionality)
 }
 
 /* The fallbacks of the plugin layouts' slots (dispatch/registrar.c). */
-extern _Atomic(const wf_kernel *) wf__layout_fallbacks[WF_LAYOUT_SLOTS];
+extern _Atomic(const wf_kernel *) wd__layout_fallbacks[WF_LAYOUT_SLOTS];
 /* Slot for a registration (key, device type); -1 if invalid. */
-int wf__slot_for(int key, int device_type);
+int wd__slot_for(int key, int device_type);
 
-weft_op *wf__op_by_id(int id);
-int wf__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
+weft_op *wd__op_by_id(int id);
+int wd__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
 /* Recomputes op's hot table from the registrations (registry lock held). */
-void wf__op_recompute(weft_op *op);
+void wd__op_recompute(weft_op *op);
 /* The registrar's side of unloading (dispatch/registrar.c); the counters
  * live in its embedded c10 owner record. */
-long wf__registrar_live_kind(struct weft_registrar *reg, int kind);
-void wf__registrar_set_closing(struct weft_registrar *reg, bool closing);
+long wd__registrar_live_kind(struct weft_registrar *reg, int kind);
+void wd__registrar_set_closing(struct weft_registrar *reg, bool closing);
 /* While a plugin's init runs (set by the loader around it); clearing it
  * recomputes the tables so the plugin's CPU fallbacks appear at once. */
-void wf__registrar_set_initializing(struct weft_registrar *reg, bool initializing);
-const char *wf__registrar_name(const struct weft_registrar *reg);
-int wf__registrar_new(weft_registrar **out, const char *name);
-void wf__registrar_release_all(weft_registrar *reg);
-long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size);
+void wd__registrar_set_initializing(struct weft_registrar *reg, bool initializing);
+const char *wd__registrar_name(const struct weft_registrar *reg);
+int wd__registrar_new(weft_registrar **out, const char *name);
+void wd__registrar_release_all(weft_registrar *reg);
+long wd__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size);
 /* Which plugins are loaded and where the loader looked, for the "no kernel"
  * message: installed by the composition root (the loader is a layer above). */
-extern void (*wf__loader_summary_hook)(char *buf, size_t size);
-void wf__dispatch_init(void);
-void wf__registry_lock(void);
-void wf__registry_unlock(void);
+extern void (*wd__loader_summary_hook)(char *buf, size_t size);
+void wd__dispatch_init(void);
+void wd__registry_lock(void);
+void wd__registry_unlock(void);
 
 /* The core registers its own kernels (ops/, autograd/) through this. */
-extern weft_registrar *wf__core_registrar;
+extern weft_registrar *wd__core_registrar;
 
 /* The kernel every device type gets for its Dense key at the lowest
  * priority, ctx being the device type: the CPU fallback (ops/cpu_fallback.c,
  * a layer above), installed by the composition root before any device type
  * is registered.  NULL: devices get no fallback. */
-extern weft_kernel_fn wf__device_fallback_kernel;
+extern weft_kernel_fn wd__device_fallback_kernel;
 /* Sets the "no kernel for these keys" error for op and returns it. */
-int wf__missing_kernel(const weft_op *op, weft_keyset ks);
+int wd__missing_kernel(const weft_op *op, weft_keyset ks);
 
 /* Thread-local dispatch state. */
 /* Initial-exec: read with one instruction instead of a __tls_get_addr call
  * on every dispatch.  16 bytes of static TLS, which glibc's surplus covers
  * even when libweft is dlopen'ed (Python) after start-up. */
 #define WF_TLS_FAST __attribute__((tls_model("initial-exec")))
-extern _Thread_local weft_keyset wf__tls_included WF_TLS_FAST;
-extern _Thread_local weft_keyset wf__tls_excluded WF_TLS_FAST;
+extern _Thread_local weft_keyset wd__tls_included WF_TLS_FAST;
+extern _Thread_local weft_keyset wd__tls_excluded WF_TLS_FAST;
 
 #endif

@@ -11,10 +11,10 @@
 
 #include "dispatch/dispatcher.h"
 
-weft_op *wf__op_find_locked(const char *name);
-int wf__op_total_locked(void);
-weft_op *wf__op_at_locked(int i);
-int wf__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer);
+weft_op *wd__op_find_locked(const char *name);
+int wd__op_total_locked(void);
+weft_op *wd__op_at_locked(int i);
+int wd__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer);
 
 typedef enum reg_kind {
     REG_KERNEL,
@@ -57,29 +57,29 @@ struct weft_registrar {
 
 static weft_registration *global_regs; /* fallbacks and allocators */
 static weft_registrar core_registrar_storage = {.owner = {.name = "core"}};
-weft_registrar *wf__core_registrar = &core_registrar_storage;
-weft_kernel_fn wf__device_fallback_kernel;
+weft_registrar *wd__core_registrar = &core_registrar_storage;
+weft_kernel_fn wd__device_fallback_kernel;
 
 /* The loader's view of the holds (c10/owner.c keeps the counters). */
-long wf__registrar_live_kind(weft_registrar *reg, int kind)
+long wd__registrar_live_kind(weft_registrar *reg, int kind)
 {
     return wf__owner_live_kind(&reg->owner, kind);
 }
 
-void wf__registrar_set_closing(weft_registrar *reg, bool closing)
+void wd__registrar_set_closing(weft_registrar *reg, bool closing)
 {
     wf__owner_set_closing(&reg->owner, closing);
 }
 
 static void recompute_all_ops(void);
 
-void wf__registrar_set_initializing(weft_registrar *reg, bool initializing)
+void wd__registrar_set_initializing(weft_registrar *reg, bool initializing)
 {
-    wf__registry_lock();
+    wd__registry_lock();
     atomic_store(&reg->initializing, initializing);
     if (!initializing)
         recompute_all_ops();
-    wf__registry_unlock();
+    wd__registry_unlock();
 }
 
 /* Whether a lowest-priority fallback may serve: its plugin is complete. */
@@ -89,12 +89,12 @@ static bool fallback_live(const weft_registration *r)
            !atomic_load_explicit(&r->registrar->owner.closing, memory_order_relaxed);
 }
 
-const char *wf__registrar_name(const weft_registrar *reg)
+const char *wd__registrar_name(const weft_registrar *reg)
 {
     return reg->owner.name;
 }
 
-void wf__registrar_set_name(weft_registrar *reg, const char *name)
+void wd__registrar_set_name(weft_registrar *reg, const char *name)
 {
     snprintf(reg->owner.name, sizeof reg->owner.name, "%s", name);
 }
@@ -120,7 +120,7 @@ static bool is_layout_key(int key)
 
 /* Plugin layouts' fallbacks, the same for every operator (read by the
  * dispatcher when an op has no kernel of its own for a layout slot). */
-_Atomic(const wf_kernel *) wf__layout_fallbacks[WF_LAYOUT_SLOTS];
+_Atomic(const wf_kernel *) wd__layout_fallbacks[WF_LAYOUT_SLOTS];
 
 /* The fallback that serves slot when an operator has nothing of its own:
  * the same for every operator, so recomputing all tables finds it once per
@@ -168,7 +168,7 @@ static void recompute_with(weft_op *op, const wf_kernel *const *fallbacks)
         atomic_store_explicit(&op->table[slot], compute_slot(op, slot, fallbacks[slot]),
                               memory_order_release);
     /* the layout table holds the op's own kernels only: its fallbacks are
-     * global (wf__layout_fallbacks) */
+     * global (wd__layout_fallbacks) */
     _Atomic(const wf_kernel *) *lt = atomic_load_explicit(&op->layout_table, memory_order_relaxed);
     for (int i = 0; lt && i < WF_LAYOUT_SLOTS; i++)
         atomic_store_explicit(&lt[i], compute_slot(op, WF_NUM_SLOTS + i, NULL),
@@ -194,7 +194,7 @@ static int ensure_layout_table(weft_op *op)
     return 0;
 }
 
-void wf__op_recompute(weft_op *op)
+void wd__op_recompute(weft_op *op)
 {
     const wf_kernel *fallbacks[WF_NUM_SLOTS];
     fallbacks_now(fallbacks);
@@ -213,14 +213,14 @@ static void recompute_all_ops(void)
     /* without a plugin layout no layout fallback can exist (registering one
      * needs its layout), and the slots were cleared when the last went */
     for (int i = 0; i < WF_LAYOUT_SLOTS && (layouts || layout_fallbacks_set); i++)
-        atomic_store_explicit(&wf__layout_fallbacks[i], fallback_for_slot(WF_NUM_SLOTS + i),
+        atomic_store_explicit(&wd__layout_fallbacks[i], fallback_for_slot(WF_NUM_SLOTS + i),
                               memory_order_release);
     layout_fallbacks_set = layouts;
     for (int i = 0; i < WF_OP_COUNT; i++)
-        recompute_with(wf__op_by_id(i), fallbacks);
-    int n = wf__op_total_locked();
+        recompute_with(wd__op_by_id(i), fallbacks);
+    int n = wd__op_total_locked();
     for (int i = WF_OP_COUNT; i < n; i++)
-        recompute_with(wf__op_at_locked(i), fallbacks);
+        recompute_with(wd__op_at_locked(i), fallbacks);
 }
 
 /* ------------------------------------------------------ bookkeeping */
@@ -328,7 +328,7 @@ static void release_locked(weft_registration *r)
             pp = &(*pp)->op_next;
         if (*pp)
             *pp = r->op_next;
-        wf__op_recompute(r->op);
+        wd__op_recompute(r->op);
         retire(r->kernel);
         break;
     }
@@ -370,21 +370,21 @@ WEFT_API void weft_registration_release(weft_registration *handle)
 {
     if (!handle)
         return;
-    wf__registry_lock();
+    wd__registry_lock();
     release_locked(handle);
-    wf__registry_unlock();
+    wd__registry_unlock();
 }
 
 /* Releases everything reg registered, newest first (used for rollback). */
-void wf__registrar_release_all(weft_registrar *reg)
+void wd__registrar_release_all(weft_registrar *reg)
 {
-    wf__registry_lock();
+    wd__registry_lock();
     while (reg->regs)
         release_locked(reg->regs);
-    wf__registry_unlock();
+    wd__registry_unlock();
 }
 
-int wf__registrar_new(weft_registrar **out, const char *name)
+int wd__registrar_new(weft_registrar **out, const char *name)
 {
     weft_registrar *reg = wf__calloc(1, sizeof *reg);
     if (!reg)
@@ -400,14 +400,14 @@ WEFT_API int weft_registrar_create(weft_registrar **out, const char *owner_name)
     if (!out)
         return wf__errorf(WEFT_EINVAL, "registrar_create: out is NULL");
     *out = NULL;
-    return wf__registrar_new(out, owner_name);
+    return wd__registrar_new(out, owner_name);
 }
 
 WEFT_API void weft_registrar_destroy(weft_registrar *reg)
 {
-    if (!reg || reg == wf__core_registrar)
+    if (!reg || reg == wd__core_registrar)
         return;
-    wf__registrar_release_all(reg);
+    wd__registrar_release_all(reg);
     free(reg);
 }
 
@@ -436,28 +436,28 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
                               key);
         all_backends_key = key;
     } else {
-        slot = wf__slot_for(key, device_type);
+        slot = wd__slot_for(key, device_type);
         if (slot < 0)
             return wf__errorf(WEFT_EINVAL, "%s: invalid dispatch key %d or device type %d",
                               op_name, key, device_type);
     }
-    wf__registry_lock();
-    weft_op *op = wf__op_find_locked(op_name);
+    wd__registry_lock();
+    weft_op *op = wd__op_find_locked(op_name);
     if (!op) {
-        wf__registry_unlock();
+        wd__registry_unlock();
         return wf__errorf(WEFT_ENOTFOUND, "cannot register a kernel for unknown operator '%s'",
                           op_name);
     }
     if ((slot >= WF_NUM_SLOTS || is_layout_key(all_backends_key)) &&
         ensure_layout_table(op) < 0) {
-        wf__registry_unlock();
+        wd__registry_unlock();
         return WEFT_ENOMEM;
     }
     wf_kernel *k = new_kernel(reg, fn, ctx, kind);
     weft_registration *r = k ? new_registration(reg, REG_KERNEL) : NULL;
     if (!r) {
         free(k);
-        wf__registry_unlock();
+        wd__registry_unlock();
         return wf__errorf(WEFT_ENOMEM, "out of memory registering '%s'", op_name);
     }
     r->op = op;
@@ -472,8 +472,8 @@ static int register_kernel(weft_registrar *reg, const char *op_name, int key, in
         atomic_store_explicit(&op->table[slot], compute_slot(op, slot, fallback_for_slot(slot)),
                               memory_order_release);
     else
-        wf__op_recompute(op);
-    wf__registry_unlock();
+        wd__op_recompute(op);
+    wd__registry_unlock();
     if (handle)
         *handle = r;
     return 0;
@@ -539,14 +539,14 @@ WEFT_API int weft_register_fallback(weft_registrar *reg, int key, int device_typ
                               "register_fallback: WEFT_ALL_BACKENDS needs a per-backend key, not %s",
                               weft_dispatch_key_name(key));
         all_backends_key = key;
-    } else if ((slot = wf__slot_for(key, device_type)) < 0) {
+    } else if ((slot = wd__slot_for(key, device_type)) < 0) {
         return wf__errorf(WEFT_EINVAL, "register_fallback: invalid key %d or device type %d", key,
                           device_type);
     }
-    wf__registry_lock();
+    wd__registry_lock();
     weft_registration *r;
     int rc = add_fallback_locked(&r, reg, slot, all_backends_key, fn, ctx, false);
-    wf__registry_unlock();
+    wd__registry_unlock();
     if (rc == 0 && handle)
         *handle = r;
     return rc;
@@ -558,9 +558,9 @@ WEFT_API int weft_register_op(weft_registrar *reg, const char *schema, const wef
         *out = NULL;
     if (!reg || !schema)
         return wf__errorf(WEFT_EINVAL, "register_op: NULL argument");
-    wf__registry_lock();
+    wd__registry_lock();
     weft_op *op;
-    int rc = wf__op_add_locked(&op, schema, reg);
+    int rc = wd__op_add_locked(&op, schema, reg);
     if (rc == 0) {
         weft_registration *r = new_registration(reg, REG_OP);
         if (!r) {
@@ -570,7 +570,7 @@ WEFT_API int weft_register_op(weft_registrar *reg, const char *schema, const wef
             r->op = op;
         }
     }
-    wf__registry_unlock();
+    wd__registry_unlock();
     if (rc == 0 && out)
         *out = op;
     return rc;
@@ -674,10 +674,10 @@ static int install_device(weft_registrar *reg, int type, const char *name,
      * its own registrar so that it goes with the device type; newer than the
      * device record, so a rollback releases it first. */
     weft_registration *fb;
-    if (!wf__device_fallback_kernel)
+    if (!wd__device_fallback_kernel)
         return 0;
-    int rc = add_fallback_locked(&fb, reg, wf__slot_for(WEFT_KEY_DENSE, type), 0,
-                                 wf__device_fallback_kernel, (void *)(intptr_t)type, true);
+    int rc = add_fallback_locked(&fb, reg, wd__slot_for(WEFT_KEY_DENSE, type), 0,
+                                 wd__device_fallback_kernel, (void *)(intptr_t)type, true);
     if (rc < 0)
         release_locked(r);
     return rc;
@@ -699,13 +699,13 @@ WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
         rc = check_allocator(alloc, name);
     if (rc < 0)
         return rc;
-    wf__registry_lock();
+    wd__registry_lock();
     int free_id = -1;
     for (int i = 0; i < WEFT_MAX_DEVICE_TYPES; i++) {
         wf_device_type *dt = &wf__device_types[i];
         if (dt->registered && strcmp(dt->name, name) == 0) {
             const char *holder = dt->owner ? dt->owner->owner.name : "the core";
-            wf__registry_unlock();
+            wd__registry_unlock();
             return wf__errorf(WEFT_EEXIST,
                               "device type '%s' is already registered (by %s); plugin '%s' cannot "
                               "register it again",
@@ -716,12 +716,12 @@ WEFT_API int weft_register_device_type(weft_registrar *reg, const char *name,
     }
     free_id = wf__device_type_pick_free(name, free_id);
     if (free_id < 0) {
-        wf__registry_unlock();
+        wd__registry_unlock();
         return wf__errorf(WEFT_ENOMEM, "all %d device type ids are in use",
                           WEFT_MAX_DEVICE_TYPES - WEFT_DEVICE_TYPE_FIRST_DYNAMIC);
     }
     rc = install_device(reg, free_id, name, iface, alloc);
-    wf__registry_unlock();
+    wd__registry_unlock();
     if (rc == 0)
         *type_out = free_id;
     return rc;
@@ -741,7 +741,7 @@ WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
         rc = check_allocator(alloc, weft_device_type_name(type));
     if (rc < 0)
         return rc;
-    wf__registry_lock();
+    wd__registry_lock();
     wf_device_type *dt = &wf__device_types[type];
     if (dt->owner) {
         rc = wf__errorf(WEFT_EEXIST, "device type '%s' is already provided by %s", dt->name,
@@ -751,7 +751,7 @@ WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
         snprintf(name, sizeof name, "%s", dt->name);
         rc = install_device(reg, type, name, iface, alloc);
     }
-    wf__registry_unlock();
+    wd__registry_unlock();
     return rc;
 }
 
@@ -767,19 +767,19 @@ WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_a
     int rc = check_allocator(alloc, "register_allocator");
     if (rc < 0)
         return rc;
-    wf__registry_lock();
+    wd__registry_lock();
     weft_allocator *ac = copy_allocator(reg, alloc);
     weft_registration *r = ac ? new_registration(reg, REG_ALLOCATOR) : NULL;
     if (!r) {
         free(ac);
-        wf__registry_unlock();
+        wd__registry_unlock();
         return wf__errorf(WEFT_ENOMEM, "out of memory registering an allocator");
     }
     r->device_type = type;
     r->allocator = ac;
     link_global(r);
     refresh_allocator(type);
-    wf__registry_unlock();
+    wd__registry_unlock();
     if (handle)
         *handle = r;
     return 0;
@@ -845,15 +845,15 @@ static void note_dependent(const weft_registration *r, char *buf, size_t size, s
  * the check (so nothing can come to depend on it in between) and returns 0;
  * otherwise releases nothing, returns how many registrations depend on it
  * and names their registrars in buf. */
-long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size)
+long wd__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_t size)
 {
     long count = 0;
     size_t n = 0;
     buf[0] = '\0';
-    wf__registry_lock();
-    int total = wf__op_total_locked();
+    wd__registry_lock();
+    int total = wd__op_total_locked();
     for (int i = 0; i < total; i++)
-        for (weft_registration *r = wf__op_at_locked(i)->regs; r; r = r->op_next)
+        for (weft_registration *r = wd__op_at_locked(i)->regs; r; r = r->op_next)
             if (depends_on(r, reg)) {
                 count++;
                 note_dependent(r, buf, size, &n);
@@ -866,7 +866,7 @@ long wf__registrar_release_unless_depended(weft_registrar *reg, char *buf, size_
     if (count == 0)
         while (reg->regs)
             release_locked(reg->regs);
-    wf__registry_unlock();
+    wd__registry_unlock();
     return count;
 }
 
@@ -879,21 +879,21 @@ WEFT_API int weft_register_layout(weft_registrar *reg, const weft_layout_interfa
         *layout_out = -1;
     if (!reg || !iface || !layout_out)
         return wf__errorf(WEFT_EINVAL, "register_layout: NULL argument");
-    wf__registry_lock();
+    wd__registry_lock();
     weft_registration *r = new_registration(reg, REG_LAYOUT);
     if (!r) {
-        wf__registry_unlock();
+        wd__registry_unlock();
         return wf__errorf(WEFT_ENOMEM, "out of memory registering layout '%s'",
                           iface->name ? iface->name : "(null)");
     }
     int id, rc = wf__layout_install(&reg->owner, iface, &id);
     if (rc < 0) {
         release_locked(r); /* kind REG_LAYOUT with layout 0: removes nothing */
-        wf__registry_unlock();
+        wd__registry_unlock();
         return rc;
     }
     r->layout = id;
-    wf__registry_unlock();
+    wd__registry_unlock();
     *layout_out = id;
     return 0;
 }

@@ -73,7 +73,7 @@ static int parse_arg(wf_arg *arg, const char *p, size_t len, const char *text)
     return 0;
 }
 
-int wf__schema_parse(wf_schema *out, const char *text)
+int wd__schema_parse(wf_schema *out, const char *text)
 {
     memset(out, 0, sizeof *out);
     if (!text)

@@ -16,16 +16,16 @@
 __attribute__((constructor)) static void weft_init(void)
 {
     wf__device_init();
-    wf__dispatch_init();
+    wd__dispatch_init();
     /* every device type registered from here on gets the CPU fallback */
-    wf__device_fallback_kernel = wo__cpu_fallback_kernel;
+    wd__device_fallback_kernel = wo__cpu_fallback_kernel;
     wo__core_kernels_register();
     /* before any tensor exists, so no tensor is made without them */
     wf__autograd_hooks = (wf_autograd_hooks){
-        .meta_free = wf__autograd_meta_free,
-        .on_view = wf__autograd_view,
-        .on_copy = wf__autograd_copy,
+        .meta_free = wa__autograd_meta_free,
+        .on_view = wa__autograd_view,
+        .on_copy = wa__autograd_copy,
     };
-    wf__autograd_register();
-    wf__loader_summary_hook = wf__loader_summary;
+    wa__autograd_register();
+    wd__loader_summary_hook = wp__loader_summary;
 }

@@ -18,7 +18,7 @@ static bool valid_hyper(double x)
 }
 
 /* torch.optim's checks of one group's hyper-parameters. */
-int wf__optim_check_hyper(optimizer_kind kind, const weft_optim_group *h)
+int wn__optim_check_hyper(optimizer_kind kind, const weft_optim_group *h)
 {
     const char *name = kind_names[kind];
     if (!valid_hyper(h->lr) || !valid_hyper(h->weight_decay))
@@ -109,7 +109,7 @@ static int optimizer_create(weft_optimizer **out, weft_tensor *const *params, in
     if (!out)
         return weft_set_error(WEFT_EINVAL, "%s: NULL out", kind_names[kind]);
     *out = NULL;
-    int rc = wf__optim_check_hyper(kind, h);
+    int rc = wn__optim_check_hyper(kind, h);
     if (rc == 0)
         rc = check_params(NULL, kind, params, n);
     if (rc < 0)
@@ -161,7 +161,7 @@ int weft_optimizer_add_param_group(weft_optimizer *opt, weft_tensor *const *para
     if (!opt)
         return weft_set_error(WEFT_EINVAL, "weft_optimizer_add_param_group: NULL optimizer");
     const weft_optim_group *h = hyper ? hyper : &opt->defaults;
-    int rc = wf__optim_check_hyper(opt->kind, h);
+    int rc = wn__optim_check_hyper(opt->kind, h);
     if (rc == 0)
         rc = check_params(opt, opt->kind, params, n);
     return rc < 0 ? rc : append_group(opt, params, n, h);
@@ -186,7 +186,7 @@ int weft_optimizer_set_group(weft_optimizer *opt, int group, const weft_optim_gr
     if (!opt || !hyper || group < 0 || group >= opt->ngroups)
         return weft_set_error(WEFT_EINVAL, "weft_optimizer_set_group: no group %d (of %d)", group,
                               opt ? opt->ngroups : 0);
-    int rc = wf__optim_check_hyper(opt->kind, hyper);
+    int rc = wn__optim_check_hyper(opt->kind, hyper);
     if (rc == 0)
         opt->groups[group] = *hyper;
     return rc;

@@ -29,6 +29,6 @@ struct weft_optimizer {
 };
 
 /* torch.optim's checks of one group's hyper-parameters (optim.c). */
-int wf__optim_check_hyper(optimizer_kind kind, const weft_optim_group *h);
+int wn__optim_check_hyper(optimizer_kind kind, const weft_optim_group *h);
 
 #endif

@@ -244,7 +244,7 @@ static int read_group(file *f, const weft_optimizer *opt, int g, weft_optim_grou
         *fields[i].value = *(const double *)weft_tensor_data_ptr(t);
     }
     out->nesterov = nesterov != 0;
-    int rc = wf__optim_check_hyper(opt->kind, out);
+    int rc = wn__optim_check_hyper(opt->kind, out);
     if (rc < 0) {
         char why[512]; /* the message is rewritten from its own buffer */
         snprintf(why, sizeof why, "%s", weft_last_error());
@@ -332,7 +332,7 @@ int weft_optimizer_load(weft_optimizer *opt, const char *path, const char *const
         if (!param_names[i])
             return weft_set_error(WEFT_EINVAL, "weft_optimizer_load: parameter %d has no name", i);
     file f = {.path = path};
-    int rc = wf__read_parameter_file(path, &f.list, &f.n);
+    int rc = wn__read_parameter_file(path, &f.list, &f.n);
     if (rc < 0)
         return rc;
     f.used = weft_calloc((size_t)f.n + 1, sizeof *f.used);
@@ -374,6 +374,6 @@ int weft_optimizer_load(weft_optimizer *opt, const char *path, const char *const
     free(states);
     free(groups);
     free(f.used);
-    wf__named_tensors_free(f.list, f.n);
+    wn__named_tensors_free(f.list, f.n);
     return rc;
 }

@@ -14,9 +14,9 @@ typedef struct wf_named_tensor {
 
 /* Reads every tensor of path, checked as weft_load_parameters checks a
  * file, into *out (an array of *n entries, freed with
- * wf__named_tensors_free).  Errors: weft_load_parameters's file errors,
+ * wn__named_tensors_free).  Errors: weft_load_parameters's file errors,
  * WEFT_ENOMEM; *out is NULL and *n 0 on error. */
-int wf__read_parameter_file(const char *path, wf_named_tensor **out, int *n);
-void wf__named_tensors_free(wf_named_tensor *list, int n);
+int wn__read_parameter_file(const char *path, wf_named_tensor **out, int *n);
+void wn__named_tensors_free(wf_named_tensor *list, int n);
 
 #endif

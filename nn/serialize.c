@@ -695,7 +695,7 @@ int weft_load_parameters(const char *path, weft_tensor *const *tensors, const ch
     return rc;
 }
 
-void wf__named_tensors_free(wf_named_tensor *list, int n)
+void wn__named_tensors_free(wf_named_tensor *list, int n)
 {
     for (int i = 0; list && i < n; i++) {
         free(list[i].name);
@@ -704,7 +704,7 @@ void wf__named_tensors_free(wf_named_tensor *list, int n)
     free(list);
 }
 
-int wf__read_parameter_file(const char *path, wf_named_tensor **out, int *n)
+int wn__read_parameter_file(const char *path, wf_named_tensor **out, int *n)
 {
     *out = NULL;
     *n = 0;
@@ -739,7 +739,7 @@ int wf__read_parameter_file(const char *path, wf_named_tensor **out, int *n)
     free(records);
     free(bytes);
     if (rc < 0) {
-        wf__named_tensors_free(list, (int)count);
+        wn__named_tensors_free(list, (int)count);
         return rc;
     }
     *out = list;

@@ -263,10 +263,10 @@ static int take_kernel(weft_call *call, void *ctx)
 
 void wo__core_kernels_register(void)
 {
-    weft_register_kernel(wf__core_registrar, "copy_", WEFT_KEY_COMPOSITE, 0, copy_kernel, NULL, NULL);
-    weft_register_kernel(wf__core_registrar, "matmul", WEFT_KEY_COMPOSITE, 0, matmul_kernel, NULL,
+    weft_register_kernel(wd__core_registrar, "copy_", WEFT_KEY_COMPOSITE, 0, copy_kernel, NULL, NULL);
+    weft_register_kernel(wd__core_registrar, "matmul", WEFT_KEY_COMPOSITE, 0, matmul_kernel, NULL,
                          NULL);
-    weft_register_kernel(wf__core_registrar, "tile", WEFT_KEY_COMPOSITE, 0, tile_kernel, NULL, NULL);
-    weft_register_kernel(wf__core_registrar, "take", WEFT_KEY_COMPOSITE, 0, take_kernel, NULL, NULL);
+    weft_register_kernel(wd__core_registrar, "tile", WEFT_KEY_COMPOSITE, 0, tile_kernel, NULL, NULL);
+    weft_register_kernel(wd__core_registrar, "take", WEFT_KEY_COMPOSITE, 0, take_kernel, NULL, NULL);
     wo__split_kernels_register();
 }

@@ -337,7 +337,7 @@ static int refuse(const weft_call *call, int type, bool handed_over)
                           "fallback, which is off (WEFT_CPU_FALLBACK=error or "
                           "weft_cpu_fallback_set_mode)",
                           call->op->schema.name, wf__device_types[type].name);
-    wf__missing_kernel(call->op, call->keys);
+    wd__missing_kernel(call->op, call->keys);
     char detail[1024];
     snprintf(detail, sizeof detail, "%s", weft_last_error());
     return wf__errorf(WEFT_ENOKERNEL,

@@ -198,6 +198,6 @@ void wo__split_kernels_register(void)
         {"unbind", unbind_kernel},
     };
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
-        weft_register_kernel(wf__core_registrar, kernels[i].op, WEFT_KEY_COMPOSITE, 0,
+        weft_register_kernel(wd__core_registrar, kernels[i].op, WEFT_KEY_COMPOSITE, 0,
                              kernels[i].fn, NULL, NULL);
 }

@@ -672,7 +672,7 @@ static int init_candidate(candidate *c)
     weft_registrar *reg = NULL;
     char *path_copy = wf__strdup(c->path);
     char *name_copy = wf__strdup(c->name);
-    if (!p || !path_copy || !name_copy || wf__registrar_new(&reg, c->name) < 0) {
+    if (!p || !path_copy || !name_copy || wd__registrar_new(&reg, c->name) < 0) {
         free(p);
         free(path_copy);
         free(name_copy);
@@ -684,7 +684,7 @@ static int init_candidate(candidate *c)
         return wf__errorf(WEFT_ENOMEM, "out of memory loading plugin '%s'", c->name);
     }
     weft_clear_error();
-    wf__registrar_set_initializing(reg, true);
+    wd__registrar_set_initializing(reg, true);
     const char *outer = initializing;
     initializing = c->name;
     int rc = d->init(reg);
@@ -699,12 +699,12 @@ static int init_candidate(candidate *c)
          * and allocators are live as soon as they are registered), so this
          * is an unload: refuse new holds, unpublish, wait for the threads
          * that may be inside its code. */
-        wf__registrar_set_closing(reg, true);
-        wf__registrar_release_all(reg);
+        wd__registrar_set_closing(reg, true);
+        wd__registrar_release_all(reg);
         quiesce_locked();
-        long storages = wf__registrar_live_kind(reg, WF_HOLD_STORAGE);
-        long streams = wf__registrar_live_kind(reg, WF_HOLD_STREAM) +
-                       wf__registrar_live_kind(reg, WF_HOLD_LAYOUT);
+        long storages = wd__registrar_live_kind(reg, WF_HOLD_STORAGE);
+        long streams = wd__registrar_live_kind(reg, WF_HOLD_STREAM) +
+                       wd__registrar_live_kind(reg, WF_HOLD_LAYOUT);
         if (storages || streams) {
             char what[256] = "";
             size_t len = 0, at = strlen(msg);
@@ -737,7 +737,7 @@ static int init_candidate(candidate *c)
     } else if (rc > 0) {
         rc = 0;
     }
-    wf__registrar_set_initializing(reg, false); /* its CPU fallbacks go live */
+    wd__registrar_set_initializing(reg, false); /* its CPU fallbacks go live */
     p->path = path_copy;
     p->name = name_copy;
     p->dev = c->dev;
@@ -1037,16 +1037,16 @@ WEFT_API int weft_unload_plugin(const char *name)
         pthread_mutex_unlock(&loader_mutex);
         return wf__errorf(WEFT_ENOTFOUND, "no plugin named '%s' is loaded", name);
     }
-    wf__registrar_set_closing(p->reg, true);
-    long storages = wf__registrar_live_kind(p->reg, WF_HOLD_STORAGE);
-    long streams = wf__registrar_live_kind(p->reg, WF_HOLD_STREAM);
-    long layout_tensors = wf__registrar_live_kind(p->reg, WF_HOLD_LAYOUT);
+    wd__registrar_set_closing(p->reg, true);
+    long storages = wd__registrar_live_kind(p->reg, WF_HOLD_STORAGE);
+    long streams = wd__registrar_live_kind(p->reg, WF_HOLD_STREAM);
+    long layout_tensors = wd__registrar_live_kind(p->reg, WF_HOLD_LAYOUT);
     char who[256] = "";
     long dependents = 0;
     if (storages == 0 && streams == 0 && layout_tensors == 0)
-        dependents = wf__registrar_release_unless_depended(p->reg, who, sizeof who);
+        dependents = wd__registrar_release_unless_depended(p->reg, who, sizeof who);
     if (storages || streams || layout_tensors || dependents) {
-        wf__registrar_set_closing(p->reg, false);
+        wd__registrar_set_closing(p->reg, false);
         pthread_mutex_unlock(&loader_mutex);
         char what[512];
         size_t len = 0;
@@ -1161,7 +1161,7 @@ WEFT_API int weft_plugin_report_string(char **out)
 
 /* One line for error messages: which plugins are loaded and where the
  * loader looked. */
-void wf__loader_summary(char *buf, size_t size)
+void wp__loader_summary(char *buf, size_t size)
 {
     if (loader_lock("loader_summary") < 0) {
         snprintf(buf, size, "loaded plugins: (the loader is busy unloading one)");

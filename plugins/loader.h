@@ -7,6 +7,6 @@
 
 /* One line for error messages: which plugins are loaded and where the
  * loader looked.  Thread-safe. */
-void wf__loader_summary(char *buf, size_t size);
+void wp__loader_summary(char *buf, size_t size);
 
 #endif

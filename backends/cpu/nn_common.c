@@ -5,7 +5,7 @@
 
 #include "nn.h"
 
-weft_dtype nn__compute_dtype(weft_dtype dtype)
+weft_dtype cpu__compute_dtype(weft_dtype dtype)
 {
     switch (dtype) {
     case WEFT_FLOAT64:
@@ -19,27 +19,27 @@ weft_dtype nn__compute_dtype(weft_dtype dtype)
     }
 }
 
-int nn__operand(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
+int cpu__operand(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
 {
     if (weft_tensor_dtype(t) == dtype)
         return weft_contiguous(out, t);
     return weft_to_dtype(out, t, dtype);
 }
 
-int nn__check_floating(const char *op, const char *arg, const weft_tensor *t,
+int cpu__check_floating(const char *op, const char *arg, const weft_tensor *t,
                        weft_dtype *compute)
 {
     int rc = cpu__check_cpu(op, arg, t);
     if (rc < 0)
         return rc;
-    *compute = nn__compute_dtype(weft_tensor_dtype(t));
+    *compute = cpu__compute_dtype(weft_tensor_dtype(t));
     if (*compute == WEFT_DTYPE_UNSET)
         return weft_set_error(WEFT_EDTYPE, "%s: '%s' must be a floating-point tensor, got %s",
                               op, arg, weft_dtype_name(weft_tensor_dtype(t)));
     return 0;
 }
 
-int nn__set_result(weft_call *call, int i, weft_tensor *result, weft_dtype dtype)
+int cpu__set_result(weft_call *call, int i, weft_tensor *result, weft_dtype dtype)
 {
     weft_tensor *r = result;
     int rc = 0;
@@ -54,7 +54,7 @@ int nn__set_result(weft_call *call, int i, weft_tensor *result, weft_dtype dtype
     return 0;
 }
 
-int nn__pair_arg(const char *op, const char *name, const weft_value *v, const int64_t *empty,
+int cpu__pair_arg(const char *op, const char *name, const weft_value *v, const int64_t *empty,
                  int64_t min, int64_t pair[2])
 {
     int len = v->tag == WEFT_VALUE_INT_LIST ? v->len : 0;
@@ -74,7 +74,7 @@ int nn__pair_arg(const char *op, const char *name, const weft_value *v, const in
     return 0;
 }
 
-int nn__reduction_arg(const char *op, const weft_value *v, nn_reduction *out)
+int cpu__reduction_arg(const char *op, const weft_value *v, nn_reduction *out)
 {
     const char *s = v->tag == WEFT_VALUE_STRING ? v->u.string : NULL;
     if (s && strcmp(s, "none") == 0)
@@ -89,7 +89,7 @@ int nn__reduction_arg(const char *op, const weft_value *v, nn_reduction *out)
     return 0;
 }
 
-int nn__reduce(weft_tensor **out, weft_tensor *loss, nn_reduction reduction)
+int cpu__reduce(weft_tensor **out, weft_tensor *loss, nn_reduction reduction)
 {
     if (reduction == NN_MEAN)
         return weft_mean(out, loss, NULL, 0, false);
@@ -99,7 +99,7 @@ int nn__reduce(weft_tensor **out, weft_tensor *loss, nn_reduction reduction)
     return 0;
 }
 
-int nn__register_composite(weft_registrar *reg, const char *op, weft_kernel_fn fn)
+int cpu__register_composite(weft_registrar *reg, const char *op, weft_kernel_fn fn)
 {
     return weft_register_kernel(reg, op, WEFT_KEY_COMPOSITE, 0, fn, NULL, NULL);
 }

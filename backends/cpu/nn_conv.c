@@ -324,11 +324,11 @@ static int run_job(conv_job *j, int64_t rows, double flops)
 /* stride, padding, dilation, groups from args[first..first+3] */
 static int parse_params(const char *op, const weft_value *args, conv_geometry *g)
 {
-    int rc = nn__pair_arg(op, "stride", &args[0], NULL, 1, g->stride);
+    int rc = cpu__pair_arg(op, "stride", &args[0], NULL, 1, g->stride);
     if (rc == 0)
-        rc = nn__pair_arg(op, "padding", &args[1], NULL, 0, g->padding);
+        rc = cpu__pair_arg(op, "padding", &args[1], NULL, 0, g->padding);
     if (rc == 0)
-        rc = nn__pair_arg(op, "dilation", &args[2], NULL, 1, g->dilation);
+        rc = cpu__pair_arg(op, "dilation", &args[2], NULL, 1, g->dilation);
     if (rc < 0)
         return rc;
     g->groups = args[3].u.i;
@@ -408,7 +408,7 @@ static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor
                         const weft_tensor *w, const weft_tensor *bias, weft_tensor *out)
 {
     weft_tensor *bt = NULL;
-    int rc = bias ? nn__operand(&bt, bias, dt) : 0;
+    int rc = bias ? cpu__operand(&bt, bias, dt) : 0;
     if (rc < 0)
         return rc;
     conv_job j;
@@ -434,7 +434,7 @@ static int conv2d_kernel(weft_call *call, void *ctx)
     const weft_tensor *bias = call->args[2].tag == WEFT_VALUE_TENSOR ? call->args[2].u.tensor : NULL;
     conv_geometry g;
     weft_dtype dt;
-    int rc = nn__check_floating(op, "input", input, &dt);
+    int rc = cpu__check_floating(op, "input", input, &dt);
     if (rc == 0)
         rc = cpu__check_cpu(op, "weight", weight);
     if (rc == 0 && bias)
@@ -456,7 +456,7 @@ static int conv2d_kernel(weft_call *call, void *ctx)
                               (long long)g.OC);
     weft_tensor *x = NULL, *w = NULL, *out = NULL;
     int64_t shape[4] = {g.N, g.OC, g.OH, g.OW};
-    if ((rc = nn__operand(&x, input, dt)) == 0 && (rc = nn__operand(&w, weight, dt)) == 0 &&
+    if ((rc = cpu__operand(&x, input, dt)) == 0 && (rc = cpu__operand(&w, weight, dt)) == 0 &&
         (rc = weft_empty(&out, shape, 4, dt, WEFT_DEVICE_CPU)) == 0 && g.N > 0)
         rc = conv_forward(&g, dt, x, w, bias, out);
     weft_tensor_release(x);
@@ -465,7 +465,7 @@ static int conv2d_kernel(weft_call *call, void *ctx)
         weft_tensor_release(out);
         return rc;
     }
-    return nn__set_result(call, 0, out, dtype);
+    return cpu__set_result(call, 0, out, dtype);
 }
 
 /* ------------------------------------------------------------ backward */
@@ -478,7 +478,7 @@ static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, wef
     const char *op = weft_op_name(call->op);
     const weft_tensor *grad = call->args[0].u.tensor, *t = call->args[1].u.tensor;
     const weft_value *sizes = &call->args[2];
-    int rc = nn__check_floating(op, "grad_output", grad, dt);
+    int rc = cpu__check_floating(op, "grad_output", grad, dt);
     if (rc == 0)
         rc = cpu__check_cpu(op, for_input ? "weight" : "input", t);
     if (rc == 0)
@@ -502,8 +502,8 @@ static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, wef
                               weft_format_shape(b, sizeof b, gs, weft_tensor_ndim(grad)),
                               (long long)g->N, (long long)g->OC, (long long)g->OH, (long long)g->OW);
     }
-    if ((rc = nn__operand(go, grad, *dt)) == 0)
-        rc = nn__operand(other, t, *dt);
+    if ((rc = cpu__operand(go, grad, *dt)) == 0)
+        rc = cpu__operand(other, t, *dt);
     return rc;
 }
 
@@ -574,7 +574,7 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
         weft_tensor_release(gi);
         return rc;
     }
-    return nn__set_result(call, 0, gi, weft_tensor_dtype(call->args[0].u.tensor));
+    return cpu__set_result(call, 0, gi, weft_tensor_dtype(call->args[0].u.tensor));
 }
 
 /* convolution_backward_weight: dW_g = sum over images and tiles of
@@ -677,7 +677,7 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
         weft_tensor_release(gw);
         return rc;
     }
-    return nn__set_result(call, 0, gw, weft_tensor_dtype(call->args[0].u.tensor));
+    return cpu__set_result(call, 0, gw, weft_tensor_dtype(call->args[0].u.tensor));
 }
 
 /* conv1d(input [N, C, L], weight [OC, C/g, K], ...): conv2d of height 1 */
@@ -730,19 +730,19 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
     static const int64_t zero[2] = {0, 0};
     int64_t stride[2], padding[2], output_padding[2], dilation[2], groups = a[6].u.i;
     weft_dtype dt;
-    int rc = nn__check_floating(op, "input", input, &dt);
+    int rc = cpu__check_floating(op, "input", input, &dt);
     if (rc == 0)
         rc = cpu__check_cpu(op, "weight", weight);
     if (rc == 0 && bias)
         rc = cpu__check_cpu(op, "bias", bias);
     if (rc == 0)
-        rc = nn__pair_arg(op, "stride", &a[3], NULL, 1, stride);
+        rc = cpu__pair_arg(op, "stride", &a[3], NULL, 1, stride);
     if (rc == 0)
-        rc = nn__pair_arg(op, "padding", &a[4], NULL, 0, padding);
+        rc = cpu__pair_arg(op, "padding", &a[4], NULL, 0, padding);
     if (rc == 0)
-        rc = nn__pair_arg(op, "output_padding", &a[5], zero, 0, output_padding);
+        rc = cpu__pair_arg(op, "output_padding", &a[5], zero, 0, output_padding);
     if (rc == 0)
-        rc = nn__pair_arg(op, "dilation", &a[7], NULL, 1, dilation);
+        rc = cpu__pair_arg(op, "dilation", &a[7], NULL, 1, dilation);
     if (rc < 0)
         return rc;
     char bi[128], bw[128];
@@ -825,6 +825,6 @@ int cpu__register_nn_conv(weft_registrar *reg)
 {
     int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, conv_entries, sizeof conv_entries / sizeof *conv_entries);
     if (rc == 0)
-        rc = nn__register_composite(reg, "conv1d", conv1d_composite);
+        rc = cpu__register_composite(reg, "conv1d", conv1d_composite);
     return rc;
 }

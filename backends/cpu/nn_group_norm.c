@@ -20,7 +20,7 @@ static int group_norm_composite(weft_call *call, void *ctx)
     const int64_t *sizes = weft_tensor_sizes(input);
     char b1[128], b2[128];
     weft_dtype compute;
-    int rc = nn__check_floating(op, "input", input, &compute);
+    int rc = cpu__check_floating(op, "input", input, &compute);
     if (rc < 0)
         return rc;
     if (nd < 2)
@@ -103,5 +103,5 @@ static int group_norm_composite(weft_call *call, void *ctx)
 
 int cpu__register_nn_group_norm(weft_registrar *reg)
 {
-    return nn__register_composite(reg, "group_norm", group_norm_composite);
+    return cpu__register_composite(reg, "group_norm", group_norm_composite);
 }

@@ -209,9 +209,9 @@ int cpu__register_nn_linear(weft_registrar *reg)
 {
     int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, linear_entries, sizeof linear_entries / sizeof *linear_entries);
     if (rc == 0)
-        rc = nn__register_composite(reg, "linear", linear_composite);
+        rc = cpu__register_composite(reg, "linear", linear_composite);
     if (rc == 0)
-        rc = nn__register_composite(reg, "outer", outer_composite);
+        rc = cpu__register_composite(reg, "outer", outer_composite);
     if (rc == 0)
         rc = weft_register_kernel(reg, "outer_out", WEFT_KEY_COMPOSITE, 0, outer_composite,
                                   (void *)&outer_out_marker, NULL);

@@ -187,13 +187,13 @@ static int loss_args_parse(loss_args *a, const weft_value *args, bool logits)
 {
     const weft_tensor *self = args[0].u.tensor, *target = args[1].u.tensor;
     const weft_tensor *weight = args[2].tag == WEFT_VALUE_TENSOR ? args[2].u.tensor : NULL;
-    int rc = nn__check_floating(a->op, "self", self, &a->compute);
+    int rc = cpu__check_floating(a->op, "self", self, &a->compute);
     if (rc == 0)
         rc = cpu__check_cpu(a->op, "target", target);
     if (rc == 0 && weight)
         rc = cpu__check_cpu(a->op, "weight", weight);
     if (rc == 0)
-        rc = nn__reduction_arg(a->op, &args[3], &a->reduction);
+        rc = cpu__reduction_arg(a->op, &args[3], &a->reduction);
     if (rc < 0)
         return rc;
     a->dtype = weft_tensor_dtype(self);
@@ -212,7 +212,7 @@ static int loss_args_parse(loss_args *a, const weft_value *args, bool logits)
     for (int d = 2; d < nd; d++)
         a->inner *= weft_tensor_size(self, d);
     weft_dtype tdtype = weft_tensor_dtype(target);
-    bool prob = logits && nn__compute_dtype(tdtype) != WEFT_DTYPE_UNSET;
+    bool prob = logits && cpu__compute_dtype(tdtype) != WEFT_DTYPE_UNSET;
     if (weight && (weft_tensor_ndim(weight) != 1 || weft_tensor_size(weight, 0) != a->C))
         return weft_set_error(WEFT_ESHAPE, "%s: weight must be a 1-D tensor of %lld elements "
                               "(one per class)", a->op, (long long)a->C);
@@ -223,18 +223,18 @@ static int loss_args_parse(loss_args *a, const weft_value *args, bool logits)
         if (!same)
             return weft_set_error(WEFT_ESHAPE, "%s: a probability target must have the shape of "
                                   "the input", a->op);
-        rc = nn__operand(&a->probs, target, a->compute);
+        rc = cpu__operand(&a->probs, target, a->compute);
     } else if (!cpu_integral_or_bool(tdtype) || tdtype == WEFT_BOOL) {
         return weft_set_error(WEFT_EDTYPE, "%s: target must hold class indices (int64)%s, got %s",
                               a->op, logits ? " or class probabilities (floating)" : "",
                               weft_dtype_name(tdtype));
     } else if ((rc = check_target_shape(a, self, target)) == 0) {
-        rc = nn__operand(&a->target, target, WEFT_INT64);
+        rc = cpu__operand(&a->target, target, WEFT_INT64);
     }
     if (rc == 0)
-        rc = nn__operand(&a->x, self, a->compute);
+        rc = cpu__operand(&a->x, self, a->compute);
     if (rc == 0 && weight)
-        rc = nn__operand(&a->weight, weight, a->compute);
+        rc = cpu__operand(&a->weight, weight, a->compute);
     if (rc < 0)
         return rc;
     /* indices are checked before any kernel reads with them */
@@ -300,7 +300,7 @@ static int loss_kernel(weft_call *call, void *ctx)
     free(buf);
     weft_dtype dtype = a.dtype;
     loss_args_release(&a);
-    return rc < 0 ? rc : nn__set_result(call, 0, out, dtype);
+    return rc < 0 ? rc : cpu__set_result(call, 0, out, dtype);
 }
 
 /* nll_loss_backward / cross_entropy_backward (grad_output, self, target,
@@ -318,7 +318,7 @@ static int loss_backward_kernel(weft_call *call, void *ctx)
                             (long long)weft_tensor_numel(grad),
                             (long long)(a.reduction == NN_NONE ? count : 1));
     if (rc == 0)
-        rc = nn__operand(&g, grad, a.compute);
+        rc = cpu__operand(&g, grad, a.compute);
     if (rc == 0)
         rc = weft_empty(&out, weft_tensor_sizes(call->args[1].u.tensor),
                         weft_tensor_ndim(call->args[1].u.tensor), a.compute, WEFT_DEVICE_CPU);
@@ -350,7 +350,7 @@ static int loss_backward_kernel(weft_call *call, void *ctx)
         weft_tensor_release(out);
         return rc;
     }
-    return nn__set_result(call, 0, out, dtype);
+    return cpu__set_result(call, 0, out, dtype);
 }
 
 /* ------------------------------------------------- composite losses */
@@ -359,7 +359,7 @@ static int set_composite_result(weft_call *call, int rc, weft_tensor *loss, nn_r
 {
     weft_tensor *r = NULL;
     if (rc == 0)
-        rc = nn__reduce(&r, loss, red);
+        rc = cpu__reduce(&r, loss, red);
     weft_tensor_release(loss);
     if (rc < 0)
         return rc;
@@ -378,7 +378,7 @@ static int mse_loss_composite(weft_call *call, void *ctx)
 {
     (void)ctx;
     nn_reduction red;
-    int rc = nn__reduction_arg("mse_loss", &call->args[2], &red);
+    int rc = cpu__reduction_arg("mse_loss", &call->args[2], &red);
     if (rc < 0)
         return rc;
     weft_tensor *d = NULL, *loss = NULL;
@@ -393,7 +393,7 @@ static int l1_loss_composite(weft_call *call, void *ctx)
 {
     (void)ctx;
     nn_reduction red;
-    int rc = nn__reduction_arg("l1_loss", &call->args[2], &red);
+    int rc = cpu__reduction_arg("l1_loss", &call->args[2], &red);
     if (rc < 0)
         return rc;
     weft_tensor *d = NULL, *loss = NULL;
@@ -413,7 +413,7 @@ static int smooth_l1_loss_composite(weft_call *call, void *ctx)
     (void)ctx;
     nn_reduction red;
     double beta = call->args[3].u.d;
-    int rc = nn__reduction_arg("smooth_l1_loss", &call->args[2], &red);
+    int rc = cpu__reduction_arg("smooth_l1_loss", &call->args[2], &red);
     if (rc < 0)
         return rc;
     if (beta < 0)
@@ -474,7 +474,7 @@ static int binary_cross_entropy_composite(weft_call *call, void *ctx)
     (void)ctx;
     const weft_tensor *x = call->args[0].u.tensor, *y = call->args[1].u.tensor;
     nn_reduction red;
-    int rc = nn__reduction_arg("binary_cross_entropy", &call->args[3], &red);
+    int rc = cpu__reduction_arg("binary_cross_entropy", &call->args[3], &red);
     if (rc < 0)
         return rc;
     bool same = weft_tensor_ndim(x) == weft_tensor_ndim(y);
@@ -512,7 +512,7 @@ static int bce_with_logits_composite(weft_call *call, void *ctx)
     const weft_tensor *x = call->args[0].u.tensor, *y = call->args[1].u.tensor;
     const weft_tensor *pos_weight = optional_tensor(&call->args[3]);
     nn_reduction red;
-    int rc = nn__reduction_arg("binary_cross_entropy_with_logits", &call->args[4], &red);
+    int rc = cpu__reduction_arg("binary_cross_entropy_with_logits", &call->args[4], &red);
     if (rc < 0)
         return rc;
     weft_tensor *ax = NULL, *nax = NULL, *e = NULL, *sp = NULL, *nx = NULL, *rn = NULL,
@@ -564,6 +564,6 @@ int cpu__register_nn_loss(weft_registrar *reg)
 {
     int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, loss_entries, sizeof loss_entries / sizeof *loss_entries);
     for (size_t i = 0; rc == 0 && i < sizeof loss_composites / sizeof *loss_composites; i++)
-        rc = nn__register_composite(reg, loss_composites[i].op, loss_composites[i].fn);
+        rc = cpu__register_composite(reg, loss_composites[i].op, loss_composites[i].fn);
     return rc;
 }

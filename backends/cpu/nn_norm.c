@@ -280,10 +280,10 @@ static int param_operand(weft_tensor **out, const char *op, const char *name,
     if (weft_tensor_numel(t) != count)
         return weft_set_error(WEFT_ESHAPE, "%s: %s must have %lld elements, got %lld", op, name,
                               (long long)count, (long long)weft_tensor_numel(t));
-    if (nn__compute_dtype(weft_tensor_dtype(t)) == WEFT_DTYPE_UNSET)
+    if (cpu__compute_dtype(weft_tensor_dtype(t)) == WEFT_DTYPE_UNSET)
         return weft_set_error(WEFT_EDTYPE, "%s: %s must be a floating-point tensor, got %s", op,
                               name, weft_dtype_name(weft_tensor_dtype(t)));
-    return nn__operand(out, t, compute);
+    return cpu__operand(out, t, compute);
 }
 
 static int new_vector(weft_tensor **out, int64_t n, weft_dtype dtype)
@@ -343,7 +343,7 @@ static int native_batch_norm_kernel(weft_call *call, void *ctx)
     double momentum = a[6].u.d, eps = a[7].u.d;
     weft_dtype compute;
     int64_t N = 0, C = 0, S = 0;
-    int rc = nn__check_floating(op, "input", x, &compute);
+    int rc = cpu__check_floating(op, "input", x, &compute);
     if (rc == 0)
         rc = bn_shape(op, x, &N, &C, &S);
     if (rc < 0)
@@ -359,7 +359,7 @@ static int native_batch_norm_kernel(weft_call *call, void *ctx)
         rc = param_operand(&t[W + i], op, bn_param_names[i], optional_tensor(&a[1 + i]), C,
                            compute);
     if (rc == 0)
-        rc = nn__operand(&t[X], x, compute);
+        rc = cpu__operand(&t[X], x, compute);
     if (rc == 0)
         rc = weft_empty(&t[Y], weft_tensor_sizes(x), weft_tensor_ndim(x), compute,
                         WEFT_DEVICE_CPU);
@@ -393,15 +393,15 @@ static int native_batch_norm_kernel(weft_call *call, void *ctx)
     t[Y] = t[MEAN] = t[INVSTD] = NULL;
     release_all(t, NT);
     if (rc == 0) {
-        rc = nn__set_result(call, 0, y, weft_tensor_dtype(x));
+        rc = cpu__set_result(call, 0, y, weft_tensor_dtype(x));
         y = NULL;
     }
     if (rc == 0) {
-        rc = nn__set_result(call, 1, mean, compute);
+        rc = cpu__set_result(call, 1, mean, compute);
         mean = NULL;
     }
     if (rc == 0) {
-        rc = nn__set_result(call, 2, invstd, compute);
+        rc = cpu__set_result(call, 2, invstd, compute);
         invstd = NULL;
     }
     weft_tensor *left[3] = {y, mean, invstd};
@@ -414,7 +414,7 @@ static int set_grad(weft_call *call, int i, weft_tensor **t, weft_dtype dtype)
 {
     weft_tensor *r = *t;
     *t = NULL;
-    return nn__set_result(call, i, r, dtype);
+    return cpu__set_result(call, i, r, dtype);
 }
 
 static int check_same_shape(const char *op, const weft_tensor *g, const weft_tensor *x)
@@ -441,9 +441,9 @@ static int native_batch_norm_backward_kernel(weft_call *call, void *ctx)
     const weft_tensor *g = a[0].u.tensor, *x = a[1].u.tensor, *w = optional_tensor(&a[2]);
     weft_dtype compute, gc;
     int64_t N = 0, C = 0, S = 0;
-    int rc = nn__check_floating(op, "input", x, &compute);
+    int rc = cpu__check_floating(op, "input", x, &compute);
     if (rc == 0)
-        rc = nn__check_floating(op, "grad_out", g, &gc);
+        rc = cpu__check_floating(op, "grad_out", g, &gc);
     if (rc == 0)
         rc = bn_shape(op, x, &N, &C, &S);
     if (rc == 0)
@@ -452,8 +452,8 @@ static int native_batch_norm_backward_kernel(weft_call *call, void *ctx)
         return rc;
     enum { X, G, W, MEAN, INVSTD, GX, DW, DB, NT };
     weft_tensor *t[NT] = {0};
-    if ((rc = nn__operand(&t[X], x, compute)) == 0)
-        rc = nn__operand(&t[G], g, compute);
+    if ((rc = cpu__operand(&t[X], x, compute)) == 0)
+        rc = cpu__operand(&t[G], g, compute);
     if (rc == 0)
         rc = param_operand(&t[W], op, "weight", w, C, compute);
     if (rc == 0)
@@ -528,7 +528,7 @@ static int native_layer_norm_kernel(weft_call *call, void *ctx)
     const weft_tensor *x = a[0].u.tensor;
     weft_dtype compute;
     int64_t rows = 0, D = 0;
-    int rc = nn__check_floating(op, "input", x, &compute);
+    int rc = cpu__check_floating(op, "input", x, &compute);
     if (rc == 0)
         rc = ln_shape(op, x, &a[1], &rows, &D);
     if (rc < 0)
@@ -543,7 +543,7 @@ static int native_layer_norm_kernel(weft_call *call, void *ctx)
     if (rc == 0)
         rc = param_or_fill(&t[B], op, "bias", optional_tensor(&a[3]), D, compute, 0.0);
     if (rc == 0)
-        rc = nn__operand(&t[X], x, compute);
+        rc = cpu__operand(&t[X], x, compute);
     if (rc == 0)
         rc = weft_empty(&t[Y], weft_tensor_sizes(x), nd, compute, WEFT_DEVICE_CPU);
     if (rc == 0 && (rc = weft_empty(&t[MEAN], stat_shape, nd, compute, WEFT_DEVICE_CPU)) == 0)
@@ -580,9 +580,9 @@ static int native_layer_norm_backward_kernel(weft_call *call, void *ctx)
     const weft_tensor *g = a[0].u.tensor, *x = a[1].u.tensor, *w = optional_tensor(&a[5]);
     weft_dtype compute, gc;
     int64_t rows = 0, D = 0;
-    int rc = nn__check_floating(op, "input", x, &compute);
+    int rc = cpu__check_floating(op, "input", x, &compute);
     if (rc == 0)
-        rc = nn__check_floating(op, "grad_out", g, &gc);
+        rc = cpu__check_floating(op, "grad_out", g, &gc);
     if (rc == 0)
         rc = ln_shape(op, x, &a[2], &rows, &D);
     if (rc == 0)
@@ -591,8 +591,8 @@ static int native_layer_norm_backward_kernel(weft_call *call, void *ctx)
         return rc;
     enum { X, G, W, MEAN, RSTD, GX, DW, DB, NT };
     weft_tensor *t[NT] = {0};
-    if ((rc = nn__operand(&t[X], x, compute)) == 0)
-        rc = nn__operand(&t[G], g, compute);
+    if ((rc = cpu__operand(&t[X], x, compute)) == 0)
+        rc = cpu__operand(&t[G], g, compute);
     if (rc == 0)
         rc = param_or_fill(&t[W], op, "weight", w, D, compute, 1.0);
     if (rc == 0)
@@ -679,8 +679,8 @@ int cpu__register_nn_norm(weft_registrar *reg)
 {
     int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, norm_entries, sizeof norm_entries / sizeof *norm_entries);
     if (rc == 0)
-        rc = nn__register_composite(reg, "batch_norm", batch_norm_composite);
+        rc = cpu__register_composite(reg, "batch_norm", batch_norm_composite);
     if (rc == 0)
-        rc = nn__register_composite(reg, "layer_norm", layer_norm_composite);
+        rc = cpu__register_composite(reg, "layer_norm", layer_norm_composite);
     return rc;
 }

@@ -281,7 +281,7 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
         return rc;
     if (kind == POOL_ADAPTIVE) {
         int64_t size[2];
-        if ((rc = nn__pair_arg(op, "output_size", &args[1], NULL, 1, size)) < 0)
+        if ((rc = cpu__pair_arg(op, "output_size", &args[1], NULL, 1, size)) < 0)
             return rc;
         g->OH = size[0];
         g->OW = size[1];
@@ -290,12 +290,12 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
         return 0;
     }
     bool ceil_mode;
-    if ((rc = nn__pair_arg(op, "kernel_size", &args[1], NULL, 1, g->kernel)) < 0 ||
-        (rc = nn__pair_arg(op, "stride", &args[2], g->kernel, 1, g->stride)) < 0 ||
-        (rc = nn__pair_arg(op, "padding", &args[3], NULL, 0, g->padding)) < 0)
+    if ((rc = cpu__pair_arg(op, "kernel_size", &args[1], NULL, 1, g->kernel)) < 0 ||
+        (rc = cpu__pair_arg(op, "stride", &args[2], g->kernel, 1, g->stride)) < 0 ||
+        (rc = cpu__pair_arg(op, "padding", &args[3], NULL, 0, g->padding)) < 0)
         return rc;
     if (kind == POOL_MAX) {
-        if ((rc = nn__pair_arg(op, "dilation", &args[4], NULL, 1, g->dilation)) < 0)
+        if ((rc = cpu__pair_arg(op, "dilation", &args[4], NULL, 1, g->dilation)) < 0)
             return rc;
         ceil_mode = args[5].u.b;
     } else {
@@ -341,7 +341,7 @@ static int pool_kernel(weft_call *call, void *ctx)
     const weft_tensor *self = call->args[0].u.tensor;
     pool_geometry g;
     weft_dtype dt;
-    int rc = nn__check_floating(op, "self", self, &dt);
+    int rc = cpu__check_floating(op, "self", self, &dt);
     if (rc == 0)
         rc = pool_geometry_of(op, kind, call->args, self, &g);
     if (rc < 0)
@@ -350,7 +350,7 @@ static int pool_kernel(weft_call *call, void *ctx)
     int nd;
     output_shape(self, &g, shape, &nd);
     weft_tensor *x = NULL, *y = NULL, *ind = NULL;
-    if ((rc = nn__operand(&x, self, dt)) == 0 &&
+    if ((rc = cpu__operand(&x, self, dt)) == 0 &&
         (rc = weft_empty(&y, shape, nd, dt, WEFT_DEVICE_CPU)) == 0 && kind == POOL_MAX)
         rc = weft_empty(&ind, shape, nd, WEFT_INT64, WEFT_DEVICE_CPU);
     if (rc == 0) {
@@ -359,7 +359,7 @@ static int pool_kernel(weft_call *call, void *ctx)
         cpu__parallel_for(0, g.planes, grain_of(&g), forward_loops[dt], &j);
     }
     weft_tensor_release(x);
-    if (rc == 0 && (rc = nn__set_result(call, 0, y, weft_tensor_dtype(self))) == 0 && ind) {
+    if (rc == 0 && (rc = cpu__set_result(call, 0, y, weft_tensor_dtype(self))) == 0 && ind) {
         call->rets[1].tag = WEFT_VALUE_TENSOR;
         call->rets[1].u.tensor = ind;
         return 0;
@@ -400,7 +400,7 @@ static int pool_backward_kernel(weft_call *call, void *ctx)
     const weft_tensor *indices = kind == POOL_MAX ? call->args[2].u.tensor : NULL;
     pool_geometry g = {kind};
     weft_dtype dt;
-    int rc = nn__check_floating(op, "grad_output", grad, &dt);
+    int rc = cpu__check_floating(op, "grad_output", grad, &dt);
     if (rc == 0)
         rc = cpu__check_cpu(op, "self", self);
     if (rc == 0 && kind != POOL_AVG && (rc = plane_layout(op, self, &g)) == 0) {
@@ -427,8 +427,8 @@ static int pool_backward_kernel(weft_call *call, void *ctx)
     if (indices && weft_tensor_dtype(indices) != WEFT_INT64)
         return weft_set_error(WEFT_EDTYPE, "%s: indices must be int64", op);
     weft_tensor *go = NULL, *ind = NULL, *gi = NULL;
-    if ((rc = nn__operand(&go, grad, dt)) == 0 && indices)
-        rc = nn__operand(&ind, indices, WEFT_INT64);
+    if ((rc = cpu__operand(&go, grad, dt)) == 0 && indices)
+        rc = cpu__operand(&ind, indices, WEFT_INT64);
     if (rc == 0 && ind) { /* never write out of the plane */
         const int64_t *p = weft_tensor_data_ptr(ind);
         const int64_t n = weft_tensor_numel(ind);
@@ -456,7 +456,7 @@ static int pool_backward_kernel(weft_call *call, void *ctx)
         weft_tensor_release(gi);
         return rc;
     }
-    return nn__set_result(call, 0, gi, weft_tensor_dtype(grad));
+    return cpu__set_result(call, 0, gi, weft_tensor_dtype(grad));
 }
 
 static const pool_kind max_kind = POOL_MAX, avg_kind = POOL_AVG, adaptive_kind = POOL_ADAPTIVE;
@@ -473,6 +473,6 @@ int cpu__register_nn_pool(weft_registrar *reg)
 {
     int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, pool_entries, sizeof pool_entries / sizeof *pool_entries);
     if (rc == 0)
-        rc = nn__register_composite(reg, "max_pool2d", max_pool2d_composite);
+        rc = cpu__register_composite(reg, "max_pool2d", max_pool2d_composite);
     return rc;
 }

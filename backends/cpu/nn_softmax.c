@@ -154,9 +154,9 @@ static int softmax_kernel(weft_call *call, void *ctx)
     const weft_tensor *b = form->backward ? call->args[1].u.tensor : NULL;
     int64_t dim = call->args[form->backward ? 2 : 1].u.i;
     weft_dtype compute;
-    int rc = nn__check_floating(op, form->backward ? "grad_output" : "self", a, &compute);
+    int rc = cpu__check_floating(op, form->backward ? "grad_output" : "self", a, &compute);
     if (rc == 0 && b)
-        rc = nn__check_floating(op, "output", b, &compute);
+        rc = cpu__check_floating(op, "output", b, &compute);
     if (rc < 0)
         return rc;
     int nd = weft_tensor_ndim(a);
@@ -176,8 +176,8 @@ static int softmax_kernel(weft_call *call, void *ctx)
     }
     weft_dtype dtype = weft_tensor_dtype(a);
     weft_tensor *ca = NULL, *cb = NULL, *out = NULL;
-    if ((rc = nn__operand(&ca, a, compute)) == 0 && b)
-        rc = nn__operand(&cb, b, compute);
+    if ((rc = cpu__operand(&ca, a, compute)) == 0 && b)
+        rc = cpu__operand(&cb, b, compute);
     if (rc == 0)
         rc = weft_empty(&out, weft_tensor_sizes(a), nd, compute, WEFT_DEVICE_CPU);
     if (rc == 0 && weft_tensor_numel(a) > 0) {
@@ -200,7 +200,7 @@ static int softmax_kernel(weft_call *call, void *ctx)
         weft_tensor_release(out);
         return rc;
     }
-    return nn__set_result(call, 0, out, dtype);
+    return cpu__set_result(call, 0, out, dtype);
 }
 
 static const softmax_form softmax_form_ = {false, false}, log_softmax_form = {true, false};

@@ -219,7 +219,7 @@ static int upsample_kernel(weft_call *call, void *ctx)
     weft_dtype dt = weft_tensor_dtype(t);
     bool gather = !form->linear && !form->backward;
     int rc = gather ? cpu__check_cpu(op, "self", t)
-                    : nn__check_floating(op, form->backward ? "grad_output" : "self", t, &dt);
+                    : cpu__check_floating(op, form->backward ? "grad_output" : "self", t, &dt);
     if (rc < 0)
         return rc;
     char b1[128], b2[128];
@@ -252,7 +252,7 @@ static int upsample_kernel(weft_call *call, void *ctx)
                                              weft_tensor_ndim(t)),
                               weft_format_shape(b2, sizeof b2, y_size, 4));
     weft_tensor *src = NULL, *dest = NULL;
-    rc = nn__operand(&src, t, dt);
+    rc = cpu__operand(&src, t, dt);
     if (rc == 0)
         rc = weft_empty(&dest, form->backward ? in_size : y_size, 4, dt, WEFT_DEVICE_CPU);
     if (rc == 0)
@@ -263,7 +263,7 @@ static int upsample_kernel(weft_call *call, void *ctx)
         weft_tensor_release(dest);
         return rc;
     }
-    return nn__set_result(call, 0, dest, weft_tensor_dtype(t));
+    return cpu__set_result(call, 0, dest, weft_tensor_dtype(t));
 }
 
 /* interpolate(input, size?, scale_factor?, mode, align_corners): the output
@@ -343,6 +343,6 @@ int cpu__register_nn_upsample(weft_registrar *reg)
     int rc = weft_register_kernel_table(reg, WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, upsample_entries,
                                  sizeof upsample_entries / sizeof *upsample_entries);
     if (rc == 0)
-        rc = nn__register_composite(reg, "interpolate", interpolate_composite);
+        rc = cpu__register_composite(reg, "interpolate", interpolate_composite);
     return rc;
 }

@@ -9,17 +9,17 @@
 #include "c10/core.h"
 
 /* The DLPack data type of a weft dtype.  WEFT_EDTYPE if it has none. */
-int wf__dlpack_dtype_of(DLDataType *out, weft_dtype dtype, const char *op);
+int wi__dlpack_dtype_of(DLDataType *out, weft_dtype dtype, const char *op);
 /* The weft dtype of a DLPack data type.  WEFT_EDTYPE for lanes other than 1
  * or a code and bits weft lacks. */
-int wf__dlpack_dtype_to_weft(weft_dtype *out, DLDataType dt, const char *op);
+int wi__dlpack_dtype_to_weft(weft_dtype *out, DLDataType dt, const char *op);
 
 /* The DLPack device of a weft device.  WEFT_EDEVICE when its type declares no
  * DLPack device code. */
-int wf__dlpack_device_of(DLDevice *out, weft_device device, const char *op);
+int wi__dlpack_device_of(DLDevice *out, weft_device device, const char *op);
 /* The weft device of a DLPack device: host codes become the cpu, others the
  * device type that declares the code, which must be loaded and have a device
  * of that index.  WEFT_EDEVICE otherwise. */
-int wf__dlpack_device_to_weft(weft_device *out, DLDevice dev, const char *op);
+int wi__dlpack_device_to_weft(weft_device *out, DLDevice dev, const char *op);
 
 #endif

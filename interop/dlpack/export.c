@@ -50,9 +50,9 @@ static int describe(DLDataType *dtype, DLDevice *device, const weft_tensor *t, c
                           "%s: DLPack can only export strided tensors, this one has layout '%s' "
                           "(convert it with to_strided first)",
                           op, wf__layouts[t->layout].name);
-    int rc = wf__dlpack_dtype_of(dtype, (weft_dtype)t->dtype, op);
+    int rc = wi__dlpack_dtype_of(dtype, (weft_dtype)t->dtype, op);
     if (rc == 0)
-        rc = wf__dlpack_device_of(device, t->device, op);
+        rc = wi__dlpack_device_of(device, t->device, op);
     return rc;
 }
 
@@ -145,7 +145,7 @@ WEFT_API int weft_tensor_dlpack_device(const weft_tensor *t, int32_t *device_typ
     if (!t || !device_type || !device_id)
         return wf__errorf(WEFT_EINVAL, "%s: NULL argument", op);
     DLDevice device;
-    int rc = wf__dlpack_device_of(&device, t->device, op);
+    int rc = wi__dlpack_device_of(&device, t->device, op);
     if (rc < 0)
         return rc;
     *device_type = (int32_t)device.device_type;

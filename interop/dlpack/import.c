@@ -145,13 +145,13 @@ static int describe(described *d, const DLTensor *dl, const char *op)
     int64_t last;
     int rc = check_shape(d, dl, op);
     if (rc == 0)
-        rc = wf__dlpack_dtype_to_weft(&d->dtype, dl->dtype, op);
+        rc = wi__dlpack_dtype_to_weft(&d->dtype, dl->dtype, op);
     if (rc == 0)
         rc = check_strides(d, dl, &last, op);
     if (rc == 0)
         rc = check_data(d, dl, last, op);
     if (rc == 0)
-        rc = wf__dlpack_device_to_weft(&d->device, dl->device, op);
+        rc = wi__dlpack_device_to_weft(&d->device, dl->device, op);
     return rc;
 }
 

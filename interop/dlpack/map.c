@@ -49,7 +49,7 @@ static const char *device_code_name(int code)
     return "unknown";
 }
 
-int wf__dlpack_dtype_of(DLDataType *out, weft_dtype dtype, const char *op)
+int wi__dlpack_dtype_of(DLDataType *out, weft_dtype dtype, const char *op)
 {
     if ((int)dtype < 0 || dtype >= WEFT_NUM_DTYPES)
         return wf__errorf(WEFT_EDTYPE, "%s: dtype %d has no DLPack data type", op, (int)dtype);
@@ -57,7 +57,7 @@ int wf__dlpack_dtype_of(DLDataType *out, weft_dtype dtype, const char *op)
     return 0;
 }
 
-int wf__dlpack_dtype_to_weft(weft_dtype *out, DLDataType dt, const char *op)
+int wi__dlpack_dtype_to_weft(weft_dtype *out, DLDataType dt, const char *op)
 {
     if (dt.lanes != 1)
         return wf__errorf(WEFT_EDTYPE,
@@ -86,7 +86,7 @@ int wf__dlpack_dtype_to_weft(weft_dtype *out, DLDataType dt, const char *op)
                       op, (unsigned)dt.code, dtype_code_name(dt.code));
 }
 
-int wf__dlpack_device_of(DLDevice *out, weft_device device, const char *op)
+int wi__dlpack_device_of(DLDevice *out, weft_device device, const char *op)
 {
     int code;
     switch (device.type) {
@@ -119,7 +119,7 @@ int wf__dlpack_device_of(DLDevice *out, weft_device device, const char *op)
     return 0;
 }
 
-int wf__dlpack_device_to_weft(weft_device *out, DLDevice dev, const char *op)
+int wi__dlpack_device_to_weft(weft_device *out, DLDevice dev, const char *op)
 {
     int code = (int)dev.device_type, type = -1;
     switch (code) {

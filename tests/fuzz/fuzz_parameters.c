@@ -290,7 +290,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* the optimizer-state reader: every record becomes a host tensor */
         wf_named_tensor *list = NULL;
         int count = -1;
-        rc = wf__read_parameter_file(memfd_path, &list, &count);
+        rc = wn__read_parameter_file(memfd_path, &list, &count);
         CHECK(rc <= 0);
         if (rc < 0) {
             CHECK(weft_last_error()[0] != '\0');
@@ -302,7 +302,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(want);
                 /* names may repeat in a file; the first record is found */
             }
-            wf__named_tensors_free(list, count);
+            wn__named_tensors_free(list, count);
         }
     }
     free(file);
