@@ -156,6 +156,13 @@ int wd__slot_for(int key, int device_type);
 
 weft_op *wd__op_by_id(int id);
 int wd__dispatch(int op_id, const weft_value *args, int nargs, weft_value *rets, int nrets);
+/* The operator table under the registry lock (dispatch/dispatcher.c), for
+ * the registrar: find by name, count, index, and define a new operator
+ * (definer NULL for the built-in table). */
+weft_op *wd__op_find_locked(const char *name);
+int wd__op_total_locked(void);
+weft_op *wd__op_at_locked(int i);
+int wd__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer);
 /* Recomputes op's hot table from the registrations (registry lock held). */
 void wd__op_recompute(weft_op *op);
 /* The registrar's side of unloading (dispatch/registrar.c); the counters

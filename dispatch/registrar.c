@@ -11,10 +11,6 @@
 
 #include "dispatch/dispatcher.h"
 
-weft_op *wd__op_find_locked(const char *name);
-int wd__op_total_locked(void);
-weft_op *wd__op_at_locked(int i);
-int wd__op_add_locked(weft_op **out, const char *schema_text, struct weft_registrar *definer);
 
 typedef enum reg_kind {
     REG_KERNEL,
@@ -92,11 +88,6 @@ static bool fallback_live(const weft_registration *r)
 const char *wd__registrar_name(const weft_registrar *reg)
 {
     return reg->owner.name;
-}
-
-void wd__registrar_set_name(weft_registrar *reg, const char *name)
-{
-    snprintf(reg->owner.name, sizeof reg->owner.name, "%s", name);
 }
 
 /* ------------------------------------------------------ table compute */

@@ -5,7 +5,7 @@ formulas), each filling the tensor in place with one or a few C operators
 import math
 
 from .. import _C
-from ._grad import no_grad
+from ..grad_mode import no_grad
 
 
 def calculate_gain(nonlinearity, param=None):

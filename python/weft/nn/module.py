@@ -11,7 +11,7 @@ import copy
 import itertools
 
 from .. import _C
-from ._grad import no_grad
+from ..grad_mode import no_grad
 from .parameter import Parameter
 
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])

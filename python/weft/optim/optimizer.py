@@ -10,7 +10,7 @@ weft_optimizer_*, are not reachable from the extension yet.)
 import copy
 
 from .. import _C
-from ..nn._grad import enable_grad, no_grad
+from ..grad_mode import enable_grad, no_grad
 
 
 class _RequiredParameter:

@@ -3,7 +3,7 @@ multiply per gradient; Python loops over parameters only."""
 import math
 
 from ... import _C
-from .._grad import no_grad
+from ...grad_mode import no_grad
 
 
 def _grads(parameters):
