@@ -50,7 +50,9 @@ int wf__checked_numel(int64_t *numel, const int64_t *sizes, int ndim, const char
         if (sizes[i] < 0)
             return wf__errorf(WEFT_EINVAL, "%s: negative size %lld in dimension %d", op,
                               (long long)sizes[i], i);
-        if (__builtin_mul_overflow(extent, sizes[i] > 1 ? sizes[i] : 1, &extent))
+        /* after an overflow the wrapped extent may multiply without one:
+         * the element count must not go on (it would overflow itself) */
+        if (overflow || __builtin_mul_overflow(extent, sizes[i] > 1 ? sizes[i] : 1, &extent))
             overflow = true;
         else
             n *= sizes[i];

@@ -67,7 +67,7 @@ installed_dir() { (cd "$builddir" && unset MAKEFLAGS MFLAGS MAKELEVEL &&
 docdir=$(installed_dir docdir)
 mandir=$(installed_dir mandir)
 check "the README, docs/ and the OpenCL example are installed under \$(docdir) ($docdir)" \
-    sh -c "cd '$root$docdir' && test -f README.md -a -f docs/design.md -a -f docs/writing-a-backend.md \
+    sh -c "cd '$root$docdir' && test -f README.md -a -f docs/design.md -a -f docs/writing-a-backend.md -a -f docs/writing-a-layout.md \
            -a -f docs/benchmarks.md -a -f examples/opencl-backend/opencl.c \
            -a -f examples/opencl-backend/Makefile -a -f examples/opencl-backend/README.md"
 for tool in weft-info weft-train weft-conformance; do

@@ -127,6 +127,11 @@ static void test_empty(void)
     int64_t huge[3] = {INT64_MAX / 2, 3, 1};
     is_int(weft_empty(&bad, huge, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU), WEFT_EOVERFLOW, "numel overflow");
     like(weft_last_error(), "overflows int64", "overflow message");
+    /* 2^80 wraps the extent to 0, after which the third dimension would
+     * multiply the element count past int64 (fuzz_call_boxed found it) */
+    int64_t wraps[3] = {(int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40};
+    is_int(weft_empty(&bad, wraps, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU), WEFT_EOVERFLOW,
+           "an extent that wraps to 0 still overflows");
     int64_t big[1] = {INT64_MAX / 2};
     is_int(weft_empty(&bad, big, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU), WEFT_EOVERFLOW, "byte size overflow");
     int64_t huge0[3] = {INT64_MAX, INT64_MAX, 0};
