@@ -9,36 +9,8 @@
 /* t in `layout`, without autograd (a new reference). */
 static int convert(weft_tensor **out, const weft_tensor *t, int layout)
 {
-    *out = NULL;
-    if (t->layout == layout) {
-        *out = weft_tensor_retain(t);
-        return 0;
-    }
-    if (layout == WEFT_LAYOUT_STRIDED)
-        return wf__layout_strided(out, t, "to_strided");
-    const wf_layout *l = &wf__layouts[layout];
-    if (!l->iface.from_strided)
-        return wf__errorf(WEFT_ENOTSUP, "to_layout: layout '%s' cannot be made from a strided "
-                                        "tensor (its plugin has no from_strided)", l->name);
-    weft_tensor *strided;
-    int rc = wf__layout_strided(&strided, t, "to_layout");
-    if (rc < 0)
-        return rc;
-    rc = l->iface.from_strided(out, strided);
-    weft_tensor_release(strided);
-    if (rc < 0) {
-        *out = NULL;
-        return rc;
-    }
-    if (!*out || (*out)->layout != layout || (*out)->ndim != t->ndim ||
-        memcmp((*out)->sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t)) ||
-        (*out)->dtype != t->dtype) {
-        weft_tensor_release(*out);
-        *out = NULL;
-        return wf__errorf(WEFT_EINTERNAL, "to_layout: layout '%s''s from_strided returned a "
-                                          "tensor of another layout, shape or dtype", l->name);
-    }
-    return 0;
+    return wf__layout_from_strided(out, t, layout,
+                                   layout == WEFT_LAYOUT_STRIDED ? "to_strided" : "to_layout");
 }
 
 /* The user pointer of both functions: the layout to reach in forward

@@ -152,10 +152,11 @@ static inline int wf__require_strided(const weft_tensor *t, const char *op)
 /* t itself (a new reference) when strided, else a new strided tensor made
  * by its layout's to_strided (no autograd: printing and item). */
 int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op);
-/* 0 when result (from a plugin's to_strided of t) is strided with t's
- * shape, dtype and device; else releases it and says what it was. */
-int wf__layout_check_strided(weft_tensor *result, const weft_tensor *t, const char *layout,
-                             const char *op);
+/* t in the registered layout `layout` (a new reference): t itself when it
+ * is in it already, else through strided and the layout's from_strided (no
+ * autograd).  The plugin's result is checked (layout, shape, dtype,
+ * device); ENOTSUP when the layout has no from_strided. */
+int wf__layout_from_strided(weft_tensor **out, const weft_tensor *t, int layout, const char *op);
 
 /* ----- the layer above (c10/hooks.c)
  * c10 knows nothing of autograd; the autograd layer installs these once, at

@@ -84,12 +84,14 @@ static wf_layout *live_layout(int id)
     return &wf__layouts[id];
 }
 
-int wf__layout_check_strided(weft_tensor *result, const weft_tensor *t, const char *layout,
-                             const char *op)
+/* 0 when result, from layout `name`'s conversion `fn` of t, has the layout
+ * `want` and t's shape, dtype and device; else releases it and says what it
+ * was.  A plugin's conversion is checked before anything reads its result. */
+static int check_conversion(weft_tensor *result, const weft_tensor *t, int want,
+                            const char *name, const char *fn, const char *op)
 {
-    /* a plugin's conversion is checked before anything reads its result */
     const char *bad = !result                                   ? "nothing"
-                      : result->layout != WEFT_LAYOUT_STRIDED    ? "a tensor of another layout"
+                      : result->layout != want                   ? "a tensor of another layout"
                       : result->dtype != t->dtype                ? "another dtype"
                       : !weft_device_equal(result->device, t->device) ? "another device"
                       : result->ndim != t->ndim ||
@@ -99,7 +101,7 @@ int wf__layout_check_strided(weft_tensor *result, const weft_tensor *t, const ch
     if (!bad)
         return 0;
     weft_tensor_release(result);
-    return wf__errorf(WEFT_EINTERNAL, "%s: layout '%s''s to_strided returned %s", op, layout, bad);
+    return wf__errorf(WEFT_EINTERNAL, "%s: layout '%s''s %s returned %s", op, name, fn, bad);
 }
 
 int wf__layout_refuse(const weft_tensor *t, const char *op)
@@ -123,7 +125,36 @@ int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op)
         *out = NULL;
         return rc;
     }
-    rc = wf__layout_check_strided(*out, t, l->name, op);
+    rc = check_conversion(*out, t, WEFT_LAYOUT_STRIDED, l->name, "to_strided", op);
+    if (rc < 0)
+        *out = NULL;
+    return rc;
+}
+
+int wf__layout_from_strided(weft_tensor **out, const weft_tensor *t, int layout, const char *op)
+{
+    *out = NULL;
+    if (t->layout == layout) {
+        *out = weft_tensor_retain(t);
+        return 0;
+    }
+    if (layout == WEFT_LAYOUT_STRIDED)
+        return wf__layout_strided(out, t, op);
+    const wf_layout *l = &wf__layouts[layout];
+    if (!l->iface.from_strided)
+        return wf__errorf(WEFT_ENOTSUP, "%s: layout '%s' cannot be made from a strided tensor "
+                                        "(its plugin has no from_strided)", op, l->name);
+    weft_tensor *strided;
+    int rc = wf__layout_strided(&strided, t, op);
+    if (rc < 0)
+        return rc;
+    rc = l->iface.from_strided(out, strided);
+    weft_tensor_release(strided);
+    if (rc < 0) {
+        *out = NULL;
+        return rc;
+    }
+    rc = check_conversion(*out, t, layout, l->name, "from_strided", op);
     if (rc < 0)
         *out = NULL;
     return rc;

@@ -703,17 +703,17 @@ static int init_candidate(candidate *c)
         wd__registrar_release_all(reg);
         quiesce_locked();
         long storages = wd__registrar_live_kind(reg, WF_HOLD_STORAGE);
-        long streams = wd__registrar_live_kind(reg, WF_HOLD_STREAM) +
-                       wd__registrar_live_kind(reg, WF_HOLD_LAYOUT);
-        if (storages || streams) {
+        long streams = wd__registrar_live_kind(reg, WF_HOLD_STREAM);
+        long layout_tensors = wd__registrar_live_kind(reg, WF_HOLD_LAYOUT);
+        if (storages || streams || layout_tensors) {
             char what[256] = "";
             size_t len = 0, at = strlen(msg);
             busy_part(what, sizeof what, &len, storages, "storage", "storages");
             busy_part(what, sizeof what, &len, streams, "stream or event", "streams and events");
+            busy_part(what, sizeof what, &len, layout_tensors, "tensor of its layouts",
+                      "tensors of its layouts");
             snprintf(msg + at, sizeof msg - at,
-                     "; its library stays loaded: %s made on its device types while init ran "
-                     "still alive",
-                     what);
+                     "; its library stays loaded: %s made while init ran still alive", what);
             kept_library *k = wf__calloc(1, sizeof *k);
             if (k) {
                 *k = (kept_library){c->handle, reg, kept};

@@ -4,6 +4,7 @@
  * autograd through them), its own kernels, the refusal of every strided
  * path, printing, DLPack's refusal, the opt-in strided fallback, and
  * unloading refused while its tensors live. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,5 +247,27 @@ int main(void)
     weft_tensor_release(c);
     weft_tensor_release(dense);
     is_int(weft_unload_plugin("constlayout"), 0, "unloaded");
+
+    /* an init that fails while a tensor of its layout is alive: the library
+     * stays mapped (the tensor's release is its code), and the message
+     * counts the tensor as what it is */
+    unsetenv("CONSTLAYOUT_FALLBACK");
+    setenv("CONSTLAYOUT_FAIL_KEEPING", "1", 1);
+    is_int(weft_load_plugin(tp("test-constlayout.so")), WEFT_EPLUGIN, "an init that fails");
+    like(weft_last_error(), "its library stays loaded: 1 tensor of its layouts made while init",
+         "names the layout tensor it keeps the library for");
+    unsetenv("CONSTLAYOUT_FAIL_KEEPING");
+    void *lib = dlopen(tp("test-constlayout.so"), RTLD_NOW | RTLD_NOLOAD);
+    ok(lib != NULL, "the library is still mapped");
+    weft_tensor **kept = lib ? (weft_tensor **)dlsym(lib, "constlayout_kept") : NULL;
+    ok(kept && *kept, "and its tensor alive");
+    if (kept && *kept) {
+        is_int(weft_tensor_layout(*kept), id, "of the layout its init registered");
+        weft_tensor_release(*kept); /* runs the plugin's release: still mapped */
+        *kept = NULL;
+    }
+    if (lib)
+        dlclose(lib);
+    is_int(weft_layout_lookup("constant"), WEFT_ENOTFOUND, "the failed init left no layout");
     done_testing();
 }

@@ -99,6 +99,23 @@ static int sum_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* CONSTLAYOUT_FAIL_KEEPING: init makes a tensor of its layout, keeps it
+ * here and fails, so that the loader's refusal to unmap a library whose
+ * layout tensors are alive can be seen (test_layouts releases it through
+ * this symbol). */
+__attribute__((visibility("default"))) weft_tensor *constlayout_kept;
+
+static int fail_keeping(void)
+{
+    weft_tensor *like;
+    int rc = weft_zeros(&like, (int64_t[]){2}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    if (rc < 0)
+        return rc;
+    rc = make(&constlayout_kept, like, 7.0);
+    weft_tensor_release(like);
+    return rc < 0 ? rc : weft_set_error(WEFT_EINVAL, "constlayout: told to fail its init");
+}
+
 static int init(weft_registrar *reg)
 {
     static const weft_layout_interface iface = {
@@ -117,6 +134,8 @@ static int init(weft_registrar *reg)
     rc = weft_register_kernel(reg, "neg", key, WEFT_DEVICE_TYPE_CPU, neg_kernel, NULL, NULL);
     if (rc == 0)
         rc = weft_register_kernel(reg, "sum", key, WEFT_DEVICE_TYPE_CPU, sum_kernel, NULL, NULL);
+    if (rc == 0 && getenv("CONSTLAYOUT_FAIL_KEEPING"))
+        return fail_keeping();
     if (rc == 0 && getenv("CONSTLAYOUT_FALLBACK"))
         rc = weft_register_fallback(reg, key, WEFT_ALL_BACKENDS, weft_layout_strided_fallback,
                                     NULL, NULL);
