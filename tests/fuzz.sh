@@ -152,6 +152,26 @@ else
     fail_rest 2 "no instrumented build"
 fi
 
+# The TAP line of a run that ended well: N NAME LOG WHAT-IT-SHOWS.  The C
+# harnesses and the Python one report alike.
+report_ok() {
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$3")
+    echo "ok $1 - $2: ${runs:-?} inputs in ${seconds}s, $4"
+}
+# A finding: N NAME LOG ARTIFACT-PREFIX.  The log without libFuzzer's
+# progress lines, and every input it saved, in hex, so that a CI log alone
+# is enough to reproduce it.
+report_finding() {
+    echo "not ok $1 - $2 found a failure"
+    grep -v '^#[0-9]\|^INFO:\|^MS:\|^base64:\|NEW_FUNC\|^WARNING: Failed to find' "$3" | sed 's/^/# /' | tail -60
+    for f in "$4"*; do
+        [ -f "$f" ] || continue
+        echo "# the input, saved as $f:"
+        od -A x -t x1z -v "$f" | head -32 | sed 's/^/#   /'
+    done
+    status=1
+}
+
 n=1
 status=0
 for h in $harnesses; do
@@ -190,17 +210,9 @@ for h in $harnesses; do
         "$prog" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
         -malloc_limit_mb=4096 -detect_leaks=$per_input_leaks -print_final_stats=1 -artifact_prefix="$work/$h-" \
         "$tmp/corpus-$h" $seeds >"$tmp/run-$h.log" 2>&1; then
-        runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tmp/run-$h.log")
-        echo "ok $n - fuzz_$h: ${runs:-?} inputs in ${seconds}s, no crash, leak or broken invariant"
+        report_ok "$n" "fuzz_$h" "$tmp/run-$h.log" "no crash, leak or broken invariant"
     else
-        echo "not ok $n - fuzz_$h found a failure"
-        grep -v '^#[0-9]\|^INFO:\|^MS:\|^base64:\|NEW_FUNC\|^WARNING: Failed to find' "$tmp/run-$h.log" | sed 's/^/# /' | tail -60
-        for f in "$work/$h-"*; do
-            [ -f "$f" ] || continue
-            echo "# the input, saved as $f:"
-            od -A x -t x1z -v "$f" | head -32 | sed 's/^/#   /'
-        done
-        status=1
+        report_finding "$n" "fuzz_$h" "$tmp/run-$h.log" "$work/$h-"
     fi
 done
 
@@ -219,17 +231,9 @@ else
         "$python" "$srcdir/tests/fuzz/fuzz_python_ops.py" -max_total_time="$seconds" \
         -print_final_stats=1 -artifact_prefix="$work/python_ops-" -timeout=10 \
         "$tmp/corpus-python" "$srcdir/tests/fuzz/corpus/python_ops" >"$tmp/run-python.log" 2>&1; then
-        runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tmp/run-python.log")
-        echo "ok $n - fuzz_python_ops: ${runs:-?} inputs in ${seconds}s, only Python exceptions"
+        report_ok "$n" fuzz_python_ops "$tmp/run-python.log" "only Python exceptions"
     else
-        echo "not ok $n - fuzz_python_ops found a failure"
-        grep -v '^#[0-9]\|^INFO:\|^MS:\|^base64:\|NEW_FUNC\|^WARNING: Failed to find' "$tmp/run-python.log" | sed 's/^/# /' | tail -60
-        for f in "$work/python_ops-"*; do
-            [ -f "$f" ] || continue
-            echo "# the input, saved as $f:"
-            od -A x -t x1z -v "$f" | head -32 | sed 's/^/#   /'
-        done
-        status=1
+        report_finding "$n" fuzz_python_ops "$tmp/run-python.log" "$work/python_ops-"
     fi
 fi
 exit $status

@@ -55,4 +55,19 @@ static int fake_allocate(void *ctx, size_t nbytes, int index, weft_data_ptr *out
     return out->data ? 0 : WEFT_ENOMEM;
 }
 
+/* The fake device's interface as an initializer, for a plugin that adds a
+ * field of its own (.kind), and the interface and allocator themselves. */
+#define HOST_DEVICE_INTERFACE_FIELDS                                                      \
+    .struct_size = sizeof(weft_device_interface), .version = WEFT_DEVICE_INTERFACE_VERSION, \
+    .device_count = fake_count, .copy_to_host = fake_copy, .copy_from_host = fake_copy,   \
+    .copy_device = fake_copy_device, .synchronize = fake_sync
+
+static const weft_device_interface host_device_iface = {HOST_DEVICE_INTERFACE_FIELDS};
+
+static const weft_allocator host_device_alloc = {
+    .struct_size = sizeof(weft_allocator),
+    .version = WEFT_ALLOCATOR_VERSION,
+    .allocate = fake_allocate,
+};
+
 #endif

@@ -853,15 +853,10 @@ static void test_devices(void)
 
     weft_registrar *reg = NULL;
     weft_registrar_create(&reg, "test_dlpack");
-    weft_device_interface with_code = {
-        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, fake_count,
-        fake_copy, fake_copy, fake_copy_device, fake_sync, kDLExtDev,
-    };
-    weft_device_interface without_code = with_code;
-    without_code.dlpack_device_code = 0;
-    weft_allocator alloc = {
-        sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, fake_allocate, NULL, NULL,
-    };
+    weft_device_interface with_code = {HOST_DEVICE_INTERFACE_FIELDS,
+                                       .dlpack_device_code = kDLExtDev};
+    const weft_device_interface without_code = host_device_iface;
+    const weft_allocator alloc = host_device_alloc;
     int extdev = -1, nocode = -1;
     is_int(weft_register_device_type(reg, "dlpext", &with_code, &alloc, &extdev), 0,
            "register a device type with DLPack code 12");

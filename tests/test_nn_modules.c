@@ -754,15 +754,8 @@ static void test_device_move(void)
 {
     weft_registrar *reg = NULL;
     weft_registrar_create(&reg, "test_nn_modules");
-    weft_device_interface iface = {
-        sizeof(weft_device_interface), WEFT_DEVICE_INTERFACE_VERSION, NULL, fake_count,
-        fake_copy, fake_copy, fake_copy_device, fake_sync, 0,
-    };
-    weft_allocator alloc = {
-        sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, fake_allocate, NULL, NULL,
-    };
     int type = -1;
-    is_int(weft_register_device_type(reg, "nnfake", &iface, &alloc, &type), 0,
+    is_int(weft_register_device_type(reg, "nnfake", &host_device_iface, &host_device_alloc, &type), 0,
            "register a fake device");
     weft_device fake = {(int16_t)type, 1};
     weft_module *seq = NULL, *c = NULL;

@@ -160,29 +160,15 @@ static void test_device_kinds(void)
  * pointer (weft_device_type_name): it must still read the old text. */
 static void test_type_id_reuse(void)
 {
-    static const weft_device_interface iface = {
-        .struct_size = sizeof(weft_device_interface),
-        .version = WEFT_DEVICE_INTERFACE_VERSION,
-        .device_count = fake_count,
-        .copy_to_host = fake_copy,
-        .copy_from_host = fake_copy,
-        .copy_device = fake_copy_device,
-        .synchronize = fake_sync,
-    };
-    static const weft_allocator alloc = {
-        .struct_size = sizeof(weft_allocator),
-        .version = WEFT_ALLOCATOR_VERSION,
-        .allocate = fake_allocate,
-    };
     weft_registrar *a = NULL, *b = NULL;
     int ta = -1, tb = -1, lowest = first_free_type();
     weft_registrar_create(&a, "reuse-a");
     weft_registrar_create(&b, "reuse-b");
-    is_int(weft_register_device_type(a, "reuse_first", &iface, &alloc, &ta), 0, "register reuse_first");
+    is_int(weft_register_device_type(a, "reuse_first", &host_device_iface, &host_device_alloc, &ta), 0, "register reuse_first");
     is_int(ta, lowest, "it gets the lowest free id");
     const char *held = weft_device_type_name(ta);
     weft_registrar_destroy(a);
-    is_int(weft_register_device_type(b, "reuse_second", &iface, &alloc, &tb), 0,
+    is_int(weft_register_device_type(b, "reuse_second", &host_device_iface, &host_device_alloc, &tb), 0,
            "register another name after the first is gone");
     is_int(tb, ta, "it gets the freed id: no gap");
     is_str(weft_device_type_name(tb), "reuse_second", "under its own name");

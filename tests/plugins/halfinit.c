@@ -22,23 +22,9 @@ static int init(weft_registrar *reg)
                                   NULL);
     if (rc == 0)
         rc = weft_register_fallback(reg, WEFT_KEY_USER1, 0, bogus, NULL, NULL);
-    static const weft_device_interface iface = {
-        .struct_size = sizeof(weft_device_interface),
-        .version = WEFT_DEVICE_INTERFACE_VERSION,
-        .device_count = fake_count,
-        .copy_to_host = fake_copy,
-        .copy_from_host = fake_copy,
-        .copy_device = fake_copy_device,
-        .synchronize = fake_sync,
-    };
-    static const weft_allocator alloc = {
-        .struct_size = sizeof(weft_allocator),
-        .version = WEFT_ALLOCATOR_VERSION,
-        .allocate = fake_allocate,
-    };
     int type = -1;
     if (rc == 0)
-        rc = weft_register_device_type(reg, "halfdev", &iface, &alloc, &type);
+        rc = weft_register_device_type(reg, "halfdev", &host_device_iface, &host_device_alloc, &type);
     if (rc < 0)
         return rc;
     return weft_set_error(WEFT_EINVAL,

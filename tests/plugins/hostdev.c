@@ -41,21 +41,10 @@ static int init(weft_registrar *reg)
 {
     /* really emulated: its memory is host memory and its work runs on the
      * CPU; accdev only claims otherwise */
-    static const weft_device_interface iface = {
-        .struct_size = sizeof(weft_device_interface),
-        .version = WEFT_DEVICE_INTERFACE_VERSION,
-        .device_count = fake_count,
-        .copy_to_host = fake_copy,
-        .copy_from_host = fake_copy,
-        .copy_device = fake_copy_device,
-        .synchronize = fake_sync,
-        .kind = HOSTDEV_KIND,
-    };
-    static const weft_allocator alloc = {
-        sizeof(weft_allocator), WEFT_ALLOCATOR_VERSION, NULL, fake_allocate, NULL, NULL,
-    };
+    static const weft_device_interface iface = {HOST_DEVICE_INTERFACE_FIELDS,
+                                                .kind = HOSTDEV_KIND};
     int type;
-    int rc = weft_register_device_type(reg, HOSTDEV_NAME, &iface, &alloc, &type);
+    int rc = weft_register_device_type(reg, HOSTDEV_NAME, &iface, &host_device_alloc, &type);
 #ifdef HOSTDEV_WRONG_NEG
     if (rc == 0)
         rc = weft_register_kernel(reg, "neg", WEFT_KEY_DENSE, type, wrong_neg, NULL, NULL);
