@@ -858,6 +858,64 @@ static bool server_stop(server *s)
     return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* ------------------------------------------------------------ baseline */
+
+/* --baseline DIR: another build tree of weft (an earlier commit, say),
+ * measured in the same run as a third contender for the fixed-cost rows, so
+ * that "did this change make the 1-element add slower" is answered by
+ * batches that alternate with this build's, not by two runs on a shared
+ * machine.  Its children see its own libweft and plugins: both variables
+ * point into DIR/.libs while they are spawned, and are put back after. */
+static const char *baseline_dir;
+
+typedef struct saved_env {
+    char *ld, *plugins;
+} saved_env;
+
+static char *dup_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? strdup(v) : NULL;
+}
+
+static void restore_env(const char *name, char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    free(value);
+}
+
+static saved_env baseline_env_enter(void)
+{
+    saved_env saved = {dup_env("LD_LIBRARY_PATH"), dup_env("WEFT_PLUGIN_PATH")};
+    char libs[PATH_MAX];
+    snprintf(libs, sizeof libs, "%s/.libs", baseline_dir);
+    setenv("LD_LIBRARY_PATH", libs, 1);
+    setenv("WEFT_PLUGIN_PATH", libs, 1);
+    return saved;
+}
+
+static void baseline_env_leave(saved_env saved)
+{
+    restore_env("LD_LIBRARY_PATH", saved.ld);
+    restore_env("WEFT_PLUGIN_PATH", saved.plugins);
+}
+
+/* The baseline's real weft-bench (libtool keeps it in bench/.libs); exits
+ * with a message when DIR holds no built weft-bench. */
+static void baseline_program(char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/bench/.libs/weft-bench", baseline_dir);
+    if (access(buf, X_OK) == 0)
+        return;
+    snprintf(buf, size, "%s/bench/weft-bench", baseline_dir);
+    if (access(buf, X_OK) != 0)
+        die("--baseline %s: no bench/weft-bench built there (build that tree first)",
+            baseline_dir);
+}
+
 /* ------------------------------------------------------------ start-up */
 
 /* What the start-up row times for weft: a process that loads the default
@@ -924,18 +982,25 @@ typedef struct startup_stats {
 } startup_stats;
 
 /* Runs each start-up child once untimed (to warm the page cache), then
- * `runs` times, alternating between the two. */
-static void measure_startup(char *const *argvs[2], int runs, startup_stats st[2])
+ * `runs` times, alternating between them: weft, libtorch and, with
+ * --baseline, the baseline build's weft (NULL: absent). */
+static void measure_startup(char *const *argvs[3], int runs, startup_stats st[3])
 {
-    double hwm[2][64];
+    double hwm[3][64];
     if (runs > 64)
         runs = 64;
     for (int round = -1; round < runs; round++) {
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             if (!argvs[k])
                 continue;
             child_result r;
-            run_child(argvs[k], &r);
+            if (k == 2) {
+                saved_env saved = baseline_env_enter();
+                run_child(argvs[k], &r);
+                baseline_env_leave(saved);
+            } else {
+                run_child(argvs[k], &r);
+            }
             if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
                 die("start-up child %s failed (status %d); its output:\n%s", argvs[k][0],
                     r.status, r.out);
@@ -946,7 +1011,7 @@ static void measure_startup(char *const *argvs[2], int runs, startup_stats st[2]
             hwm[k][round] = child_value(r.out, BENCH_KEY_VMHWM_KB) / 1024.0;
         }
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         st[k].ran = argvs[k] != NULL;
         if (!st[k].ran)
             continue;
@@ -1134,7 +1199,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: weft-bench [--quick] [--json] [--verbose] [--threads N] [--no-torch]\n"
-            "                  [--only ROWS] [--rounds N]\n"
+            "                  [--only ROWS] [--rounds N] [--baseline DIR]\n"
             "       weft-bench --startup-child | --serve [--threads N]\n"
             "  Measures weft against libtorch (bench/torch-bench, when built) and prints\n"
             "  one table.  Run it through bench/run so that it finds the build's plugins.\n"
@@ -1148,6 +1213,9 @@ static void usage(FILE *f)
             "                the comma-separated substrings (e.g. conv_small,gelu); skips\n"
             "                start-up, the 1-element add, autograd, add_out, mm and DLPack\n"
             "  --rounds N    alternating rounds per operator row (default: the row's own)\n"
+            "  --baseline DIR  also measure the build tree DIR (an earlier commit, built)\n"
+            "                in the same run: start-up, the 1-element add and autograd\n"
+            "                rows alternate with it, and a before/after table follows\n"
             "  --startup-child  load the plugins, do one add, exit (what start-up times)\n"
             "  --serve       weft's side of the measurements, driven by the parent\n");
 }
@@ -1305,6 +1373,46 @@ static int run_only(server *w, server *t, bool torch, const char *only, int roun
     return 0;
 }
 
+/* --baseline's table: this build against the baseline build, from the
+ * batches and start-up runs above (they alternated with each other). */
+static void print_baseline(const contender *c_add1, const contender *c_autograd,
+                           const startup_stats *st, const bench_plan *plan)
+{
+    int runs = plan->startup_runs;
+    struct {
+        const char *name, *unit;
+        double now, before, ratio;
+    } rows[] = {
+        {"add, 1 element: fixed cost per call", "ns",
+         contender_median(&c_add1[0], plan->add1_batches),
+         contender_median(&c_add1[3], plan->add1_batches),
+         contender_ratio(&c_add1[0], &c_add1[3], plan->add1_batches)},
+        {"autograd: 1000-step chain and its backward", "us",
+         contender_median(&c_autograd[0], plan->autograd_batches) / 1e3,
+         contender_median(&c_autograd[2], plan->autograd_batches) / 1e3,
+         contender_ratio(&c_autograd[0], &c_autograd[2], plan->autograd_batches)},
+        {"start-up: load plugins + one add, wall time", "ms", st[0].wall_ms, st[2].wall_ms,
+         paired_ratio(st[0].wall, st[2].wall, runs)},
+        {"start-up: peak RSS (ru_maxrss)", "MiB", st[0].maxrss_mib, st[2].maxrss_mib,
+         paired_ratio(st[0].rss, st[2].rss, runs)},
+    };
+    printf("\nbefore/after: this build against the baseline build %s (same run, batches "
+           "alternating)\n\n",
+           baseline_dir);
+    printf("| operation | this build (median) | baseline (median) | this/baseline (median of "
+           "paired ratios) |\n|---|---:|---:|---:|\n");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char now[64], before[64], ratio[64];
+        fmt_value(now, sizeof now, rows[i].now, rows[i].unit);
+        fmt_value(before, sizeof before, rows[i].before, rows[i].unit);
+        if (have(rows[i].ratio))
+            snprintf(ratio, sizeof ratio, "%.3gx", rows[i].ratio);
+        else
+            snprintf(ratio, sizeof ratio, "n/a");
+        printf("| %s | %s | %s | %s |\n", rows[i].name, now, before, ratio);
+    }
+}
+
 int main(int argc, char **argv)
 {
     bool quick = false, json = false, use_torch = true, verbose = false, serving = false;
@@ -1337,6 +1445,8 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc) {
+            baseline_dir = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -1365,6 +1475,14 @@ int main(int argc, char **argv)
 
     if (serving)
         return serve(threads);
+    if (baseline_dir && (json || only)) {
+        fprintf(stderr, "weft-bench: --baseline compares the full run's fixed-cost rows; it "
+                        "takes neither --json nor --only\n");
+        return 2;
+    }
+    char base_path[PATH_MAX + 32];
+    if (baseline_dir)
+        baseline_program(base_path, sizeof base_path);
 
     bench_plan plan = bench_plan_get(quick);
     char dir[PATH_MAX], torch_path[PATH_MAX + 32], self_path[PATH_MAX];
@@ -1400,8 +1518,10 @@ int main(int argc, char **argv)
      * measured buffers live in the servers) and prints its peak below. */
     char *weft_child[] = {self_path, "--startup-child", NULL};
     char *torch_child[] = {torch_path, "--startup-child", NULL};
-    char *const *argvs[2] = {weft_child, torch ? torch_child : NULL};
-    startup_stats st[2] = {{0}};
+    char *base_child[] = {base_path, "--startup-child", NULL};
+    char *const *argvs[3] = {weft_child, torch ? torch_child : NULL,
+                             baseline_dir ? base_child : NULL};
+    startup_stats st[3] = {{0}};
     long parent_hwm_kb = bench_self_vmhwm_kb();
     if (!only)
         measure_startup(argvs, plan.startup_runs, st);
@@ -1413,6 +1533,16 @@ int main(int argc, char **argv)
         die("the weft side did not start; its message is above");
     if (torch)
         torch = server_start(&torch_srv, "libtorch", torch_argv);
+    char *base_argv[] = {base_path, "--serve", "--threads", tbuf, NULL};
+    server base_srv = {0};
+    if (baseline_dir) {
+        saved_env saved = baseline_env_enter();
+        bool started = server_start(&base_srv, "weft baseline", base_argv);
+        baseline_env_leave(saved);
+        if (!started)
+            die("the baseline's weft side did not start; its message is above");
+    }
+    double (*base_fn)(void *, long) = baseline_dir ? server_batch : NULL;
     if (torch && torch_srv.threads != threads)
         fprintf(stderr, "weft-bench: warning: libtorch runs %d threads, weft %d\n",
                 torch_srv.threads, threads);
@@ -1423,19 +1553,24 @@ int main(int argc, char **argv)
 
     /* 1. the fixed cost of add on one element */
     server_job w_add1_job = {&weft_srv, BENCH_KIND_ADD1}, t_add1_job = {&torch_srv, BENCH_KIND_ADD1},
-               t_add1_inf_job = {&torch_srv, BENCH_KIND_ADD1_INFERENCE};
-    contender c_add1[3] = {{"add1 weft", server_batch, &w_add1_job},
+               t_add1_inf_job = {&torch_srv, BENCH_KIND_ADD1_INFERENCE},
+               b_add1_job = {&base_srv, BENCH_KIND_ADD1};
+    contender c_add1[4] = {{"add1 weft", server_batch, &w_add1_job},
                            {"add1 libtorch", torch_fn, &t_add1_job},
-                           {"add1 libtorch InferenceMode", torch_fn, &t_add1_inf_job}};
-    run_rounds(c_add1, 3, plan.add1_calls, plan.add1_batches, false);
+                           {"add1 libtorch InferenceMode", torch_fn, &t_add1_inf_job},
+                           {"add1 weft baseline", base_fn, &b_add1_job}};
+    run_rounds(c_add1, baseline_dir ? 4 : 3, plan.add1_calls, plan.add1_batches, false);
 
     /* 2. 1000 recorded steps on one element and their backward (both
      * libraries run backward on the calling thread: no pool to settle) */
     server_job w_autograd_job = {&weft_srv, BENCH_KIND_AUTOGRAD},
-               t_autograd_job = {&torch_srv, BENCH_KIND_AUTOGRAD};
-    contender c_autograd[2] = {{"autograd weft", server_batch, &w_autograd_job},
-                               {"autograd libtorch", torch_fn, &t_autograd_job}};
-    run_rounds(c_autograd, 2, plan.autograd_calls, plan.autograd_batches, false);
+               t_autograd_job = {&torch_srv, BENCH_KIND_AUTOGRAD},
+               b_autograd_job = {&base_srv, BENCH_KIND_AUTOGRAD};
+    contender c_autograd[3] = {{"autograd weft", server_batch, &w_autograd_job},
+                               {"autograd libtorch", torch_fn, &t_autograd_job},
+                               {"autograd weft baseline", base_fn, &b_autograd_job}};
+    run_rounds(c_autograd, baseline_dir ? 3 : 2, plan.autograd_calls, plan.autograd_batches,
+               false);
 
     /* 3. add_out at memory bandwidth, beside the plain C STREAM add */
     server_job w_add_out_job = {&weft_srv, BENCH_KIND_ADD_OUT},
@@ -1467,6 +1602,11 @@ int main(int argc, char **argv)
 
     if (torch)
         server_stop(&torch_srv);
+    if (baseline_dir) {
+        bool base_alive = base_srv.alive;
+        if (!server_stop(&base_srv) || !base_alive)
+            die("the baseline's weft side failed (its message is above): no results");
+    }
     bool weft_alive = weft_srv.alive;
     if (!server_stop(&weft_srv) || !weft_alive)
         die("the weft side failed (its message is above): no results");
@@ -1539,8 +1679,8 @@ int main(int argc, char **argv)
                torch_srv.version);
     if (verbose) {
         printf("batches:\n");
-        print_batches(c_add1, 3, plan.add1_batches);
-        print_batches(c_autograd, 2, plan.autograd_batches);
+        print_batches(c_add1, baseline_dir ? 4 : 3, plan.add1_batches);
+        print_batches(c_autograd, baseline_dir ? 3 : 2, plan.autograd_batches);
         print_batches(c_add_out, 3, plan.big_batches);
         print_batches(c_mm, 2, plan.mm_batches);
         for (int i = 0; i < BENCH_NUM_OPS; i++)
@@ -1570,6 +1710,8 @@ int main(int argc, char **argv)
                misses ? " (the rows marked NO)" : "");
     else
         printf("goals: nothing to compare without libtorch\n");
+    if (baseline_dir)
+        print_baseline(c_add1, c_autograd, st, &plan);
     dlpack_section(quick);
     return 0;
 }
