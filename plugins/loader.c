@@ -337,70 +337,9 @@ typedef struct candidate {
     bool done; /* reported: loaded, failed, skipped or unsupported */
 } candidate;
 
-#if __ELF_NATIVE_CLASS == 64
-#define ELFCLASS_HERE ELFCLASS64
-#else
-#define ELFCLASS_HERE ELFCLASS32
-#endif
-
 /* A plugin name is at most this long (the registrar keeps a copy), printable
  * ASCII without '/' or ',' (WEFT_DISABLE_PLUGINS is a comma list). */
 #define NAME_MAX_LEN 47
-
-/* Checks the file's ELF program headers before dlopen maps it: a truncated
- * library (a copy cut short, a download in progress) has segments that end
- * past the end of the file, and touching such a mapping raises SIGBUS inside
- * dlopen, which no caller can recover from.  Anything that is not a native
- * ELF file is left to dlopen, whose own messages are clear.  Returns 0 or
- * writes the reason into msg and returns -1. */
-static int check_elf_extent(const char *path, char *msg, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0; /* dlopen reports it */
-    struct stat st;
-    ElfW(Ehdr) eh;
-    int rc = 0;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
-        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS_HERE)
-        goto out;
-    off_t fsize = st.st_size;
-    if (eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0) {
-        snprintf(msg, size, "malformed ELF file: %u program headers of %u bytes", eh.e_phnum,
-                 eh.e_phentsize);
-        rc = -1;
-        goto out;
-    }
-    if (eh.e_phoff > (uint64_t)fsize ||
-        (uint64_t)eh.e_phnum * sizeof(ElfW(Phdr)) > (uint64_t)fsize - eh.e_phoff) {
-        snprintf(msg, size, "truncated ELF file: its program headers end past its %lld bytes",
-                 (long long)fsize);
-        rc = -1;
-        goto out;
-    }
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        ElfW(Phdr) ph;
-        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
-            snprintf(msg, size, "cannot read program header %u", i);
-            rc = -1;
-            goto out;
-        }
-        if (ph.p_type != PT_LOAD && ph.p_type != PT_DYNAMIC)
-            continue;
-        if (ph.p_offset > (uint64_t)fsize || ph.p_filesz > (uint64_t)fsize - ph.p_offset) {
-            snprintf(msg, size,
-                     "truncated ELF file: segment %u ends at byte %llu but the file has %lld "
-                     "bytes",
-                     i, (unsigned long long)(ph.p_offset + ph.p_filesz), (long long)fsize);
-            rc = -1;
-            goto out;
-        }
-    }
-out:
-    close(fd);
-    return rc;
-}
 
 /* Checks that the entry symbol is a data object big enough and aligned for
  * the descriptor before any field is read: an entry that is a function, or a
@@ -545,7 +484,7 @@ static int probe(candidate *c, const char *path)
         return wf__errorf(WEFT_ENOTFOUND, "plugin '%s': file not found", path);
     }
     char msg[512];
-    if (check_elf_extent(path, msg, sizeof msg) < 0) {
+    if (wp__elf_check(path, msg, sizeof msg) < 0) {
         report(path, NULL, NULL, WEFT_PLUGIN_FAILED, msg, 0, 0, 0);
         return wf__errorf(WEFT_EPLUGIN, "plugin '%s': %s", path, msg);
     }

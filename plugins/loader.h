@@ -9,4 +9,9 @@
  * loader looked.  Thread-safe. */
 void wp__loader_summary(char *buf, size_t size);
 
+/* plugins/elf.c: 0 when the file at path is not a native ELF file (dlopen
+ * judges it) or its program headers and dynamic section are safe for dlopen
+ * to trust; else -1 with the reason in msg.  Reads the file only. */
+int wp__elf_check(const char *path, char *msg, size_t size);
+
 #endif

@@ -245,6 +245,47 @@ static int write_damaged(const char *dir, const char *field)
     return rc;
 }
 
+/* Writes tests/plugins/good.c's build as libweft-phdrs.so with its program
+ * header table damaged: "drop-first-load" starts the table after its first
+ * PT_LOAD (the segment that maps the ELF header and the dynamic symbols,
+ * which the dynamic section still points into), "dynamic-moved" moves the
+ * PT_DYNAMIC segment's address 1 GiB past the loaded ones.  glibc's dlopen
+ * trusts both and reads through a wild pointer (SIGSEGV): the first is what
+ * tests/fuzz/fuzz_plugin_descriptor.c once found. */
+static int write_phdrs(const char *dir, const char *how)
+{
+    char from[PATH_MAX + 64], to[PATH_MAX + 64];
+    snprintf(from, sizeof from, "%s/tests/plugins/.libs/test-good.so", builddir);
+    snprintf(to, sizeof to, "%s/libweft-phdrs.so", dir);
+    size_t size;
+    unsigned char *buf = read_file(from, &size);
+    int rc = buf && size >= sizeof(Elf64_Ehdr) ? 0 : -1;
+    Elf64_Ehdr *eh = (Elf64_Ehdr *)buf;
+    if (rc == 0 && eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size)
+        rc = -1;
+    bool done = false;
+    for (unsigned i = 0; rc == 0 && !done && i < eh->e_phnum; i++) {
+        Elf64_Phdr *ph = (Elf64_Phdr *)(buf + eh->e_phoff) + i;
+        if (strcmp(how, "drop-first-load") == 0 && ph->p_type == PT_LOAD) {
+            eh->e_phoff += (i + 1) * sizeof *ph;
+            eh->e_phnum = (Elf64_Half)(eh->e_phnum - i - 1);
+            done = true;
+        } else if (strcmp(how, "dynamic-moved") == 0 && ph->p_type == PT_DYNAMIC) {
+            ph->p_vaddr += 1u << 30;
+            done = true;
+        }
+    }
+    if (!done)
+        rc = -1;
+    FILE *out = rc == 0 ? fopen(to, "wb") : NULL;
+    if (!out || fwrite(buf, 1, size, out) != size)
+        rc = -1;
+    if (out)
+        fclose(out);
+    free(buf);
+    return rc;
+}
+
 static void remove_dir(const char *dir)
 {
     char cmd[PATH_MAX + 32];
@@ -278,6 +319,10 @@ static const bad_case cases[] = {
      "a function of the entry descriptor points outside the plugin's code", false},
     {"a damaged copy whose entry symbol is thread-local", {"damaged-tls"},
      "does not lie at a symbol of a loaded library", false},
+    {"a damaged copy whose program headers lost the first segment", {"phdrs-drop-first-load"},
+     "outside its loaded segments", false},
+    {"a damaged copy whose dynamic section lies outside its segments", {"phdrs-dynamic-moved"},
+     "its dynamic section (segment", false},
 };
 
 int main(void)
@@ -310,6 +355,9 @@ int main(void)
             if (strcmp(c->libs[k], "trunc") == 0) {
                 if (write_truncated(dir) != 0)
                     diag("could not write the truncated plugin");
+            } else if (strncmp(c->libs[k], "phdrs-", 6) == 0) {
+                if (write_phdrs(dir, c->libs[k] + 6) != 0)
+                    diag("could not write the plugin with damaged program headers");
             } else if (strncmp(c->libs[k], "damaged-", 8) == 0) {
                 if (write_damaged(dir, c->libs[k] + 8) != 0)
                     diag("could not write the damaged plugin");

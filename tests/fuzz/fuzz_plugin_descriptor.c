@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_plugin_descriptor.c — libFuzzer harness for the plugin
- * loader's checks of a plugin file (plugins/loader.c: check_elf_extent,
+ * loader's checks of a plugin file (plugins/elf.c: wp__elf_check, plugins/loader.c:
  * check_entry_symbol, the descriptor's size, ABI, name and variant checks).
  *
  * A loaded library's memory cannot be changed before dlopen reads it, so
@@ -171,7 +171,7 @@ static void apply(unsigned char *copy, const uint8_t *data, size_t size)
      * bytes (or zeros) as code or data: glibc runs the library's _init from
      * them inside dlopen, and no check of weft's can tell such a file from a
      * valid one.  Only the changes the loader can see are kept: a segment
-     * that ends past the end of the file (check_elf_extent). */
+     * that ends past the end of the file (wp__elf_check). */
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)image;
     for (int i = 0; i < eh->e_phnum; i++) {
         const Elf64_Phdr *orig = (const Elf64_Phdr *)(image + eh->e_phoff) + i;
