@@ -1199,7 +1199,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: weft-bench [--quick] [--json] [--verbose] [--threads N] [--no-torch]\n"
-            "                  [--only ROWS] [--rounds N] [--baseline DIR]\n"
+            "                  [--only ROWS] [--rounds N] [--fixed-only] [--baseline DIR]\n"
             "       weft-bench --startup-child | --serve [--threads N]\n"
             "  Measures weft against libtorch (bench/torch-bench, when built) and prints\n"
             "  one table.  Run it through bench/run so that it finds the build's plugins.\n"
@@ -1213,6 +1213,8 @@ static void usage(FILE *f)
             "                the comma-separated substrings (e.g. conv_small,gelu); skips\n"
             "                start-up, the 1-element add, autograd, add_out, mm and DLPack\n"
             "  --rounds N    alternating rounds per operator row (default: the row's own)\n"
+            "  --fixed-only  only start-up, the 1-element add and autograd (the fixed\n"
+            "                costs; a minute instead of ten)\n"
             "  --baseline DIR  also measure the build tree DIR (an earlier commit, built)\n"
             "                in the same run: start-up, the 1-element add and autograd\n"
             "                rows alternate with it, and a before/after table follows\n"
@@ -1415,7 +1417,8 @@ static void print_baseline(const contender *c_add1, const contender *c_autograd,
 
 int main(int argc, char **argv)
 {
-    bool quick = false, json = false, use_torch = true, verbose = false, serving = false;
+    bool quick = false, json = false, use_torch = true, verbose = false, serving = false,
+         fixed_only = false;
     int threads = 0, rounds = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1445,6 +1448,8 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--fixed-only") == 0) {
+            fixed_only = true;
         } else if (strcmp(argv[i], "--baseline") == 0 && i + 1 < argc) {
             baseline_dir = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -1572,19 +1577,24 @@ int main(int argc, char **argv)
     run_rounds(c_autograd, baseline_dir ? 3 : 2, plan.autograd_calls, plan.autograd_batches,
                false);
 
+    /* --fixed-only: the rows below are not run (their contenders have no
+     * batch function, so they read "not measured" and are left out) */
+    double (*rest_fn)(void *, long) = fixed_only ? NULL : server_batch;
+    double (*rest_torch_fn)(void *, long) = fixed_only ? NULL : torch_fn;
+
     /* 3. add_out at memory bandwidth, beside the plain C STREAM add */
     server_job w_add_out_job = {&weft_srv, BENCH_KIND_ADD_OUT},
                t_add_out_job = {&torch_srv, BENCH_KIND_ADD_OUT},
                stream_job = {&weft_srv, BENCH_KIND_STREAM};
-    contender c_add_out[3] = {{"add_out weft", server_batch, &w_add_out_job},
-                              {"add_out libtorch", torch_fn, &t_add_out_job},
-                              {"add_out plain C STREAM", server_batch, &stream_job}};
+    contender c_add_out[3] = {{"add_out weft", rest_fn, &w_add_out_job},
+                              {"add_out libtorch", rest_torch_fn, &t_add_out_job},
+                              {"add_out plain C STREAM", rest_fn, &stream_job}};
     run_rounds(c_add_out, 3, plan.big_calls, plan.big_batches, true);
 
     /* 4. sgemm */
     server_job w_mm_job = {&weft_srv, BENCH_KIND_MM}, t_mm_job = {&torch_srv, BENCH_KIND_MM};
-    contender c_mm[2] = {{"mm weft", server_batch, &w_mm_job},
-                         {"mm libtorch", torch_fn, &t_mm_job}};
+    contender c_mm[2] = {{"mm weft", rest_fn, &w_mm_job},
+                         {"mm libtorch", rest_torch_fn, &t_mm_job}};
     run_rounds(c_mm, 2, plan.mm_calls, plan.mm_batches, true);
 
     /* 5. issue 3's operator rows, each alternating the two sides */
@@ -1594,8 +1604,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < BENCH_NUM_OPS; i++) {
         w_op_jobs[i] = (server_job){&weft_srv, bench_ops[i].kind};
         t_op_jobs[i] = (server_job){&torch_srv, bench_ops[i].kind};
-        c_ops[i][0] = (contender){bench_ops[i].kind, server_batch, &w_op_jobs[i], {0}};
-        c_ops[i][1] = (contender){bench_ops[i].kind, torch_fn, &t_op_jobs[i], {0}};
+        c_ops[i][0] = (contender){bench_ops[i].kind, rest_fn, &w_op_jobs[i], {0}};
+        c_ops[i][1] = (contender){bench_ops[i].kind, rest_torch_fn, &t_op_jobs[i], {0}};
         op_batches[i] = rounds ? rounds : quick ? 2 : bench_ops[i].batches;
         run_rounds(c_ops[i], 2, quick ? 1 : bench_ops[i].calls, op_batches[i], true);
     }
@@ -1656,10 +1666,12 @@ int main(int argc, char **argv)
          GOAL_MAX_FRAC,
          GOAL_STARTUP_RSS_MAX_FRACTION},
     };
-    int nrows = (int)(sizeof rows / sizeof rows[0]);
+    int nrows = 0;
     row all_rows[sizeof rows / sizeof rows[0] + BENCH_NUM_OPS];
-    memcpy(all_rows, rows, sizeof rows);
-    for (int i = 0; i < BENCH_NUM_OPS; i++) {
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (!fixed_only || have(rows[i].weft))
+            all_rows[nrows++] = rows[i];
+    for (int i = 0; i < BENCH_NUM_OPS && !fixed_only; i++) {
         const bench_op *op = &bench_ops[i];
         /* bytes per ns are GB/s, flops per ns GFLOP/s */
         all_rows[nrows++] = (row){
@@ -1688,6 +1700,11 @@ int main(int argc, char **argv)
     }
     printf("\n");
     print_table(all_rows, nrows);
+    if (fixed_only) {
+        if (baseline_dir)
+            print_baseline(c_add1, c_autograd, st, &plan);
+        return 0;
+    }
     printf("\nadd_out reaches %.0f%% (weft)",
            100 * contender_ratio(&c_add_out[2], &c_add_out[0], plan.big_batches));
     if (have(t_add_out_gbs))
