@@ -156,6 +156,19 @@ static unsigned char *read_file(const char *path, size_t *size)
     return buf;
 }
 
+/* Writes size bytes of buf to path and frees buf; rc stays -1 (and nothing
+ * is written) when the caller already failed. */
+static int write_file(const char *path, unsigned char *buf, size_t size, int rc)
+{
+    FILE *out = rc == 0 ? fopen(path, "wb") : NULL;
+    if (!out || fwrite(buf, 1, size, out) != size)
+        rc = -1;
+    if (out)
+        fclose(out);
+    free(buf);
+    return rc;
+}
+
 /* Writes the build's CPU plugin cut in the middle of what dlopen maps (half
  * of the extent of its PT_LOAD segments; a plain half of the file can lie
  * wholly in the debug sections) as libweft-trunc.so. */
@@ -180,13 +193,7 @@ static int write_truncated(const char *dir)
     size_t cut = (size_t)(extent / 2);
     if (cut == 0)
         rc = -1;
-    FILE *out = rc == 0 ? fopen(to, "wb") : NULL;
-    if (!out || fwrite(buf, 1, cut, out) != cut)
-        rc = -1;
-    if (out)
-        fclose(out);
-    free(buf);
-    return rc;
+    return write_file(to, buf, cut, rc);
 }
 
 /* Writes tests/plugins/good.c's build as libweft-damaged.so with garbage in
@@ -236,13 +243,7 @@ static int write_damaged(const char *dir, const char *field)
         if (at + 8 <= (long)size)
             memcpy(buf + at, &garbage, sizeof garbage);
     }
-    FILE *out = rc == 0 ? fopen(to, "wb") : NULL;
-    if (!out || fwrite(buf, 1, (size_t)size, out) != (size_t)size)
-        rc = -1;
-    if (out)
-        fclose(out);
-    free(buf);
-    return rc;
+    return write_file(to, buf, size, rc);
 }
 
 /* Writes tests/plugins/good.c's build as libweft-phdrs.so with its program
@@ -277,13 +278,7 @@ static int write_phdrs(const char *dir, const char *how)
     }
     if (!done)
         rc = -1;
-    FILE *out = rc == 0 ? fopen(to, "wb") : NULL;
-    if (!out || fwrite(buf, 1, size, out) != size)
-        rc = -1;
-    if (out)
-        fclose(out);
-    free(buf);
-    return rc;
+    return write_file(to, buf, size, rc);
 }
 
 static void remove_dir(const char *dir)
