@@ -104,13 +104,16 @@ int main(int argc, char **argv)
 {
     long calls = 20000;
     int rounds = 31;
+    bool off_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc)
             calls = atol(argv[++i]);
         else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--off-only") == 0)
+            off_only = true; /* for callgrind: the same work on either library */
         else {
-            fprintf(stderr, "usage: %s [--calls N] [--rounds N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--calls N] [--rounds N] [--off-only]\n", argv[0]);
             return 2;
         }
     }
@@ -131,21 +134,21 @@ int main(int argc, char **argv)
     weft_tensor *a = NULL, *b = NULL;
     check(weft_full(&a, &one, 1, 1.5, WEFT_FLOAT32, WEFT_DEVICE_CPU), "full");
     check(weft_full(&b, &one, 1, 2.25, WEFT_FLOAT32, WEFT_DEVICE_CPU), "full");
-    int modes = have ? 3 : 1;
+    int modes = have && !off_only ? 3 : 1;
     double *v[3], *d_on = calloc((size_t)rounds, sizeof(double)),
                   *d_full = calloc((size_t)rounds, sizeof(double));
     for (int m = 0; m < 3; m++)
         v[m] = calloc((size_t)rounds, sizeof(double));
     /* warm-up: the thread's allocator cache, the branch predictors */
     add_batch(a, b, calls);
-    if (have)
+    if (modes > 1)
         profiled_batch(a, b, calls, true);
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < modes; k++) {
             int m = (r + k) % modes; /* each mode in each position equally */
             v[m][r] = m == 0 ? add_batch(a, b, calls) : profiled_batch(a, b, calls, m == 2);
         }
-        if (have) {
+        if (modes > 1) {
             d_on[r] = v[1][r] - v[0][r];
             d_full[r] = v[2][r] - v[0][r];
         }
@@ -162,7 +165,7 @@ int main(int argc, char **argv)
     printf("profiler_api %s\n", have ? "yes" : "no");
     printf("calls %ld\nrounds %d\n", calls, rounds);
     printf("add_1elem_off_ns %.2f\n", median(v[0], rounds));
-    if (have) {
+    if (modes > 1) {
         printf("add_1elem_on_ns %.2f\n", median(v[1], rounds));
         printf("add_1elem_on_full_ns %.2f\n", median(v[2], rounds));
         printf("per_op_overhead_ns %.2f\n", median(d_on, rounds));
