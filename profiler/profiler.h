@@ -32,7 +32,25 @@ typedef struct wr_event {
     uint64_t seq;       /* WR_BACKWARD: the node's sequence number */
     int64_t bytes, live; /* WR_MEMORY: the change, and the device's live
                           * bytes after it (see wr__live) */
+    /* WR_OP with record_device_time: when its device work ran, in ns on
+     * the CPU clock (see wr_device_ref), -1 when not measured */
+    int64_t device_start, device_end;
 } wr_event;
+
+/* An operator's device events, waiting to be read when the thread stops. */
+typedef struct wr_device_pair {
+    int32_t event;
+    weft_event *start, *end;
+} wr_device_pair;
+
+/* Per device a thread timed: an event recorded on the drained stream when
+ * the device's first operator was timed, and the CPU time just before it
+ * was recorded.  Device times are placed on the CPU clock through it. */
+typedef struct wr_device_ref {
+    weft_device device;
+    weft_event *event;
+    int64_t cpu_ns;
+} wr_device_ref;
 
 /* An autograd node made inside an operator: node seq -> that event. */
 typedef struct wr_link {
@@ -63,6 +81,10 @@ typedef struct wr_buffer {
     wr_link *links;
     int32_t nlinks, caplinks;
     wr_strblock *strings;
+    wr_device_pair *pairs;
+    int32_t npairs, cappairs;
+    wr_device_ref refs[4]; /* the devices timed (more are not timed) */
+    int nrefs;
     uint64_t dropped;    /* events lost to a failed allocation */
     bool closed;
 } wr_buffer;

@@ -90,6 +90,7 @@ static int32_t begin_event(wr_buffer *b, wr_kind kind, const char *name)
     e->shapes = 0;
     e->seq = 0;
     e->bytes = e->live = 0;
+    e->device_start = e->device_end = -1;
     if (kind != WR_MEMORY)
         b->current = i;
     /* last, so the bookkeeping above is not counted in the event */
@@ -190,6 +191,96 @@ static void record_inputs(wr_buffer *b, wr_event *e, const weft_call *call, bool
     e->shapes = at + 1;
 }
 
+/* ------------------------------------------------------- device time */
+
+/* The reference of device d for b (made on first use), or NULL when the
+ * device has no events or the table of references is full. */
+static wr_device_ref *device_ref(wr_buffer *b, weft_device d)
+{
+    for (int i = 0; i < b->nrefs; i++)
+        if (weft_device_equal(b->refs[i].device, d))
+            return b->refs[i].event ? &b->refs[i] : NULL;
+    if (b->nrefs == (int)(sizeof b->refs / sizeof b->refs[0]))
+        return NULL;
+    wr_device_ref *r = &b->refs[b->nrefs++];
+    r->device = d;
+    r->event = NULL; /* stays NULL (not timed) when any step fails */
+    weft_event *ev = NULL;
+    if (weft_event_create(&ev, d) < 0)
+        return NULL;
+    /* first drain the stream, so that the reference, recorded on an idle
+     * stream, completes as it is recorded: then the CPU time just before
+     * recording it is its time, give or take the record's latency */
+    int64_t t = 0;
+    if (weft_event_record(ev, NULL) < 0 || weft_event_synchronize(ev) < 0 ||
+        (t = now_ns(), weft_event_record(ev, NULL) < 0) || weft_event_synchronize(ev) < 0) {
+        weft_event_destroy(ev);
+        return NULL;
+    }
+    r->cpu_ns = t;
+    r->event = ev;
+    return r;
+}
+
+/* An event recorded now on d's current stream, or NULL. */
+static weft_event *device_mark(weft_device d)
+{
+    weft_event *ev = NULL;
+    if (weft_event_create(&ev, d) < 0)
+        return NULL;
+    if (weft_event_record(ev, NULL) < 0) {
+        weft_event_destroy(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+/* Keeps the pair for event i; frees it when it cannot. */
+static void device_keep(wr_buffer *b, int32_t i, weft_event *start, weft_event *end)
+{
+    if (b->npairs == b->cappairs) {
+        int32_t cap = b->cappairs ? 2 * b->cappairs : 256;
+        wr_device_pair *grown = wf__realloc(b->pairs, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            weft_event_destroy(start);
+            weft_event_destroy(end);
+            b->dropped++;
+            return;
+        }
+        b->pairs = grown;
+        b->cappairs = cap;
+    }
+    b->pairs[b->npairs++] = (wr_device_pair){i, start, end};
+}
+
+/* At stop: waits for every pair and places it on the CPU clock.  Errors
+ * leave the operator without a device time. */
+static void device_resolve(wr_buffer *b)
+{
+    for (int32_t k = 0; k < b->npairs; k++) {
+        wr_device_pair *q = &b->pairs[k];
+        wr_event *e = &b->ev[q->event];
+        weft_device d = {e->device_type, e->device_index};
+        wr_device_ref *r = NULL;
+        for (int i = 0; i < b->nrefs; i++)
+            if (weft_device_equal(b->refs[i].device, d))
+                r = &b->refs[i];
+        float s_ms = 0, e_ms = 0;
+        if (r && r->event && weft_event_synchronize(q->end) == 0 &&
+            weft_event_elapsed_ms(&s_ms, r->event, q->start) == 0 &&
+            weft_event_elapsed_ms(&e_ms, r->event, q->end) == 0) {
+            e->device_start = r->cpu_ns + (int64_t)((double)s_ms * 1e6);
+            e->device_end = r->cpu_ns + (int64_t)((double)e_ms * 1e6);
+        }
+        weft_event_destroy(q->start);
+        weft_event_destroy(q->end);
+    }
+    b->npairs = 0;
+    for (int i = 0; i < b->nrefs; i++)
+        weft_event_destroy(b->refs[i].event);
+    b->nrefs = 0;
+}
+
 /* --------------------------------------------------- the Profiler key */
 
 static int profile_kernel(weft_call *call, void *ctx)
@@ -206,7 +297,29 @@ static int profile_kernel(weft_call *call, void *ctx)
         if (b->session->opts.record_shapes)
             b->ev[i].start = now_ns();
     }
+    /* device time: an event before and after, on the device's current
+     * stream; only for a device other than the host (CPU is type 0).  The
+     * operator's CPU time includes recording them, so its device work
+     * lies inside it on the timeline. */
+    weft_event *dstart = NULL;
+    weft_device dev = {0, 0};
+    if (i >= 0 && b->session->opts.record_device_time && b->ev[i].device_type > 0) {
+        dev = (weft_device){b->ev[i].device_type, b->ev[i].device_index};
+        int had = b->nrefs;
+        bool timed = device_ref(b, dev) != NULL;
+        if (b->nrefs != had) /* the wait for a new reference is not the operator's */
+            b->ev[i].start = now_ns();
+        if (timed)
+            dstart = device_mark(dev);
+    }
     int rc = weft_redispatch(call, done);
+    if (dstart) {
+        weft_event *dend = tls_buffer == b ? device_mark(dev) : NULL;
+        if (dend)
+            device_keep(b, i, dstart, dend);
+        else
+            weft_event_destroy(dstart);
+    }
     int64_t t = now_ns();
     /* the kernel may have stopped this thread's recording (which closed
      * the event) */
@@ -320,7 +433,7 @@ WEFT_API int weft_profiler_create(weft_profiler **out, const weft_profiler_optio
         *out = NULL;
     if (!out)
         return wf__errorf(WEFT_EINVAL, "weft_profiler_create: out is NULL");
-    weft_profiler_options o = {sizeof o, false, false};
+    weft_profiler_options o = {sizeof o, false, false, false};
     if (opts) {
         size_t need = offsetof(weft_profiler_options, profile_memory) + sizeof(bool);
         if (opts->struct_size < need)
@@ -330,6 +443,9 @@ WEFT_API int weft_profiler_create(weft_profiler **out, const weft_profiler_optio
                               opts->struct_size, need);
         o.record_shapes = opts->record_shapes;
         o.profile_memory = opts->profile_memory;
+        /* a field the caller's (older) struct may not have */
+        if (opts->struct_size >= offsetof(weft_profiler_options, record_device_time) + sizeof(bool))
+            o.record_device_time = opts->record_device_time;
     }
     weft_profiler *p = wf__calloc(1, sizeof *p);
     if (!p)
@@ -352,6 +468,7 @@ static void buffer_free(wr_buffer *b)
     free(b->ev);
     free(b->shapes);
     free(b->links);
+    free(b->pairs);
     free(b);
 }
 
@@ -392,6 +509,7 @@ static void close_buffer(wr_buffer *b, int64_t t)
     while (b->current >= 0)
         end_event(b, b->current, t);
     b->open_ranges = 0;
+    device_resolve(b);
     weft_profiler *p = b->session;
     pthread_mutex_lock(&global_mutex);
     if (p->opts.profile_memory && --n_memory == 0)

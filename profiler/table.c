@@ -168,6 +168,8 @@ static int add_buffer(rows *r, const wr_buffer *b, bool by_shape)
         s->calls++;
         s->total_us += (double)dur / 1000.0;
         s->self_us += (double)(dur - child_ns[i]) / 1000.0;
+        if (e->device_start >= 0)
+            s->device_us += (double)(e->device_end - e->device_start) / 1000.0;
         s->memory_bytes += mem_total[i];
         s->self_memory_bytes += mem_self[i];
     }
@@ -207,7 +209,8 @@ WEFT_API int weft_profiler_key_averages(weft_profiler_stat **out, int *n, const 
 /* ---------------------------------------------------------- the table */
 
 static const char *const sort_keys[] = {"self_cpu_time_total", "cpu_time_total", "cpu_time",
-                                        "count", "cpu_memory_usage", "self_cpu_memory_usage"};
+                                        "count", "cpu_memory_usage", "self_cpu_memory_usage",
+                                        "device_time_total", "cuda_time_total"};
 enum { N_SORT_KEYS = sizeof sort_keys / sizeof sort_keys[0] };
 
 typedef struct sort_item {
@@ -310,7 +313,8 @@ WEFT_API int weft_profiler_table(char **out, const weft_profiler *p, const char 
         return wf__errorf(WEFT_EINVAL,
                           "weft_profiler_table: unknown sort key '%s' (known: "
                           "self_cpu_time_total, cpu_time_total, cpu_time, count, "
-                          "cpu_memory_usage, self_cpu_memory_usage)",
+                          "cpu_memory_usage, self_cpu_memory_usage, device_time_total, "
+                          "cuda_time_total)",
                           want);
     weft_profiler_stat *stats;
     int n;
@@ -343,16 +347,19 @@ WEFT_API int weft_profiler_table(char **out, const weft_profiler *p, const char 
         case 2: items[i].v = s->calls ? s->total_us / (double)s->calls : 0; break;
         case 3: items[i].v = (double)s->calls; break;
         case 4: items[i].v = (double)s->memory_bytes; break;
-        default: items[i].v = (double)s->self_memory_bytes; break;
+        case 5: items[i].v = (double)s->self_memory_bytes; break;
+        default: items[i].v = s->device_us; break;
         }
     }
     qsort(items, (size_t)n, sizeof *items, cmp_item);
     name_w = name_w + 4 > 55 ? 55 : name_w + 4;
-    bool mem = p->opts.profile_memory;
-    int ncols = 6 + (mem ? 2 : 0);
+    bool mem = p->opts.profile_memory, dev = p->opts.record_device_time;
+    int ncols = 6 + (mem ? 2 : 0) + (dev ? 2 : 0);
     rule(&t, name_w, ncols, group_by_input_shape);
     put(&t, "%-*s  %12s  %12s  %12s  %12s  %12s", name_w, "Name", "Self CPU %", "Self CPU",
         "CPU total %", "CPU total", "CPU time avg");
+    if (dev)
+        put(&t, "  %12s  %12s", "Device total", "Device avg");
     if (mem)
         put(&t, "  %12s  %12s", "CPU Mem", "Self CPU Mem");
     put(&t, "  %12s", "# of Calls");
@@ -376,6 +383,12 @@ WEFT_API int weft_profiler_table(char **out, const weft_profiler *p, const char 
             snprintf(name, sizeof name, "%s", s->name);
         put(&t, "%-*s  %11.2f%%  %12s  %11.2f%%  %12s  %12s", name_w, name,
             100.0 * s->self_us / denom, self, 100.0 * s->total_us / denom, total, avg);
+        if (dev) {
+            char dt[32], da[32];
+            format_time(dt, sizeof dt, s->device_us);
+            format_time(da, sizeof da, s->calls ? s->device_us / (double)s->calls : 0);
+            put(&t, "  %12s  %12s", dt, da);
+        }
         if (mem) {
             format_memory(m1, sizeof m1, s->memory_bytes);
             format_memory(m2, sizeof m2, s->self_memory_bytes);

@@ -33,6 +33,12 @@ static double us(const weft_profiler *p, int64_t t)
     return (double)(t - p->t0) / 1000.0;
 }
 
+/* The track of a device's work (above any Linux thread id). */
+static int device_tid(int type, int index)
+{
+    return 0x7f000000 + type * 256 + (index & 255);
+}
+
 static void put_device(FILE *f, int type, int index)
 {
     const char *name = weft_device_type_name(type);
@@ -103,6 +109,23 @@ static void write_trace(FILE *f, const weft_profiler *p, const link_ref *links, 
     fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":"
                "\"weft\"}}",
             pid);
+    /* a name for each device track */
+    uint64_t named[WEFT_MAX_DEVICE_TYPES] = {0}; /* bit per index < 64 */
+    for (int k = 0; k < p->nbuffers; k++) {
+        const wr_buffer *b = p->buffers[k];
+        for (int32_t i = 0; i < b->n; i++) {
+            const wr_event *e = &b->ev[i];
+            if (e->device_start < 0 || e->device_type < 0 || e->device_index >= 64 ||
+                (named[e->device_type] >> e->device_index & 1))
+                continue;
+            named[e->device_type] |= 1ull << e->device_index;
+            fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
+                       "\"args\":{\"name\":",
+                    pid, device_tid(e->device_type, e->device_index));
+            const char *dev = weft_device_type_name(e->device_type);
+            fprintf(f, "\"%s:%d (device time)\"}}", dev ? dev : "unknown", e->device_index);
+        }
+    }
     uint64_t flow_id = 0;
     for (int k = 0; k < p->nbuffers; k++) {
         const wr_buffer *b = p->buffers[k];
@@ -145,7 +168,20 @@ static void write_trace(FILE *f, const weft_profiler *p, const link_ref *links, 
                 put_inputs(f, b, e);
             if (e->kind == WR_BACKWARD)
                 fprintf(f, ",\"Sequence number\":%llu", (unsigned long long)e->seq);
+            if (e->device_start >= 0)
+                fprintf(f, ",\"Device time us\":%.3f",
+                        (double)(e->device_end - e->device_start) / 1000.0);
             fputs("}}", f);
+            if (e->device_start >= 0) {
+                /* the device's work, on a track of its own per device */
+                fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":");
+                put_string(f, e->name);
+                fprintf(f, ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"Device\":",
+                        pid, device_tid(e->device_type, e->device_index), us(p, e->device_start),
+                        (double)(e->device_end - e->device_start) / 1000.0);
+                put_device(f, e->device_type, e->device_index);
+                fputs("}}", f);
+            }
             if (e->kind == WR_BACKWARD) {
                 const link_ref *l = find_link(links, nlinks, e->seq);
                 if (l) {

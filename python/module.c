@@ -660,7 +660,8 @@ static PyMethodDef module_methods[] = {
      "counts) as asked, as torch.unique"},
     /* the profiler (issue 19; weft/profiler.py) */
     {"_profiler_create", wpy_profiler_create, METH_VARARGS,
-     "_profiler_create(record_shapes, profile_memory): a new session (a capsule)"},
+     "_profiler_create(record_shapes, profile_memory, record_device_time=False): a new session "
+     "(a capsule)"},
     {"_profiler_start", wpy_profiler_start, METH_O,
      "_profiler_start(session): this thread records into session"},
     {"_profiler_stop", wpy_profiler_stop, METH_O, "_profiler_stop(session): this thread stops"},
@@ -668,7 +669,7 @@ static PyMethodDef module_methods[] = {
      "_profiler_export(session, path): writes the Chrome trace"},
     {"_profiler_key_averages", wpy_profiler_key_averages, METH_VARARGS,
      "_profiler_key_averages(session, group_by_input_shape): [(name, input_shapes, calls, "
-     "total_us, self_us, memory, self_memory)]"},
+     "total_us, self_us, memory, self_memory, device_us)]"},
     {"_profiler_table", wpy_profiler_table, METH_VARARGS,
      "_profiler_table(session, sort_by, row_limit, group_by_input_shape): the table as a str"},
     {"_range_push", wpy_range_push, METH_O, "_range_push(name): opens a profiler range"},

@@ -32,10 +32,10 @@ static weft_profiler *session(PyObject *cap)
 PyObject *wpy_profiler_create(PyObject *module, PyObject *args)
 {
     (void)module;
-    int shapes, memory;
-    if (!PyArg_ParseTuple(args, "pp", &shapes, &memory))
+    int shapes, memory, device = 0;
+    if (!PyArg_ParseTuple(args, "pp|p", &shapes, &memory, &device))
         return NULL;
-    weft_profiler_options o = {sizeof o, shapes != 0, memory != 0};
+    weft_profiler_options o = {sizeof o, shapes != 0, memory != 0, device != 0};
     weft_profiler *p = NULL;
     int rc = weft_profiler_create(&p, &o);
     if (rc < 0)
@@ -86,7 +86,8 @@ PyObject *wpy_profiler_export(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* [(name, input_shapes, calls, total_us, self_us, memory, self_memory)] */
+/* [(name, input_shapes, calls, total_us, self_us, memory, self_memory,
+ *   device_us)] */
 PyObject *wpy_profiler_key_averages(PyObject *module, PyObject *args)
 {
     (void)module;
@@ -104,10 +105,10 @@ PyObject *wpy_profiler_key_averages(PyObject *module, PyObject *args)
         return wpy_raise(rc);
     PyObject *list = PyList_New(n);
     for (int i = 0; list && i < n; i++) {
-        PyObject *row = Py_BuildValue("(ssLddLL)", st[i].name, st[i].input_shapes,
+        PyObject *row = Py_BuildValue("(ssLddLLd)", st[i].name, st[i].input_shapes,
                                       (long long)st[i].calls, st[i].total_us, st[i].self_us,
                                       (long long)st[i].memory_bytes,
-                                      (long long)st[i].self_memory_bytes);
+                                      (long long)st[i].self_memory_bytes, st[i].device_us);
         if (!row)
             Py_CLEAR(list);
         else

@@ -35,6 +35,12 @@ typedef struct weft_profiler_options {
     uint32_t struct_size;
     bool record_shapes;  /* every tensor argument's sizes and dtype */
     bool profile_memory; /* storage allocations and frees, with the live total */
+    /* device time of operators on devices whose plugin provides events
+     * (CUDA, HIP): an event pair recorded on the current stream around
+     * each call, read when the thread stops (which waits for them); the
+     * trace shows the device's work on a track per device, the tables a
+     * device time column.  Costs an event pair per device operator. */
+    bool record_device_time;
 } weft_profiler_options;
 
 /* A new session in *out (free it with weft_profiler_destroy).  opts NULL
@@ -90,6 +96,7 @@ typedef struct weft_profiler_stat {
     int64_t calls;
     double total_us, self_us;
     int64_t memory_bytes, self_memory_bytes;
+    double device_us; /* device time of its calls (record_device_time), else 0 */
 } weft_profiler_stat;
 /* The rows in *out (*n of them), in the order their names first occur,
  * freed with weft_profiler_stats_free.  group_by_input_shape splits a name
@@ -104,7 +111,9 @@ WEFT_API void weft_profiler_stats_free(weft_profiler_stat *stats, int n);
  * average, memory columns when p profiled memory, calls, input shapes
  * when grouped; then the total self time.  sort_by (descending) is one of
  * "self_cpu_time_total" (NULL means this), "cpu_time_total", "cpu_time"
- * (average), "count", "cpu_memory_usage", "self_cpu_memory_usage";
+ * (average), "count", "cpu_memory_usage", "self_cpu_memory_usage",
+ * "device_time_total" (also under torch's name "cuda_time_total"); a
+ * device time column is shown when p recorded device time;
  * row_limit <= 0 shows every row.  *out is malloc'd (free()).  Errors:
  * WEFT_EINVAL (NULL argument, an unknown sort key: the message lists the
  * known ones), WEFT_EBUSY, WEFT_ENOMEM. */

@@ -17,22 +17,36 @@ import functools
 
 from . import _C
 
-__all__ = ["profile", "record_function", "FunctionEventAvg", "EventList"]
+__all__ = ["profile", "record_function", "FunctionEventAvg", "EventList", "ProfilerActivity"]
 
 # keys of FunctionEventAvg that table() can sort by, as torch names them
 _SORT_KEYS = ("self_cpu_time_total", "cpu_time_total", "cpu_time", "count",
-              "cpu_memory_usage", "self_cpu_memory_usage")
+              "cpu_memory_usage", "self_cpu_memory_usage", "device_time_total",
+              "cuda_time_total")
+
+
+class ProfilerActivity:
+    """What a profile records, as torch.profiler.ProfilerActivity: CPU (always),
+    CUDA (the device time of operators on any device whose plugin has events)."""
+    CPU = "cpu"
+    CUDA = "cuda"
 
 
 class FunctionEventAvg:
     """The totals of one name (and input shapes, when grouped): times in microseconds."""
 
     __slots__ = ("key", "input_shapes", "count", "cpu_time_total", "self_cpu_time_total",
-                 "cpu_memory_usage", "self_cpu_memory_usage")
+                 "cpu_memory_usage", "self_cpu_memory_usage", "device_time_total")
 
     def __init__(self, row):
         (self.key, self.input_shapes, self.count, self.cpu_time_total,
-         self.self_cpu_time_total, self.cpu_memory_usage, self.self_cpu_memory_usage) = row
+         self.self_cpu_time_total, self.cpu_memory_usage, self.self_cpu_memory_usage,
+         self.device_time_total) = row
+
+    @property
+    def cuda_time_total(self):
+        """torch's name of device_time_total."""
+        return self.device_time_total
 
     @property
     def cpu_time(self):
@@ -57,7 +71,8 @@ class EventList(list):
         """The rows as torch's key_averages().table() prints them.
 
         sort_by: one of self_cpu_time_total (the default), cpu_time_total,
-        cpu_time, count, cpu_memory_usage, self_cpu_memory_usage (descending);
+        cpu_time, count, cpu_memory_usage, self_cpu_memory_usage,
+        device_time_total or cuda_time_total (descending);
         row_limit: how many rows (all when <= 0).  Other keyword arguments of
         torch's table (max_name_column_width, header, ...) are accepted and
         ignored."""
@@ -74,7 +89,11 @@ class profile:
                  with_stack=False, **unused):
         self.record_shapes = bool(record_shapes)
         self.profile_memory = bool(profile_memory)
-        self._session = _C._profiler_create(self.record_shapes, self.profile_memory)
+        # any activity besides CPU asks for device time, as torch's CUDA does
+        self.record_device_time = any(
+            str(getattr(a, "name", a)).lower() != "cpu" for a in (activities or ()))
+        self._session = _C._profiler_create(self.record_shapes, self.profile_memory,
+                                            self.record_device_time)
         self._running = False
 
     def start(self):

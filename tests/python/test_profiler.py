@@ -103,6 +103,19 @@ def record_function_as_decorator():
 
 
 @test
+def activities():
+    """profile(activities=[CPU, CUDA]) asks for device time; CPU tensors have none"""
+    acts = [weft.profiler.ProfilerActivity.CPU, weft.profiler.ProfilerActivity.CUDA]
+    with weft.profiler.profile(activities=acts) as prof:
+        weft.ones(3).neg()
+    eq(prof.record_device_time, True)
+    by = {r.key: r for r in prof.key_averages()}
+    eq(by["neg"].cuda_time_total, 0.0, "no device time on the CPU")
+    assert "Device total" in prof.key_averages().table(sort_by="cuda_time_total")
+    eq(weft.profiler.profile().record_device_time, False)
+
+
+@test
 def errors():
     """started twice, a pop without its push, an unwritable path, an unknown sort key"""
     prof = weft.profiler.profile()
