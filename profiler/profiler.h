@@ -106,9 +106,12 @@ extern _Atomic int64_t wr__live[WEFT_MAX_DEVICE_TYPES];
 /* Registers the Profiler key's kernel (the composition root calls it). */
 void wr__profiler_register(void);
 
-/* 0 when nobody records into p (its buffers may be read), else WEFT_EBUSY
- * naming fn.  Takes and leaves p's mutex unlocked. */
-int wr__check_idle(const weft_profiler *p, const char *fn);
+/* 0 with p's mutex held when nobody records into p: its buffers may be
+ * read until wr__unlock (a thread that starts recording into p meanwhile
+ * waits, rather than growing the buffer list under the reader); else
+ * WEFT_EBUSY naming fn, unlocked. */
+int wr__lock_idle(const weft_profiler *p, const char *fn);
+void wr__unlock(const weft_profiler *p);
 
 /* "[[2, 3], [3]]" of an event's input shapes into buf (always terminated). */
 void wr__format_shapes(const wr_buffer *b, const wr_event *e, char *buf, size_t size);

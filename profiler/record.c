@@ -472,12 +472,13 @@ static void buffer_free(wr_buffer *b)
     free(b);
 }
 
-int wr__check_idle(const weft_profiler *p, const char *fn)
+int wr__lock_idle(const weft_profiler *p, const char *fn)
 {
     weft_profiler *q = (weft_profiler *)p;
     pthread_mutex_lock(&q->mutex);
     int busy = q->recording;
-    pthread_mutex_unlock(&q->mutex);
+    if (busy)
+        pthread_mutex_unlock(&q->mutex);
     if (busy)
         return wf__errorf(WEFT_EBUSY,
                           "%s: %d thread%s still record%s into this profiler (call "
@@ -487,13 +488,19 @@ int wr__check_idle(const weft_profiler *p, const char *fn)
     return 0;
 }
 
+void wr__unlock(const weft_profiler *p)
+{
+    pthread_mutex_unlock(&((weft_profiler *)p)->mutex);
+}
+
 WEFT_API int weft_profiler_destroy(weft_profiler *p)
 {
     if (!p)
         return 0;
-    int rc = wr__check_idle(p, "weft_profiler_destroy");
+    int rc = wr__lock_idle(p, "weft_profiler_destroy");
     if (rc < 0)
         return rc;
+    wr__unlock(p);
     for (int i = 0; i < p->nbuffers; i++)
         buffer_free(p->buffers[i]);
     free(p->buffers);

@@ -190,12 +190,13 @@ WEFT_API int weft_profiler_key_averages(weft_profiler_stat **out, int *n, const 
     if (!out || !n || !p)
         return wf__errorf(WEFT_EINVAL, "weft_profiler_key_averages: %s is NULL",
                           !p ? "the profiler" : !out ? "out" : "n");
-    int rc = wr__check_idle(p, "weft_profiler_key_averages");
+    int rc = wr__lock_idle(p, "weft_profiler_key_averages");
     if (rc < 0)
         return rc;
     rows r = {0};
     for (int k = 0; k < p->nbuffers && rc == 0; k++)
         rc = add_buffer(&r, p->buffers[k], group_by_input_shape);
+    wr__unlock(p);
     free(r.slots);
     if (rc < 0) {
         weft_profiler_stats_free(r.stat, r.n);

@@ -201,6 +201,8 @@ static void write_trace(FILE *f, const weft_profiler *p, const link_ref *links, 
     fputs("\n]}\n", f);
 }
 
+static int export_locked(const weft_profiler *p, const char *path);
+
 WEFT_API int weft_profiler_export_chrome_trace(const weft_profiler *p, const char *path)
 {
     if (!p || !path)
@@ -208,9 +210,16 @@ WEFT_API int weft_profiler_export_chrome_trace(const weft_profiler *p, const cha
                           !p ? "the profiler" : "path");
     if (!*path)
         return wf__errorf(WEFT_EINVAL, "weft_profiler_export_chrome_trace: path is empty");
-    int rc = wr__check_idle(p, "weft_profiler_export_chrome_trace");
+    int rc = wr__lock_idle(p, "weft_profiler_export_chrome_trace");
     if (rc < 0)
         return rc;
+    rc = export_locked(p, path);
+    wr__unlock(p);
+    return rc;
+}
+
+static int export_locked(const weft_profiler *p, const char *path)
+{
     /* every node's forward operator, sorted by sequence number */
     size_t nlinks = 0;
     for (int k = 0; k < p->nbuffers; k++)
