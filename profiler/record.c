@@ -323,7 +323,7 @@ static int profile_kernel(weft_call *call, void *ctx)
     int64_t t = now_ns();
     /* the kernel may have stopped this thread's recording (which closed
      * the event) */
-    if (i >= 0 && tls_buffer == b && b->ev[i].end < 0)
+    if (i >= 0 && tls_buffer == b && i < b->n && b->ev[i].end < 0)
         end_event(b, i, t);
     return rc;
 }

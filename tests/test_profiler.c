@@ -723,6 +723,10 @@ static void raw_free(void *ctx, int index, void *p)
 
 enum { KERNEL_NS = 300000 };
 
+/* set: dev_neg pops a range (pushed outside it) and keeps what it got */
+static int pop_in_kernel, pop_rc;
+static char pop_message[256];
+
 /* neg on the fake device: busy for KERNEL_NS, as a kernel would be */
 static int dev_neg(weft_call *call, void *ctx)
 {
@@ -737,6 +741,10 @@ static int dev_neg(weft_call *call, void *ctx)
         ((float *)weft_tensor_data_ptr(out))[i] = -((const float *)weft_tensor_data_ptr(t))[i];
     for (int64_t t0 = mono_ns(); mono_ns() - t0 < KERNEL_NS;)
         ;
+    if (pop_in_kernel) {
+        pop_rc = weft_profiler_range_pop();
+        snprintf(pop_message, sizeof pop_message, "%s", weft_last_error());
+    }
     return weft_return_tensor(call, 0, out);
 }
 
@@ -768,6 +776,16 @@ static void test_device(void)
         weft_neg(&y, x);
         weft_tensor_release(y);
     }
+    /* a kernel may not pop a range pushed outside its operator */
+    weft_profiler_range_push("outer");
+    pop_in_kernel = 1;
+    weft_tensor *y = NULL;
+    is_int(weft_neg(&y, x), 0, "  an operator whose kernel pops a range pushed outside it");
+    pop_in_kernel = 0;
+    weft_tensor_release(y);
+    is_int(pop_rc, WEFT_EINVAL, "  that pop is refused");
+    like(pop_message, "'neg', which began after the range", "  naming the operator");
+    is_int(weft_profiler_range_pop(), 0, "  the range pops where it was pushed");
     weft_profiler_stop(p);
     weft_tensor_release(x);
     weft_profiler_stat *st = NULL;
@@ -777,8 +795,8 @@ static void test_device(void)
     for (int i = 0; i < n; i++)
         if (strcmp(st[i].name, "neg") == 0)
             neg = &st[i];
-    is_int(neg ? neg->calls : -1, 3, "  three negs");
-    ok(neg && neg->device_us >= 3 * KERNEL_NS / 1000.0 && neg->device_us <= neg->total_us + 1,
+    is_int(neg ? neg->calls : -1, 4, "  four negs");
+    ok(neg && neg->device_us >= 4 * KERNEL_NS / 1000.0 && neg->device_us <= neg->total_us + 1,
        "  their device time covers the kernels and lies within the calls (%.1f of %.1f us)",
        neg ? neg->device_us : -1, neg ? neg->total_us : -1);
     weft_profiler_stats_free(st, n);
@@ -790,7 +808,7 @@ static void test_device(void)
     jv root;
     if (load_json(tpath("device.json"), &root) == 0) {
         const jv *ev = jget(&root, "traceEvents");
-        is_int(count_x(ev, "neg", "kernel"), 3, "  three kernel events on the device track");
+        is_int(count_x(ev, "neg", "kernel"), 4, "  four kernel events on the device track");
         const jv *k = find_x(ev, "neg", "kernel"), *c = find_x(ev, "neg", "cpu_op");
         /* placed through a reference event whose time is known to the
          * record's latency (a preemption there shifts every kernel): 20 us
@@ -814,7 +832,7 @@ static void test_device(void)
             }
         }
         is_int(named, 1, "  the device track is named");
-        is_int(mem_events, 6, "  the caching allocator's allocations and frees (3 each)");
+        is_int(mem_events, 8, "  the caching allocator's allocations and frees (4 each)");
         is_double(last, first_before, 0, "  the device's live bytes return to their start");
         jfree(&root);
     } else {
