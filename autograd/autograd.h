@@ -165,4 +165,18 @@ int wa__sum_to(weft_tensor **out, weft_tensor *grad, const int64_t *sizes, int n
 
 void wa__autograd_register(void);
 
+/* The profiler above (profiler/) stores this table while some thread
+ * profiles and NULL otherwise, so autograd pays one relaxed load and a
+ * predicted branch per node made or run when nobody profiles.
+ * node_made: n was just made by the calling thread (inside the operator
+ * whose Autograd kernel records it), which links n's sequence number to
+ * that operator.  node_begin/node_end bracket n's backward function in the
+ * engine (the token goes from one to the other). */
+typedef struct wa_profiler_hooks {
+    void (*node_made)(const wf_node *n);
+    void *(*node_begin)(const wf_node *n);
+    void (*node_end)(void *token);
+} wa_profiler_hooks;
+extern _Atomic(const wa_profiler_hooks *) wa__profiler_hooks;
+
 #endif

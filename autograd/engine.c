@@ -248,7 +248,12 @@ static int run_node(task *t, wf_node *n, bool retain_graph)
     for (int e = 0; e < n->n_edges; e++)
         grads_in[e] = NULL;
     if (any) {
+        const wa_profiler_hooks *ph =
+            atomic_load_explicit(&wa__profiler_hooks, memory_order_relaxed);
+        void *token = ph ? ph->node_begin(n) : NULL;
         rc = n->backward(n, n->buffer, grads_in);
+        if (ph)
+            ph->node_end(token);
         wa__node_drop_unpacked(n);
         if (rc == 0 && n->post_hooks)
             rc = run_node_hooks(n, n->post_hooks, grads_in);

@@ -8,6 +8,7 @@
 #include "dispatch/dispatcher.h"
 
 static atomic_uint_fast64_t next_sequence_nr;
+_Atomic(const wa_profiler_hooks *) wa__profiler_hooks;
 
 /* ------------------------------------------------------------ grad mode */
 
@@ -53,6 +54,9 @@ wf_node *wa__node_new(const char *name, wf_backward_fn backward, int n_edges, in
     n->n_edges = n_edges;
     n->n_outputs = n_outputs;
     n->sequence_nr = atomic_fetch_add(&next_sequence_nr, 1);
+    const wa_profiler_hooks *ph = atomic_load_explicit(&wa__profiler_hooks, memory_order_relaxed);
+    if (__builtin_expect(ph != NULL, 0))
+        ph->node_made(n);
     return n;
 }
 

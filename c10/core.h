@@ -81,6 +81,9 @@ typedef struct wf_storage {
     atomic_int refcount;
     atomic_uint version; /* bumped by in-place writes through any view */
     bool read_only;
+    /* born while its thread profiled memory: its free is reported to the
+     * profiler too (wf__storage_hooks), whenever it happens */
+    bool profiled;
     weft_device device;
     size_t nbytes;
     weft_data_ptr data;
@@ -173,6 +176,21 @@ typedef struct wf_autograd_hooks {
     int (*on_copy)(weft_tensor *out, const weft_tensor *src);
 } wf_autograd_hooks;
 extern wf_autograd_hooks wf__autograd_hooks;
+
+/* ----- the profiler above (c10/hooks.c)
+ * The profiler layer (profiler/) stores `alloc` while some thread profiles
+ * memory and NULL otherwise, so an allocation pays one relaxed load and a
+ * predicted branch when nobody profiles.  `alloc` runs after a storage from
+ * an allocator (host or plugin) was made and sets s->profiled when it
+ * counted it; `free` runs before a storage with `profiled` set gives its
+ * memory back.  `free` is set before the first `alloc` and never cleared,
+ * so a storage counted while profiling is uncounted when it dies, even
+ * after profiling stopped. */
+typedef struct wf_storage_hooks {
+    _Atomic(void (*)(wf_storage *s)) alloc;
+    _Atomic(void (*)(wf_storage *s)) free;
+} wf_storage_hooks;
+extern wf_storage_hooks wf__storage_hooks;
 
 /* ----- views (c10/view.c) */
 /* Clears *out, then refuses a NULL out or t and a t that is not strided,

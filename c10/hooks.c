@@ -5,3 +5,7 @@
 #include "c10/core.h"
 
 wf_autograd_hooks wf__autograd_hooks;
+
+/* Written by the profiler layer when profiling starts and stops
+ * (profiler/record.c); read with relaxed loads on every allocation. */
+wf_storage_hooks wf__storage_hooks;

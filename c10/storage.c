@@ -15,6 +15,7 @@ wf_storage *wf__storage_wrap(weft_data_ptr data, size_t nbytes, weft_device devi
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
     s->read_only = false;
+    s->profiled = false;
     s->device = device;
     s->nbytes = nbytes;
     s->data = data;
@@ -41,6 +42,7 @@ static int host_storage_new(wf_storage **out, size_t nbytes, weft_device device)
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
     s->read_only = false;
+    s->profiled = false;
     s->device = device;
     s->nbytes = nbytes;
     s->data.data = (void *)data;
@@ -81,13 +83,23 @@ static int plugin_storage_new(wf_storage **out, const weft_allocator *alloc, siz
     return 0;
 }
 
+/* Tells the profiler of a new storage, when some thread profiles memory. */
+static inline int report_alloc(int rc, wf_storage **out)
+{
+    void (*hook)(wf_storage *) =
+        atomic_load_explicit(&wf__storage_hooks.alloc, memory_order_relaxed);
+    if (__builtin_expect(hook != NULL, 0) && rc == 0)
+        hook(*out);
+    return rc;
+}
+
 int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device)
 {
     *out = NULL;
     wf_device_type *dt = &wf__device_types[device.type];
     const weft_allocator *alloc = atomic_load_explicit(&dt->allocator, memory_order_acquire);
     if (alloc == wf__host_allocator)
-        return host_storage_new(out, nbytes, device);
+        return report_alloc(host_storage_new(out, nbytes, device), out);
     /* a plugin's allocator: read again inside the section (an unload that
      * does not wait for this thread has unpublished it before) */
     wf_reader_tls *rt = wf__reader_enter();
@@ -95,7 +107,7 @@ int wf__storage_new(wf_storage **out, size_t nbytes, weft_device device)
     int rc = alloc ? plugin_storage_new(out, alloc, nbytes, device)
                    : wf__errorf(WEFT_EDEVICE, "no allocator for device type '%s'", dt->name);
     wf__reader_exit(rt);
-    return rc;
+    return report_alloc(rc, out);
 }
 
 void wf__storage_retain(wf_storage *s)
@@ -107,6 +119,8 @@ void wf__storage_release(wf_storage *s)
 {
     if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
+    if (__builtin_expect(s->profiled, 0))
+        atomic_load_explicit(&wf__storage_hooks.free, memory_order_relaxed)(s);
     if (s->data.deleter)
         s->data.deleter(s->data.data, s->data.ctx);
     if (s->owner)

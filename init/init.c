@@ -12,6 +12,7 @@
 #include "dispatch/dispatcher.h"
 #include "ops/ops.h"
 #include "plugins/loader.h"
+#include "profiler/profiler.h"
 
 __attribute__((constructor)) static void weft_init(void)
 {
@@ -27,5 +28,8 @@ __attribute__((constructor)) static void weft_init(void)
         .on_copy = wa__autograd_copy,
     };
     wa__autograd_register();
+    /* the Profiler key's kernel; its hooks into c10 and autograd are
+     * stored only while some thread profiles */
+    wr__profiler_register();
     wd__loader_summary_hook = wp__loader_summary;
 }

@@ -658,6 +658,22 @@ static PyMethodDef module_methods[] = {
      "unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None): the "
      "distinct values, sorted; with (values, inverse), (values, counts) or (values, inverse, "
      "counts) as asked, as torch.unique"},
+    /* the profiler (issue 19; weft/profiler.py) */
+    {"_profiler_create", wpy_profiler_create, METH_VARARGS,
+     "_profiler_create(record_shapes, profile_memory, record_device_time=False): a new session "
+     "(a capsule)"},
+    {"_profiler_start", wpy_profiler_start, METH_O,
+     "_profiler_start(session): this thread records into session"},
+    {"_profiler_stop", wpy_profiler_stop, METH_O, "_profiler_stop(session): this thread stops"},
+    {"_profiler_export", wpy_profiler_export, METH_VARARGS,
+     "_profiler_export(session, path): writes the Chrome trace"},
+    {"_profiler_key_averages", wpy_profiler_key_averages, METH_VARARGS,
+     "_profiler_key_averages(session, group_by_input_shape): [(name, input_shapes, calls, "
+     "total_us, self_us, memory, self_memory, device_us)]"},
+    {"_profiler_table", wpy_profiler_table, METH_VARARGS,
+     "_profiler_table(session, sort_by, row_limit, group_by_input_shape): the table as a str"},
+    {"_range_push", wpy_range_push, METH_O, "_range_push(name): opens a profiler range"},
+    {"_range_pop", wpy_range_pop, METH_NOARGS, "_range_pop(): closes the innermost range"},
     {NULL},
 };
 

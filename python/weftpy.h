@@ -29,6 +29,15 @@ extern PyTypeObject wpy_dtype_type;
 #define wpy_tensor_check(o) PyObject_TypeCheck((o), wpy_tensor_type)
 #define WPY_T(o) (((wpy_tensor *)(o))->t)
 
+/* profiler.c (issue 19) */
+PyObject *wpy_profiler_create(PyObject *module, PyObject *args);
+PyObject *wpy_profiler_start(PyObject *module, PyObject *cap);
+PyObject *wpy_profiler_stop(PyObject *module, PyObject *cap);
+PyObject *wpy_profiler_export(PyObject *module, PyObject *args);
+PyObject *wpy_profiler_key_averages(PyObject *module, PyObject *args);
+PyObject *wpy_profiler_table(PyObject *module, PyObject *args);
+PyObject *wpy_range_push(PyObject *module, PyObject *name);
+PyObject *wpy_range_pop(PyObject *module, PyObject *unused);
 /* layout.c */
 PyObject *wpy_layout_of(PyObject *module, PyObject *arg);
 PyObject *wpy_layouts(PyObject *module, PyObject *unused);

@@ -22,8 +22,9 @@ allowed() {
     autograd) echo "c10 dispatch" ;;
     interop) echo "c10 dispatch" ;;
     plugins) echo "c10 dispatch" ;;
+    profiler) echo "c10 dispatch autograd" ;;
     nn) echo "" ;;                  # the public API only
-    init) echo "c10 dispatch ops autograd interop plugins nn" ;; # the composition root
+    init) echo "c10 dispatch ops autograd interop plugins nn profiler" ;; # the composition root
     backends) echo "" ;;            # plugins: public headers only
     python) echo "" ;;
     tools | bench | examples) echo "" ;;

@@ -82,6 +82,8 @@ fi
 run "nn (PyTorch peer)" "$peer" test_nn.py
 run "optim (PyTorch peer)" "$peer" test_optim.py
 run "utils.data" "$peer" test_data.py
+# the profiler (issue 19): its table beside torch.profiler's where the peer has torch
+run "profiler" "$peer" test_profiler.py
 
 # NumPy >= 2.1 from PyPI, in a venv kept in the build directory
 venv="$builddir/tests/python-venv"

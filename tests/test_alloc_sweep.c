@@ -16,6 +16,7 @@
 #include <weft/nn.h>
 #include <weft/plugin.h>
 #include <weft/ops.h>
+#include <weft/profiler.h>
 #include <weft/weft.h>
 
 #include "tap.h"
@@ -200,6 +201,61 @@ static int prog_plugin(void)
     return weft_unload_plugin("testgood");
 }
 
+/* The profiler (issue 19): a session recording ranges, operators, autograd
+ * and memory, then its trace and table.  A failed allocation while
+ * recording drops that event (the operator goes on); one in the API calls
+ * is their error. */
+static char trace_path[64];
+
+static int prog_profiler(void)
+{
+    weft_profiler *p = NULL;
+    weft_profiler_options o = {sizeof o, true, true, false};
+    int rc = weft_profiler_create(&p, &o);
+    if (rc < 0)
+        return rc;
+    rc = weft_profiler_start(p);
+    if (rc < 0) {
+        weft_profiler_destroy(p);
+        return rc;
+    }
+    weft_tensor *z = NULL, *s = NULL, *xg = NULL;
+    rc = weft_profiler_range_push("step");
+    if (rc == 0)
+        rc = weft_mul(&z, x, y);
+    if (rc == 0)
+        rc = weft_detach(&xg, x);
+    if (rc == 0)
+        rc = weft_tensor_set_requires_grad(xg, true);
+    weft_tensor_release(z);
+    z = NULL;
+    if (rc == 0)
+        rc = weft_mul(&z, xg, y);
+    if (rc == 0)
+        rc = weft_sum(&s, z, NULL, 0, false);
+    if (rc == 0)
+        rc = weft_backward(&s, 1, NULL, false, false);
+    int pop = weft_profiler_range_pop();
+    rc = rc < 0 ? rc : pop;
+    weft_tensor_release(z);
+    weft_tensor_release(s);
+    weft_tensor_release(xg);
+    weft_profiler_stop(p);
+    if (rc == 0)
+        rc = weft_profiler_export_chrome_trace(p, trace_path);
+    weft_profiler_stat *st = NULL;
+    int n = 0;
+    if (rc == 0)
+        rc = weft_profiler_key_averages(&st, &n, p, true);
+    weft_profiler_stats_free(st, n);
+    char *table = NULL;
+    if (rc == 0)
+        rc = weft_profiler_table(&table, p, NULL, 0, true);
+    free(table);
+    weft_profiler_destroy(p);
+    return rc;
+}
+
 static bool inputs_intact(void)
 {
     return memcmp(weft_tensor_data_ptr(x), x_vals, sizeof x_vals) == 0 &&
@@ -281,6 +337,9 @@ int main(void)
     sweep("autograd with a custom function and a hook", prog_autograd);
     sweep("parameter save and load", prog_params);
     sweep("DLPack export and import", prog_dlpack);
+    snprintf(trace_path, sizeof trace_path, "/tmp/weft-sweep-%d.json", (int)getpid());
+    sweep("the profiler: recording, trace, tables", prog_profiler);
+    unlink(trace_path);
     const char *pdir = getenv("WEFT_TEST_PLUGIN_DIR");
     if (pdir) {
         snprintf(plugin_path, sizeof plugin_path, "%s/test-good.so", pdir);

@@ -140,5 +140,33 @@ check "$(printf '%s\n' "$out" | grep -q '"device": "accdev:0"' &&
     grep -q '^weft-train: --device best chose accdev:0: the first accelerator; passed over .*hostdev: emulated' "$errfile" &&
     echo yes)" "--device best trains on the accelerator accdev:0, and says why"
 [ -f "$errfile" ] && sed 's/^/# /' "$errfile" | head -3
+
+# --profile FILE (issue 19): the trace of the first steps, a JSON file with
+# their ranges and operators, and the top operators printed at the end; an
+# unwritable FILE is an error naming it, and leaves nothing behind
+prof=$(mktemp -d)
+out=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --quiet --profile "$prof/t.json" \
+    --profile-steps 2 2>&1)
+status=$?
+check "$([ $status -eq 0 ] && printf '%s\n' "$out" | grep -q 'the trace of 2 step(s) is in' &&
+    printf '%s\n' "$out" | grep -q '^Name  *Self CPU %' &&
+    printf '%s\n' "$out" | grep -q '^Self CPU time total:' && echo yes)" \
+    "--profile prints the top operators (exit status $status)"
+python=${WEFT_PYTHON:-python3}
+checked=$("$python" -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+x = [e["name"] for e in ev if e["ph"] == "X"]
+assert x.count("step 0") == 1 and x.count("step 1") == 1 and "step 2" not in x, x[:20]
+assert "addmm" in x and "cross_entropy" in x, sorted(set(x))
+assert any(e["ph"] == "C" for e in ev) and any(e["ph"] == "f" for e in ev)
+print("ok")' "$prof/t.json" 2>&1)
+check "$([ "$checked" = ok ] && echo yes)" "--profile FILE: a Chrome trace of 2 steps (ranges, operators, memory, flows)"
+[ "$checked" = ok ] || echo "$checked" | sed 's/^/# /' | tail -3
+out=$("$builddir/weft-train" --limit 640 --epochs 1 --seed 7 --quiet --profile "$prof/no/t.json" 2>&1)
+status=$?
+check "$([ $status -eq 1 ] && printf '%s\n' "$out" | grep -qF -- "--profile: weft_profiler_export_chrome_trace: cannot write '$prof/no/t.json'" &&
+    [ "$(ls "$prof")" = t.json ] && echo yes)" "--profile to a missing directory: an error naming it (exit status $status)"
+rm -rf "$prof"
 echo "1..$n"
 exit $fail

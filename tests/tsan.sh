@@ -38,7 +38,7 @@ if ! "$tmp/probe" >"$tmp/probe.log" 2>&1; then
     skip "ThreadSanitizer programs do not run here: $(grep -m1 -i 'fatal\|error' "$tmp/probe.log")"
 fi
 
-echo "1..3"
+echo "1..4"
 # Source lists come from Makefile.am (a make of our own, not part of the make
 # that runs the tests); generated files live in the build tree.
 sources_of() {
@@ -90,6 +90,7 @@ if compile_all "$tmp/core" '-DWEFT_PLUGINDIR="/nonexistent" -DWEFT_VERSION_STRIN
     $cc $flags -shared "$srcdir/tests/plugins/good.c" -o "$tmp/plugins/test-good.so" >>"$build_log" 2>&1 &&
     $cc $flags "$srcdir/tests/test_stress.c" -o "$tmp/test_stress" -L"$tmp" -Wl,-rpath,"$tmp" -lweft >>"$build_log" 2>&1 &&
     $cc $flags "$srcdir/tests/test_host_alloc.c" -o "$tmp/test_host_alloc" -L"$tmp" -Wl,-rpath,"$tmp" -lweft >>"$build_log" 2>&1 &&
+    $cc $flags "$srcdir/tests/test_profiler.c" -o "$tmp/test_profiler" -L"$tmp" -Wl,-rpath,"$tmp" -lweft >>"$build_log" 2>&1 &&
     [ -x "$tmp/test_stress" ]; then
     echo "ok 1 - core, CPU plugin, testgood and the stress test build with $cc -fsanitize=thread"
 else
@@ -120,6 +121,20 @@ if WEFT_PLUGIN_PATH="$tmp/plugins" WEFT_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 \
 else
     echo "not ok 3 - ThreadSanitizer or test_host_alloc reported a failure:"
     sed 's/^/# /' "$tmp/host.log" | grep -v '^# ok' | head -80
+    echo "not ok 4 - not run"
+    exit 1
+fi
+
+# the profiler (issue 19): threads recording into their own sessions and
+# into one shared session, the hooks stored and cleared as they start and
+# stop, a thread exiting while recording
+if WEFT_PLUGIN_PATH="$tmp/plugins" WEFT_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1 \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66 $TSAN_OPTIONS" \
+    "$tmp/test_profiler" >"$tmp/prof.log" 2>&1 && ! grep -q '^not ok' "$tmp/prof.log"; then
+    echo "ok 4 - test_profiler is clean under ThreadSanitizer ($(grep -c '^ok' "$tmp/prof.log") checks)"
+else
+    echo "not ok 4 - ThreadSanitizer or test_profiler reported a failure:"
+    sed 's/^/# /' "$tmp/prof.log" | grep -v '^# ok' | head -80
     exit 1
 fi
 exit 0

@@ -8,7 +8,10 @@
  * and 32 channels, then a linear layer), trained with cross entropy and
  * SGD with momentum (or Adam, AdamW).  --save writes the model's state
  * with weft_module_save (a FILE.safetensors in the safetensors format),
- * under PyTorch's state_dict names ("0.weight", "0.bias", ...). */
+ * under PyTorch's state_dict names ("0.weight", "0.bias", ...).
+ * --profile FILE records the first --profile-steps steps (default 5) with
+ * the profiler, writes their Chrome trace to FILE and prints the operators
+ * that took the most time at the end. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include <zlib.h>
 
 #include <weft/nn.h>
+#include <weft/profiler.h>
 #include <weft/weft.h>
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
@@ -30,6 +34,8 @@ typedef struct options {
     double lr, momentum, weight_decay;
     unsigned long long seed;
     bool json, quiet;
+    const char *profile; /* --profile FILE */
+    int profile_steps;
 } options;
 
 typedef struct dataset {
@@ -284,6 +290,9 @@ static void usage(FILE *f)
             "  --log-every N          a progress line every N steps (default 100)\n"
             "  --data DIR             the IDX files (default " DEFAULT_DATA ")\n"
             "  --save FILE            write the trained parameters to FILE\n"
+            "  --profile FILE         write a Chrome trace of the first steps to FILE and\n"
+            "                         print the operators that took the most time\n"
+            "  --profile-steps N      how many steps --profile records (default 5)\n"
             "  --json                 end with one JSON object of the results on stdout;\n"
             "                         progress goes to stderr\n"
             "  --quiet                no progress lines\n"
@@ -332,7 +341,7 @@ static int parse_double(const char *opt, const char *text, bool positive, double
 static int parse(options *o, int argc, char **argv)
 {
     *o = (options){"mlp", "best", DEFAULT_DATA, NULL, "sgd", 2, 64, 0, 100, 0, 0.02, 0.9, 0,
-                   0, false, false};
+                   0, false, false, NULL, 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--json") == 0) {
@@ -352,7 +361,7 @@ static int parse(options *o, int argc, char **argv)
         static const char *const with_value[] = {
             "--model", "--device", "--data", "--save", "--optimizer", "--epochs", "--batch-size",
             "--threads", "--log-every", "--limit", "--lr", "--weight-decay", "--momentum",
-            "--seed"};
+            "--seed", "--profile", "--profile-steps"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known = known || strcmp(a, with_value[k]) == 0;
@@ -376,6 +385,10 @@ static int parse(options *o, int argc, char **argv)
             o->data = v;
         else if (strcmp(a, "--save") == 0)
             o->save = v;
+        else if (strcmp(a, "--profile") == 0)
+            o->profile = v;
+        else if (strcmp(a, "--profile-steps") == 0 && (rc = parse_long(a, v, 1, &n)) == 0)
+            o->profile_steps = (int)n;
         else if (strcmp(a, "--optimizer") == 0)
             o->optimizer = v;
         else if (strcmp(a, "--epochs") == 0 && (rc = parse_long(a, v, 1, &n)) == 0)
@@ -548,6 +561,14 @@ int main(int argc, char **argv)
     uint64_t state = o.seed * 0x9E3779B97F4A7C15ull + 1;
     double train_seconds = 0, train_cpu_seconds = 0, accuracy = 0, last_loss = NAN, first_loss = NAN;
     long images = 0;
+    /* --profile: the first steps, with shapes and memory */
+    weft_profiler *prof = NULL;
+    if (o.profile) {
+        weft_profiler_options po = {sizeof po, true, true};
+        if (weft_profiler_create(&prof, &po) < 0 || weft_profiler_start(prof) < 0)
+            return fail("--profile");
+    }
+    long profiled_steps = 0;
     for (int epoch = 1; epoch <= o.epochs && rc == 0; epoch++) {
         for (long i = 0; i < train.n; i++)
             order[i] = i;
@@ -564,7 +585,14 @@ int main(int argc, char **argv)
             long start = step * o.batch_size;
             long b = train.n - start < o.batch_size ? train.n - start : o.batch_size;
             weft_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
-            rc = make_batch(&x, &y, &train, order, start, b, dev);
+            bool profiling = prof && profiled_steps < o.profile_steps;
+            if (profiling) {
+                char label[48];
+                snprintf(label, sizeof label, "step %ld", profiled_steps);
+                rc = weft_profiler_range_push(label);
+            }
+            if (rc == 0)
+                rc = make_batch(&x, &y, &train, order, start, b, dev);
             if (rc == 0)
                 rc = model_forward(&logits, m, cnn, x);
             if (rc == 0)
@@ -577,6 +605,12 @@ int main(int argc, char **argv)
                 rc = weft_optimizer_zero_grad(opt);
             if (rc == 0)
                 rc = weft_tensor_item(loss, &last_loss);
+            if (profiling) {
+                int prc = weft_profiler_range_pop();
+                rc = rc < 0 ? rc : prc;
+                if (++profiled_steps == o.profile_steps && rc == 0)
+                    rc = weft_profiler_stop(prof);
+            }
             if (epoch == 1 && step == 0)
                 first_loss = last_loss;
             images += b;
@@ -608,6 +642,21 @@ int main(int argc, char **argv)
     }
     if (rc < 0)
         return fail(o.save ? "training or saving" : "training");
+    if (prof) {
+        /* fewer steps than --profile-steps: still recording */
+        if (weft_profiler_current() == prof)
+            weft_profiler_stop(prof);
+        char *table = NULL;
+        if (weft_profiler_export_chrome_trace(prof, o.profile) < 0 ||
+            weft_profiler_table(&table, prof, "self_cpu_time_total", 10, false) < 0)
+            return fail("--profile");
+        FILE *to = o.json ? stderr : stdout;
+        fprintf(to, "weft-train: the trace of %ld step(s) is in %s; the operators that took "
+                    "the most time:\n%s",
+                profiled_steps, o.profile, table);
+        free(table);
+        weft_profiler_destroy(prof);
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
