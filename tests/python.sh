@@ -64,6 +64,8 @@ else
     fi
     if "$debian" -c 'import torch' 2>/dev/null; then
         run "PyTorch (Debian)" "$debian" test_torch.py
+        # quantized tensors against torch (issue 17)
+        run "quantized (PyTorch)" "$debian" test_quantized.py
         # kDLCUDA with torch on the GPU (issue 6): SKIPs where torch.cuda is missing
         run "PyTorch CUDA (Debian)" "$debian" test_torch_cuda.py
     else

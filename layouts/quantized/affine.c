@@ -517,24 +517,7 @@ int qt__register_affine(weft_registrar *reg)
         .describe = describe,
         .nbytes = nbytes,
     };
-    static const char *const schemas[] = {
-        "quantize_per_tensor(Tensor self, float scale, int zero_point, ScalarType? dtype) -> Tensor",
-        "quantize_per_channel(Tensor self, Tensor scales, Tensor zero_points, int axis, "
-        "ScalarType? dtype) -> Tensor",
-        "make_per_tensor_quantized_tensor(Tensor self, float scale, int zero_point) -> Tensor",
-        "make_per_channel_quantized_tensor(Tensor self, Tensor scales, Tensor zero_points, "
-        "int axis) -> Tensor",
-        "dequantize(Tensor self) -> Tensor",
-        "int_repr(Tensor self) -> Tensor",
-        "q_scale(Tensor self) -> Tensor",
-        "q_zero_point(Tensor self) -> Tensor",
-        "q_per_channel_scales(Tensor self) -> Tensor",
-        "q_per_channel_zero_points(Tensor self) -> Tensor",
-        "q_per_channel_axis(Tensor self) -> Tensor",
-    };
     int rc = weft_register_layout(reg, &iface, &qt__affine_layout);
-    for (size_t i = 0; rc == 0 && i < sizeof schemas / sizeof *schemas; i++)
-        rc = weft_register_op(reg, schemas[i], NULL);
     if (rc < 0)
         return rc;
     int key = weft_layout_key(qt__affine_layout);

@@ -210,15 +210,6 @@ static int contiguous_kernel(weft_call *call, void *ctx)
 
 int qt__register_views(weft_registrar *reg)
 {
-    static const char *const schemas[] = {
-        "quantized_reshape(Tensor self, int[] shape) -> Tensor",
-        "quantized_flatten(Tensor self, int start_dim=0, int end_dim=-1) -> Tensor",
-        "quantized_permute(Tensor self, int[] dims) -> Tensor",
-        "quantized_transpose(Tensor self, int dim0, int dim1) -> Tensor",
-        "quantized_slice(Tensor self, int dim, int start, int end, int step=1) -> Tensor",
-        "quantized_select(Tensor self, int dim, int index) -> Tensor",
-        "quantized_contiguous(Tensor self) -> Tensor",
-    };
     static const weft_kernel_entry kernels[] = {
         {"quantized_reshape", reshape_kernel, NULL},
         {"quantized_flatten", flatten_kernel, NULL},
@@ -228,11 +219,7 @@ int qt__register_views(weft_registrar *reg)
         {"quantized_select", select_kernel, NULL},
         {"quantized_contiguous", contiguous_kernel, NULL},
     };
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < sizeof schemas / sizeof *schemas; i++)
-        rc = weft_register_op(reg, schemas[i], NULL);
-    return rc < 0 ? rc
-                  : weft_register_kernel_table(reg, weft_layout_key(qt__affine_layout),
-                                               WEFT_DEVICE_TYPE_CPU, kernels,
-                                               sizeof kernels / sizeof *kernels);
+    return weft_register_kernel_table(reg, weft_layout_key(qt__affine_layout),
+                                      WEFT_DEVICE_TYPE_CPU, kernels,
+                                      sizeof kernels / sizeof *kernels);
 }

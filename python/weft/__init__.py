@@ -49,5 +49,10 @@ from ._tensor import (as_tensor, einsum, empty_like, from_numpy, full_like, is_t
 from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import autograd, cuda  # noqa: E402
+# quantized tensors with torch's names (issue 17; the operators are the
+# quantized layout plugin's)
+from ._quantized import (_make_per_channel_quantized_tensor,  # noqa: E402,F401
+                         _make_per_tensor_quantized_tensor, qint8, qint32, quantize_per_channel,
+                         quantize_per_tensor, quint8)
 
 _C._set_device_class(device)

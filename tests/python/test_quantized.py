@@ -1,0 +1,130 @@
+"""Quantized tensors from Python against Debian's PyTorch 1.13 (issue 17):
+int_repr bit-equal to torch's after quantize_per_tensor and
+quantize_per_channel for random data, scales and zero points (halves
+included), dequantize against torch's, the parameter readers with torch's
+return types, tensors made from integers, and the errors.  The operators
+are the quantized layout plugin's (libweft-quantized.so)."""
+import random
+
+import torch
+import weft
+from taplib import Skip, done, eq, raises, test
+
+print("# torch", torch.__version__, "engines", torch.backends.quantized.supported_engines)
+
+PAIRS = [(weft.qint8, torch.qint8, -128, 127), (weft.quint8, torch.quint8, 0, 255),
+         (weft.qint32, torch.qint32, -(2**31), 2**31 - 1)]
+
+
+def needs_plugin():
+    if "quantized" not in [l.name for l, _ in weft.layouts()]:
+        raise Skip("libweft-quantized.so is not loaded")
+
+
+def to_torch(t):
+    return torch.from_dlpack(t.contiguous())
+
+
+def to_weft(t):
+    return weft.from_dlpack(t.contiguous())
+
+
+@test
+def per_tensor_bit_equal():
+    """quantize_per_tensor: int_repr bit-equal to torch's for random data, scales, zero points"""
+    needs_plugin()
+    rnd = random.Random(17)
+    for i in range(60):
+        wd, td, lo, hi = PAIRS[i % 3]
+        shape = (rnd.randint(1, 40), rnd.randint(1, 33))
+        x = torch.randn(*shape, dtype=torch.float32) * rnd.choice([0.1, 1, 30, 1e4])
+        x.view(-1)[::7] = torch.arange(x.view(-1)[::7].numel(), dtype=torch.float32) * 0.5 - 8
+        scale = rnd.choice([1.0, 0.5, 0.25, rnd.uniform(1e-3, 2), rnd.uniform(1e-5, 1e-2)])
+        zp = rnd.randint(max(lo, -300), min(hi, 300))
+        want = torch.quantize_per_tensor(x, scale, zp, td)
+        got = weft.quantize_per_tensor(to_weft(x), scale, zp, wd)
+        eq(torch.equal(to_torch(got.int_repr()), want.int_repr()), True,
+           "int_repr, case %d: scale %r, zero point %d, %s" % (i, scale, zp, td))
+        eq(got.q_scale(), want.q_scale(), "q_scale")
+        eq(got.q_zero_point(), want.q_zero_point(), "q_zero_point")
+        eq(type(got.q_scale()), float)
+        eq(type(got.q_zero_point()), int)
+        d, dt = to_torch(got.dequantize()), want.dequantize()
+        eq(torch.allclose(d, dt, rtol=1e-6, atol=scale * 1e-5), True, "dequantize, case %d" % i)
+
+
+@test
+def per_channel_bit_equal():
+    """quantize_per_channel: int_repr bit-equal to torch's along every axis"""
+    needs_plugin()
+    rnd = random.Random(5)
+    for i in range(30):
+        wd, td, lo, hi = PAIRS[i % 2]  # torch 1.13 per-channel: qint8, quint8
+        shape = (rnd.randint(1, 6), rnd.randint(1, 7), rnd.randint(1, 9))
+        axis = rnd.randrange(3)
+        x = torch.randn(*shape) * rnd.choice([0.5, 5, 50])
+        n = shape[axis]
+        scales = torch.tensor([rnd.uniform(1e-3, 1) for _ in range(n)], dtype=torch.float64)
+        zps = torch.tensor([rnd.randint(lo, hi) for _ in range(n)], dtype=torch.int64)
+        want = torch.quantize_per_channel(x, scales, zps, axis, td)
+        got = weft.quantize_per_channel(to_weft(x), to_weft(scales), to_weft(zps), axis, wd)
+        eq(torch.equal(to_torch(got.int_repr()), want.int_repr()), True,
+           "int_repr, case %d, axis %d, %s" % (i, axis, td))
+        eq(got.q_per_channel_axis(), want.q_per_channel_axis())
+        eq(torch.equal(to_torch(got.q_per_channel_scales()), want.q_per_channel_scales()), True)
+        eq(torch.equal(to_torch(got.q_per_channel_zero_points()),
+                       want.q_per_channel_zero_points()), True)
+        eq(torch.allclose(to_torch(got.dequantize()), want.dequantize(), rtol=1e-6, atol=1e-6),
+           True, "dequantize, case %d" % i)
+
+
+@test
+def from_integers():
+    """_make_per_tensor_quantized_tensor / _make_per_channel_quantized_tensor as torch's"""
+    needs_plugin()
+    q = torch.randint(-128, 128, (5, 4), dtype=torch.int8)
+    want = torch._make_per_tensor_quantized_tensor(q, 0.3, -2)
+    got = weft._make_per_tensor_quantized_tensor(to_weft(q), 0.3, -2)
+    eq(got.is_quantized, True)
+    eq(torch.allclose(to_torch(got.dequantize()), want.dequantize()), True)
+    s, z = torch.rand(4, dtype=torch.float64) + 0.1, torch.randint(-5, 5, (4,))
+    want = torch._make_per_channel_quantized_tensor(q, s, z, 1)
+    got = weft._make_per_channel_quantized_tensor(to_weft(q), to_weft(s), to_weft(z), 1)
+    eq(torch.allclose(to_torch(got.dequantize()), want.dequantize()), True)
+
+
+@test
+def names_and_types():
+    """weft.qint8/quint8/qint32 are the integer dtypes; is_quantized tells the layout"""
+    needs_plugin()
+    x = weft.randn(3, 4)
+    q = weft.quantize_per_tensor(x, 0.05, 10, weft.quint8)
+    eq(q.is_quantized, True)
+    eq(x.is_quantized, False)
+    eq(q.dtype == weft.quint8, True)
+    eq(q.layout == "quantized", True)
+    eq("per_tensor_affine" in repr(q), True, "printing names the quantizer")
+    v = weft.quantized_transpose(q, 0, 1)
+    eq(v.is_quantized and v.q_scale() == 0.05, True, "a view keeps the quantizer")
+    eq(torch.equal(to_torch(v.dequantize()), to_torch(q.dequantize()).t()), True)
+
+
+@test
+def errors():
+    """bad scales, zero points, axes and counts raise with the reason; float ops suggest dequantize()"""
+    needs_plugin()
+    x = weft.randn(2, 3)
+    raises(RuntimeError, weft.quantize_per_tensor, x, 0.0, 0, weft.qint8, contains="scale must be positive")
+    raises(RuntimeError, weft.quantize_per_tensor, x, float("nan"), 0, weft.qint8, contains="scale")
+    raises(RuntimeError, weft.quantize_per_tensor, x, 0.1, 300, weft.quint8,
+           contains="zero_point 300 is outside the range of uint8")
+    s, z = weft.ones(3, dtype=weft.float64), weft.zeros(3, dtype=weft.int64)
+    raises(RuntimeError, weft.quantize_per_channel, x, s, z, 2, weft.qint8, contains="axis 2 is out of range")
+    raises(RuntimeError, weft.quantize_per_channel, x, s, z, 0, weft.qint8,
+           contains="expected 2 scales and 2 zero points")
+    q = weft.quantize_per_tensor(x, 0.1, 0, weft.qint8)
+    raises(RuntimeError, weft.exp, q, contains="call dequantize() first")
+    raises(RuntimeError, q.q_per_channel_axis, contains="expected a per-channel quantized tensor")
+
+
+done()
