@@ -459,6 +459,76 @@ static void test_blocks(void)
     test_block_products("q4_0", q4);
 }
 
+/* quantized_linear through the boxed API (no wrapper in quantized.h yet) */
+static int qlinear(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
+                   const weft_tensor *b, double scale, int64_t zp, bool relu)
+{
+    weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_TENSOR_(w),
+                      b ? (weft_value)WEFT_QV_TENSOR_(b) : (weft_value){WEFT_VALUE_NONE, 0, {0}},
+                      WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zp),
+                      {WEFT_VALUE_BOOL, 0, {.b = relu}}};
+    return weft_quantized_call(out, "quantized_linear", a, 6);
+}
+
+/* quantized_linear against the float product of the dequantized operands,
+ * quantized to the same output parameters: within one step (the float
+ * reference rounds once, oneDNN's integer path may land on the other side
+ * of a half). */
+static void test_quantized_linear(void)
+{
+    weft_manual_seed(11);
+    weft_tensor *x = NULL, *w = NULL, *b = NULL, *qx = NULL, *qw = NULL, *y = NULL;
+    weft_randn(&x, (int64_t[]){8, 96}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w, (int64_t[]){40, 96}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&b, (int64_t[]){40}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_quantize_per_tensor(&qx, x, 0.03, 120, WEFT_UINT8);
+    /* weights within [-64, 63]: on AVX2 without VNNI oneDNN adds pairs of
+     * u8 x s8 products in int16 with saturation (vpmaddubsw), exactly as
+     * torch's onednn engine does on such a machine; 7-bit weights keep the
+     * pairs exact (torch's reduce_range answers the same problem) */
+    double amax = 0, v;
+    for (int64_t i = 0; i < 40 * 96; i++)
+        if ((v = fabs(at(w, i))) > amax)
+            amax = v;
+    weft_quantize_per_tensor(&qw, w, amax / 63, 0, WEFT_INT8);
+    int rc = qlinear(&y, qx, qw, b, 0.25, 100, false);
+    if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+        skip(6, "the plugin was built without oneDNN");
+    } else {
+        is_int(rc, 0, "quantized_linear");
+        for (int relu = 0; relu < 2; relu++) {
+            weft_tensor *dx = NULL, *dw = NULL, *f = NULL, *r = NULL, *want = NULL, *wr = NULL,
+                        *gr = NULL, *got = NULL;
+            weft_dequantize(&dx, qx);
+            weft_dequantize(&dw, qw);
+            weft_linear(&f, dx, dw, b);
+            if (relu)
+                weft_relu(&r, f);
+            weft_quantize_per_tensor(&want, relu ? r : f, 0.25, 100, WEFT_UINT8);
+            if (relu)
+                qlinear(&got, qx, qw, b, 0.25, 100, true);
+            weft_int_repr(&wr, want);
+            weft_int_repr(&gr, relu ? got : y);
+            is_int(mismatches(gr, wr, 1), 0, "linear%s: within one step of the float reference",
+                   relu ? " + relu" : "");
+            is_int(relu ? weft_tensor_dtype(got) : weft_tensor_dtype(y), WEFT_UINT8, "quint8 out");
+            weft_tensor *all[] = {dx, dw, f, r, want, wr, gr, got};
+            for (int i = 0; i < 8; i++)
+                weft_tensor_release(all[i]);
+        }
+        weft_tensor *bad = NULL, *qz = NULL;
+        weft_quantize_per_tensor(&qz, w, 0.02, 3, WEFT_INT8);
+        is_int(qlinear(&bad, qx, qz, b, 0.25, 100, false), WEFT_EINVAL, "a weight zero point 3: refused");
+        like(weft_last_error(), "zero points must be 0", "saying why");
+        is_int(qlinear(&bad, qw, qw, b, 0.25, 100, false), WEFT_EDTYPE, "a qint8 input: refused");
+        ok(bad == NULL, "nothing came out");
+        weft_tensor_release(qz);
+    }
+    weft_tensor *all[] = {x, w, b, qx, qw, y};
+    for (int i = 0; i < 6; i++)
+        weft_tensor_release(all[i]);
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -476,6 +546,7 @@ int main(void)
         test_views();
         test_errors();
         test_blocks();
+        test_quantized_linear();
         weft_host_allocator_stats(&after);
     }
     is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,

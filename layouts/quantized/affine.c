@@ -65,6 +65,7 @@ static void affine_free(void *p)
     weft_tensor_release(q->repr);
     weft_tensor_release(q->scales);
     weft_tensor_release(q->zero_points);
+    qt__prepacked_free(q->prepacked);
     free(q);
 }
 
@@ -74,6 +75,7 @@ int qt__wrap(weft_tensor **out, weft_tensor *repr, const qt_affine *q)
     if (!p)
         return weft_set_error(WEFT_ENOMEM, "quantized: out of memory");
     *p = *q;
+    p->prepacked = NULL; /* packed for q's integers, not for a view of them */
     p->repr = weft_tensor_retain(repr);
     p->scales = q->scales ? weft_tensor_retain(q->scales) : NULL;
     p->zero_points = q->zero_points ? weft_tensor_retain(q->zero_points) : NULL;

@@ -12,13 +12,36 @@ static const char *const schemas[] = {
 #include "layouts/quantized/schemas.h"
 };
 
+#if !QT_HAVE_DNNL
+/* Built without oneDNN: the int8 operators exist (their schemas are in the
+ * table) and say why they cannot run. */
+void qt__prepacked_free(qt_prepacked *p)
+{
+    (void)p;
+}
+
+static int no_dnnl_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    return weft_set_error(WEFT_ENOTSUP, "%s: this libweft-quantized.so was built without oneDNN "
+                                        "(configure --with-dnnl; Debian: libdnnl-dev)",
+                          weft_op_name(call->op));
+}
+
+int qt__register_dnnl(weft_registrar *reg)
+{
+    return weft_register_kernel(reg, "quantized_linear", weft_layout_key(qt__affine_layout),
+                                WEFT_DEVICE_TYPE_CPU, no_dnnl_kernel, NULL, NULL);
+}
+#endif
+
 static int quantized_init(weft_registrar *reg)
 {
     int rc = qt__choose_kernels();
     for (size_t i = 0; rc == 0 && i < sizeof schemas / sizeof *schemas; i++)
         rc = weft_register_op(reg, schemas[i], NULL);
     if (rc < 0 || (rc = qt__register_affine(reg)) < 0 || (rc = qt__register_views(reg)) < 0 ||
-        (rc = qt__register_blocks(reg)) < 0)
+        (rc = qt__register_blocks(reg)) < 0 || (rc = qt__register_dnnl(reg)) < 0)
         return rc;
     return 0;
 }

@@ -21,6 +21,10 @@
  * and the core needs no quantized dtype of its own. */
 typedef enum qt_scheme { QT_PER_TENSOR_AFFINE = 0, QT_PER_CHANNEL_AFFINE = 1 } qt_scheme;
 
+/* A weight's packed form for oneDNN and the last primitive built for it
+ * (dnnl_linear.c); NULL until first used.  Never shared with a view. */
+typedef struct qt_prepacked qt_prepacked;
+
 typedef struct qt_affine {
     qt_scheme scheme;
     /* the integer values: a strided tensor (possibly a view) with the
@@ -32,6 +36,7 @@ typedef struct qt_affine {
     /* per channel: float64 and int64 vectors of repr's size at axis,
      * contiguous and owned (views share them) */
     weft_tensor *scales, *zero_points;
+    qt_prepacked *prepacked;
 } qt_affine;
 
 extern int qt__affine_layout; /* the "quantized" layout's id */
@@ -53,6 +58,10 @@ int qt__dequantize(weft_tensor **out, const weft_tensor *t);
 int qt__quantize(weft_tensor **out, const weft_tensor *src, const qt_affine *q, weft_dtype dtype);
 
 int qt__register_affine(weft_registrar *reg);
+/* The int8 operators through oneDNN (dnnl_linear.c; without oneDNN at
+ * build time, plugin.c registers kernels that say so). */
+int qt__register_dnnl(weft_registrar *reg);
+void qt__prepacked_free(qt_prepacked *p);
 int qt__register_views(weft_registrar *reg);
 
 /* --------------------------------------------------------- weight blocks */

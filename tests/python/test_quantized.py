@@ -127,4 +127,39 @@ def errors():
     raises(RuntimeError, q.q_per_channel_axis, contains="expected a per-channel quantized tensor")
 
 
+@test
+def quantized_linear_as_torch():
+    """nn.quantized.functional.linear (+ relu): torch 1.13's onednn result, per tensor and per channel"""
+    needs_plugin()
+    import torch.ao.nn.quantized.functional as qF
+    import weft.nn.quantized.functional as wF
+    if "onednn" not in torch.backends.quantized.supported_engines:
+        raise Skip("torch has no onednn quantized engine here")
+    torch.backends.quantized.engine = "onednn"
+    torch.manual_seed(3)
+    for per_channel in (False, True):
+        for relu in (False, True):
+            x, w, b = torch.randn(16, 200), torch.randn(48, 200) * 0.1, torch.randn(48)
+            qx = torch.quantize_per_tensor(x, 0.04, 128, torch.quint8)
+            if per_channel:
+                s = (w.abs().amax(1) / 127).double()
+                z = torch.zeros(48, dtype=torch.long)
+                qw = torch.quantize_per_channel(w, s, z, 0, torch.qint8)
+                wqw = weft.quantize_per_channel(to_weft(w), to_weft(s), to_weft(z), 0, weft.qint8)
+            else:
+                qw = torch.quantize_per_tensor(w, 0.005, 0, torch.qint8)
+                wqw = weft.quantize_per_tensor(to_weft(w), 0.005, 0, weft.qint8)
+            packed = torch.ops.quantized.linear_prepack(qw, b)
+            want = (torch.ops.quantized.linear_relu if relu else torch.ops.quantized.linear)(
+                qx, packed, 0.15, 7)
+            wqx = weft.quantize_per_tensor(to_weft(x), 0.04, 128, weft.quint8)
+            got = (wF.linear_relu if relu else wF.linear)(wqx, wqw, to_weft(b), 0.15, 7)
+            diff = (to_torch(got.int_repr()).int() - want.int_repr().int()).abs().max().item()
+            eq(diff <= 1, True, "per_channel=%s relu=%s: largest difference %d steps"
+               % (per_channel, relu, diff))
+            eq((got.q_scale(), got.q_zero_point()), (0.15, 7))
+    wqx = weft.quantize_per_tensor(weft.randn(2, 200), 0.04, 128, weft.quint8)
+    raises(RuntimeError, wF.linear, wqx, wqx, None, 0.1, 0, contains="quantized_linear")
+
+
 done()
