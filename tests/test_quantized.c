@@ -529,6 +529,75 @@ static void test_quantized_linear(void)
         weft_tensor_release(all[i]);
 }
 
+/* quantized_conv2d through the boxed API, stride s, padding p, dilation 1 */
+static int qconv(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
+                 const weft_tensor *b, int64_t s, int64_t p, int64_t groups, double scale,
+                 int64_t zp, bool relu)
+{
+    weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_TENSOR_(w),
+                      b ? (weft_value)WEFT_QV_TENSOR_(b) : (weft_value){WEFT_VALUE_NONE, 0, {0}},
+                      WEFT_QV_INTS_(((int64_t[]){s, s}), 2), WEFT_QV_INTS_(((int64_t[]){p, p}), 2),
+                      WEFT_QV_INTS_(((int64_t[]){1, 1}), 2), WEFT_QV_INT_(groups),
+                      WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zp), {WEFT_VALUE_BOOL, 0, {.b = relu}}};
+    return weft_quantized_call(out, "quantized_conv2d", a, 10);
+}
+
+/* quantized_conv2d against the float conv2d of the dequantized operands,
+ * quantized to the same output parameters: within one step (7-bit
+ * per-channel weights, as for linear). */
+static void test_quantized_conv2d(void)
+{
+    weft_manual_seed(12);
+    weft_tensor *x = NULL, *w = NULL, *b = NULL, *qx = NULL, *qw = NULL;
+    weft_randn(&x, (int64_t[]){2, 8, 9, 10}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w, (int64_t[]){6, 4, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&b, (int64_t[]){6}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_quantize_per_tensor(&qx, x, 0.03, 110, WEFT_UINT8);
+    double s[6];
+    int64_t z[6] = {0};
+    for (int c = 0; c < 6; c++) {
+        s[c] = 0;
+        for (int64_t i = 0; i < 36; i++)
+            s[c] = fmax(s[c], fabs(at(w, c * 36 + i)) / 63);
+    }
+    weft_tensor *sc = from_data(s, (int64_t[]){6}, 1, WEFT_FLOAT64), *zp = from_data(z, (int64_t[]){6}, 1, WEFT_INT64);
+    weft_quantize_per_channel(&qw, w, sc, zp, 0, WEFT_INT8);
+    weft_tensor *probe = NULL;
+    int rc = qconv(&probe, qx, qw, b, 1, 1, 2, 0.2, 90, false);
+    weft_tensor_release(probe);
+    if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+        skip(5, "the plugin was built without oneDNN");
+    } else {
+        for (int relu = 0; relu < 2; relu++) {
+            weft_tensor *dx = NULL, *dw = NULL, *f = NULL, *r = NULL, *want = NULL, *wr = NULL,
+                        *gr = NULL, *got = NULL;
+            weft_dequantize(&dx, qx);
+            weft_dequantize(&dw, qw);
+            weft_conv2d(&f, dx, dw, b, (int64_t[]){2, 2}, 2, (int64_t[]){1, 1}, 2,
+                        (int64_t[]){1, 1}, 2, 2);
+            if (relu)
+                weft_relu(&r, f);
+            weft_quantize_per_tensor(&want, relu ? r : f, 0.2, 90, WEFT_UINT8);
+            is_int(qconv(&got, qx, qw, b, 2, 1, 2, 0.2, 90, relu), 0, "quantized_conv2d%s, stride 2, "
+                   "groups 2", relu ? " + relu" : "");
+            weft_int_repr(&wr, want);
+            weft_int_repr(&gr, got);
+            ok(weft_tensor_ndim(gr) == 4 && weft_tensor_size(gr, 2) == 5 && weft_tensor_size(gr, 3) == 5,
+               "the output is (2, 6, 5, 5)");
+            is_int(mismatches(gr, wr, 1), 0, "within one step of the float reference");
+            weft_tensor *all[] = {dx, dw, f, r, want, wr, gr, got};
+            for (int i = 0; i < 8; i++)
+                weft_tensor_release(all[i]);
+        }
+        weft_tensor *bad = NULL;
+        is_int(qconv(&bad, qx, qw, b, 1, 1, 3, 0.2, 90, false), WEFT_ESHAPE, "groups 3: refused");
+        ok(bad == NULL, "nothing came out");
+    }
+    weft_tensor *all[] = {x, w, b, qx, qw, sc, zp};
+    for (int i = 0; i < 7; i++)
+        weft_tensor_release(all[i]);
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -547,6 +616,7 @@ int main(void)
         test_errors();
         test_blocks();
         test_quantized_linear();
+        test_quantized_conv2d();
         weft_host_allocator_stats(&after);
     }
     is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,

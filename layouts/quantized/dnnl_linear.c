@@ -15,6 +15,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "dnnl_common.h"
 #include "quantized.h"
 
 static dnnl_engine_t engine;
@@ -26,10 +27,44 @@ static void engine_create(void)
     engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
 }
 
-static int dnnl_error(const char *op, const char *what, dnnl_status_t st)
+int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
 {
     return weft_set_error(st == dnnl_out_of_memory ? WEFT_ENOMEM : WEFT_ENOTSUP,
                           "%s: oneDNN refused %s (status %d)", op, what, (int)st);
+}
+
+int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
+{
+    pthread_once(&engine_once, engine_create);
+    if (engine_status)
+        return qt__dnnl_error(op, "to make a CPU engine", engine_status);
+    *out = engine;
+    return 0;
+}
+
+int qt__dnnl_reorder(const char *op, const dnnl_memory_desc_t *from_md, const void *from,
+                     const dnnl_memory_desc_t *to_md, void *to)
+{
+    dnnl_memory_t mf = NULL, mt = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t st;
+    if (!(st = dnnl_memory_create(&mf, from_md, engine, (void *)from)) &&
+        !(st = dnnl_memory_create(&mt, to_md, engine, to)) &&
+        !(st = dnnl_reorder_primitive_desc_create(&rpd, from_md, engine, to_md, engine, NULL)) &&
+        !(st = dnnl_primitive_create(&r, rpd)) &&
+        !(st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags))) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mf}, {DNNL_ARG_TO, mt}};
+        if (!(st = dnnl_primitive_execute(r, stream, 2, args)))
+            st = dnnl_stream_wait(stream);
+    }
+    dnnl_stream_destroy(stream);
+    dnnl_primitive_destroy(r);
+    dnnl_primitive_desc_destroy(rpd);
+    dnnl_memory_destroy(mf);
+    dnnl_memory_destroy(mt);
+    return st ? qt__dnnl_error(op, "a reorder", st) : 0;
 }
 
 /* What a primitive was built for: the call's parameters it bakes in. */
@@ -40,22 +75,22 @@ typedef struct prim_key {
     bool relu, bias;
 } prim_key;
 
-/* A weight's cache: the packed weights and the last primitive. */
-struct qt_prepacked {
+/* A weight's cache for linear: the packed weights and the last primitive. */
+typedef struct linear_cache {
+    qt_prepacked header;
     pthread_mutex_t lock;
     uint32_t version; /* of the weight's integers when packed */
     dnnl_memory_desc_t packed_md;
-    void *packed;     /* the weights in packed_md's layout (malloc'd) */
+    void *packed;     /* the weights in packed_md's layout (aligned) */
     bool have_prim;
     prim_key key;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t src_md, dst_md, bias_md;
-};
+} linear_cache;
 
-void qt__prepacked_free(qt_prepacked *p)
+static void linear_cache_free(qt_prepacked *h)
 {
-    if (!p)
-        return;
+    linear_cache *p = (linear_cache *)h;
     if (p->have_prim)
         dnnl_primitive_destroy(p->prim);
     free(p->packed);
@@ -63,21 +98,16 @@ void qt__prepacked_free(qt_prepacked *p)
     free(p);
 }
 
-/* The weight's cache, made on first use (under the payload's lock: two
- * threads calling with one weight make it once). */
-static qt_prepacked *cache_of(qt_affine *w)
+static qt_prepacked *linear_cache_new(void)
 {
-    static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&make_lock);
-    if (!w->prepacked) {
-        qt_prepacked *p = calloc(1, sizeof *p);
-        if (p && pthread_mutex_init(&p->lock, NULL) == 0)
-            w->prepacked = p;
-        else
-            free(p);
+    linear_cache *p = calloc(1, sizeof *p);
+    if (p && pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        p = NULL;
     }
-    pthread_mutex_unlock(&make_lock);
-    return w->prepacked;
+    if (p)
+        p->header.release = linear_cache_free;
+    return p ? &p->header : NULL;
 }
 
 static bool key_equal(const prim_key *a, const prim_key *b)
@@ -92,7 +122,7 @@ static bool key_equal(const prim_key *a, const prim_key *b)
  * output scales src_scale * w_scale[n] / dst_scale, zero points of src and
  * dst, relu as a post-op (applied before the dst zero point is added, so
  * it clamps at the zero point, as torch's quantized relu does). */
-static int build(qt_prepacked *p, const prim_key *key, const float *w_scales, int64_t n,
+static int build(linear_cache *p, const prim_key *key, const float *w_scales, int64_t n,
                  int64_t k, bool per_channel)
 {
     const char *op = "quantized_linear";
@@ -103,11 +133,11 @@ static int build(qt_prepacked *p, const prim_key *key, const float *w_scales, in
         (st = dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_s8, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&p->bias_md, 2, bd, dnnl_f32, dnnl_ab)) ||
         (st = dnnl_memory_desc_init_by_tag(&p->dst_md, 2, dd, dnnl_u8, dnnl_ab)))
-        return dnnl_error(op, "a memory descriptor", st);
+        return qt__dnnl_error(op, "a memory descriptor", st);
     dnnl_matmul_desc_t desc;
     if ((st = dnnl_matmul_desc_init(&desc, &p->src_md, &wmd, key->bias ? &p->bias_md : NULL,
                                     &p->dst_md)))
-        return dnnl_error(op, "the matmul descriptor", st);
+        return qt__dnnl_error(op, "the matmul descriptor", st);
     float *scales = malloc(sizeof *scales * (size_t)n);
     if (!scales)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
@@ -130,7 +160,7 @@ static int build(qt_prepacked *p, const prim_key *key, const float *w_scales, in
     dnnl_post_ops_destroy(post);
     dnnl_primitive_attr_destroy(attr);
     if (st)
-        return dnnl_error(op, "the int8 matmul for these parameters", st);
+        return qt__dnnl_error(op, "the int8 matmul for these parameters", st);
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     if (p->packed && !dnnl_memory_desc_equal(want, &p->packed_md)) {
         free(p->packed); /* another batch size wants another layout: repack */
@@ -144,14 +174,14 @@ static int build(qt_prepacked *p, const prim_key *key, const float *w_scales, in
     st = dnnl_primitive_create(&p->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     if (st)
-        return dnnl_error(op, "to create the matmul", st);
+        return qt__dnnl_error(op, "to create the matmul", st);
     p->have_prim = true;
     p->key = *key;
     return 0;
 }
 
 /* Reorders the (n, k) int8 weight w into p->packed_md's layout. */
-static int pack(qt_prepacked *p, const int8_t *w, int64_t n, int64_t k)
+static int pack(linear_cache *p, const int8_t *w, int64_t n, int64_t k)
 {
     const char *op = "quantized_linear";
     dnnl_memory_desc_t plain;
@@ -160,33 +190,14 @@ static int pack(qt_prepacked *p, const int8_t *w, int64_t n, int64_t k)
     size_t bytes = dnnl_memory_desc_get_size(&p->packed_md);
     void *buf = NULL;
     if (st || posix_memalign(&buf, 64, bytes ? bytes : 64))
-        return st ? dnnl_error(op, "the weight's descriptor", st)
+        return st ? qt__dnnl_error(op, "the weight's descriptor", st)
                   : weft_set_error(WEFT_ENOMEM, "%s: out of memory for the packed weight", op);
-    dnnl_memory_t from = NULL, to = NULL;
-    dnnl_primitive_desc_t rpd = NULL;
-    dnnl_primitive_t r = NULL;
-    dnnl_stream_t stream = NULL;
-    if (!(st = dnnl_memory_create(&from, &plain, engine, (void *)w)) &&
-        !(st = dnnl_memory_create(&to, &p->packed_md, engine, buf)) &&
-        !(st = dnnl_reorder_primitive_desc_create(&rpd, &plain, engine, &p->packed_md, engine,
-                                                  NULL)) &&
-        !(st = dnnl_primitive_create(&r, rpd)) &&
-        !(st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags))) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-        if (!(st = dnnl_primitive_execute(r, stream, 2, args)))
-            st = dnnl_stream_wait(stream);
-    }
-    dnnl_stream_destroy(stream);
-    dnnl_primitive_destroy(r);
-    dnnl_primitive_desc_destroy(rpd);
-    dnnl_memory_destroy(from);
-    dnnl_memory_destroy(to);
-    if (st) {
+    int rc = qt__dnnl_reorder(op, &plain, w, &p->packed_md, buf);
+    if (rc < 0)
         free(buf);
-        return dnnl_error(op, "to pack the weight", st);
-    }
-    p->packed = buf;
-    return 0;
+    else
+        p->packed = buf;
+    return rc;
 }
 
 static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor *w,
@@ -240,9 +251,10 @@ static int linear_kernel(weft_call *call, void *ctx)
     int rc = check_inputs(op, x, w, bias, out_zp, out_scale);
     if (rc < 0)
         return rc;
-    pthread_once(&engine_once, engine_create);
-    if (engine_status)
-        return dnnl_error(op, "to make a CPU engine", engine_status);
+    dnnl_engine_t eng; /* the same as `engine`: made here on first use */
+    if ((rc = qt__dnnl_engine(&eng, op)) < 0)
+        return rc;
+    (void)eng;
     qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
     int64_t n = weft_tensor_size(w, 0), k = weft_tensor_size(w, 1);
     int64_t m = weft_tensor_numel(x) / (k ? k : 1);
@@ -281,7 +293,7 @@ static int linear_kernel(weft_call *call, void *ctx)
     }
     prim_key key = {m, (float)qx->scale, (float)out_scale, (int32_t)qx->zero_point,
                     (int32_t)out_zp, relu, bias != NULL};
-    qt_prepacked *p = cache_of(qw);
+    linear_cache *p = (linear_cache *)qt__prepacked_get(qw, linear_cache_free, linear_cache_new);
     if (!p) {
         rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
         goto done;
@@ -317,7 +329,7 @@ static int linear_kernel(weft_call *call, void *ctx)
         dnnl_memory_destroy(mb);
         dnnl_memory_destroy(md);
         if (st)
-            rc = dnnl_error(op, "to run the matmul", st);
+            rc = qt__dnnl_error(op, "to run the matmul", st);
     }
     pthread_mutex_unlock(&p->lock);
     if (rc == 0) {
@@ -335,6 +347,7 @@ done:
 
 int qt__register_dnnl(weft_registrar *reg)
 {
-    return weft_register_kernel(reg, "quantized_linear", weft_layout_key(qt__affine_layout),
-                                WEFT_DEVICE_TYPE_CPU, linear_kernel, NULL, NULL);
+    int rc = weft_register_kernel(reg, "quantized_linear", weft_layout_key(qt__affine_layout),
+                                  WEFT_DEVICE_TYPE_CPU, linear_kernel, NULL, NULL);
+    return rc < 0 ? rc : qt__register_dnnl_conv(reg);
 }

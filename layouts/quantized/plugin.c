@@ -6,19 +6,40 @@
  * their dot-product kernels for this CPU (block_kernels.c).  Every
  * registration goes through the registrar, so a failing init is rolled
  * back whole and unloading takes it all away. */
+#include <pthread.h>
+
 #include "quantized.h"
 
 static const char *const schemas[] = {
 #include "layouts/quantized/schemas.h"
 };
 
+void qt__prepacked_free(qt_prepacked *p)
+{
+    if (p)
+        p->release(p);
+}
+
+qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
+                                qt_prepacked *(*make)(void))
+{
+    /* one lock for making caches: two threads with one weight make one */
+    static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&make_lock);
+    if (w->prepacked && w->prepacked->release != release) {
+        qt__prepacked_free(w->prepacked);
+        w->prepacked = NULL;
+    }
+    if (!w->prepacked)
+        w->prepacked = make();
+    qt_prepacked *p = w->prepacked;
+    pthread_mutex_unlock(&make_lock);
+    return p;
+}
+
 #if !QT_HAVE_DNNL
 /* Built without oneDNN: the int8 operators exist (their schemas are in the
  * table) and say why they cannot run. */
-void qt__prepacked_free(qt_prepacked *p)
-{
-    (void)p;
-}
 
 static int no_dnnl_kernel(weft_call *call, void *ctx)
 {
@@ -30,8 +51,12 @@ static int no_dnnl_kernel(weft_call *call, void *ctx)
 
 int qt__register_dnnl(weft_registrar *reg)
 {
-    return weft_register_kernel(reg, "quantized_linear", weft_layout_key(qt__affine_layout),
-                                WEFT_DEVICE_TYPE_CPU, no_dnnl_kernel, NULL, NULL);
+    int key = weft_layout_key(qt__affine_layout);
+    int rc = weft_register_kernel(reg, "quantized_linear", key, WEFT_DEVICE_TYPE_CPU,
+                                  no_dnnl_kernel, NULL, NULL);
+    return rc < 0 ? rc
+                  : weft_register_kernel(reg, "quantized_conv2d", key, WEFT_DEVICE_TYPE_CPU,
+                                         no_dnnl_kernel, NULL, NULL);
 }
 #endif
 

@@ -22,8 +22,12 @@
 typedef enum qt_scheme { QT_PER_TENSOR_AFFINE = 0, QT_PER_CHANNEL_AFFINE = 1 } qt_scheme;
 
 /* A weight's packed form for oneDNN and the last primitive built for it
- * (dnnl_linear.c); NULL until first used.  Never shared with a view. */
+ * (dnnl_linear.c, dnnl_conv.c); NULL until first used.  Never shared with
+ * a view.  Each operator's cache starts with this header. */
 typedef struct qt_prepacked qt_prepacked;
+struct qt_prepacked {
+    void (*release)(qt_prepacked *p);
+};
 
 typedef struct qt_affine {
     qt_scheme scheme;
@@ -62,6 +66,9 @@ int qt__register_affine(weft_registrar *reg);
  * build time, plugin.c registers kernels that say so). */
 int qt__register_dnnl(weft_registrar *reg);
 void qt__prepacked_free(qt_prepacked *p);
+/* w's cache made by make (a new one when it has another's, or none). */
+qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
+                                qt_prepacked *(*make)(void));
 int qt__register_views(weft_registrar *reg);
 
 /* --------------------------------------------------------- weight blocks */

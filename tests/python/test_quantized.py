@@ -162,4 +162,42 @@ def quantized_linear_as_torch():
     raises(RuntimeError, wF.linear, wqx, wqx, None, 0.1, 0, contains="quantized_linear")
 
 
+@test
+def quantized_conv2d_as_torch():
+    """nn.quantized.functional.conv2d (+ relu): torch 1.13's onednn result (stride, padding, dilation, groups)"""
+    needs_plugin()
+    import weft.nn.quantized.functional as wF
+    if "onednn" not in torch.backends.quantized.supported_engines:
+        raise Skip("torch has no onednn quantized engine here")
+    torch.backends.quantized.engine = "onednn"
+    torch.manual_seed(4)
+    for per_channel in (False, True):
+        for relu in (False, True):
+            for stride, pad, dil, groups in [(1, 1, 1, 1), (2, 0, 1, 1), ((1, 2), (2, 1), 2, 4)]:
+                x, w, b = torch.randn(2, 16, 11, 13), torch.randn(8, 16 // groups, 3, 3) * 0.1, torch.randn(8)
+                qx = torch.quantize_per_tensor(x, 0.05, 120, torch.quint8)
+                if per_channel:
+                    s = (w.abs().amax((1, 2, 3)) / 127).double()
+                    z = torch.zeros(8, dtype=torch.long)
+                    qw = torch.quantize_per_channel(w, s, z, 0, torch.qint8)
+                    wqw = weft.quantize_per_channel(to_weft(w), to_weft(s), to_weft(z), 0, weft.qint8)
+                else:
+                    qw = torch.quantize_per_tensor(w, 0.004, 0, torch.qint8)
+                    wqw = weft.quantize_per_tensor(to_weft(w), 0.004, 0, weft.qint8)
+                pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
+                packed = torch.ops.quantized.conv2d_prepack(qw, b, pair(stride), pair(pad), pair(dil), groups)
+                want = (torch.ops.quantized.conv2d_relu if relu else torch.ops.quantized.conv2d)(
+                    qx, packed, 0.3, 5)
+                wqx = weft.quantize_per_tensor(to_weft(x), 0.05, 120, weft.quint8)
+                got = (wF.conv2d_relu if relu else wF.conv2d)(wqx, wqw, to_weft(b), stride, pad, dil,
+                                                              groups, scale=0.3, zero_point=5)
+                eq(tuple(got.shape), tuple(want.shape))
+                diff = (to_torch(got.int_repr()).int() - want.int_repr().int()).abs().max().item()
+                eq(diff <= 1, True, "per_channel=%s relu=%s stride=%s pad=%s dil=%s groups=%d: %d steps"
+                   % (per_channel, relu, stride, pad, dil, groups, diff))
+    wqx = weft.quantize_per_tensor(weft.randn(1, 4, 5, 5), 0.04, 128, weft.quint8)
+    wqw = weft.quantize_per_tensor(weft.randn(2, 3, 3, 3), 0.04, 0, weft.qint8)
+    raises(RuntimeError, wF.conv2d, wqx, wqw, None, contains="do not fit")
+
+
 done()
