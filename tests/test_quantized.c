@@ -598,6 +598,42 @@ static void test_quantized_conv2d(void)
         weft_tensor_release(all[i]);
 }
 
+/* the hand-written operators: relu exact in the integers, max_pool2d
+ * keeps the integers, add within one step of the float reference, and the
+ * quantizers an operator cannot combine refused */
+static void test_quantized_ops(void)
+{
+    const float v[6] = {-1.0f, -0.25f, 0, 0.5f, 1.25f, 3.0f};
+    weft_tensor *f = from_floats(v, (int64_t[]){1, 1, 2, 3}, 4), *q = NULL, *r = NULL, *ri = NULL;
+    weft_quantize_per_tensor(&q, f, 0.25, 10, WEFT_UINT8);
+    is_int(weft_relu(&r, q), 0, "relu of a quantized tensor");
+    is_int(weft_tensor_layout(r), weft_layout_lookup("quantized"), "is quantized");
+    weft_int_repr(&ri, r);
+    ok(at(ri, 0) == 10 && at(ri, 1) == 10 && at(ri, 2) == 10 && at(ri, 3) == 12 && at(ri, 5) == 22,
+       "max(q, zero_point): %g %g %g %g %g", at(ri, 0), at(ri, 1), at(ri, 2), at(ri, 3), at(ri, 5));
+    weft_tensor *m = NULL, *mi = NULL;
+    is_int(weft_max_pool2d(&m, q, (int64_t[]){2, 2}, 2, (int64_t[]){1, 1}, 2, (int64_t[]){0, 0}, 2,
+                           (int64_t[]){1, 1}, 2, false),
+           0, "max_pool2d of a quantized tensor");
+    weft_int_repr(&mi, m);
+    ok(weft_tensor_numel(mi) == 2 && at(mi, 0) == 15 && at(mi, 1) == 22, "the integers' maxima");
+    weft_tensor *a = NULL, *ai = NULL, *qi = NULL;
+    weft_value args[] = {WEFT_QV_TENSOR_(q), WEFT_QV_TENSOR_(q), WEFT_QV_DOUBLE_(0.5),
+                         WEFT_QV_INT_(0), {WEFT_VALUE_BOOL, 0, {.b = false}}};
+    is_int(weft_quantized_call(&a, "quantized_add", args, 5), 0, "quantized_add(q, q, 0.5, 0)");
+    weft_int_repr(&ai, a);
+    ok(at(ai, 0) == 0 && at(ai, 3) == 2 && at(ai, 4) == 5 && at(ai, 5) == 12,
+       "2x clamped to quint8 at scale 0.5: %g %g %g %g", at(ai, 0), at(ai, 3), at(ai, 4), at(ai, 5));
+    weft_quantize_per_tensor(&qi, f, 0.25, 0, WEFT_INT8);
+    weft_tensor *bad = NULL;
+    args[1] = (weft_value)WEFT_QV_TENSOR_(qi);
+    is_int(weft_quantized_call(&bad, "quantized_add", args, 5), WEFT_EDTYPE, "quint8 + qint8: refused");
+    like(weft_last_error(), "cannot combine uint8 and int8 quantized tensors", "naming both");
+    weft_tensor *all[] = {f, q, r, ri, m, mi, a, ai, qi};
+    for (int i = 0; i < 9; i++)
+        weft_tensor_release(all[i]);
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -617,6 +653,7 @@ int main(void)
         test_blocks();
         test_quantized_linear();
         test_quantized_conv2d();
+        test_quantized_ops();
         weft_host_allocator_stats(&after);
     }
     is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,

@@ -66,6 +66,7 @@ static int quantized_init(weft_registrar *reg)
     for (size_t i = 0; rc == 0 && i < sizeof schemas / sizeof *schemas; i++)
         rc = weft_register_op(reg, schemas[i], NULL);
     if (rc < 0 || (rc = qt__register_affine(reg)) < 0 || (rc = qt__register_views(reg)) < 0 ||
+        (rc = qt__register_ops(reg)) < 0 ||
         (rc = qt__register_blocks(reg)) < 0 || (rc = qt__register_dnnl(reg)) < 0)
         return rc;
     return 0;

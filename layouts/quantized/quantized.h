@@ -70,6 +70,7 @@ void qt__prepacked_free(qt_prepacked *p);
 qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
                                 qt_prepacked *(*make)(void));
 int qt__register_views(weft_registrar *reg);
+int qt__register_ops(weft_registrar *reg);
 
 /* --------------------------------------------------------- weight blocks */
 

@@ -200,4 +200,42 @@ def quantized_conv2d_as_torch():
     raises(RuntimeError, wF.conv2d, wqx, wqw, None, contains="do not fit")
 
 
+@test
+def elementwise_pooling_cat_as_torch():
+    """add (+ relu), mul, relu, max_pool2d, adaptive_avg_pool2d, cat, quantized cat, requantize: within one step of torch"""
+    needs_plugin()
+    torch.manual_seed(6)
+    a, b = torch.randn(3, 5, 9, 11), torch.randn(3, 5, 9, 11)
+    qa = torch.quantize_per_tensor(a, 0.02, 130, torch.quint8)
+    qb = torch.quantize_per_tensor(b, 0.03, 120, torch.quint8)
+    wa = weft.quantize_per_tensor(to_weft(a), 0.02, 130, weft.quint8)
+    wb = weft.quantize_per_tensor(to_weft(b), 0.03, 120, weft.quint8)
+    cases = [
+        ("add", weft.quantized_add(wa, wb, 0.05, 128), torch.ops.quantized.add(qa, qb, 0.05, 128)),
+        ("add_relu", weft.quantized_add(wa, wb, 0.05, 128, True),
+         torch.ops.quantized.add_relu(qa, qb, 0.05, 128)),
+        ("mul", weft.quantized_mul(wa, wb, 0.01, 128), torch.ops.quantized.mul(qa, qb, 0.01, 128)),
+        ("relu", weft.relu(wa), torch.relu(qa)),
+        ("max_pool2d", weft.max_pool2d(wa, [3, 3], [2, 2], [1, 1], [1, 1]),
+         torch.nn.functional.max_pool2d(qa, 3, 2, 1)),
+        ("adaptive_avg_pool2d", weft.adaptive_avg_pool2d(wa, [4, 3]),
+         torch.nn.functional.adaptive_avg_pool2d(qa, (4, 3))),
+        ("cat", weft.cat([wa, wb], 1), torch.cat([qa, qb], 1)),
+        ("quantized_cat", weft.quantized_cat([wa, wb], 2, 0.04, 100),
+         torch.ops.quantized.cat([qa, qb], 2, 0.04, 100)),
+        ("requantize", weft.requantize(wa, 0.1, 10),
+         torch.quantize_per_tensor(qa.dequantize(), 0.1, 10, torch.quint8)),
+    ]
+    for name, got, want in cases:
+        eq(tuple(got.shape), tuple(want.shape), name)
+        eq((got.q_scale(), got.q_zero_point()), (want.q_scale(), want.q_zero_point()), name)
+        diff = (to_torch(got.int_repr()).int() - want.int_repr().int()).abs().max().item()
+        eq(diff <= 1, True, "%s: %d steps" % (name, diff))
+    wc = weft.quantize_per_tensor(to_weft(a), 0.02, 0, weft.qint8)
+    raises(RuntimeError, weft.quantized_add, wa, wc, 0.05, 128, contains="cannot combine")
+    s, z = weft.ones(3, dtype=weft.float64), weft.zeros(3, dtype=weft.int64)
+    wp = weft.quantize_per_channel(to_weft(a), s, z, 0, weft.quint8)
+    raises(RuntimeError, weft.quantized_add, wa, wp, 0.05, 128, contains="per channel")
+
+
 done()
