@@ -238,4 +238,41 @@ def elementwise_pooling_cat_as_torch():
     raises(RuntimeError, weft.quantized_add, wa, wp, 0.05, 128, contains="per channel")
 
 
+@test
+def observers_as_torch():
+    """weft.quantization's observers: torch's scale and zero point for the same batches"""
+    needs_plugin()
+    import warnings
+    import weft.quantization as wq
+    from torch.ao.quantization import observer as tobs
+    warnings.simplefilter("ignore")  # torch's reduce_range deprecation notice
+    torch.manual_seed(8)
+    batches = [torch.randn(8, 6, 5) * (i + 1) + 0.3 * i for i in range(4)]
+    cases = [
+        (wq.MinMaxObserver(), tobs.MinMaxObserver()),
+        (wq.MinMaxObserver(dtype=weft.qint8, qscheme=wq.per_tensor_symmetric),
+         tobs.MinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric)),
+        (wq.MinMaxObserver(reduce_range=True), tobs.MinMaxObserver(reduce_range=True)),
+        (wq.MinMaxObserver(quant_min=0, quant_max=15), tobs.MinMaxObserver(quant_min=0, quant_max=15)),
+        (wq.MovingAverageMinMaxObserver(averaging_constant=0.1),
+         tobs.MovingAverageMinMaxObserver(averaging_constant=0.1)),
+        (wq.PerChannelMinMaxObserver(ch_axis=1, dtype=weft.qint8, qscheme=wq.per_channel_symmetric),
+         tobs.PerChannelMinMaxObserver(ch_axis=1, dtype=torch.qint8, qscheme=torch.per_channel_symmetric)),
+        (wq.PerChannelMinMaxObserver(ch_axis=0), tobs.PerChannelMinMaxObserver(ch_axis=0)),
+        (wq.MovingAveragePerChannelMinMaxObserver(ch_axis=2),
+         tobs.MovingAveragePerChannelMinMaxObserver(ch_axis=2)),
+    ]
+    for w, t in cases:
+        for b in batches:
+            w(to_weft(b))
+            t(b)
+        (ws, wz), (ts, tz) = w.calculate_qparams(), t.calculate_qparams()
+        eq(torch.equal(to_torch(ws), ts) and torch.equal(to_torch(wz), tz), True,
+           "%s(%s): %s %s vs %s %s" % (type(w).__name__, w.qscheme, ws.tolist(), wz.tolist(),
+                                       ts.tolist(), tz.tolist()))
+    q = cases[0][0].quantize(to_weft(batches[0]))
+    eq(q.is_quantized and q.dtype == weft.quint8, True, "quantize() with the observed parameters")
+    raises(RuntimeError, wq.MinMaxObserver().calculate_qparams, contains="seen no data")
+
+
 done()
