@@ -10,8 +10,11 @@ the scale and zero point torch gives for the same statistics (the same
 float32 arithmetic, round half to even), and ``quantize(x)`` quantizes with
 them.  The statistics are weft tensors: float32, as torch keeps them.
 
-Not here yet: the module-level prepare / convert flow over weft.nn models
-and weft-train --quantize (see docs/design.md).
+prepare(model) puts observers around every nn.Linear and nn.Conv2d;
+after calibration, convert(model) puts their int8 form in their place
+(quantized input, int8 weight per channel, quantized operator, dequantized
+output).  Not here yet: observers in the C nn library and weft-train
+--quantize (see docs/design.md).
 """
 from . import _C, _tensor
 
@@ -166,3 +169,109 @@ class MovingAveragePerChannelMinMaxObserver(PerChannelMinMaxObserver):
         self.averaging_constant = float(averaging_constant)
 
     _merge = MovingAverageMinMaxObserver._merge
+
+
+# ------------------------------------------------ calibrate, then convert
+
+def _nn():
+    from . import nn
+    return nn
+
+
+def _observed_class():
+    nn = _nn()
+
+    class Observed(nn.Module):
+        """A float Linear or Conv2d with observers on its input and output
+        (what prepare() puts in its place); runs the float module."""
+
+        def __init__(self, float_module):
+            super().__init__()
+            self.float_module = float_module
+            self.input_observer = MinMaxObserver(dtype=_C.uint8)
+            self.output_observer = MinMaxObserver(dtype=_C.uint8)
+
+        def forward(self, x):
+            self.input_observer(x)
+            y = self.float_module(x)
+            self.output_observer(y)
+            return y
+
+    return Observed
+
+
+def _quantized_class():
+    nn = _nn()
+
+    class Quantized(nn.Module):
+        """The int8 form of an observed Linear or Conv2d: quantizes its float
+        input with the calibrated parameters (quint8), runs the quantized
+        operator with the weight quantized per output channel (qint8,
+        symmetric) and the calibrated output parameters, and returns the
+        dequantized result, so float modules (activations, pooling) can
+        stay between quantized ones."""
+
+        def __init__(self, observed):
+            super().__init__()
+            from . import _quantized
+            from .nn.quantized import functional as qF
+            m = observed.float_module
+            self._qF = qF
+            self.conv = isinstance(m, nn.Conv2d)
+            w = m.weight.detach()
+            wobs = PerChannelMinMaxObserver(ch_axis=0, dtype=_C.int8, qscheme=per_channel_symmetric)
+            wobs(w)
+            self.weight_q = wobs.quantize(w)
+            self.bias = None if m.bias is None else m.bias.detach().clone()
+            s, z = observed.input_observer.calculate_qparams()
+            self.in_scale, self.in_zp = s.item(), int(z.item())
+            s, z = observed.output_observer.calculate_qparams()
+            self.out_scale, self.out_zp = s.item(), int(z.item())
+            if self.conv:
+                if m.padding_mode != "zeros" or isinstance(m.padding, str):
+                    raise NotImplementedError("convert: Conv2d with padding_mode %r or padding %r"
+                                              % (m.padding_mode, m.padding))
+                self.args = (list(m.stride), list(m.padding), list(m.dilation), m.groups)
+            self._quantize = _quantized.quantize_per_tensor
+
+        def forward(self, x):
+            qx = self._quantize(x, self.in_scale, self.in_zp, _C.uint8)
+            if self.conv:
+                stride, padding, dilation, groups = self.args
+                qy = self._qF.conv2d(qx, self.weight_q, self.bias, stride, padding, dilation,
+                                     groups, scale=self.out_scale, zero_point=self.out_zp)
+            else:
+                qy = self._qF.linear(qx, self.weight_q, self.bias, self.out_scale, self.out_zp)
+            return qy.dequantize()
+
+    return Quantized
+
+
+def _swap(module, test, make):
+    for name, child in list(module.named_children()):
+        if test(child):
+            module._modules[name] = make(child)  # in place: Sequential keeps its order
+        else:
+            _swap(child, test, make)
+    return module
+
+
+def prepare(model):
+    """Puts observers around every nn.Linear and nn.Conv2d of model (in
+    place; returns model).  Run calibration data through it, then convert."""
+    nn = _nn()
+    Observed = _observed_class()
+    if isinstance(model, (nn.Linear, nn.Conv2d)):
+        raise ValueError("prepare: give a model that contains the layers, not a layer")
+    prepare.Observed = Observed
+    return _swap(model, lambda m: isinstance(m, (nn.Linear, nn.Conv2d)), Observed)
+
+
+def convert(model):
+    """Replaces every observed layer of a prepared, calibrated model by its
+    int8 form (in place; returns model)."""
+    Quantized = _quantized_class()
+    Observed = getattr(prepare, "Observed", None)
+    if Observed is None:
+        raise RuntimeError("convert: the model was not prepared")
+    return _swap(model, lambda m: isinstance(m, Observed), Quantized)

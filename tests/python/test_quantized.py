@@ -275,4 +275,55 @@ def observers_as_torch():
     raises(RuntimeError, wq.MinMaxObserver().calculate_qparams, contains="seen no data")
 
 
+@test
+def calibrate_convert_evaluate():
+    """prepare -> calibrate -> convert of a trained MLP and a CNN: int8 accuracy within 1 point of float"""
+    needs_plugin()
+    import weft.nn as nn
+    import weft.optim as optim
+    import weft.quantization as wq
+    weft.manual_seed(0)
+    centers = weft.randn(4, 32) * 1.5
+
+    def data(n):
+        y = weft.randint(0, 4, (n,))
+        return centers.index_select(0, y) + weft.randn(n, 32) * 2.5, y
+
+    def train(model, x, y, steps=300):
+        opt = optim.SGD(model.parameters(), lr=0.1)
+        for step in range(steps):
+            i = (step * 100) % x.shape[0]
+            loss = nn.functional.cross_entropy(model(x[i:i + 100]), y[i:i + 100])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def accuracy(model, x, y):
+        with weft.no_grad():
+            return (model(x).argmax(1) == y).float().mean().item()
+
+    def check(model, xtr, ytr, xte, yte, name):
+        train(model, xtr, ytr)
+        fa = accuracy(model, xte, yte)
+        wq.prepare(model)
+        with weft.no_grad():
+            for i in range(0, xtr.shape[0], 200):
+                model(xtr[i:i + 200])
+        wq.convert(model)
+        eq(all(type(m).__name__ != "Linear" and type(m).__name__ != "Conv2d"
+               for m in model.modules()), True, "%s: every layer converted" % name)
+        qa = accuracy(model, xte, yte)
+        print("# %s: float accuracy %.4f, int8 %.4f" % (name, fa, qa))
+        eq(fa > 0.8, True, "%s: the float model learned (%.3f)" % (name, fa))
+        eq(abs(fa - qa) <= 0.01, True, "%s: int8 %.4f vs float %.4f" % (name, qa, fa))
+
+    xtr, ytr = data(2000)
+    xte, yte = data(1000)
+    mlp = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+    check(mlp, xtr, ytr, xte, yte, "MLP")
+    cnn = nn.Sequential(nn.Unflatten(1, (2, 4, 4)), nn.Conv2d(2, 8, 3, padding=1), nn.ReLU(),
+                        nn.Flatten(), nn.Linear(128, 4))
+    check(cnn, xtr, ytr, xte, yte, "CNN")
+
+
 done()
