@@ -459,15 +459,10 @@ static void test_blocks(void)
     test_block_products("q4_0", q4);
 }
 
-/* quantized_linear through the boxed API (no wrapper in quantized.h yet) */
 static int qlinear(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
                    const weft_tensor *b, double scale, int64_t zp, bool relu)
 {
-    weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_TENSOR_(w),
-                      b ? (weft_value)WEFT_QV_TENSOR_(b) : (weft_value){WEFT_VALUE_NONE, 0, {0}},
-                      WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zp),
-                      {WEFT_VALUE_BOOL, 0, {.b = relu}}};
-    return weft_quantized_call(out, "quantized_linear", a, 6);
+    return weft_quantized_linear(out, x, w, b, scale, zp, relu);
 }
 
 /* quantized_linear against the float product of the dequantized operands,
@@ -529,17 +524,13 @@ static void test_quantized_linear(void)
         weft_tensor_release(all[i]);
 }
 
-/* quantized_conv2d through the boxed API, stride s, padding p, dilation 1 */
+/* stride s, padding p, dilation 1 */
 static int qconv(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
                  const weft_tensor *b, int64_t s, int64_t p, int64_t groups, double scale,
                  int64_t zp, bool relu)
 {
-    weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_TENSOR_(w),
-                      b ? (weft_value)WEFT_QV_TENSOR_(b) : (weft_value){WEFT_VALUE_NONE, 0, {0}},
-                      WEFT_QV_INTS_(((int64_t[]){s, s}), 2), WEFT_QV_INTS_(((int64_t[]){p, p}), 2),
-                      WEFT_QV_INTS_(((int64_t[]){1, 1}), 2), WEFT_QV_INT_(groups),
-                      WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zp), {WEFT_VALUE_BOOL, 0, {.b = relu}}};
-    return weft_quantized_call(out, "quantized_conv2d", a, 10);
+    return weft_quantized_conv2d(out, x, w, b, (int64_t[]){s, s}, (int64_t[]){p, p},
+                                 (int64_t[]){1, 1}, groups, scale, zp, relu);
 }
 
 /* quantized_conv2d against the float conv2d of the dequantized operands,
@@ -618,17 +609,21 @@ static void test_quantized_ops(void)
     weft_int_repr(&mi, m);
     ok(weft_tensor_numel(mi) == 2 && at(mi, 0) == 15 && at(mi, 1) == 22, "the integers' maxima");
     weft_tensor *a = NULL, *ai = NULL, *qi = NULL;
-    weft_value args[] = {WEFT_QV_TENSOR_(q), WEFT_QV_TENSOR_(q), WEFT_QV_DOUBLE_(0.5),
-                         WEFT_QV_INT_(0), {WEFT_VALUE_BOOL, 0, {.b = false}}};
-    is_int(weft_quantized_call(&a, "quantized_add", args, 5), 0, "quantized_add(q, q, 0.5, 0)");
+    is_int(weft_quantized_add(&a, q, q, 0.5, 0, false), 0, "quantized_add(q, q, 0.5, 0)");
     weft_int_repr(&ai, a);
     ok(at(ai, 0) == 0 && at(ai, 3) == 2 && at(ai, 4) == 5 && at(ai, 5) == 12,
        "2x clamped to quint8 at scale 0.5: %g %g %g %g", at(ai, 0), at(ai, 3), at(ai, 4), at(ai, 5));
     weft_quantize_per_tensor(&qi, f, 0.25, 0, WEFT_INT8);
     weft_tensor *bad = NULL;
-    args[1] = (weft_value)WEFT_QV_TENSOR_(qi);
-    is_int(weft_quantized_call(&bad, "quantized_add", args, 5), WEFT_EDTYPE, "quint8 + qint8: refused");
+    is_int(weft_quantized_add(&bad, q, qi, 0.5, 0, false), WEFT_EDTYPE, "quint8 + qint8: refused");
     like(weft_last_error(), "cannot combine uint8 and int8 quantized tensors", "naming both");
+    weft_tensor *rq = NULL, *rqi = NULL;
+    is_int(weft_requantize(&rq, q, 0.5, 0, WEFT_INT8), 0, "requantize to qint8 at scale 0.5");
+    weft_int_repr(&rqi, rq);
+    ok(at(rqi, 0) == -2 && at(rqi, 5) == 6, "the values at the new parameters: %g %g", at(rqi, 0),
+       at(rqi, 5));
+    weft_tensor_release(rq);
+    weft_tensor_release(rqi);
     weft_tensor *all[] = {f, q, r, ri, m, mi, a, ai, qi};
     for (int i = 0; i < 9; i++)
         weft_tensor_release(all[i]);

@@ -21,6 +21,8 @@
 #ifndef WEFT_QUANTIZED_H
 #define WEFT_QUANTIZED_H
 
+#include <stdbool.h>
+
 #include <weft/weft.h>
 
 #ifdef __cplusplus
@@ -157,6 +159,74 @@ static inline int weft_quantized_select(weft_tensor **out, const weft_tensor *q,
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INT_(dim), WEFT_QV_INT_(index)};
     return weft_quantized_call(out, "quantized_select", a, 3);
 }
+
+/* The int8 operators, with the output's scale and zero point (quint8 out
+ * for linear and conv2d, the inputs' dtype for add and mul), as
+ * torch.ao.nn.quantized.functional and torch.ops.quantized.  linear and
+ * conv2d run on oneDNN (input quint8 per tensor; weight qint8 with zero
+ * points 0, per tensor or per output channel; bias float or NULL); the
+ * weight's packed form is cached with the weight.  Without oneDNN in the
+ * plugin they return WEFT_ENOTSUP saying so.  relu fuses a relu. */
+#define WEFT_QV_NONE_ {WEFT_VALUE_NONE, 0, {.i = 0}}
+#define WEFT_QV_BOOL_(v) {WEFT_VALUE_BOOL, 0, {.b = (v)}}
+static inline int weft_quantized_linear(weft_tensor **out, const weft_tensor *x,
+                                        const weft_tensor *w, const weft_tensor *bias,
+                                        double scale, int64_t zero_point, bool relu)
+{
+    weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_TENSOR_(w), WEFT_QV_NONE_,
+                      WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zero_point), WEFT_QV_BOOL_(relu)};
+    if (bias)
+        a[2] = (weft_value)WEFT_QV_TENSOR_(bias);
+    return weft_quantized_call(out, "quantized_linear", a, 6);
+}
+
+/* stride, padding, dilation: 2 entries each (height, width). */
+static inline int weft_quantized_conv2d(weft_tensor **out, const weft_tensor *x,
+                                        const weft_tensor *w, const weft_tensor *bias,
+                                        const int64_t stride[2], const int64_t padding[2],
+                                        const int64_t dilation[2], int64_t groups, double scale,
+                                        int64_t zero_point, bool relu)
+{
+    weft_value a[] = {WEFT_QV_TENSOR_(x),      WEFT_QV_TENSOR_(w),        WEFT_QV_NONE_,
+                      WEFT_QV_INTS_(stride, 2), WEFT_QV_INTS_(padding, 2), WEFT_QV_INTS_(dilation, 2),
+                      WEFT_QV_INT_(groups),    WEFT_QV_DOUBLE_(scale),    WEFT_QV_INT_(zero_point),
+                      WEFT_QV_BOOL_(relu)};
+    if (bias)
+        a[2] = (weft_value)WEFT_QV_TENSOR_(bias);
+    return weft_quantized_call(out, "quantized_conv2d", a, 10);
+}
+
+/* a + b (mul: a * b) of per-tensor quantized tensors of one dtype, with the
+ * output's parameters; relu fuses a relu. */
+static inline int weft_quantized_add(weft_tensor **out, const weft_tensor *a,
+                                     const weft_tensor *b, double scale, int64_t zero_point,
+                                     bool relu)
+{
+    weft_value v[] = {WEFT_QV_TENSOR_(a), WEFT_QV_TENSOR_(b), WEFT_QV_DOUBLE_(scale),
+                      WEFT_QV_INT_(zero_point), WEFT_QV_BOOL_(relu)};
+    return weft_quantized_call(out, "quantized_add", v, 5);
+}
+
+static inline int weft_quantized_mul(weft_tensor **out, const weft_tensor *a,
+                                     const weft_tensor *b, double scale, int64_t zero_point,
+                                     bool relu)
+{
+    weft_value v[] = {WEFT_QV_TENSOR_(a), WEFT_QV_TENSOR_(b), WEFT_QV_DOUBLE_(scale),
+                      WEFT_QV_INT_(zero_point), WEFT_QV_BOOL_(relu)};
+    return weft_quantized_call(out, "quantized_mul", v, 5);
+}
+
+/* The values of q (any quantizer) quantized per tensor into dtype. */
+static inline int weft_requantize(weft_tensor **out, const weft_tensor *q, double scale,
+                                  int64_t zero_point, weft_dtype dtype)
+{
+    weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zero_point),
+                      WEFT_QV_DTYPE_(dtype)};
+    return weft_quantized_call(out, "requantize", a, 4);
+}
+
+/* relu, max_pool2d, adaptive_avg_pool2d and cat of <weft/ops.h> take
+ * per-tensor quantized tensors directly (weft_relu(&y, q), ...). */
 
 #ifdef __cplusplus
 }
