@@ -102,6 +102,23 @@ static void split_at(const int64_t *sizes, int ndim, int axis, int64_t *outer, i
 
 /* ------------------------------------------------ kernels, once per dtype */
 
+/* nearbyintf(v) in the default rounding mode (half to even), without the
+ * libm call that the baseline x86-64 ISA (no SSE4.1 roundss) makes of it:
+ * adding and subtracting 1.5 * 2^23 leaves v rounded to an integer by the
+ * addition itself, exactly, while |v| < 2^22; larger floats are integers
+ * or halves that only qint32 can hold, and take the call. */
+static inline float round_small(float v) /* |v| < 2^22 */
+{
+    const float magic = 12582912.0f;
+    float t = v + magic; /* kept: without -ffast-math the compiler may not fold it */
+    return t - magic;
+}
+
+static inline float round_half_even(float v)
+{
+    return fabsf(v) < 4194304.0f ? round_small(v) : nearbyintf(v);
+}
+
 /* QT_AFFINE_KERNELS(T) writes quantize_T (float -> T, PyTorch's rounding)
  * and dequantize_T (T -> float) over a run of n values sharing one scale
  * and zero point; the table below reaches them by dtype. */
@@ -112,9 +129,23 @@ static void split_at(const int64_t *sizes, int ndim, int axis, int64_t *outer, i
         T *dst = dst_;                                                                      \
         const float inv = 1.0f / (float)scale;                                              \
         const double flo = (double)lo, fhi = (double)hi, fzp = (double)zp;                  \
+        if (sizeof(T) == 1) {                                                               \
+            /* 8 bits: clamping before rounding, at the integers lo - zp and hi - zp, is     \
+             * the same as after (rounding is monotonic and keeps integers), and keeps  \
+             * |v| small enough for the branch-free rounding: a loop the compiler       \
+             * vectorises */                                                               \
+            const float vlo = (float)(lo - zp), vhi = (float)(hi - zp), z = (float)zp;       \
+            for (int64_t i = 0; i < n; i++) {                                               \
+                float v = src[i] * inv;                                                     \
+                v = !(v >= vlo) ? vlo : v; /* NaN too: no float->int of a NaN */            \
+                v = v > vhi ? vhi : v;                                                      \
+                dst[i] = (T)(int)(round_small(v) + z);                                      \
+            }                                                                               \
+            return;                                                                         \
+        }                                                                                   \
         for (int64_t i = 0; i < n; i++) {                                                   \
             /* rounded in float as torch does; the clamp in double cannot overflow */      \
-            double v = fzp + (double)nearbyintf(src[i] * inv);                              \
+            double v = fzp + (double)round_half_even(src[i] * inv);                         \
             v = v < flo ? flo : v > fhi ? fhi : v;                                          \
             dst[i] = (T)(int64_t)v;                                                         \
         }                                                                                   \
