@@ -4,11 +4,11 @@
  * quantized_cat, and the core's relu, max_pool2d, adaptive_avg_pool2d and
  * cat given quantized tensors.  All take per-tensor quantizers.
  *
- * relu is exact in the integers (max(q, zero_point)).  The others compute
+ * relu and max_pool2d work on the integers, exactly (relu is max(q,
+ * zero_point); the quantizer is monotonic, so the largest integer of a
+ * window is its largest value).  The others compute
  * on the values in float32 — dequantize, the operation, quantize with
- * PyTorch's rounding — which for max_pool2d gives back the very integers
- * (a max of dequantized values requantizes to itself) and for the
- * averaging and arithmetic ones rounds once, as torch does; torch's fused
+ * PyTorch's rounding — which rounds once, as torch does; torch's fused
  * integer paths can land one step away on exact halves (the tests allow
  * one step).  They are memory-bound elementwise passes, where a fused
  * integer kernel would save one float buffer: a cost recorded in
@@ -115,28 +115,131 @@ static int relu_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
-/* max_pool2d and adaptive_avg_pool2d: the float operator on the values,
- * quantized back with the input's parameters (torch keeps them). */
+/* max_pool2d straight on the integers (the quantizer is monotonic, so the
+ * largest integer is the largest value): planes of h x w elements, windows
+ * k, stride s, padding p (never chosen), dilation d; written once per
+ * dtype. */
+#define QT_MAX_POOL_KERNEL(T)                                                                \
+    static void max_pool_##T(const void *src_, void *dst_, int64_t planes, int64_t h,        \
+                             int64_t w, int64_t oh, int64_t ow, const int64_t k[2],          \
+                             const int64_t s[2], const int64_t p[2], const int64_t d[2])     \
+    {                                                                                        \
+        const T *src = src_;                                                                 \
+        T *dst = dst_;                                                                       \
+        for (int64_t c = 0; c < planes; c++, src += h * w)                                   \
+            for (int64_t oy = 0; oy < oh; oy++)                                              \
+                for (int64_t ox = 0; ox < ow; ox++) {                                        \
+                    T best = 0;                                                              \
+                    bool any = false;                                                        \
+                    for (int64_t ky = 0; ky < k[0]; ky++) {                                  \
+                        int64_t y = oy * s[0] - p[0] + ky * d[0];                            \
+                        if (y < 0 || y >= h)                                                 \
+                            continue;                                                        \
+                        for (int64_t kx = 0; kx < k[1]; kx++) {                              \
+                            int64_t x = ox * s[1] - p[1] + kx * d[1];                        \
+                            if (x >= 0 && x < w && (!any || src[y * w + x] > best)) {        \
+                                best = src[y * w + x];                                       \
+                                any = true;                                                  \
+                            }                                                                \
+                        }                                                                    \
+                    }                                                                        \
+                    *dst++ = best;                                                           \
+                }                                                                            \
+    }
+QT_MAX_POOL_KERNEL(uint8_t)
+QT_MAX_POOL_KERNEL(int8_t)
+QT_MAX_POOL_KERNEL(int32_t)
+
+/* One pooled extent as torch computes it (ceil_mode: the last window must
+ * start inside the input or its left padding). */
+static int64_t pooled_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
+{
+    int64_t span = n + 2 * p - d * (k - 1) - 1;
+    int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
+    if (ceil && (out - 1) * s >= n + p)
+        out--;
+    return out;
+}
+
+/* An int[] of 1 or 2 entries (or none: dflt) as a pair. */
+static bool pool_pair(const weft_call *call, int i, int64_t out[2], const int64_t *dflt, int64_t min)
+{
+    int len;
+    const int64_t *v = weft_arg_ints(call, i, &len);
+    if (len == 0 && dflt) {
+        out[0] = dflt[0], out[1] = dflt[1];
+        return true;
+    }
+    if (len != 1 && len != 2)
+        return false;
+    out[0] = v[0], out[1] = v[len - 1];
+    return out[0] >= min && out[1] >= min;
+}
+
+static int max_pool_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "max_pool2d";
+    const weft_tensor *self = weft_arg_tensor(call, 0);
+    const qt_affine *q = per_tensor(op, self, "self");
+    if (!q)
+        return WEFT_EINVAL;
+    int nd = weft_tensor_ndim(self);
+    int64_t k[2], s[2], p[2], d[2];
+    bool ceil = weft_arg_bool(call, 5);
+    if (nd != 3 && nd != 4)
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a 3-D or 4-D input, got %d-D", op, nd);
+    if (!pool_pair(call, 1, k, NULL, 1) || !pool_pair(call, 2, s, k, 1) ||
+        !pool_pair(call, 3, p, NULL, 0) || !pool_pair(call, 4, d, (int64_t[]){1, 1}, 1) ||
+        p[0] > k[0] / 2 || p[1] > k[1] / 2)
+        return weft_set_error(WEFT_EINVAL, "%s: kernel_size, stride and dilation take 1 or 2 "
+                                           "positive entries, padding 1 or 2 entries of at most "
+                                           "half the kernel",
+                              op);
+    int64_t h = weft_tensor_size(self, -2), w = weft_tensor_size(self, -1);
+    int64_t oh = pooled_size(h, k[0], s[0], p[0], d[0], ceil);
+    int64_t ow = pooled_size(w, k[1], s[1], p[1], d[1], ceil);
+    if (oh < 1 || ow < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: the output would be empty (%lld x %lld)", op,
+                              (long long)oh, (long long)ow);
+    int64_t sizes[4];
+    for (int i = 0; i < nd; i++)
+        sizes[i] = weft_tensor_size(self, i);
+    sizes[nd - 2] = oh, sizes[nd - 1] = ow;
+    weft_tensor *c = NULL, *y = NULL, *out = NULL;
+    int rc = weft_contiguous(&c, q->repr);
+    if (rc == 0)
+        rc = weft_new_output(&y, c, sizes, nd, weft_tensor_dtype(self));
+    if (rc == 0) {
+        weft_dtype dt = weft_tensor_dtype(self);
+        void (*kernel)(const void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       const int64_t *, const int64_t *, const int64_t *, const int64_t *) =
+            dt == WEFT_UINT8 ? max_pool_uint8_t : dt == WEFT_INT8 ? max_pool_int8_t : max_pool_int32_t;
+        kernel(weft_tensor_data_ptr(c), weft_tensor_data_ptr(y), weft_tensor_numel(c) / (h * w), h,
+               w, oh, ow, k, s, p, d);
+        rc = qt__wrap(&out, y, q);
+    }
+    weft_tensor_release(c);
+    weft_tensor_release(y);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+/* adaptive_avg_pool2d: the float operator on the values, quantized back
+ * with the input's parameters (torch keeps them). */
 static int pool_kernel(weft_call *call, void *ctx)
 {
-    bool avg = ctx != NULL;
-    const char *op = avg ? "adaptive_avg_pool2d" : "max_pool2d";
+    (void)ctx;
+    const char *op = "adaptive_avg_pool2d";
     const weft_tensor *self = weft_arg_tensor(call, 0);
     const qt_affine *q = per_tensor(op, self, "self");
     if (!q)
         return WEFT_EINVAL;
     weft_tensor *f = NULL, *p = NULL, *out = NULL;
+    int n;
+    const int64_t *size = weft_arg_ints(call, 1, &n);
     int rc = qt__dequantize(&f, self);
-    if (rc == 0 && avg) {
-        int n;
-        const int64_t *size = weft_arg_ints(call, 1, &n);
+    if (rc == 0)
         rc = weft_adaptive_avg_pool2d(&p, f, size, n);
-    } else if (rc == 0) {
-        int nk, ns, np, nd;
-        const int64_t *k = weft_arg_ints(call, 1, &nk), *s = weft_arg_ints(call, 2, &ns),
-                      *pad = weft_arg_ints(call, 3, &np), *d = weft_arg_ints(call, 4, &nd);
-        rc = weft_max_pool2d(&p, f, k, nk, s, ns, pad, np, d, nd, weft_arg_bool(call, 5));
-    }
     weft_tensor_release(f);
     if (rc == 0)
         rc = requantize_into(&out, p, q->scale, q->zero_point, weft_tensor_dtype(self));
@@ -214,8 +317,8 @@ int qt__register_ops(weft_registrar *reg)
         {"quantized_mul", binary_kernel, (void *)1},
         {"requantize", requantize_kernel, NULL},
         {"relu", relu_kernel, NULL},
-        {"max_pool2d", pool_kernel, NULL},
-        {"adaptive_avg_pool2d", pool_kernel, (void *)1},
+        {"max_pool2d", max_pool_kernel, NULL},
+        {"adaptive_avg_pool2d", pool_kernel, NULL},
         {"cat", cat_kernel, NULL},
         {"quantized_cat", quantized_cat_kernel, NULL},
     };
