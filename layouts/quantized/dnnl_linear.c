@@ -7,7 +7,8 @@
  * what is written here is the bookkeeping: the weight's packed form (the
  * blocked layout the primitive asks for) is made once and cached with the
  * weight tensor, with the last primitive built for it, and dropped when
- * the weight's integers change version.  Only this file includes oneDNN. */
+ * the weight's integers change version.  Only the dnnl_*.c files include
+ * oneDNN; this one also holds their shared engine (dnnl_common.h). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
