@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/nn.h>
 #include <weft/ops.h>
 #include <weft/plugin.h>
 #include <weft/quantized.h>
@@ -629,6 +630,79 @@ static void test_quantized_ops(void)
         weft_tensor_release(all[i]);
 }
 
+/* The nn library's observers (libweft, no plugin needed): torch's
+ * parameters for hand-checked statistics, and their errors. */
+static void observed(weft_observer *o, double *scale, double *zp, int i)
+{
+    weft_tensor *s = NULL, *z = NULL;
+    weft_observer_qparams(o, &s, &z);
+    *scale = s ? at(s, i) : -1;
+    *zp = z ? at(z, i) : -1;
+    weft_tensor_release(s);
+    weft_tensor_release(z);
+}
+
+static void test_observers(void)
+{
+    const float a[3] = {-1, 0.5f, 3}, b[4] = {-1, 2, 0.5f, -4}, m1[2] = {0, 1}, m2[2] = {0, 3};
+    weft_tensor *ta = from_floats(a, (int64_t[]){3}, 1), *tb = from_floats(b, (int64_t[]){2, 2}, 2);
+    weft_tensor *t1 = from_floats(m1, (int64_t[]){2}, 1), *t2 = from_floats(m2, (int64_t[]){2}, 1);
+    weft_observer *o = NULL;
+    double s, z;
+    is_int(weft_observer_create(&o, NULL), 0, "a min-max observer (quint8, affine)");
+    weft_tensor *sc = NULL, *zp = NULL;
+    is_int(weft_observer_qparams(o, &sc, &zp), WEFT_EINVAL, "no parameters before any data");
+    like(weft_last_error(), "seen no data", "saying why");
+    is_int(weft_observer_observe(o, ta), 0, "observe [-1, 0.5, 3]");
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 4.0 / 255) < 1e-8 && z == 64, "scale 4/255, zero point 64 (got %.9g, %g)", s, z);
+    weft_observer_destroy(o);
+
+    weft_observer_options opt = {.struct_size = sizeof opt, .dtype = WEFT_INT8, .symmetric = true};
+    weft_observer_create(&o, &opt);
+    weft_observer_observe(o, ta);
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 3.0 / 127.5) < 1e-8 && z == 0, "qint8 symmetric: 3/127.5, 0 (got %.9g, %g)", s, z);
+    weft_observer_destroy(o);
+
+    opt = (weft_observer_options){.struct_size = sizeof opt, .per_channel = true, .ch_axis = 0};
+    weft_observer_create(&o, &opt);
+    weft_observer_observe(o, tb);
+    observed(o, &s, &z, 1);
+    ok(fabs(s - 4.5 / 255) < 1e-8 && z == 227, "per channel, channel 1: 4.5/255, 227 (got %.9g, %g)",
+       s, z);
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 3.0 / 255) < 1e-8 && z == 85, "channel 0: 3/255, 85 (got %.9g, %g)", s, z);
+    is_int(weft_observer_observe(o, ta), WEFT_EINVAL, "3 channels after 2: refused");
+    weft_observer_destroy(o);
+
+    opt = (weft_observer_options){.struct_size = sizeof opt, .moving_average = true,
+                                  .averaging_constant = 0.5};
+    weft_observer_create(&o, &opt);
+    weft_observer_observe(o, t1);
+    weft_observer_observe(o, t2);
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 2.0 / 255) < 1e-8 && z == 0, "moving average: max 1 + 0.5 * (3 - 1) = 2 (got %.9g)", s);
+    weft_tensor *i64 = NULL;
+    weft_to_dtype(&i64, ta, WEFT_INT64);
+    is_int(weft_observer_observe(o, i64), WEFT_EDTYPE, "an integer tensor: refused");
+    weft_observer_destroy(o);
+
+    opt = (weft_observer_options){.struct_size = sizeof opt, .per_channel = true, .ch_axis = 3};
+    weft_observer_create(&o, &opt);
+    is_int(weft_observer_observe(o, tb), WEFT_EINVAL, "ch_axis 3 of a 2-d tensor: refused");
+    weft_observer_destroy(o);
+    o = NULL;
+    opt = (weft_observer_options){.struct_size = sizeof opt, .dtype = WEFT_FLOAT32};
+    is_int(weft_observer_create(&o, &opt), WEFT_EDTYPE, "a float32 observer: refused");
+    opt = (weft_observer_options){.struct_size = 4};
+    is_int(weft_observer_create(&o, &opt), WEFT_EINVAL, "a short options struct: refused");
+    ok(o == NULL, "nothing came out");
+    weft_tensor *all[] = {ta, tb, t1, t2, i64};
+    for (int i = 0; i < 5; i++)
+        weft_tensor_release(all[i]);
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -649,6 +723,7 @@ int main(void)
         test_quantized_linear();
         test_quantized_conv2d();
         test_quantized_ops();
+        test_observers();
         weft_host_allocator_stats(&after);
     }
     is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,

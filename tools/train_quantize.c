@@ -1,6 +1,7 @@
 /* tools/train_quantize.c — weft-train --quantize: post-training quantization
  * of the trained MLP or CNN (issue 17).  Calibrates min-max observers on
- * training images (the float model run layer by layer), quantizes the
+ * training images (the float model run layer by layer, the nn library's
+ * observers), quantizes the
  * weights per output channel (qint8, symmetric) and the activations per
  * tensor (quint8, with torch's reduce_range: 0..127, so that AVX2 without
  * VNNI cannot saturate oneDNN's u8 x s8 pairs), then runs the int8 model:
@@ -19,7 +20,7 @@
 
 #include "train_quantize.h"
 
-enum { MAX_LAYERS = 3, QMIN = 0, QMAX = 127 };
+enum { MAX_LAYERS = 3 };
 
 typedef struct qparams {
     double scale;
@@ -33,29 +34,24 @@ struct wt_int8_model {
     qparams input, out[MAX_LAYERS];
 };
 
-/* A min-max observer's parameters (torch's MinMaxObserver, affine,
- * quint8 with reduce_range) from the range [lo, hi]. */
-static qparams observe(double lo, double hi)
-{
-    lo = fmin(lo, 0), hi = fmax(hi, 0);
-    double scale = fmax((hi - lo) / (QMAX - QMIN), 1.1920928955078125e-07);
-    double zp = QMIN - nearbyint(lo / scale);
-    return (qparams){scale, (int64_t)fmin(fmax(zp, QMIN), QMAX)};
-}
-
+/* The parameters the nn library's min-max observer (quint8, affine,
+ * reduce_range) gives for t. */
 static int range_of(qparams *q, const weft_tensor *t)
 {
-    weft_tensor *lo = NULL, *hi = NULL;
-    double l = 0, h = 0;
-    int rc = weft_min(&lo, t);
+    weft_observer_options opt = {.struct_size = sizeof opt, .reduce_range = true};
+    weft_observer *o = NULL;
+    weft_tensor *s = NULL, *z = NULL;
+    double zp = 0;
+    int rc = weft_observer_create(&o, &opt);
     if (rc == 0)
-        rc = weft_max(&hi, t);
-    if (rc == 0 && (rc = weft_tensor_item(lo, &l)) == 0)
-        rc = weft_tensor_item(hi, &h);
-    weft_tensor_release(lo);
-    weft_tensor_release(hi);
+        rc = weft_observer_observe(o, t);
     if (rc == 0)
-        *q = observe(l, h);
+        rc = weft_observer_qparams(o, &s, &z);
+    if (rc == 0 && (rc = weft_tensor_item(s, &q->scale)) == 0 && (rc = weft_tensor_item(z, &zp)) == 0)
+        q->zero_point = (int64_t)zp;
+    weft_tensor_release(s);
+    weft_tensor_release(z);
+    weft_observer_destroy(o);
     return rc;
 }
 
