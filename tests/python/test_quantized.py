@@ -21,6 +21,19 @@ def needs_plugin():
         raise Skip("libweft-quantized.so is not loaded")
 
 
+def needs_dnnl():
+    """Skips where the plugin was built without oneDNN (configure --with-dnnl=no)."""
+    needs_plugin()
+    x = weft.quantize_per_tensor(weft.ones(1, 32), 0.1, 0, weft.quint8)
+    w = weft.quantize_per_tensor(weft.ones(1, 32), 0.1, 0, weft.qint8)
+    try:
+        weft.quantized_linear(x, w, None, 0.1, 0)
+    except RuntimeError as e:
+        if "without oneDNN" in str(e):
+            raise Skip("the quantized plugin was built without oneDNN")
+        raise
+
+
 def to_torch(t):
     return torch.from_dlpack(t.contiguous())
 
@@ -130,7 +143,7 @@ def errors():
 @test
 def quantized_linear_as_torch():
     """nn.quantized.functional.linear (+ relu): torch 1.13's onednn result, per tensor and per channel"""
-    needs_plugin()
+    needs_dnnl()
     import torch.ao.nn.quantized.functional as qF
     import weft.nn.quantized.functional as wF
     if "onednn" not in torch.backends.quantized.supported_engines:
@@ -165,7 +178,7 @@ def quantized_linear_as_torch():
 @test
 def quantized_conv2d_as_torch():
     """nn.quantized.functional.conv2d (+ relu): torch 1.13's onednn result (stride, padding, dilation, groups)"""
-    needs_plugin()
+    needs_dnnl()
     import weft.nn.quantized.functional as wF
     if "onednn" not in torch.backends.quantized.supported_engines:
         raise Skip("torch has no onednn quantized engine here")
@@ -282,7 +295,7 @@ def observers_as_torch():
 @test
 def calibrate_convert_evaluate():
     """prepare -> calibrate -> convert of a trained MLP and a CNN: int8 accuracy within 1 point of float"""
-    needs_plugin()
+    needs_dnnl()
     import weft.nn as nn
     import weft.optim as optim
     import weft.quantization as wq
