@@ -217,6 +217,8 @@ def quantized_conv2d_as_torch():
 def elementwise_pooling_cat_as_torch():
     """add (+ relu), mul, relu, max_pool2d, adaptive_avg_pool2d, cat, quantized cat, requantize: within one step of torch"""
     needs_plugin()
+    import torch.ao.nn.quantized.functional  # noqa: F401
+    import weft.nn.quantized.functional as wF
     torch.manual_seed(6)
     a, b = torch.randn(3, 5, 9, 11), torch.randn(3, 5, 9, 11)
     qa = torch.quantize_per_tensor(a, 0.02, 130, torch.quint8)
@@ -237,6 +239,10 @@ def elementwise_pooling_cat_as_torch():
          torch.nn.functional.max_pool2d(qa[0], 2)),
         ("adaptive_avg_pool2d", weft.adaptive_avg_pool2d(wa, [4, 3]),
          torch.nn.functional.adaptive_avg_pool2d(qa, (4, 3))),
+        ("functional.max_pool2d", wF.max_pool2d(wa, 3, padding=1),
+         torch.ao.nn.quantized.functional.max_pool2d(qa, 3, padding=1)),
+        ("functional.adaptive_avg_pool2d", wF.adaptive_avg_pool2d(wa, 2),
+         torch.ao.nn.quantized.functional.adaptive_avg_pool2d(qa, 2)),
         ("cat", weft.cat([wa, wb], 1), torch.cat([qa, qb], 1)),
         ("quantized_cat", weft.quantized_cat([wa, wb], 2, 0.04, 100),
          torch.ops.quantized.cat([qa, qb], 2, 0.04, 100)),

@@ -52,3 +52,18 @@ def conv2d_relu(input, weight, bias, stride=1, padding=0, dilation=1, groups=1,
     """conv2d followed by relu, fused (torch.ops.quantized.conv2d_relu)."""
     return _conv2d(input, weight, bias, stride, padding, dilation, groups, padding_mode, scale,
                    zero_point, dtype, True)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """max_pool2d on a quantized tensor (its quantizer kept), as torch.ao's."""
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices is not supported on quantized tensors")
+    stride = kernel_size if stride is None or stride == [] else stride
+    return _C.max_pool2d(input, _pair(kernel_size), _pair(stride), _pair(padding),
+                         _pair(dilation), bool(ceil_mode))
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """adaptive_avg_pool2d on a quantized tensor (its quantizer kept)."""
+    return _C.adaptive_avg_pool2d(input, _pair(output_size))
