@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python/gen_stubs.py OPERATORS.DEF OUT.pyi — writes the type stub of the
+"""python/gen_stubs.py OPERATORS.DEF [PLUGIN.def ...] OUT.pyi — writes the type stub of the
 extension weft._C, so editors and type checkers complete operator names
 and their arguments.
 
@@ -116,6 +116,11 @@ HAND_WRITTEN_TENSOR = '''
     T: Tensor
     data: Tensor
     is_cuda: bool
+    # quantized tensors (python/weft/_quantized.py; issue 17)
+    is_quantized: bool
+    def q_scale(self) -> float: ...
+    def q_zero_point(self) -> int: ...
+    def q_per_channel_axis(self) -> int: ...
     is_cpu: bool
     def size(self, dim: Optional[int] = ...) -> Any: ...
     def stride(self, dim: Optional[int] = ...) -> Any: ...
@@ -255,14 +260,17 @@ def signature(op, args, has_out, inplace, method):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     ops = []
-    with open(sys.argv[1]) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                ops.append(Op(line))
+    # the core's table, then those of plugins that define operators
+    # (layouts/quantized/operators.def), which are bound into weft._C too
+    for path in sys.argv[1:-1]:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    ops.append(Op(line))
     hand = {line.split("(")[0][4:] for line in HAND_WRITTEN_FUNCTIONS.splitlines() if line.startswith("def ")}
     hand_methods = {line.strip().split("(")[0][4:] for line in HAND_WRITTEN_TENSOR.splitlines()
                     if line.strip().startswith("def ")}
@@ -289,14 +297,14 @@ def main():
             for op, inplace in selfish:
                 sig = signature(op, op.args[1:], has_out and not inplace, inplace, True)
                 methods.append(("    @overload\n" if len(selfish) > 1 else "") + "    def %s%s: ..." % (name, sig))
-    with open(sys.argv[2] + ".tmp", "w") as out:
+    with open(sys.argv[-1] + ".tmp", "w") as out:
         out.write(HEADER)
         out.write("\nclass Tensor:")
         out.write(HAND_WRITTEN_TENSOR)
         out.write("\n".join(methods) + "\n")
         out.write(HAND_WRITTEN_FUNCTIONS)
         out.write("\n".join(functions) + "\n")
-    os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+    os.replace(sys.argv[-1] + ".tmp", sys.argv[-1])
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@
 #include <weft/profiler.h>
 #include <weft/weft.h>
 
+#include "train_quantize.h"
+
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
 typedef struct options {
@@ -33,7 +35,7 @@ typedef struct options {
     long limit;
     double lr, momentum, weight_decay;
     unsigned long long seed;
-    bool json, quiet;
+    bool json, quiet, quantize;
     const char *profile; /* --profile FILE */
     int profile_steps;
 } options;
@@ -234,8 +236,9 @@ static int model_forward(weft_tensor **logits, weft_module *m, bool cnn, weft_te
     return rc;
 }
 
+/* q: the int8 form of m to evaluate instead (--quantize), or NULL */
 static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *test,
-                    weft_device dev)
+                    weft_device dev, wt_int8_model *q)
 {
     bool mode = weft_set_grad_enabled(false);
     weft_module_train(m, false);
@@ -247,7 +250,7 @@ static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *t
         int64_t dim = 1;
         rc = make_batch(&x, &y, test, NULL, start, b, dev);
         if (rc == 0)
-            rc = model_forward(&logits, m, cnn, x);
+            rc = q ? wt_int8_forward(&logits, q, x) : model_forward(&logits, m, cnn, x);
         if (rc == 0)
             rc = weft_argmax(&pred, logits, &dim, false);
         if (rc == 0)
@@ -296,6 +299,11 @@ static void usage(FILE *f)
             "  --json                 end with one JSON object of the results on stdout;\n"
             "                         progress goes to stderr\n"
             "  --quiet                no progress lines\n"
+            "  --quantize             after training, quantize the model (weights per channel\n"
+            "                         qint8, activations per tensor quint8, calibrated on 1000\n"
+            "                         training images) and print its test accuracy and the\n"
+            "                         test set's inference time next to the float model's\n"
+            "                         (CPU only; needs the quantized plugin with oneDNN)\n"
             "  --help                 this text\n");
 }
 
@@ -341,7 +349,7 @@ static int parse_double(const char *opt, const char *text, bool positive, double
 static int parse(options *o, int argc, char **argv)
 {
     *o = (options){"mlp", "best", DEFAULT_DATA, NULL, "sgd", 2, 64, 0, 100, 0, 0.02, 0.9, 0,
-                   0, false, false, NULL, 5};
+                   0, false, false, false, NULL, 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--json") == 0) {
@@ -350,6 +358,10 @@ static int parse(options *o, int argc, char **argv)
         }
         if (strcmp(a, "--quiet") == 0) {
             o->quiet = true;
+            continue;
+        }
+        if (strcmp(a, "--quantize") == 0) {
+            o->quantize = true;
             continue;
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -630,7 +642,7 @@ int main(int argc, char **argv)
         train_seconds += now() - t0;
         train_cpu_seconds += cpu_now() - c0;
         if (rc == 0)
-            rc = evaluate(&accuracy, m, cnn, &test, dev);
+            rc = evaluate(&accuracy, m, cnn, &test, dev, NULL);
         if (rc == 0 && progress)
             fprintf(progress, "epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
@@ -657,6 +669,39 @@ int main(int argc, char **argv)
         free(table);
         weft_profiler_destroy(prof);
     }
+    /* --quantize (issue 17): the int8 model next to the float one, both
+     * timed over the whole test set */
+    double int8_accuracy = NAN, float_eval_seconds = NAN, int8_eval_seconds = NAN;
+    if (o.quantize) {
+        wt_int8_model *q = NULL;
+        weft_tensor *cx = NULL, *cy = NULL;
+        long ncal = train.n < 1000 ? train.n : 1000;
+        if (dev.type != WEFT_DEVICE_TYPE_CPU) {
+            fprintf(stderr, "weft-train: --quantize runs on the CPU (got --device %s)\n", devname);
+            return 2;
+        }
+        rc = make_batch(&cx, &cy, &train, NULL, 0, ncal, dev);
+        if (rc == 0)
+            rc = wt_quantize(&q, m, cnn, cx);
+        double t0 = now(), float_accuracy = 0;
+        if (rc == 0 && (rc = evaluate(&float_accuracy, m, cnn, &test, dev, NULL)) == 0) {
+            float_eval_seconds = now() - t0;
+            t0 = now();
+            if ((rc = evaluate(&int8_accuracy, m, cnn, &test, dev, q)) == 0)
+                int8_eval_seconds = now() - t0;
+        }
+        weft_tensor_release(cx);
+        weft_tensor_release(cy);
+        wt_int8_destroy(q);
+        if (rc < 0)
+            return fail("--quantize");
+        if (progress)
+            fprintf(progress,
+                    "int8 test accuracy %.2f%% (float %.2f%%); test set in %.3f s (float %.3f s, "
+                    "%.2fx)\n",
+                    int8_accuracy, float_accuracy, int8_eval_seconds, float_eval_seconds,
+                    float_eval_seconds / int8_eval_seconds);
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
@@ -664,10 +709,14 @@ int main(int argc, char **argv)
         printf("{\"model\": \"%s\", \"device\": \"%s\", \"optimizer\": \"%s\", \"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"seed\": %llu, "
                "\"first_loss\": %.6f, \"final_loss\": %.6f, \"test_accuracy\": %.2f, "
                "\"train_seconds\": %.3f, \"train_cpu_seconds\": %.3f, "
-               "\"images_per_second\": %.1f, \"peak_rss_mb\": %.1f}\n",
+               "\"images_per_second\": %.1f, \"peak_rss_mb\": %.1f%s",
                o.model, devname, o.optimizer, o.epochs, o.batch_size, o.lr, o.seed, first_loss, last_loss, accuracy,
                train_seconds, train_cpu_seconds,
-               (double)images / train_seconds, rss_mb);
+               (double)images / train_seconds, rss_mb, o.quantize ? ", " : "}\n");
+    if (o.json && o.quantize)
+        printf("\"int8_test_accuracy\": %.2f, \"float_eval_seconds\": %.4f, "
+               "\"int8_eval_seconds\": %.4f}\n",
+               int8_accuracy, float_eval_seconds, int8_eval_seconds);
     else /* the result, even with --quiet */
         printf("test accuracy %.2f%%; trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n",
                accuracy, train_seconds, (double)images / train_seconds, rss_mb);

@@ -11,6 +11,9 @@
 #ifndef WEFT_NN_H
 #define WEFT_NN_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include <weft/weft.h>
 
 #ifdef __cplusplus
@@ -382,6 +385,46 @@ WEFT_API int weft_save_safetensors(const char *path, weft_tensor *const *tensors
  * dtypes or shapes), WEFT_EINVAL, WEFT_ENOMEM.  Not thread-safe with other writers of the same tensors. */
 WEFT_API int weft_load_parameters(const char *path, weft_tensor *const *tensors,
                                   const char *const *names, int n);
+
+/* ------------------------------------------------------------ observers */
+
+/* Post-training quantization's observers (issue 17), as
+ * torch.ao.quantization's MinMaxObserver, MovingAverageMinMaxObserver,
+ * PerChannelMinMaxObserver and MovingAveragePerChannelMinMaxObserver: they
+ * keep the running minimum and maximum of the float tensors shown to them
+ * (whole tensors, or per channel along ch_axis; moving averages with
+ * averaging_constant c: min += c * (batch min - min) after the first
+ * batch), and give the scale and zero point torch gives for them (float32
+ * arithmetic, half-to-even rounding).  Computing parameters needs no
+ * plugin; quantizing with them is <weft/quantized.h>'s.  An observer is
+ * not thread-safe: one thread at a time. */
+typedef struct weft_observer weft_observer;
+
+typedef struct weft_observer_options {
+    size_t struct_size;    /* sizeof(weft_observer_options) */
+    bool per_channel;      /* per channel along ch_axis, else per tensor */
+    int ch_axis;           /* may be negative */
+    bool moving_average;   /* MovingAverage*MinMaxObserver */
+    double averaging_constant; /* 0 means torch's 0.01 */
+    weft_dtype dtype;      /* WEFT_UINT8 (quint8, the default 0 is read as it) or WEFT_INT8 */
+    bool symmetric;        /* per_tensor_symmetric / per_channel_symmetric */
+    bool reduce_range;     /* one bit less: [0, 127] / [-64, 63] */
+} weft_observer_options;
+
+/* A new observer (NULL options: quint8, per tensor, affine, min-max).
+ * Errors: WEFT_EINVAL (struct_size, an averaging constant outside (0, 1]),
+ * WEFT_EDTYPE (dtype not uint8 or int8), WEFT_ENOMEM. */
+WEFT_API int weft_observer_create(weft_observer **out, const weft_observer_options *options);
+/* Records x's minimum and maximum (x floating, any device; a tensor with
+ * no elements is ignored).  Errors: WEFT_EDTYPE, WEFT_EINVAL (ch_axis out
+ * of range, a channel count that changed), the operators'. */
+WEFT_API int weft_observer_observe(weft_observer *o, const weft_tensor *x);
+/* The parameters: *scale float32 and *zero_point int64, one entry for a
+ * per-tensor observer (as torch), one per channel otherwise; new
+ * references.  Errors: WEFT_EINVAL (nothing observed yet). */
+WEFT_API int weft_observer_qparams(weft_observer *o, weft_tensor **scale, weft_tensor **zero_point);
+/* Frees the observer; NULL is a no-op. */
+WEFT_API void weft_observer_destroy(weft_observer *o);
 
 #ifdef __cplusplus
 }

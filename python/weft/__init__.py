@@ -51,5 +51,11 @@ from .serialization import load, save  # noqa: E402
 from . import autograd, cuda  # noqa: E402
 # the profiler (issue 19)
 from . import profiler  # noqa: E402
+# quantized tensors with torch's names (issue 17; the operators are the
+# quantized layout plugin's)
+from ._quantized import (_make_per_channel_quantized_tensor,  # noqa: E402,F401
+                         _make_per_tensor_quantized_tensor, qint8, qint32, quantize_per_channel,
+                         quantize_per_tensor, quint8)
+from . import quantization  # noqa: E402,F401
 
 _C._set_device_class(device)

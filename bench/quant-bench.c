@@ -1,0 +1,217 @@
+/* bench/quant-bench.c — issue 17's block-format row: the Q4_0 (and Q8_0)
+ * 4096 x 4096 matrix-vector product through weft_matmul, as GB/s of weight
+ * blocks read, beside the machine's memory bandwidth measured in the same
+ * run the way bench/bench.c's reference row does (STREAM's add, c = a + b
+ * over 16M floats, one fixed slice per thread, weft's thread count), and
+ * beside weft's float32 product with the same weights for scale.  Goal:
+ * the Q4_0 product at >= 80% of the STREAM figure.  Run through
+ * bench/quant-run (uninstalled build); prints a table, or JSON with --json. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <weft/ops.h>
+#include <weft/weft.h>
+
+#define N 4096
+#define STREAM_NUMEL (16 * 1024 * 1024)
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "quant-bench: %s: %s\n", what, weft_last_error());
+    exit(1);
+}
+
+/* The median of `reps` timings of fn(ctx), each of at least ~20 ms of calls. */
+typedef void (*bench_fn)(void *ctx);
+static double median_ns(bench_fn fn, void *ctx, int reps)
+{
+    fn(ctx); /* warm: pages mapped, caches and threads started */
+    long calls = 1;
+    for (;;) {
+        double t0 = now_ns();
+        for (long i = 0; i < calls; i++)
+            fn(ctx);
+        if (now_ns() - t0 > 2e7 || calls > (1L << 20))
+            break;
+        calls *= 2;
+    }
+    double t[64];
+    reps = reps > 64 ? 64 : reps;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (long i = 0; i < calls; i++)
+            fn(ctx);
+        t[r] = (now_ns() - t0) / (double)calls;
+    }
+    for (int i = 1; i < reps; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double s = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = s;
+        }
+    return t[reps / 2];
+}
+
+/* ------------------------------------------------- the STREAM reference */
+
+typedef float vec8 __attribute__((vector_size(32)));
+typedef struct stream {
+    float *a, *b, *c;
+    int nthreads;
+    pthread_barrier_t start, done;
+    int stop;
+} stream;
+typedef struct stream_worker {
+    stream *s;
+    int t;
+} stream_worker;
+
+__attribute__((target_clones("avx2", "default"))) static void add_slice(vec8 *restrict c,
+                                                                         const vec8 *restrict a,
+                                                                         const vec8 *restrict b,
+                                                                         long n)
+{
+    for (long i = 0; i < n; i++)
+        c[i] = a[i] + b[i];
+}
+
+static void stream_slice(stream *s, int t)
+{
+    long lo = (long)STREAM_NUMEL * t / s->nthreads / 16 * 16;
+    long hi = t + 1 == s->nthreads ? STREAM_NUMEL : (long)STREAM_NUMEL * (t + 1) / s->nthreads / 16 * 16;
+    add_slice((vec8 *)(s->c + lo), (const vec8 *)(s->a + lo), (const vec8 *)(s->b + lo),
+              (hi - lo) / 8);
+}
+
+static void *stream_thread(void *arg)
+{
+    stream_worker *w = arg;
+    for (;;) {
+        pthread_barrier_wait(&w->s->start);
+        if (w->s->stop)
+            return NULL;
+        stream_slice(w->s, w->t);
+        pthread_barrier_wait(&w->s->done);
+    }
+}
+
+static void stream_call(void *ctx)
+{
+    stream *s = ctx;
+    pthread_barrier_wait(&s->start);
+    stream_slice(s, 0);
+    pthread_barrier_wait(&s->done);
+}
+
+static double stream_gbs(int nthreads)
+{
+    stream s = {.nthreads = nthreads};
+    size_t bytes = (size_t)STREAM_NUMEL * sizeof(float);
+    if (posix_memalign((void **)&s.a, 4096, bytes) || posix_memalign((void **)&s.b, 4096, bytes) ||
+        posix_memalign((void **)&s.c, 4096, bytes))
+        die("out of memory for STREAM");
+    pthread_barrier_init(&s.start, NULL, (unsigned)nthreads);
+    pthread_barrier_init(&s.done, NULL, (unsigned)nthreads);
+    pthread_t tid[256];
+    stream_worker w[256];
+    for (int t = 1; t < nthreads; t++) {
+        w[t] = (stream_worker){&s, t};
+        pthread_create(&tid[t], NULL, stream_thread, &w[t]);
+    }
+    /* touched once before timing, so no page fault is timed (one socket
+     * here: which thread touches first does not place the memory) */
+    for (long i = 0; i < STREAM_NUMEL; i++)
+        s.a[i] = 1.5f, s.b[i] = 2.25f, s.c[i] = 0;
+    double ns = median_ns(stream_call, &s, 11);
+    if (s.c[0] != 3.75f || s.c[STREAM_NUMEL - 1] != 3.75f)
+        die("the STREAM loop computed a wrong sum");
+    s.stop = 1;
+    pthread_barrier_wait(&s.start);
+    for (int t = 1; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    free(s.a), free(s.b), free(s.c);
+    return 3.0 * (double)bytes / ns;
+}
+
+/* ------------------------------------------------------- the products */
+
+typedef struct product {
+    weft_tensor *w, *x;
+} product;
+
+static void product_call(void *ctx)
+{
+    product *p = ctx;
+    weft_tensor *y = NULL;
+    if (weft_matmul(&y, p->w, p->x) < 0)
+        die("matmul");
+    weft_tensor_release(y);
+}
+
+int main(int argc, char **argv)
+{
+    bool json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    if (weft_load_default_plugins() < 1)
+        die("no plugins (run through bench/quant-run)");
+    int q4 = weft_layout_lookup("q4_0"), q8 = weft_layout_lookup("q8_0");
+    if (q4 < 0 || q8 < 0)
+        die("the quantized plugin is not loaded");
+    int threads = weft_get_num_threads();
+    weft_manual_seed(1);
+    weft_tensor *wf = NULL, *x = NULL, *w4 = NULL, *w8 = NULL;
+    if (weft_randn(&wf, (int64_t[]){N, N}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL) < 0 ||
+        weft_randn(&x, (int64_t[]){N}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL) < 0 ||
+        weft_to_layout(&w4, wf, q4) < 0 || weft_to_layout(&w8, wf, q8) < 0)
+        die("inputs");
+
+    /* one describe line names the kernels the plugin chose */
+    char *text = NULL;
+    weft_tensor *tiny = NULL, *tq = NULL;
+    weft_zeros(&tiny, (int64_t[]){1, 32}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_to_layout(&tq, tiny, q4);
+    weft_tensor_to_string(&text, tq);
+    const char *kernels = text && strstr(text, "scales, ") ? strstr(text, "scales, ") + 8 : "?";
+    char kname[32] = "?";
+    sscanf(kernels, "%31s", kname);
+
+    double stream = stream_gbs(threads);
+    product p4 = {w4, x}, p8 = {w8, x}, pf = {wf, x};
+    double t4 = median_ns(product_call, &p4, 11), t8 = median_ns(product_call, &p8, 11),
+           tf = median_ns(product_call, &pf, 11);
+    double g4 = weft_tensor_nbytes(w4) / t4, g8 = weft_tensor_nbytes(w8) / t8,
+           gf = weft_tensor_nbytes(wf) / tf;
+    if (json) {
+        printf("{\"threads\": %d, \"kernels\": \"%s\", \"stream_add_gbs\": %.3f, "
+               "\"q4_0_matvec_4096_us\": %.2f, \"q4_0_matvec_4096_gbs\": %.3f, "
+               "\"q8_0_matvec_4096_us\": %.2f, \"q8_0_matvec_4096_gbs\": %.3f, "
+               "\"f32_matvec_4096_us\": %.2f, \"f32_matvec_4096_gbs\": %.3f}\n",
+               threads, kname, stream, t4 / 1e3, g4, t8 / 1e3, g8, tf / 1e3, gf);
+    } else {
+        printf("threads %d, block kernels %s\n", threads, kname);
+        printf("%-58s %10s %10s %8s\n", "row", "us/call", "GB/s", "of STREAM");
+        printf("%-58s %10s %10.2f %8s\n", "memory bandwidth: plain C STREAM add, 16M floats", "",
+               stream, "100%");
+        printf("%-58s %10.1f %10.2f %7.0f%%  (goal >= 80%%)\n",
+               "Q4_0 4096x4096 matvec (weft_matmul), weight bytes read", t4 / 1e3, g4,
+               100 * g4 / stream);
+        printf("%-58s %10.1f %10.2f %7.0f%%\n", "Q8_0 4096x4096 matvec (weft_matmul)", t8 / 1e3, g8,
+               100 * g8 / stream);
+        printf("%-58s %10.1f %10.2f %7.0f%%\n", "float32 4096x4096 matvec (weft_matmul)", tf / 1e3,
+               gf, 100 * gf / stream);
+    }
+    weft_free(text);
+    weft_tensor *all[] = {wf, x, w4, w8, tiny, tq};
+    for (int i = 0; i < 6; i++)
+        weft_tensor_release(all[i]);
+    return 0;
+}

@@ -1,0 +1,410 @@
+/* layouts/quantized/blocks.c — ggml's weight-only block formats Q8_0 and
+ * Q4_0 as the layouts "q8_0" and "q4_0": conversion from float and back
+ * (weft_to_layout / weft_to_strided), and linear and matmul of float32
+ * activations by such a weight, which dequantize each block in registers
+ * inside the dot product (block_kernels.c) and never build the float
+ * weight.  A block tensor's dtype is float32: the values it stands for. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quantized.h"
+
+int qt__block_layout[2] = {-1, -1};
+static const char *const format_names[2] = {"q8_0", "q4_0"};
+
+/* ------------------------------------------------------------- float16 */
+
+uint16_t qt__fp32_to_fp16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
+    if (mag >= 0x7f800000u) /* inf, nan */
+        return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0));
+    if (mag >= 0x477ff000u) /* rounds to beyond 65504 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (mag < 0x38800000u) { /* a float16 subnormal (or zero) */
+        float a;
+        memcpy(&a, &mag, sizeof a);
+        /* multiples of 2^-24, rounded to nearest even by the FPU */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+    }
+    /* normal: rebias the exponent, round the 13 dropped mantissa bits to
+     * nearest even (a carry into the exponent is the right answer) */
+    uint32_t h = ((mag - 0x38000000u) >> 13);
+    uint32_t rest = mag & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+float qt__fp16_to_fp32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    float f;
+    if (exp == 0) {
+        f = (float)man * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    uint32_t x = sign | (exp == 31 ? 0x7f800000u | (man << 13) : ((exp + 112) << 23) | (man << 13));
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* ----------------------------------------------------------- conversion */
+
+static void quantize_row_q8_0(const float *x, qt_block_q8_0 *y, int64_t nblocks)
+{
+    for (int64_t b = 0; b < nblocks; b++, x += QT_BLOCK) {
+        float amax = 0;
+        for (int j = 0; j < QT_BLOCK; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        y[b].d = qt__fp32_to_fp16(d);
+        for (int j = 0; j < QT_BLOCK; j++)
+            y[b].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+static void quantize_row_q4_0(const float *x, qt_block_q4_0 *y, int64_t nblocks)
+{
+    for (int64_t b = 0; b < nblocks; b++, x += QT_BLOCK) {
+        /* the value of largest magnitude maps to -8, the end of the range
+         * with one more step, so it is represented exactly */
+        float amax = 0, max = 0;
+        for (int j = 0; j < QT_BLOCK; j++)
+            if (fabsf(x[j]) > amax) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+        y[b].d = qt__fp32_to_fp16(d);
+        for (int j = 0; j < QT_BLOCK / 2; j++) {
+            int lo = (int)(x[j] * id + 8.5f), hi = (int)(x[j + 16] * id + 8.5f);
+            lo = lo > 15 ? 15 : lo;
+            hi = hi > 15 ? 15 : hi;
+            y[b].qs[j] = (uint8_t)(lo | hi << 4);
+        }
+    }
+}
+
+static void dequantize_row(qt_format format, const void *blocks, float *x, int64_t nblocks)
+{
+    for (int64_t b = 0; b < nblocks; b++, x += QT_BLOCK) {
+        if (format == QT_Q8_0) {
+            const qt_block_q8_0 *w = (const qt_block_q8_0 *)blocks + b;
+            float d = qt__fp16_to_fp32(w->d);
+            for (int j = 0; j < QT_BLOCK; j++)
+                x[j] = w->qs[j] * d;
+        } else {
+            const qt_block_q4_0 *w = (const qt_block_q4_0 *)blocks + b;
+            float d = qt__fp16_to_fp32(w->d);
+            for (int j = 0; j < QT_BLOCK / 2; j++) {
+                x[j] = ((w->qs[j] & 0xf) - 8) * d;
+                x[j + 16] = ((w->qs[j] >> 4) - 8) * d;
+            }
+        }
+    }
+}
+
+static size_t block_bytes(qt_format format)
+{
+    return format == QT_Q8_0 ? sizeof(qt_block_q8_0) : sizeof(qt_block_q4_0);
+}
+
+static void blocks_free(void *p)
+{
+    qt_blocks *b = p;
+    if (b)
+        free(b->data);
+    free(b);
+}
+
+static qt_format format_of(const weft_tensor *t)
+{
+    return ((const qt_blocks *)weft_tensor_layout_payload(t))->format;
+}
+
+static int to_strided(weft_tensor **out, const weft_tensor *t)
+{
+    const qt_blocks *b = weft_tensor_layout_payload(t);
+    int rc = weft_empty(out, weft_tensor_sizes(t), weft_tensor_ndim(t), WEFT_FLOAT32,
+                        weft_tensor_device(t));
+    if (rc == 0)
+        dequantize_row(b->format, b->data, weft_tensor_data_ptr(*out),
+                       b->rows * (b->cols / QT_BLOCK));
+    return rc;
+}
+
+static int from_strided(weft_tensor **out, const weft_tensor *src, qt_format format)
+{
+    const char *name = format_names[format];
+    int ndim = weft_tensor_ndim(src);
+    if (!weft_dtype_is_floating(weft_tensor_dtype(src)))
+        return weft_set_error(WEFT_EDTYPE, "%s: expected a floating-point tensor, got %s", name,
+                              weft_dtype_name(weft_tensor_dtype(src)));
+    if (ndim < 1 || weft_tensor_size(src, -1) % QT_BLOCK != 0)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: the last dimension must be a multiple of %d (the block size), "
+                              "got a tensor of %d dimensions with last size %lld",
+                              name, QT_BLOCK, ndim, (long long)(ndim ? weft_tensor_size(src, -1) : 0));
+    weft_tensor *f, *c;
+    int rc = weft_to_dtype(&f, src, WEFT_FLOAT32);
+    if (rc < 0)
+        return rc;
+    rc = weft_contiguous(&c, f);
+    weft_tensor_release(f);
+    if (rc < 0)
+        return rc;
+    qt_blocks *b = calloc(1, sizeof *b);
+    int64_t cols = weft_tensor_size(c, -1), rows = cols ? weft_tensor_numel(c) / cols : 0;
+    size_t bytes = (size_t)(rows * (cols / QT_BLOCK)) * block_bytes(format);
+    if (b)
+        b->data = malloc(bytes ? bytes : 1);
+    if (!b || !b->data) {
+        blocks_free(b);
+        weft_tensor_release(c);
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory for %zu bytes of blocks", name, bytes);
+    }
+    b->format = format;
+    b->rows = rows;
+    b->cols = cols;
+    const float *x = weft_tensor_data_ptr(c);
+    if (format == QT_Q8_0)
+        quantize_row_q8_0(x, b->data, rows * (cols / QT_BLOCK));
+    else
+        quantize_row_q4_0(x, b->data, rows * (cols / QT_BLOCK));
+    rc = weft_tensor_new_layout(out, qt__block_layout[format], weft_tensor_sizes(c),
+                                weft_tensor_ndim(c), WEFT_FLOAT32, weft_tensor_device(c), b);
+    weft_tensor_release(c);
+    return rc;
+}
+
+static int from_strided_q8_0(weft_tensor **out, const weft_tensor *src)
+{
+    return from_strided(out, src, QT_Q8_0);
+}
+
+static int from_strided_q4_0(weft_tensor **out, const weft_tensor *src)
+{
+    return from_strided(out, src, QT_Q4_0);
+}
+
+static int describe(const weft_tensor *t, char *buf, size_t size)
+{
+    const qt_blocks *b = weft_tensor_layout_payload(t);
+    return snprintf(buf, size, "%lld blocks of %d, float16 scales, %s kernels",
+                    (long long)(b->rows * (b->cols / QT_BLOCK)), QT_BLOCK, qt__kernels->name);
+}
+
+static int64_t nbytes(const weft_tensor *t)
+{
+    const qt_blocks *b = weft_tensor_layout_payload(t);
+    return b->rows * (b->cols / QT_BLOCK) * (int64_t)block_bytes(b->format);
+}
+
+/* ---------------------------------------------------------- the product */
+
+/* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for rows n in [n0, n1). */
+typedef struct product {
+    const qt_blocks *w;
+    const float *x, *bias;
+    float *y;
+    int64_t m;
+    int64_t n0, n1;
+} product;
+
+static void *product_run(void *arg)
+{
+    const product *p = arg;
+    const qt_blocks *w = p->w;
+    int64_t nb = w->cols / QT_BLOCK;
+    for (int64_t n = p->n0; n < p->n1; n++)
+        for (int64_t i = 0; i < p->m; i++) {
+            const float *x = p->x + i * w->cols;
+            float s = w->format == QT_Q8_0
+                          ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
+                          : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, nb);
+            p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
+        }
+    return NULL;
+}
+
+/* Splits the weight's rows over weft's intra-op thread count; a thread per
+ * slice for this call, enough work each (at least 64 rows) to pay for it. */
+static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
+                            int64_t m)
+{
+    enum { MAX_THREADS = 64, MIN_ROWS = 64 };
+    int64_t nt = weft_get_num_threads();
+    if (nt > MAX_THREADS)
+        nt = MAX_THREADS;
+    if (nt > w->rows / MIN_ROWS)
+        nt = w->rows / MIN_ROWS;
+    if (nt < 1)
+        nt = 1;
+    product parts[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    int started = 0;
+    for (int64_t t = 0; t < nt; t++)
+        parts[t] = (product){w, x, bias, y, m, w->rows * t / nt, w->rows * (t + 1) / nt};
+    for (int64_t t = 1; t < nt; t++) {
+        if (pthread_create(&tid[t], NULL, product_run, &parts[t]) != 0)
+            break;
+        started++;
+    }
+    /* slices whose thread did not start run here: same result */
+    for (int64_t t = started + 1; t < nt; t++)
+        product_run(&parts[t]);
+    product_run(&parts[0]);
+    for (int t = 1; t <= started; t++)
+        pthread_join(tid[t], NULL);
+    return 0;
+}
+
+/* x (..., K) times the block weight (N, K) transposed, plus bias (N):
+ * linear's contract.  x is made contiguous float32 first. */
+static int block_linear(weft_tensor **out, const char *op, const weft_tensor *input,
+                        const weft_tensor *weight, const weft_tensor *bias)
+{
+    *out = NULL;
+    if (weft_tensor_layout(input) != WEFT_LAYOUT_STRIDED ||
+        weft_tensor_layout(weight) != qt__block_layout[format_of(weight)])
+        return weft_set_error(WEFT_ENOTSUP,
+                              "%s: a %s weight takes a strided float input (got layout '%s' for "
+                              "the input)",
+                              op, weft_layout_name(weft_tensor_layout(weight)),
+                              weft_layout_name(weft_tensor_layout(input)));
+    const qt_blocks *w = weft_tensor_layout_payload(weight);
+    int in_ndim = weft_tensor_ndim(input);
+    if (weft_tensor_ndim(weight) != 2 || in_ndim < 1 || weft_tensor_size(input, -1) != w->cols)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: expected a 2-d %s weight (out_features, in_features) and an "
+                              "input whose last size is in_features (%lld), got a %d-d weight and "
+                              "input last size %lld",
+                              op, format_names[w->format], (long long)w->cols,
+                              weft_tensor_ndim(weight),
+                              (long long)(in_ndim ? weft_tensor_size(input, -1) : 0));
+    if (!weft_dtype_is_floating(weft_tensor_dtype(input)))
+        return weft_set_error(WEFT_EDTYPE, "%s: expected a floating-point input, got %s", op,
+                              weft_dtype_name(weft_tensor_dtype(input)));
+    if (bias && (weft_tensor_layout(bias) || weft_tensor_ndim(bias) != 1 ||
+                 weft_tensor_size(bias, 0) != w->rows))
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a strided bias of %lld entries", op,
+                              (long long)w->rows);
+    weft_tensor *f = NULL, *x = NULL, *bf = NULL, *bc = NULL, *y = NULL;
+    int rc = weft_to_dtype(&f, input, WEFT_FLOAT32);
+    if (rc == 0)
+        rc = weft_contiguous(&x, f);
+    if (rc == 0 && bias && (rc = weft_to_dtype(&bf, bias, WEFT_FLOAT32)) == 0)
+        rc = weft_contiguous(&bc, bf);
+    int64_t sizes[16];
+    if (rc == 0 && in_ndim > 16)
+        rc = weft_set_error(WEFT_ESHAPE, "%s: at most 16 dimensions", op);
+    if (rc == 0) {
+        memcpy(sizes, weft_tensor_sizes(x), sizeof *sizes * (size_t)in_ndim);
+        sizes[in_ndim - 1] = w->rows;
+        rc = weft_new_output(&y, x, sizes, in_ndim, WEFT_FLOAT32);
+    }
+    if (rc == 0)
+        rc = product_parallel(w, weft_tensor_data_ptr(x), bc ? weft_tensor_data_ptr(bc) : NULL,
+                              weft_tensor_data_ptr(y), weft_tensor_numel(x) / w->cols);
+    weft_tensor_release(f);
+    weft_tensor_release(x);
+    weft_tensor_release(bf);
+    weft_tensor_release(bc);
+    if (rc < 0)
+        weft_tensor_release(y);
+    else
+        *out = y;
+    return rc;
+}
+
+/* linear(Tensor input, Tensor weight, Tensor? bias=None) with a block weight */
+static int linear_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *out;
+    int rc = block_linear(&out, "linear", weft_arg_tensor(call, 0), weft_arg_tensor(call, 1),
+                          weft_arg_tensor(call, 2));
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+/* matmul(Tensor self, Tensor other) with self a block weight (N, K) and
+ * other a vector (K) or a matrix (K, M): the matrix-vector form of LLM
+ * inference.  A block tensor as `other` is refused: its blocks run along
+ * the dimension a product would have to sum over across rows. */
+static int matmul_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
+    if (weft_tensor_layout(a) == WEFT_LAYOUT_STRIDED || weft_tensor_layout(b) != WEFT_LAYOUT_STRIDED)
+        return weft_set_error(WEFT_ENOTSUP,
+                              "matmul: a block-quantized tensor must be the first operand (a "
+                              "weight of shape (N, K)) and the second a strided one; for x @ W.T "
+                              "use linear(x, W)");
+    weft_tensor *bt = NULL, *y = NULL, *out = NULL;
+    int rc;
+    if (weft_tensor_ndim(b) == 1) {
+        rc = block_linear(&out, "matmul", b, a, NULL);
+    } else if (weft_tensor_ndim(b) == 2) {
+        /* (N, K) @ (K, M) = (linear((M, K), W) = (M, N)) transposed */
+        if ((rc = weft_transpose(&bt, b, 0, 1)) == 0 &&
+            (rc = block_linear(&y, "matmul", bt, a, NULL)) == 0 &&
+            (rc = weft_transpose(&out, y, 0, 1)) == 0)
+            weft_tensor_release(y), y = NULL;
+    } else {
+        rc = weft_set_error(WEFT_ESHAPE, "matmul: a block-quantized weight takes a 1-d or 2-d "
+                                         "second operand, got %d dimensions",
+                            weft_tensor_ndim(b));
+    }
+    weft_tensor_release(bt);
+    weft_tensor_release(y);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+static int refuse_kernel(weft_call *call, void *ctx)
+{
+    const char *name = ctx;
+    return weft_set_error(WEFT_ENOKERNEL,
+                          "%s: not supported for a %s weight (a block-quantized layout has "
+                          "linear and matmul only); convert it with to_strided() first",
+                          weft_op_name(call->op), name);
+}
+
+int qt__register_blocks(weft_registrar *reg)
+{
+    static const weft_layout_interface ifaces[2] = {
+        {.struct_size = sizeof(weft_layout_interface),
+         .name = "q8_0",
+         .release = blocks_free,
+         .to_strided = to_strided,
+         .from_strided = from_strided_q8_0,
+         .describe = describe,
+         .nbytes = nbytes},
+        {.struct_size = sizeof(weft_layout_interface),
+         .name = "q4_0",
+         .release = blocks_free,
+         .to_strided = to_strided,
+         .from_strided = from_strided_q4_0,
+         .describe = describe,
+         .nbytes = nbytes},
+    };
+    for (int f = 0; f < 2; f++) {
+        int rc = weft_register_layout(reg, &ifaces[f], &qt__block_layout[f]);
+        int key = rc < 0 ? rc : weft_layout_key(qt__block_layout[f]);
+        if (key < 0)
+            return key;
+        if ((rc = weft_register_kernel(reg, "linear", key, WEFT_DEVICE_TYPE_CPU, linear_kernel,
+                                       NULL, NULL)) < 0 ||
+            (rc = weft_register_kernel(reg, "matmul", key, WEFT_DEVICE_TYPE_CPU, matmul_kernel,
+                                       NULL, NULL)) < 0 ||
+            (rc = weft_register_fallback(reg, key, WEFT_ALL_BACKENDS, refuse_kernel,
+                                         (void *)format_names[f], NULL)) < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* layouts/quantized/dnnl_common.h — what the plugin's oneDNN files share
+ * (dnnl_linear.c defines them): the one CPU engine, errors in weft's words,
+ * and a one-shot reorder.  Only files built with oneDNN include this. */
+#ifndef WEFT_LAYOUTS_QUANTIZED_DNNL_COMMON_H
+#define WEFT_LAYOUTS_QUANTIZED_DNNL_COMMON_H
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "quantized.h"
+
+/* The process's CPU engine, made on first use.  Errors: WEFT_ENOTSUP. */
+int qt__dnnl_engine(dnnl_engine_t *out, const char *op);
+/* Sets weft's error for a oneDNN status and returns the code. */
+int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st);
+/* Copies from (from_md) into to (to_md), converting the layout. */
+int qt__dnnl_reorder(const char *op, const dnnl_memory_desc_t *from_md, const void *from,
+                     const dnnl_memory_desc_t *to_md, void *to);
+/* quantized_conv2d (dnnl_conv.c). */
+int qt__register_dnnl_conv(weft_registrar *reg);
+
+#endif

@@ -1,0 +1,349 @@
+/* layouts/quantized/dnnl_conv.c — quantized conv2d (and conv2d + relu)
+ * through oneDNN's int8 convolution: quint8 NCHW input (any zero point),
+ * qint8 weights (OC, C / groups, KH, KW) with zero points 0, per tensor or
+ * per output channel, a float bias, stride, padding, dilation, groups, and
+ * the output quantized to the caller's scale and zero point, as
+ * torch.ao.nn.quantized.functional.conv2d.  As for linear
+ * (dnnl_linear.c), oneDNN computes and this file keeps the books: the
+ * primitive picks its own layouts (blocked/NHWC for int8); the weight is
+ * packed once into its layout and cached with the weight tensor, with the
+ * primitive and the reorders of the input and output between NCHW and the
+ * primitive's layouts, until the shape or parameters change or the
+ * weight's integers change version. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnl_common.h"
+#include "quantized.h"
+
+typedef struct conv_key {
+    int64_t n, c, h, w;
+    int64_t stride[2], padding[2], dilation[2], groups;
+    float src_scale, dst_scale;
+    int32_t src_zp, dst_zp;
+    int relu, bias;
+} conv_key;
+
+typedef struct conv_cache {
+    qt_prepacked header;
+    pthread_mutex_t lock;
+    uint32_t version;
+    bool have;
+    conv_key key;
+    dnnl_memory_desc_t user_src, user_dst, src_md, dst_md, wei_md, bias_md;
+    dnnl_primitive_t prim, src_reorder, dst_reorder; /* reorders NULL when not needed */
+    void *packed;
+} conv_cache;
+
+static void drop(conv_cache *p)
+{
+    if (p->have) {
+        dnnl_primitive_destroy(p->prim);
+        dnnl_primitive_destroy(p->src_reorder);
+        dnnl_primitive_destroy(p->dst_reorder);
+    }
+    p->prim = p->src_reorder = p->dst_reorder = NULL;
+    free(p->packed);
+    p->packed = NULL;
+    p->have = false;
+}
+
+static void conv_cache_free(qt_prepacked *h)
+{
+    conv_cache *p = (conv_cache *)h;
+    drop(p);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static qt_prepacked *conv_cache_new(void)
+{
+    conv_cache *p = calloc(1, sizeof *p);
+    if (p && pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        p = NULL;
+    }
+    if (p)
+        p->header.release = conv_cache_free;
+    return p ? &p->header : NULL;
+}
+
+/* A reorder primitive from one layout to another, or NULL (and 0) when
+ * they are the same. */
+static int reorder_prim(dnnl_primitive_t *out, dnnl_engine_t eng, const dnnl_memory_desc_t *from,
+                        const dnnl_memory_desc_t *to)
+{
+    *out = NULL;
+    if (dnnl_memory_desc_equal(from, to))
+        return 0;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
+    if (!st)
+        st = dnnl_primitive_create(out, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    return st ? qt__dnnl_error("quantized_conv2d", "a reorder", st) : 0;
+}
+
+/* Builds everything for key and packs the weight (p->lock held). */
+static int build(conv_cache *p, dnnl_engine_t eng, const conv_key *key, const weft_tensor *wc,
+                 const float *w_scales, bool per_channel, int64_t oc, int64_t kh, int64_t kw,
+                 int64_t oh, int64_t ow)
+{
+    const char *op = "quantized_conv2d";
+    drop(p);
+    int64_t g = key->groups, icg = key->c / g;
+    dnnl_dims_t sd = {key->n, key->c, key->h, key->w}, dd = {key->n, oc, oh, ow}, bd = {oc};
+    dnnl_dims_t wd4 = {oc, icg, kh, kw}, wd5 = {g, oc / g, icg, kh, kw};
+    dnnl_dims_t strides = {key->stride[0], key->stride[1]},
+                dil = {key->dilation[0] - 1, key->dilation[1] - 1},
+                pad = {key->padding[0], key->padding[1]};
+    dnnl_memory_desc_t src_any, dst_any, wei_any, user_wei;
+    dnnl_status_t st;
+    int wnd = g > 1 ? 5 : 4;
+    if ((st = dnnl_memory_desc_init_by_tag(&p->user_src, 4, sd, dnnl_u8, dnnl_nchw)) ||
+        (st = dnnl_memory_desc_init_by_tag(&p->user_dst, 4, dd, dnnl_u8, dnnl_nchw)) ||
+        (st = dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_u8, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_u8, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&wei_any, wnd, g > 1 ? wd5 : wd4, dnnl_s8,
+                                           dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&user_wei, wnd, g > 1 ? wd5 : wd4, dnnl_s8,
+                                           g > 1 ? dnnl_goihw : dnnl_oihw)) ||
+        (st = dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bd, dnnl_f32, dnnl_a)))
+        return qt__dnnl_error(op, "a memory descriptor", st);
+    dnnl_convolution_desc_t desc;
+    if ((st = dnnl_dilated_convolution_forward_desc_init(
+             &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &wei_any,
+             key->bias ? &p->bias_md : NULL, &dst_any, strides, dil, pad, pad)))
+        return qt__dnnl_error(op, "the convolution descriptor", st);
+    float *scales = malloc(sizeof *scales * (size_t)oc);
+    if (!scales)
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+    for (int64_t j = 0; j < (per_channel ? oc : 1); j++)
+        scales[j] = key->src_scale * w_scales[j] / key->dst_scale;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (!(st = dnnl_primitive_attr_create(&attr)) &&
+        !(st = dnnl_primitive_attr_set_output_scales(attr, per_channel ? oc : 1,
+                                                     per_channel ? 1 << 1 : 0, scales)) &&
+        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &key->src_zp)) &&
+        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &key->dst_zp)) &&
+        !(st = dnnl_post_ops_create(&post)) &&
+        !(st = key->relu ? dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0, 0)
+                         : dnnl_success) &&
+        !(st = dnnl_primitive_attr_set_post_ops(attr, post)))
+        st = dnnl_primitive_desc_create(&pd, &desc, attr, eng, NULL);
+    free(scales);
+    dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    if (st)
+        return qt__dnnl_error(op, "the int8 convolution for these parameters", st);
+    p->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    p->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    p->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    st = dnnl_primitive_create(&p->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st)
+        return qt__dnnl_error(op, "to create the convolution", st);
+    p->have = true; /* from here drop() frees what there is */
+    int rc = reorder_prim(&p->src_reorder, eng, &p->user_src, &p->src_md);
+    if (rc == 0)
+        rc = reorder_prim(&p->dst_reorder, eng, &p->dst_md, &p->user_dst);
+    size_t bytes = dnnl_memory_desc_get_size(&p->wei_md);
+    if (rc == 0 && posix_memalign(&p->packed, 64, bytes ? bytes : 64)) {
+        p->packed = NULL;
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory for the packed weight", op);
+    }
+    if (rc == 0)
+        rc = qt__dnnl_reorder(op, &user_wei, weft_tensor_data_ptr(wc), &p->wei_md, p->packed);
+    if (rc < 0) {
+        drop(p);
+        return rc;
+    }
+    p->key = *key;
+    return 0;
+}
+
+static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor *w,
+                        const weft_tensor *bias, int64_t groups)
+{
+    int ql = qt__affine_layout;
+    if (weft_tensor_layout(x) != ql || weft_tensor_layout(w) != ql)
+        return weft_set_error(WEFT_EINVAL, "%s: expected quantized input and weight", op);
+    const qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
+    if (weft_tensor_dtype(x) != WEFT_UINT8 || qx->scheme != QT_PER_TENSOR_AFFINE ||
+        weft_tensor_ndim(x) != 4)
+        return weft_set_error(WEFT_EDTYPE, "%s: the input must be a 4-d (N, C, H, W) quint8 "
+                                           "tensor with a per-tensor quantizer",
+                              op);
+    if (weft_tensor_dtype(w) != WEFT_INT8 || weft_tensor_ndim(w) != 4 ||
+        (qw->scheme == QT_PER_CHANNEL_AFFINE && qw->axis != 0))
+        return weft_set_error(WEFT_EDTYPE, "%s: the weight must be a 4-d qint8 tensor (OC, C / "
+                                           "groups, KH, KW), per tensor or per output channel",
+                              op);
+    int64_t oc = weft_tensor_size(w, 0);
+    bool zero = qw->scheme == QT_PER_TENSOR_AFFINE ? qw->zero_point == 0 : true;
+    for (int64_t j = 0; qw->scheme == QT_PER_CHANNEL_AFFINE && j < oc; j++)
+        zero &= ((const int64_t *)weft_tensor_data_ptr(qw->zero_points))[j] == 0;
+    if (!zero)
+        return weft_set_error(WEFT_EINVAL, "%s: the weight's zero points must be 0 (symmetric "
+                                           "quantization, as torch's onednn engine requires)",
+                              op);
+    if (groups < 1 || weft_tensor_size(x, 1) % groups || oc % groups ||
+        weft_tensor_size(w, 1) * groups != weft_tensor_size(x, 1))
+        return weft_set_error(WEFT_ESHAPE, "%s: %lld input channels, a weight for %lld per group "
+                                           "and %lld groups do not fit",
+                              op, (long long)weft_tensor_size(x, 1),
+                              (long long)weft_tensor_size(w, 1), (long long)groups);
+    if (bias && (weft_tensor_layout(bias) || weft_tensor_ndim(bias) != 1 ||
+                 weft_tensor_size(bias, 0) != oc || !weft_dtype_is_floating(weft_tensor_dtype(bias))))
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a float bias of %lld entries", op,
+                              (long long)oc);
+    return 0;
+}
+
+/* A pair from an int[] of 1 or 2 entries; false when it has another length
+ * or an entry below min. */
+static bool pair(const weft_call *call, int i, int64_t out[2], int64_t min)
+{
+    int len;
+    const int64_t *v = weft_arg_ints(call, i, &len);
+    if (len != 1 && len != 2)
+        return false;
+    out[0] = v[0];
+    out[1] = v[len - 1];
+    return out[0] >= min && out[1] >= min;
+}
+
+/* quantized_conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding,
+ *                  int[] dilation, int groups, float scale, int zero_point, bool relu=False) */
+static int conv_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "quantized_conv2d";
+    const weft_tensor *x = weft_arg_tensor(call, 0), *w = weft_arg_tensor(call, 1),
+                      *bias = weft_arg_tensor(call, 2);
+    conv_key key;
+    memset(&key, 0, sizeof key); /* compared with memcmp: no stray padding bytes */
+    key.groups = weft_arg_int(call, 6);
+    double out_scale = weft_arg_double(call, 7);
+    int64_t out_zp = weft_arg_int(call, 8);
+    int rc = check_inputs(op, x, w, bias, key.groups);
+    if (rc < 0)
+        return rc;
+    if (!pair(call, 3, key.stride, 1) || !pair(call, 4, key.padding, 0) ||
+        !pair(call, 5, key.dilation, 1))
+        return weft_set_error(WEFT_EINVAL, "%s: stride and dilation take 1 or 2 entries >= 1, "
+                                           "padding 1 or 2 entries >= 0",
+                              op);
+    if ((rc = qt__check_params(op, out_scale, out_zp, WEFT_UINT8)) < 0)
+        return rc;
+    qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
+    key.n = weft_tensor_size(x, 0), key.c = weft_tensor_size(x, 1);
+    key.h = weft_tensor_size(x, 2), key.w = weft_tensor_size(x, 3);
+    int64_t oc = weft_tensor_size(w, 0), kh = weft_tensor_size(w, 2), kw = weft_tensor_size(w, 3);
+    int64_t oh = (key.h + 2 * key.padding[0] - key.dilation[0] * (kh - 1) - 1) / key.stride[0] + 1;
+    int64_t ow = (key.w + 2 * key.padding[1] - key.dilation[1] * (kw - 1) - 1) / key.stride[1] + 1;
+    if (oh < 1 || ow < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: the kernel (%lld x %lld) is larger than the padded "
+                                           "input",
+                              op, (long long)kh, (long long)kw);
+    key.src_scale = (float)qx->scale, key.dst_scale = (float)out_scale;
+    key.src_zp = (int32_t)qx->zero_point, key.dst_zp = (int32_t)out_zp;
+    key.relu = weft_arg_bool(call, 9), key.bias = bias != NULL;
+    dnnl_engine_t eng;
+    if ((rc = qt__dnnl_engine(&eng, op)) < 0)
+        return rc;
+    bool per_channel = qw->scheme == QT_PER_CHANNEL_AFFINE;
+    float *w_scales = malloc(sizeof(float) * (size_t)oc), *b = bias ? malloc(sizeof(float) * (size_t)oc) : NULL;
+    weft_tensor *xc = NULL, *wc = NULL, *bf = NULL, *bc = NULL, *y = NULL, *out = NULL;
+    void *src_buf = NULL, *dst_buf = NULL;
+    if (!w_scales || (bias && !b)) {
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+        goto done;
+    }
+    for (int64_t j = 0; j < oc; j++)
+        w_scales[j] = (float)(per_channel ? ((const double *)weft_tensor_data_ptr(qw->scales))[j]
+                                          : qw->scale);
+    if ((rc = weft_contiguous(&xc, qx->repr)) < 0 ||
+        (rc = weft_new_output(&y, xc, (int64_t[]){key.n, oc, oh, ow}, 4, WEFT_UINT8)) < 0)
+        goto done;
+    if (bias) {
+        if ((rc = weft_to_dtype(&bf, bias, WEFT_FLOAT32)) < 0 || (rc = weft_contiguous(&bc, bf)) < 0)
+            goto done;
+        const float *bp = weft_tensor_data_ptr(bc);
+        for (int64_t j = 0; j < oc; j++)
+            b[j] = bp[j] / ((float)qx->scale * w_scales[j]);
+    }
+    conv_cache *p = (conv_cache *)qt__prepacked_get(qw, conv_cache_free, conv_cache_new);
+    if (!p) {
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+        goto done;
+    }
+    pthread_mutex_lock(&p->lock);
+    uint32_t version = weft_tensor_version(qw->repr);
+    if (!p->have || p->version != version || memcmp(&p->key, &key, sizeof key) != 0) {
+        if ((rc = weft_contiguous(&wc, qw->repr)) == 0 &&
+            (rc = build(p, eng, &key, wc, w_scales, per_channel, oc, kh, kw, oh, ow)) == 0)
+            p->version = version;
+    }
+    if (rc == 0) {
+        size_t sb = p->src_reorder ? dnnl_memory_desc_get_size(&p->src_md) : 0;
+        size_t db = p->dst_reorder ? dnnl_memory_desc_get_size(&p->dst_md) : 0;
+        if ((sb && posix_memalign(&src_buf, 64, sb)) || (db && posix_memalign(&dst_buf, 64, db)))
+            rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory for the reordered tensors", op);
+    }
+    if (rc == 0) {
+        dnnl_memory_t us = NULL, s = NULL, wm = NULL, bm = NULL, d = NULL, ud = NULL;
+        dnnl_stream_t stream = NULL;
+        dnnl_status_t st;
+        if (!(st = dnnl_memory_create(&us, &p->user_src, eng, weft_tensor_data_ptr(xc))) &&
+            !(st = dnnl_memory_create(&ud, &p->user_dst, eng, weft_tensor_data_ptr(y))) &&
+            !(st = dnnl_memory_create(&s, &p->src_md, eng,
+                                      src_buf ? src_buf : weft_tensor_data_ptr(xc))) &&
+            !(st = dnnl_memory_create(&d, &p->dst_md, eng,
+                                      dst_buf ? dst_buf : weft_tensor_data_ptr(y))) &&
+            !(st = dnnl_memory_create(&wm, &p->wei_md, eng, p->packed)) &&
+            !(st = bias ? dnnl_memory_create(&bm, &p->bias_md, eng, b) : dnnl_success) &&
+            !(st = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags))) {
+            dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, us}, {DNNL_ARG_TO, s}};
+            dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, wm},
+                                       {DNNL_ARG_DST, d}, {DNNL_ARG_BIAS, bm}};
+            dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, d}, {DNNL_ARG_TO, ud}};
+            st = p->src_reorder ? dnnl_primitive_execute(p->src_reorder, stream, 2, in) : 0;
+            if (!st)
+                st = dnnl_primitive_execute(p->prim, stream, bias ? 4 : 3, args);
+            if (!st && p->dst_reorder)
+                st = dnnl_primitive_execute(p->dst_reorder, stream, 2, back);
+            if (!st)
+                st = dnnl_stream_wait(stream);
+        }
+        dnnl_stream_destroy(stream);
+        dnnl_memory_t all[] = {us, s, wm, bm, d, ud};
+        for (int i = 0; i < 6; i++)
+            dnnl_memory_destroy(all[i]);
+        if (st)
+            rc = qt__dnnl_error(op, "to run the convolution", st);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (rc == 0) {
+        qt_affine q = {.scheme = QT_PER_TENSOR_AFFINE, .scale = out_scale, .zero_point = out_zp};
+        rc = qt__wrap(&out, y, &q);
+    }
+done:
+    free(w_scales);
+    free(b);
+    free(src_buf);
+    free(dst_buf);
+    weft_tensor *all[] = {xc, wc, bf, bc, y};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+int qt__register_dnnl_conv(weft_registrar *reg)
+{
+    return weft_register_kernel(reg, "quantized_conv2d", weft_layout_key(qt__affine_layout),
+                                WEFT_DEVICE_TYPE_CPU, conv_kernel, NULL, NULL);
+}

@@ -1,0 +1,354 @@
+/* layouts/quantized/dnnl_linear.c — quantized linear (and linear + relu)
+ * through oneDNN's int8 matmul, the engine libtorch's quantized 'onednn'
+ * path uses: quint8 activations (any zero point), qint8 weights with zero
+ * points 0, per tensor or per output channel, a float bias, and an output
+ * quantized to the caller's scale and zero point, as
+ * torch.ao.nn.quantized.functional.linear.  oneDNN does the arithmetic;
+ * what is written here is the bookkeeping: the weight's packed form (the
+ * blocked layout the primitive asks for) is made once and cached with the
+ * weight tensor, with the last primitive built for it, and dropped when
+ * the weight's integers change version.  Only the dnnl_*.c files include
+ * oneDNN; this one also holds their shared engine (dnnl_common.h). */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "dnnl_common.h"
+#include "quantized.h"
+
+static dnnl_engine_t engine;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static dnnl_status_t engine_status;
+
+static void engine_create(void)
+{
+    engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
+}
+
+int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
+{
+    return weft_set_error(st == dnnl_out_of_memory ? WEFT_ENOMEM : WEFT_ENOTSUP,
+                          "%s: oneDNN refused %s (status %d)", op, what, (int)st);
+}
+
+int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
+{
+    pthread_once(&engine_once, engine_create);
+    if (engine_status)
+        return qt__dnnl_error(op, "to make a CPU engine", engine_status);
+    *out = engine;
+    return 0;
+}
+
+int qt__dnnl_reorder(const char *op, const dnnl_memory_desc_t *from_md, const void *from,
+                     const dnnl_memory_desc_t *to_md, void *to)
+{
+    dnnl_memory_t mf = NULL, mt = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t st;
+    if (!(st = dnnl_memory_create(&mf, from_md, engine, (void *)from)) &&
+        !(st = dnnl_memory_create(&mt, to_md, engine, to)) &&
+        !(st = dnnl_reorder_primitive_desc_create(&rpd, from_md, engine, to_md, engine, NULL)) &&
+        !(st = dnnl_primitive_create(&r, rpd)) &&
+        !(st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags))) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mf}, {DNNL_ARG_TO, mt}};
+        if (!(st = dnnl_primitive_execute(r, stream, 2, args)))
+            st = dnnl_stream_wait(stream);
+    }
+    dnnl_stream_destroy(stream);
+    dnnl_primitive_destroy(r);
+    dnnl_primitive_desc_destroy(rpd);
+    dnnl_memory_destroy(mf);
+    dnnl_memory_destroy(mt);
+    return st ? qt__dnnl_error(op, "a reorder", st) : 0;
+}
+
+/* What a primitive was built for: the call's parameters it bakes in. */
+typedef struct prim_key {
+    int64_t m;
+    float src_scale, dst_scale;
+    int32_t src_zp, dst_zp;
+    bool relu, bias;
+} prim_key;
+
+/* A weight's cache for linear: the packed weights and the last primitive. */
+typedef struct linear_cache {
+    qt_prepacked header;
+    pthread_mutex_t lock;
+    uint32_t version; /* of the weight's integers when packed */
+    dnnl_memory_desc_t packed_md;
+    void *packed;     /* the weights in packed_md's layout (aligned) */
+    bool have_prim;
+    prim_key key;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t src_md, dst_md, bias_md;
+} linear_cache;
+
+static void linear_cache_free(qt_prepacked *h)
+{
+    linear_cache *p = (linear_cache *)h;
+    if (p->have_prim)
+        dnnl_primitive_destroy(p->prim);
+    free(p->packed);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static qt_prepacked *linear_cache_new(void)
+{
+    linear_cache *p = calloc(1, sizeof *p);
+    if (p && pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        p = NULL;
+    }
+    if (p)
+        p->header.release = linear_cache_free;
+    return p ? &p->header : NULL;
+}
+
+static bool key_equal(const prim_key *a, const prim_key *b)
+{
+    return a->m == b->m && a->src_scale == b->src_scale && a->dst_scale == b->dst_scale &&
+           a->src_zp == b->src_zp && a->dst_zp == b->dst_zp && a->relu == b->relu &&
+           a->bias == b->bias;
+}
+
+/* Builds the primitive for key (p->lock held): src (m, k) u8, weights
+ * (k, n) s8 in the layout oneDNN picks, bias (1, n) f32, dst (m, n) u8;
+ * output scales src_scale * w_scale[n] / dst_scale, zero points of src and
+ * dst, relu as a post-op (applied before the dst zero point is added, so
+ * it clamps at the zero point, as torch's quantized relu does). */
+static int build(linear_cache *p, const prim_key *key, const float *w_scales, int64_t n,
+                 int64_t k, bool per_channel)
+{
+    const char *op = "quantized_linear";
+    dnnl_memory_desc_t wmd;
+    dnnl_dims_t sd = {key->m, k}, wd = {k, n}, bd = {1, n}, dd = {key->m, n};
+    dnnl_status_t st;
+    if ((st = dnnl_memory_desc_init_by_tag(&p->src_md, 2, sd, dnnl_u8, dnnl_ab)) ||
+        (st = dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_s8, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&p->bias_md, 2, bd, dnnl_f32, dnnl_ab)) ||
+        (st = dnnl_memory_desc_init_by_tag(&p->dst_md, 2, dd, dnnl_u8, dnnl_ab)))
+        return qt__dnnl_error(op, "a memory descriptor", st);
+    dnnl_matmul_desc_t desc;
+    if ((st = dnnl_matmul_desc_init(&desc, &p->src_md, &wmd, key->bias ? &p->bias_md : NULL,
+                                    &p->dst_md)))
+        return qt__dnnl_error(op, "the matmul descriptor", st);
+    float *scales = malloc(sizeof *scales * (size_t)n);
+    if (!scales)
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+    for (int64_t j = 0; j < (per_channel ? n : 1); j++)
+        scales[j] = key->src_scale * w_scales[j] / key->dst_scale;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (!(st = dnnl_primitive_attr_create(&attr)) &&
+        !(st = dnnl_primitive_attr_set_output_scales(attr, per_channel ? n : 1,
+                                                     per_channel ? 1 << 1 : 0, scales)) &&
+        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &key->src_zp)) &&
+        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &key->dst_zp)) &&
+        !(st = dnnl_post_ops_create(&post)) &&
+        !(st = key->relu ? dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0, 0)
+                         : dnnl_success) &&
+        !(st = dnnl_primitive_attr_set_post_ops(attr, post)))
+        st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    free(scales);
+    dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    if (st)
+        return qt__dnnl_error(op, "the int8 matmul for these parameters", st);
+    const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (p->packed && !dnnl_memory_desc_equal(want, &p->packed_md)) {
+        free(p->packed); /* another batch size wants another layout: repack */
+        p->packed = NULL;
+    }
+    if (!p->packed)
+        p->packed_md = *want;
+    if (p->have_prim)
+        dnnl_primitive_destroy(p->prim);
+    p->have_prim = false;
+    st = dnnl_primitive_create(&p->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st)
+        return qt__dnnl_error(op, "to create the matmul", st);
+    p->have_prim = true;
+    p->key = *key;
+    return 0;
+}
+
+/* Reorders the (n, k) int8 weight w into p->packed_md's layout. */
+static int pack(linear_cache *p, const int8_t *w, int64_t n, int64_t k)
+{
+    const char *op = "quantized_linear";
+    dnnl_memory_desc_t plain;
+    dnnl_dims_t wd = {k, n};
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ba);
+    size_t bytes = dnnl_memory_desc_get_size(&p->packed_md);
+    void *buf = NULL;
+    if (st || posix_memalign(&buf, 64, bytes ? bytes : 64))
+        return st ? qt__dnnl_error(op, "the weight's descriptor", st)
+                  : weft_set_error(WEFT_ENOMEM, "%s: out of memory for the packed weight", op);
+    int rc = qt__dnnl_reorder(op, &plain, w, &p->packed_md, buf);
+    if (rc < 0)
+        free(buf);
+    else
+        p->packed = buf;
+    return rc;
+}
+
+static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor *w,
+                        const weft_tensor *bias, int64_t zero_point, double scale)
+{
+    int ql = qt__affine_layout;
+    if (weft_tensor_layout(x) != ql || weft_tensor_layout(w) != ql)
+        return weft_set_error(WEFT_EINVAL, "%s: expected quantized input and weight (quantize "
+                                           "them with quantize_per_tensor / _per_channel)",
+                              op);
+    const qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
+    if (weft_tensor_dtype(x) != WEFT_UINT8 || qx->scheme != QT_PER_TENSOR_AFFINE)
+        return weft_set_error(WEFT_EDTYPE, "%s: the input must be quint8 with a per-tensor "
+                                           "quantizer, got %s%s",
+                              op, weft_dtype_name(weft_tensor_dtype(x)),
+                              qx->scheme == QT_PER_TENSOR_AFFINE ? "" : " per channel");
+    if (weft_tensor_dtype(w) != WEFT_INT8 || weft_tensor_ndim(w) != 2 ||
+        (qw->scheme == QT_PER_CHANNEL_AFFINE && qw->axis != 0))
+        return weft_set_error(WEFT_EDTYPE, "%s: the weight must be a 2-d qint8 tensor "
+                                           "(out_features, in_features), quantized per tensor "
+                                           "or per output channel (axis 0)",
+                              op);
+    int64_t n = weft_tensor_size(w, 0), k = weft_tensor_size(w, 1);
+    bool zero = qw->scheme == QT_PER_TENSOR_AFFINE ? qw->zero_point == 0 : true;
+    for (int64_t j = 0; qw->scheme == QT_PER_CHANNEL_AFFINE && j < n; j++)
+        zero &= ((const int64_t *)weft_tensor_data_ptr(qw->zero_points))[j] == 0;
+    if (!zero)
+        return weft_set_error(WEFT_EINVAL, "%s: the weight's zero points must be 0 (symmetric "
+                                           "quantization, as torch's onednn engine requires)",
+                              op);
+    if (weft_tensor_ndim(x) < 1 || weft_tensor_size(x, -1) != k)
+        return weft_set_error(WEFT_ESHAPE, "%s: the input's last size must be in_features (%lld)",
+                              op, (long long)k);
+    if (bias && (weft_tensor_layout(bias) || weft_tensor_ndim(bias) != 1 ||
+                 weft_tensor_size(bias, 0) != n || !weft_dtype_is_floating(weft_tensor_dtype(bias))))
+        return weft_set_error(WEFT_ESHAPE, "%s: expected a float bias of %lld entries", op,
+                              (long long)n);
+    return qt__check_params(op, scale, zero_point, WEFT_UINT8);
+}
+
+/* quantized_linear(Tensor input, Tensor weight, Tensor? bias, float scale, int zero_point, bool relu=False) */
+static int linear_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const char *op = "quantized_linear";
+    const weft_tensor *x = weft_arg_tensor(call, 0), *w = weft_arg_tensor(call, 1),
+                      *bias = weft_arg_tensor(call, 2);
+    double out_scale = weft_arg_double(call, 3);
+    int64_t out_zp = weft_arg_int(call, 4);
+    bool relu = weft_arg_bool(call, 5);
+    int rc = check_inputs(op, x, w, bias, out_zp, out_scale);
+    if (rc < 0)
+        return rc;
+    dnnl_engine_t eng; /* the same as `engine`: made here on first use */
+    if ((rc = qt__dnnl_engine(&eng, op)) < 0)
+        return rc;
+    (void)eng;
+    qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
+    int64_t n = weft_tensor_size(w, 0), k = weft_tensor_size(w, 1);
+    int64_t m = weft_tensor_numel(x) / (k ? k : 1);
+    /* float32 weight scales, as oneDNN takes them */
+    float *w_scales = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    float *b = bias ? malloc(sizeof(float) * (size_t)(n ? n : 1)) : NULL;
+    weft_tensor *xc = NULL, *wc = NULL, *bc = NULL, *bf = NULL, *y = NULL, *out = NULL;
+    if (!w_scales || (bias && !b)) {
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+        goto done;
+    }
+    for (int64_t j = 0; j < n; j++)
+        w_scales[j] = (float)(qw->scheme == QT_PER_TENSOR_AFFINE
+                                  ? qw->scale
+                                  : ((const double *)weft_tensor_data_ptr(qw->scales))[j]);
+    if ((rc = weft_contiguous(&xc, qx->repr)) < 0)
+        goto done;
+    int64_t sizes[16];
+    int nd = weft_tensor_ndim(x);
+    if (nd > 16) {
+        rc = weft_set_error(WEFT_ESHAPE, "%s: at most 16 dimensions", op);
+        goto done;
+    }
+    memcpy(sizes, weft_tensor_sizes(x), sizeof *sizes * (size_t)nd);
+    sizes[nd - 1] = n;
+    if ((rc = weft_new_output(&y, xc, sizes, nd, WEFT_UINT8)) < 0)
+        goto done;
+    if (bias) {
+        /* oneDNN 2.x adds the bias before the output scales, in units of
+         * src_scale * w_scale[n] */
+        if ((rc = weft_to_dtype(&bf, bias, WEFT_FLOAT32)) < 0 || (rc = weft_contiguous(&bc, bf)) < 0)
+            goto done;
+        const float *bp = weft_tensor_data_ptr(bc);
+        for (int64_t j = 0; j < n; j++)
+            b[j] = bp[j] / ((float)qx->scale * w_scales[j]);
+    }
+    prim_key key = {m, (float)qx->scale, (float)out_scale, (int32_t)qx->zero_point,
+                    (int32_t)out_zp, relu, bias != NULL};
+    linear_cache *p = (linear_cache *)qt__prepacked_get(qw, linear_cache_free, linear_cache_new);
+    if (!p) {
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+        goto done;
+    }
+    pthread_mutex_lock(&p->lock);
+    uint32_t version = weft_tensor_version(qw->repr);
+    if (p->packed && p->version != version) { /* the weight was written: repack */
+        free(p->packed);
+        p->packed = NULL;
+    }
+    if (!p->have_prim || !key_equal(&p->key, &key) || !p->packed)
+        rc = build(p, &key, w_scales, n, k, qw->scheme == QT_PER_CHANNEL_AFFINE);
+    if (rc == 0 && !p->packed && (rc = weft_contiguous(&wc, qw->repr)) == 0 &&
+        (rc = pack(p, weft_tensor_data_ptr(wc), n, k)) == 0)
+        p->version = version;
+    if (rc == 0) {
+        dnnl_memory_t ms = NULL, mw = NULL, mb = NULL, md = NULL;
+        dnnl_stream_t stream = NULL;
+        dnnl_status_t st;
+        if (!(st = dnnl_memory_create(&ms, &p->src_md, engine, weft_tensor_data_ptr(xc))) &&
+            !(st = dnnl_memory_create(&mw, &p->packed_md, engine, p->packed)) &&
+            !(st = dnnl_memory_create(&md, &p->dst_md, engine, weft_tensor_data_ptr(y))) &&
+            !(st = bias ? dnnl_memory_create(&mb, &p->bias_md, engine, b) : dnnl_success) &&
+            !(st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags))) {
+            dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw},
+                                       {DNNL_ARG_DST, md}, {DNNL_ARG_BIAS, mb}};
+            if (!(st = dnnl_primitive_execute(p->prim, stream, bias ? 4 : 3, args)))
+                st = dnnl_stream_wait(stream);
+        }
+        dnnl_stream_destroy(stream);
+        dnnl_memory_destroy(ms);
+        dnnl_memory_destroy(mw);
+        dnnl_memory_destroy(mb);
+        dnnl_memory_destroy(md);
+        if (st)
+            rc = qt__dnnl_error(op, "to run the matmul", st);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (rc == 0) {
+        qt_affine q = {.scheme = QT_PER_TENSOR_AFFINE, .scale = out_scale, .zero_point = out_zp};
+        rc = qt__wrap(&out, y, &q);
+    }
+done:
+    free(w_scales);
+    free(b);
+    weft_tensor *all[] = {xc, wc, bc, bf, y};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+int qt__register_dnnl(weft_registrar *reg)
+{
+    int rc = weft_register_kernel(reg, "quantized_linear", weft_layout_key(qt__affine_layout),
+                                  WEFT_DEVICE_TYPE_CPU, linear_kernel, NULL, NULL);
+    return rc < 0 ? rc : qt__register_dnnl_conv(reg);
+}

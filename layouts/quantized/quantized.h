@@ -1,0 +1,124 @@
+/* layouts/quantized/quantized.h — what the files of the quantized layout
+ * plugin (libweft-quantized.so) share.  Like every in-tree plugin it
+ * includes only the installed headers; nothing here is seen outside the
+ * plugin (its only export is weft_plugin_entry).  Internal functions carry
+ * the prefix qt__. */
+#ifndef WEFT_LAYOUTS_QUANTIZED_H
+#define WEFT_LAYOUTS_QUANTIZED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <weft/ops.h>
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+/* ------------------------------------------------------ affine quantizers */
+
+/* The quantizer of a tensor of the "quantized" layout.  The core's dtype of
+ * such a tensor is its integer representation's (int8, uint8 or int32), so
+ * (layout "quantized", dtype) is exactly torch's qint8 / quint8 / qint32
+ * and the core needs no quantized dtype of its own. */
+typedef enum qt_scheme { QT_PER_TENSOR_AFFINE = 0, QT_PER_CHANNEL_AFFINE = 1 } qt_scheme;
+
+/* A weight's packed form for oneDNN and the last primitive built for it
+ * (dnnl_linear.c, dnnl_conv.c); NULL until first used.  Never shared with
+ * a view.  Each operator's cache starts with this header. */
+typedef struct qt_prepacked qt_prepacked;
+struct qt_prepacked {
+    void (*release)(qt_prepacked *p);
+};
+
+typedef struct qt_affine {
+    qt_scheme scheme;
+    /* the integer values: a strided tensor (possibly a view) with the
+     * logical shape of the quantized tensor; the payload owns a reference */
+    weft_tensor *repr;
+    double scale;       /* per tensor */
+    int64_t zero_point; /* per tensor */
+    int axis;           /* per channel: the dimension of repr the channels run along */
+    /* per channel: float64 and int64 vectors of repr's size at axis,
+     * contiguous and owned (views share them) */
+    weft_tensor *scales, *zero_points;
+    qt_prepacked *prepacked;
+} qt_affine;
+
+extern int qt__affine_layout; /* the "quantized" layout's id */
+
+/* The range of an integer representation; WEFT_EDTYPE naming op for a
+ * dtype that is not int8, uint8 or int32. */
+int qt__qrange(const char *op, weft_dtype dtype, int64_t *lo, int64_t *hi);
+/* Checks a scale and a zero point as every quantizing entry does (scale
+ * positive and finite, zero point inside the dtype's range). */
+int qt__check_params(const char *op, double scale, int64_t zero_point, weft_dtype dtype);
+/* Wraps repr (a new reference is taken) into a quantized tensor with the
+ * quantizer q describes (its tensors referenced, not stolen); *out is a new
+ * reference.  Leaves nothing behind on failure. */
+int qt__wrap(weft_tensor **out, weft_tensor *repr, const qt_affine *q);
+/* A new float32 tensor of t's values (t of the quantized layout). */
+int qt__dequantize(weft_tensor **out, const weft_tensor *t);
+/* Quantizes src (strided, floating) with q's parameters into a new tensor
+ * of the layout; q->repr is ignored, dtype picks the representation. */
+int qt__quantize(weft_tensor **out, const weft_tensor *src, const qt_affine *q, weft_dtype dtype);
+
+int qt__register_affine(weft_registrar *reg);
+/* The int8 operators through oneDNN (dnnl_linear.c; without oneDNN at
+ * build time, plugin.c registers kernels that say so). */
+int qt__register_dnnl(weft_registrar *reg);
+void qt__prepacked_free(qt_prepacked *p);
+/* w's cache made by make (a new one when it has another's, or none). */
+qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
+                                qt_prepacked *(*make)(void));
+int qt__register_views(weft_registrar *reg);
+int qt__register_ops(weft_registrar *reg);
+
+/* --------------------------------------------------------- weight blocks */
+
+/* ggml's weight-only formats: each row of the last dimension is cut into
+ * blocks of 32 values sharing one float16 scale d.  Q8_0 stores 32 int8
+ * (value = q * d); Q4_0 stores 32 four-bit q in 16 bytes, element j in the
+ * low nibble of byte j and element j + 16 in the high one (value =
+ * (q - 8) * d). */
+enum { QT_BLOCK = 32 };
+typedef struct qt_block_q8_0 {
+    uint16_t d;
+    int8_t qs[QT_BLOCK];
+} qt_block_q8_0;
+typedef struct qt_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[QT_BLOCK / 2];
+} qt_block_q4_0;
+
+typedef enum qt_format { QT_Q8_0 = 0, QT_Q4_0 = 1 } qt_format;
+
+typedef struct qt_blocks {
+    qt_format format;
+    int64_t rows, cols; /* cols: the last dimension, a multiple of 32 */
+    void *data;         /* rows * cols / 32 blocks, row after row */
+} qt_blocks;
+
+extern int qt__block_layout[2]; /* ids of "q8_0" and "q4_0" */
+
+/* float16 <-> float32, round to nearest even (the scales) */
+uint16_t qt__fp32_to_fp16(float f);
+float qt__fp16_to_fp32(uint16_t h);
+
+/* Dot products of one row of blocks with float32 x (nblocks * 32 values),
+ * written once per ISA; qt__kernels is the variant chosen at load. */
+typedef struct qt_block_kernels {
+    const char *name; /* "scalar", "avx2", "avx512" */
+    float (*dot_q8_0)(const qt_block_q8_0 *w, const float *x, int64_t nblocks);
+    float (*dot_q4_0)(const qt_block_q4_0 *w, const float *x, int64_t nblocks);
+} qt_block_kernels;
+
+extern const qt_block_kernels qt__kernels_scalar;
+extern const qt_block_kernels qt__kernels_avx2;
+extern const qt_block_kernels qt__kernels_avx512;
+extern const qt_block_kernels *qt__kernels;
+/* Picks qt__kernels: WEFT_QUANTIZED_KERNELS=scalar|avx2|avx512 if this CPU
+ * runs it (else the load fails, naming it), else the widest it runs. */
+int qt__choose_kernels(void);
+
+int qt__register_blocks(weft_registrar *reg);
+
+#endif /* WEFT_LAYOUTS_QUANTIZED_H */

@@ -1,0 +1,36 @@
+#!/bin/sh
+# tests/quantized_variants.sh — tests/test_quantized once per block-kernel
+# variant of the quantized plugin (scalar, avx2, avx512) that this machine
+# runs, pinned with WEFT_QUANTIZED_KERNELS: the rest of make check tests
+# only the widest, so the scalar code (what a machine without AVX2 runs)
+# and the AVX2 code on an AVX-512 machine would otherwise go unseen.  The
+# test itself checks that the pinned variant is the one running.  A variant
+# the CPU (as the kernel reports it in /proc/cpuinfo) lacks is skipped with
+# the reason.  Prints TAP, one line per variant.
+builddir=${WEFT_BUILDDIR:-.}
+WEFT_PLUGIN_PATH=${WEFT_PLUGIN_PATH:-$builddir/.libs}
+export WEFT_PLUGIN_PATH
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+has() { for f in "$@"; do case " $flags " in *" $f "*) ;; *) return 1 ;; esac; done; }
+echo "1..3"
+n=0
+fail=0
+out=$(mktemp)
+for variant in scalar avx2 avx512; do
+    n=$((n + 1))
+    case $variant in
+    avx2) has avx2 fma f16c || { echo "ok $n # SKIP avx2: this CPU lacks avx2, fma or f16c"; continue; } ;;
+    avx512) has avx2 fma f16c avx512f avx512bw avx512vl ||
+        { echo "ok $n # SKIP avx512: this CPU lacks avx512f, avx512bw or avx512vl"; continue; } ;;
+    esac
+    if WEFT_QUANTIZED_KERNELS=$variant "$builddir/tests/test_quantized" >"$out" 2>&1 &&
+        ! grep -q '^not ok' "$out" && grep -q "$variant kernels" "$out"; then
+        echo "ok $n - test_quantized with the $variant block kernels"
+    else
+        echo "not ok $n - test_quantized with the $variant block kernels:"
+        sed 's/^/# /' "$out"
+        fail=1
+    fi
+done
+rm -f "$out"
+exit $fail

@@ -1,0 +1,732 @@
+/* tests/test_quantized.c — the quantized layout plugin (issue 17):
+ * per-tensor and per-channel affine quantization (PyTorch's rounding: half
+ * to even, then clamp), the parameter readers, tensors made from integers,
+ * views that keep the quantizer, the errors bad input gets, and ggml's Q8_0
+ * and Q4_0 weight blocks (round trip within the format's bound, linear and
+ * matmul against the float product of the same weights).  Bit-equality
+ * with torch itself is tests/python/test_quantized.py's.  The block
+ * kernels are those the plugin picked (WEFT_QUANTIZED_KERNELS, set by
+ * tests/quantized_variants.sh for each variant this CPU runs). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/nn.h>
+#include <weft/ops.h>
+#include <weft/plugin.h>
+#include <weft/quantized.h>
+#include <weft/weft.h>
+
+#include "tap.h"
+
+static weft_tensor *from_floats(const float *v, const int64_t *sizes, int ndim)
+{
+    weft_tensor *t = NULL, *c = NULL;
+    weft_from_blob(&t, (void *)v, sizes, NULL, ndim, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL, NULL);
+    weft_clone(&c, t); /* the test's arrays live on the stack */
+    weft_tensor_release(t);
+    return c;
+}
+
+static weft_tensor *from_data(const void *v, const int64_t *sizes, int ndim, weft_dtype dtype)
+{
+    weft_tensor *t = NULL, *c = NULL;
+    weft_from_blob(&t, (void *)v, sizes, NULL, ndim, dtype, WEFT_DEVICE_CPU, NULL, NULL);
+    weft_clone(&c, t);
+    weft_tensor_release(t);
+    return c;
+}
+
+static double item(const weft_tensor *t)
+{
+    double v = -12345;
+    weft_tensor_item(t, &v);
+    return v;
+}
+
+/* element i of a contiguous copy of t as a double */
+static double at(const weft_tensor *t, int64_t i)
+{
+    weft_tensor *flat = NULL;
+    double v = -12345;
+    weft_reshape(&flat, t, (int64_t[]){-1}, 1);
+    weft_tensor_get(flat, &i, &v);
+    weft_tensor_release(flat);
+    return v;
+}
+
+/* How many elements of a and b (same numel) differ by more than tol. */
+static int64_t mismatches(const weft_tensor *a, const weft_tensor *b, double tol)
+{
+    int64_t bad = 0, n = weft_tensor_numel(a);
+    if (n != weft_tensor_numel(b))
+        return -1;
+    weft_tensor *fa = NULL, *fb = NULL, *ca = NULL, *cb = NULL;
+    weft_to_dtype(&fa, a, WEFT_FLOAT64);
+    weft_to_dtype(&fb, b, WEFT_FLOAT64);
+    weft_contiguous(&ca, fa);
+    weft_contiguous(&cb, fb);
+    const double *pa = weft_tensor_data_ptr(ca), *pb = weft_tensor_data_ptr(cb);
+    for (int64_t i = 0; i < n; i++)
+        bad += !(fabs(pa[i] - pb[i]) <= tol);
+    weft_tensor *all[] = {fa, fb, ca, cb};
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(all[i]);
+    return bad;
+}
+
+static void test_per_tensor(void)
+{
+    /* halves round to even; the ends clamp */
+    const float x[8] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 1000.0f, -1000.0f};
+    weft_tensor *f = from_floats(x, (int64_t[]){8}, 1), *q = NULL, *r = NULL, *d = NULL, *p = NULL;
+    is_int(weft_quantize_per_tensor(&q, f, 1.0, 0, WEFT_INT8), 0, "quantize_per_tensor to qint8");
+    is_int(weft_tensor_layout(q), weft_layout_lookup("quantized"), "its layout is 'quantized'");
+    is_int(weft_tensor_dtype(q), WEFT_INT8, "and its dtype the representation's (qint8 = int8)");
+    is_int(weft_int_repr(&r, q), 0, "int_repr");
+    const double want[8] = {0, 2, 2, 0, -2, -2, 127, -128};
+    int good = 1;
+    for (int i = 0; i < 8; i++)
+        good &= at(r, i) == want[i];
+    ok(good, "half to even, then clamped: %g %g %g %g %g %g %g %g", at(r, 0), at(r, 1), at(r, 2),
+       at(r, 3), at(r, 4), at(r, 5), at(r, 6), at(r, 7));
+    is_int(weft_tensor_dtype(r), WEFT_INT8, "int_repr is int8");
+    weft_tensor_release(r);
+    weft_tensor_release(q);
+
+    /* quint8 with a zero point: value = (q - zp) * scale */
+    q = NULL;
+    is_int(weft_quantize_per_tensor(&q, f, 0.5, 100, WEFT_UINT8), 0, "quantize to quint8");
+    is_int(weft_int_repr(&r, q), 0, "int_repr");
+    ok(at(r, 0) == 101 && at(r, 1) == 103 && at(r, 2) == 105 && at(r, 3) == 99 &&
+           at(r, 6) == 255 && at(r, 7) == 0,
+       "scaled, shifted by the zero point and clamped to [0, 255]");
+    is_int(weft_dequantize(&d, q), 0, "dequantize");
+    is_int(weft_tensor_dtype(d), WEFT_FLOAT32, "to float32");
+    ok(at(d, 0) == 0.5 && at(d, 2) == 2.5 && at(d, 6) == 77.5 && at(d, 7) == -50,
+       "(q - zero_point) * scale: %g %g %g %g", at(d, 0), at(d, 2), at(d, 6), at(d, 7));
+    is_int(weft_q_scale(&p, q), 0, "q_scale");
+    is_double(item(p), 0.5, 0, "is the scale");
+    weft_tensor_release(p);
+    is_int(weft_q_zero_point(&p, q), 0, "q_zero_point");
+    is_double(item(p), 100, 0, "is the zero point");
+    weft_tensor_release(p);
+    is_int(weft_q_per_channel_axis(&p, q), WEFT_EINVAL, "a per-channel reader refuses it");
+    like(weft_last_error(), "expected a per-channel quantized tensor", "saying why");
+
+    /* printing describes the quantizer */
+    char *text = NULL;
+    is_int(weft_tensor_to_string(&text, q), 0, "prints");
+    like(text, "per_tensor_affine, scale=0.5, zero_point=100", "with its quantizer");
+    weft_free(text);
+    weft_tensor *all[] = {f, q, r, d};
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(all[i]);
+
+    /* qint32 keeps large values */
+    const float big[2] = {1e6f, -3e6f};
+    f = from_floats(big, (int64_t[]){2}, 1);
+    is_int(weft_quantize_per_tensor(&q, f, 0.25, 7, WEFT_INT32), 0, "quantize to qint32");
+    is_int(weft_int_repr(&r, q), 0, "int_repr");
+    ok(at(r, 0) == 4000007 && at(r, 1) == -11999993, "int32 values %g %g", at(r, 0), at(r, 1));
+    weft_tensor_release(f);
+    weft_tensor_release(q);
+    weft_tensor_release(r);
+}
+
+static void test_per_channel(void)
+{
+    /* 2 x 3, channels along axis 1 */
+    const float x[6] = {1, 2, 3, -1, -2, -3};
+    const double s[3] = {1, 0.5, 0.25};
+    const int64_t z[3] = {0, 1, -2};
+    weft_tensor *f = from_floats(x, (int64_t[]){2, 3}, 2), *q = NULL, *r = NULL, *d = NULL;
+    weft_tensor *sc = from_data(s, (int64_t[]){3}, 1, WEFT_FLOAT64);
+    weft_tensor *zp = from_data(z, (int64_t[]){3}, 1, WEFT_INT64), *p = NULL;
+    is_int(weft_quantize_per_channel(&q, f, sc, zp, 1, WEFT_INT8), 0, "quantize_per_channel");
+    is_int(weft_int_repr(&r, q), 0, "int_repr");
+    const double want[6] = {1, 5, 10, -1, -3, -14};
+    int good = 1;
+    for (int i = 0; i < 6; i++)
+        good &= at(r, i) == want[i];
+    ok(good, "each column with its own scale and zero point");
+    is_int(weft_dequantize(&d, q), 0, "dequantize");
+    is_int(mismatches(d, f, 0), 0, "these values are exact");
+    is_int(weft_q_per_channel_axis(&p, q), 0, "q_per_channel_axis");
+    is_double(item(p), 1, 0, "is 1");
+    weft_tensor_release(p);
+    is_int(weft_q_per_channel_scales(&p, q), 0, "q_per_channel_scales");
+    ok(weft_tensor_dtype(p) == WEFT_FLOAT64 && at(p, 2) == 0.25, "float64 scales");
+    weft_tensor_release(p);
+    is_int(weft_q_per_channel_zero_points(&p, q), 0, "q_per_channel_zero_points");
+    ok(weft_tensor_dtype(p) == WEFT_INT64 && at(p, 2) == -2, "int64 zero points");
+    weft_tensor_release(p);
+    is_int(weft_q_scale(&p, q), WEFT_EINVAL, "q_scale refuses a per-channel tensor");
+
+    /* made from integers and parameters: the same tensor */
+    weft_tensor *m = NULL, *md = NULL;
+    is_int(weft_make_per_channel_quantized(&m, r, sc, zp, 1), 0, "from an integer tensor");
+    is_int(weft_dequantize(&md, m), 0, "dequantize it");
+    is_int(mismatches(md, d, 0), 0, "same values");
+    weft_tensor_release(md);
+    weft_tensor_release(m);
+    is_int(weft_make_per_tensor_quantized(&m, r, 0.5, 3), 0, "per tensor from integers");
+    is_int(weft_dequantize(&md, m), 0, "dequantize it");
+    is_double(at(md, 2), (10 - 3) * 0.5, 0, "(q - zp) * scale");
+    weft_tensor_release(md);
+    weft_tensor_release(m);
+
+    weft_tensor *all[] = {f, q, r, d, sc, zp};
+    for (int i = 0; i < 6; i++)
+        weft_tensor_release(all[i]);
+}
+
+/* Views keep the quantizer: dequantize(view(q)) == view(dequantize(q)). */
+static void test_views(void)
+{
+    weft_manual_seed(17);
+    weft_tensor *f = NULL, *sc = NULL, *zp = NULL, *q = NULL, *d = NULL;
+    weft_randn(&f, (int64_t[]){4, 3, 8}, 3, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    const double s[3] = {0.01, 0.02, 0.05};
+    const int64_t z[3] = {3, -4, 0};
+    sc = from_data(s, (int64_t[]){3}, 1, WEFT_FLOAT64);
+    zp = from_data(z, (int64_t[]){3}, 1, WEFT_INT64);
+    is_int(weft_quantize_per_channel(&q, f, sc, zp, 1, WEFT_INT8), 0, "a (4, 3, 8) tensor, axis 1");
+    weft_dequantize(&d, q);
+
+    weft_tensor *v = NULL, *vd = NULL, *want = NULL, *p = NULL;
+    /* transpose moves the axis */
+    is_int(weft_quantized_transpose(&v, q, 0, 1), 0, "quantized_transpose(0, 1)");
+    weft_q_per_channel_axis(&p, v);
+    is_double(item(p), 0, 0, "the channel axis moved to 0");
+    weft_tensor_release(p);
+    weft_dequantize(&vd, v);
+    weft_transpose(&want, d, 0, 1);
+    is_int(mismatches(vd, want, 0), 0, "its values are the transposed values");
+    weft_tensor_release(vd);
+    weft_tensor_release(want);
+    /* contiguous keeps it too */
+    weft_tensor *c = NULL;
+    is_int(weft_quantized_contiguous(&c, v), 0, "quantized_contiguous");
+    weft_dequantize(&vd, c);
+    weft_transpose(&want, d, 0, 1);
+    is_int(mismatches(vd, want, 0), 0, "same values, contiguous integers");
+    weft_tensor_release(vd);
+    weft_tensor_release(want);
+    weft_tensor_release(c);
+    weft_tensor_release(v);
+
+    /* reshape and flatten that keep the channel dimension */
+    is_int(weft_quantized_reshape(&v, q, (int64_t[]){2, 2, 3, 2, 4}, 5), 0, "reshape (2,2,3,2,4)");
+    weft_q_per_channel_axis(&p, v);
+    is_double(item(p), 2, 0, "the channels are dimension 2 now");
+    weft_tensor_release(p);
+    weft_dequantize(&vd, v);
+    is_int(mismatches(vd, d, 0), 0, "same values in order");
+    weft_tensor_release(vd);
+    weft_tensor_release(v);
+    is_int(weft_quantized_flatten(&v, q, 1, 2), WEFT_ESHAPE, "flattening the channels in: refused");
+    like(weft_last_error(), "splits or merges the channel axis 1", "saying why");
+    is_int(weft_quantized_flatten(&v, q, 0, 0), 0, "flatten(0, 0) is fine");
+    weft_tensor_release(v);
+
+    /* slicing the channels slices the parameters */
+    is_int(weft_quantized_slice(&v, q, 1, 1, 3, 1), 0, "slice channels 1..2");
+    weft_q_per_channel_scales(&p, v);
+    ok(weft_tensor_numel(p) == 2 && at(p, 0) == 0.02 && at(p, 1) == 0.05, "two scales left");
+    weft_tensor_release(p);
+    weft_dequantize(&vd, v);
+    weft_slice(&want, d, 1, 1, 3, 1);
+    is_int(mismatches(vd, want, 0), 0, "and the values are the slice's");
+    weft_tensor_release(vd);
+    weft_tensor_release(want);
+    weft_tensor_release(v);
+
+    /* selecting one channel leaves a per-tensor quantizer */
+    is_int(weft_quantized_select(&v, q, 1, 2), 0, "select channel 2");
+    weft_q_scale(&p, v);
+    is_double(item(p), 0.05, 0, "per tensor now, with channel 2's scale");
+    weft_tensor_release(p);
+    weft_dequantize(&vd, v);
+    weft_select(&want, d, 1, 2);
+    is_int(mismatches(vd, want, 0), 0, "values of the selection");
+    weft_tensor_release(vd);
+    weft_tensor_release(want);
+    weft_tensor_release(v);
+
+    /* views share the integers */
+    weft_tensor *r1 = NULL, *r2 = NULL;
+    weft_quantized_permute(&v, q, (int64_t[]){2, 0, 1}, 3);
+    weft_q_per_channel_axis(&p, v);
+    is_double(item(p), 2, 0, "permute (2, 0, 1) puts the channels last");
+    weft_tensor_release(p);
+    weft_tensor_release(v);
+    (void)r1, (void)r2;
+
+    /* the core's own view functions refuse the layout, naming it */
+    is_int(weft_reshape(&v, q, (int64_t[]){-1}, 1), WEFT_EINVAL, "weft_reshape refuses it");
+    like(weft_last_error(), "quantized", "naming the layout");
+
+    weft_tensor *all[] = {f, sc, zp, q, d};
+    for (int i = 0; i < 5; i++)
+        weft_tensor_release(all[i]);
+}
+
+static void test_errors(void)
+{
+    const float x[4] = {1, 2, 3, 4};
+    weft_tensor *f = from_floats(x, (int64_t[]){2, 2}, 2), *q = NULL;
+    is_int(weft_quantize_per_tensor(&q, f, 0, 0, WEFT_INT8), WEFT_EINVAL, "scale 0: refused");
+    like(weft_last_error(), "scale must be positive and finite", "the message says what a scale must be");
+    is_int(weft_quantize_per_tensor(&q, f, -0.1, 0, WEFT_INT8), WEFT_EINVAL, "negative scale");
+    is_int(weft_quantize_per_tensor(&q, f, NAN, 0, WEFT_INT8), WEFT_EINVAL, "NaN scale");
+    is_int(weft_quantize_per_tensor(&q, f, INFINITY, 0, WEFT_INT8), WEFT_EINVAL, "infinite scale");
+    is_int(weft_quantize_per_tensor(&q, f, 1e-300, 0, WEFT_INT8), WEFT_EINVAL,
+           "a scale that is 0 in float32");
+    is_int(weft_quantize_per_tensor(&q, f, 0.1, 128, WEFT_INT8), WEFT_EINVAL, "zero point 128 for qint8");
+    like(weft_last_error(), "zero_point 128 is outside the range of int8 [-128, 127]", "naming the range");
+    is_int(weft_quantize_per_tensor(&q, f, 0.1, -1, WEFT_UINT8), WEFT_EINVAL, "zero point -1 for quint8");
+    is_int(weft_quantize_per_tensor(&q, f, 0.1, 0, WEFT_FLOAT32), WEFT_EDTYPE, "float32 is no quantized dtype");
+    like(weft_last_error(), "int8 (qint8), uint8 (quint8) or int32 (qint32)", "listing those that are");
+    ok(q == NULL, "nothing came out of the failures");
+
+    const double s2[2] = {0.1, 0.1}, s3[3] = {0.1, 0.1, 0.1}, sbad[2] = {0.1, 0};
+    const int64_t z2[2] = {0, 0}, zbad[2] = {0, 300};
+    weft_tensor *sc2 = from_data(s2, (int64_t[]){2}, 1, WEFT_FLOAT64);
+    weft_tensor *sc3 = from_data(s3, (int64_t[]){3}, 1, WEFT_FLOAT64);
+    weft_tensor *scb = from_data(sbad, (int64_t[]){2}, 1, WEFT_FLOAT64);
+    weft_tensor *zp2 = from_data(z2, (int64_t[]){2}, 1, WEFT_INT64);
+    weft_tensor *zpb = from_data(zbad, (int64_t[]){2}, 1, WEFT_INT64);
+    is_int(weft_quantize_per_channel(&q, f, sc2, zp2, 2, WEFT_INT8), WEFT_EINVAL, "axis 2 of 2-d: refused");
+    like(weft_last_error(), "axis 2 is out of range for a tensor of 2 dimensions", "naming the axis");
+    is_int(weft_quantize_per_channel(&q, f, sc2, zp2, -1, WEFT_INT8), WEFT_EINVAL, "axis -1: refused");
+    is_int(weft_quantize_per_channel(&q, f, sc3, zp2, 0, WEFT_INT8), WEFT_ESHAPE, "3 scales for 2 channels");
+    like(weft_last_error(), "expected 2 scales and 2 zero points", "naming the counts");
+    is_int(weft_quantize_per_channel(&q, f, scb, zp2, 0, WEFT_INT8), WEFT_EINVAL, "a zero scale in channel 1");
+    like(weft_last_error(), "(channel 1): scale must be positive", "naming the channel");
+    is_int(weft_quantize_per_channel(&q, f, sc2, zpb, 0, WEFT_INT8), WEFT_EINVAL, "zero point 300 in channel 1");
+    is_int(weft_quantize_per_channel(&q, f, zp2, sc2, 0, WEFT_INT8), WEFT_EDTYPE, "integer scales");
+    ok(q == NULL, "nothing came out of them");
+
+    weft_tensor *i32 = NULL;
+    weft_to_dtype(&i32, f, WEFT_INT64);
+    is_int(weft_make_per_tensor_quantized(&q, i32, 0.1, 0), WEFT_EDTYPE, "int64 integers: refused");
+    is_int(weft_make_per_tensor_quantized(&q, f, 0.1, 0), WEFT_EDTYPE, "float 'integers': refused");
+    weft_tensor *r = NULL;
+    is_int(weft_quantize_per_tensor(&q, i32, 0.1, 0, WEFT_INT8), WEFT_EDTYPE,
+           "quantizing an integer tensor: refused");
+
+    /* a float operator given a quantized tensor names itself and points to dequantize() */
+    is_int(weft_quantize_per_tensor(&q, f, 0.1, 0, WEFT_INT8), 0, "a good one");
+    weft_tensor *e = NULL;
+    is_int(weft_exp(&e, q), WEFT_ENOKERNEL, "exp of a quantized tensor: refused");
+    like(weft_last_error(), "exp: not supported for a quantized tensor", "naming the operator");
+    like(weft_last_error(), "dequantize()", "and suggesting dequantize()");
+    is_int(weft_add(&e, f, q), WEFT_ENOKERNEL, "float + quantized: refused too");
+    like(weft_last_error(), "add:", "naming add");
+    is_int(weft_quantized_transpose(&r, q, 0, 5), WEFT_EINVAL, "transpose of dimension 5: refused");
+    is_int(weft_quantized_slice(&r, q, 3, 0, 1, 1), WEFT_EINVAL, "slice of dimension 3: refused");
+    is_int(weft_dequantize(&r, f), WEFT_ENOKERNEL, "dequantize of a float tensor: no kernel");
+    ok(e == NULL && r == NULL, "nothing came out");
+
+    weft_tensor *all[] = {f, sc2, sc3, scb, zp2, zpb, i32, q};
+    for (int i = 0; i < 8; i++)
+        weft_tensor_release(all[i]);
+}
+
+/* ------------------------------------------------------------- blocks */
+
+/* the largest magnitude of each block of 32 of a contiguous float row set */
+static float block_amax(const float *x)
+{
+    float m = 0;
+    for (int j = 0; j < 32; j++)
+        m = fmaxf(m, fabsf(x[j]));
+    return m;
+}
+
+static void test_block_round_trip(const char *name, int layout, float per_amax)
+{
+    weft_manual_seed(3);
+    weft_tensor *f = NULL, *w = NULL, *back = NULL;
+    weft_randn(&f, (int64_t[]){64, 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    is_int(weft_to_layout(&w, f, layout), 0, "%s: to_layout", name);
+    is_int(weft_tensor_layout(w), layout, "%s: of its layout", name);
+    ok(weft_tensor_nbytes(w) * 3 < weft_tensor_nbytes(f), "%s: %lld bytes for %lld of float32",
+       name, (long long)weft_tensor_nbytes(w), (long long)weft_tensor_nbytes(f));
+    is_int(weft_to_strided(&back, w), 0, "%s: back to strided", name);
+    const float *x = weft_tensor_data_ptr(f), *y = weft_tensor_data_ptr(back);
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t b = 0; b < 64 * 256 / 32; b++) {
+        /* per_amax: the format's step over the block's largest magnitude
+         * (Q8_0: amax / 127 / 2 from rounding; Q4_0: amax / 8 at the
+         * clamped end), plus the float16 rounding of the scale (2^-11
+         * relative, times at most 127 or 8 steps) */
+        float amax = block_amax(x + b * 32), bound = amax * per_amax * 1.0001f;
+        for (int j = 0; j < 32; j++) {
+            double err = fabs((double)x[b * 32 + j] - y[b * 32 + j]);
+            bad += err > bound;
+            if (amax > 0 && err / amax > worst)
+                worst = err / amax;
+        }
+    }
+    is_int(bad, 0, "%s: every element within the bound (worst error %.4g of the block's max)", name,
+           worst);
+    weft_tensor_release(f);
+    weft_tensor_release(w);
+    weft_tensor_release(back);
+}
+
+static void test_block_products(const char *name, int layout)
+{
+    weft_manual_seed(5);
+    weft_tensor *wf = NULL, *w = NULL, *wd = NULL, *x = NULL, *b = NULL, *y = NULL, *want = NULL;
+    const int64_t n = 200, k = 320, m = 5; /* k: 10 blocks; n: not a multiple of anything */
+    weft_randn(&wf, (int64_t[]){n, k}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&x, (int64_t[]){m, k}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&b, (int64_t[]){n}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_to_layout(&w, wf, layout);
+    weft_to_strided(&wd, w); /* the weight the blocks stand for */
+    is_int(weft_linear(&y, x, w, b), 0, "%s: linear(x, W, b)", name);
+    weft_linear(&want, x, wd, b);
+    ok(weft_tensor_ndim(y) == 2 && weft_tensor_size(y, 0) == m && weft_tensor_size(y, 1) == n,
+       "%s: (5, 200)", name);
+    is_int(mismatches(y, want, 1e-3), 0, "%s: equals the float product with the dequantized weight",
+           name);
+    weft_tensor_release(y);
+    weft_tensor_release(want);
+
+    /* matrix-vector: W @ v */
+    weft_tensor *v = NULL;
+    weft_select(&v, x, 0, 3);
+    is_int(weft_matmul(&y, w, v), 0, "%s: matmul(W, v)", name);
+    weft_matmul(&want, wd, v);
+    is_int(mismatches(y, want, 1e-3), 0, "%s: the matrix-vector product", name);
+    weft_tensor_release(y);
+    weft_tensor_release(want);
+    /* W @ X with X (k, m) */
+    weft_tensor *xt = NULL;
+    weft_transpose(&xt, x, 0, 1);
+    is_int(weft_matmul(&y, w, xt), 0, "%s: matmul(W, X)", name);
+    weft_matmul(&want, wd, xt);
+    is_int(mismatches(y, want, 1e-3), 0, "%s: the matrix product", name);
+    weft_tensor_release(y);
+    weft_tensor_release(want);
+
+    /* refusals */
+    y = NULL;
+    is_int(weft_matmul(&y, x, w), WEFT_ENOTSUP, "%s: x @ W refused", name);
+    like(weft_last_error(), "use linear(x, W)", "%s: pointing to linear", name);
+    is_int(weft_exp(&y, w), WEFT_ENOKERNEL, "%s: exp refused", name);
+    like(weft_last_error(), "to_strided()", "%s: pointing to to_strided", name);
+    weft_tensor *x2 = NULL;
+    weft_narrow(&x2, x, 1, 0, 32);
+    is_int(weft_linear(&y, x2, w, NULL), WEFT_ESHAPE, "%s: a wrong in_features refused", name);
+    weft_tensor *odd = NULL, *wodd = NULL;
+    weft_narrow(&odd, wf, 1, 0, 40);
+    is_int(weft_to_layout(&wodd, odd, layout), WEFT_ESHAPE, "%s: 40 columns refused", name);
+    like(weft_last_error(), "multiple of 32", "%s: naming the block size", name);
+    ok(y == NULL && wodd == NULL, "%s: nothing came out", name);
+
+    weft_tensor *all[] = {wf, w, wd, x, b, v, xt, x2, odd};
+    for (int i = 0; i < 9; i++)
+        weft_tensor_release(all[i]);
+}
+
+static void test_blocks(void)
+{
+    int q8 = weft_layout_lookup("q8_0"), q4 = weft_layout_lookup("q4_0");
+    ok(q8 > 0 && q4 > 0, "the q8_0 and q4_0 layouts are registered");
+    const char *want = getenv("WEFT_QUANTIZED_KERNELS");
+    weft_tensor *f = NULL, *w = NULL;
+    char *text = NULL;
+    weft_zeros(&f, (int64_t[]){1, 32}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_to_layout(&w, f, q4);
+    weft_tensor_to_string(&text, w);
+    diag("block kernels: %s", text && strstr(text, "kernels") ? strstr(text, "blocks of") : "?");
+    if (want && *want) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "%s kernels", want);
+        like(text, needle, "the kernels asked for (%s) are the ones running", want);
+    }
+    weft_free(text);
+    weft_tensor_release(f);
+    weft_tensor_release(w);
+    test_block_round_trip("q8_0", q8, 0.5f / 127 + 127.0f / 127 / 2048);
+    test_block_round_trip("q4_0", q4, 1.0f / 8 + 8.0f / 8 / 2048);
+    test_block_products("q8_0", q8);
+    test_block_products("q4_0", q4);
+}
+
+static int qlinear(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
+                   const weft_tensor *b, double scale, int64_t zp, bool relu)
+{
+    return weft_quantized_linear(out, x, w, b, scale, zp, relu);
+}
+
+/* quantized_linear against the float product of the dequantized operands,
+ * quantized to the same output parameters: within one step (the float
+ * reference rounds once, oneDNN's integer path may land on the other side
+ * of a half). */
+static void test_quantized_linear(void)
+{
+    weft_manual_seed(11);
+    weft_tensor *x = NULL, *w = NULL, *b = NULL, *qx = NULL, *qw = NULL, *y = NULL;
+    weft_randn(&x, (int64_t[]){8, 96}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w, (int64_t[]){40, 96}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&b, (int64_t[]){40}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_quantize_per_tensor(&qx, x, 0.03, 120, WEFT_UINT8);
+    /* weights within [-64, 63]: on AVX2 without VNNI oneDNN adds pairs of
+     * u8 x s8 products in int16 with saturation (vpmaddubsw), exactly as
+     * torch's onednn engine does on such a machine; 7-bit weights keep the
+     * pairs exact (torch's reduce_range answers the same problem) */
+    double amax = 0, v;
+    for (int64_t i = 0; i < 40 * 96; i++)
+        if ((v = fabs(at(w, i))) > amax)
+            amax = v;
+    weft_quantize_per_tensor(&qw, w, amax / 63, 0, WEFT_INT8);
+    int rc = qlinear(&y, qx, qw, b, 0.25, 100, false);
+    if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+        skip(6, "the plugin was built without oneDNN");
+    } else {
+        is_int(rc, 0, "quantized_linear");
+        for (int relu = 0; relu < 2; relu++) {
+            weft_tensor *dx = NULL, *dw = NULL, *f = NULL, *r = NULL, *want = NULL, *wr = NULL,
+                        *gr = NULL, *got = NULL;
+            weft_dequantize(&dx, qx);
+            weft_dequantize(&dw, qw);
+            weft_linear(&f, dx, dw, b);
+            if (relu)
+                weft_relu(&r, f);
+            weft_quantize_per_tensor(&want, relu ? r : f, 0.25, 100, WEFT_UINT8);
+            if (relu)
+                qlinear(&got, qx, qw, b, 0.25, 100, true);
+            weft_int_repr(&wr, want);
+            weft_int_repr(&gr, relu ? got : y);
+            is_int(mismatches(gr, wr, 1), 0, "linear%s: within one step of the float reference",
+                   relu ? " + relu" : "");
+            is_int(relu ? weft_tensor_dtype(got) : weft_tensor_dtype(y), WEFT_UINT8, "quint8 out");
+            weft_tensor *all[] = {dx, dw, f, r, want, wr, gr, got};
+            for (int i = 0; i < 8; i++)
+                weft_tensor_release(all[i]);
+        }
+        weft_tensor *bad = NULL, *qz = NULL;
+        weft_quantize_per_tensor(&qz, w, 0.02, 3, WEFT_INT8);
+        is_int(qlinear(&bad, qx, qz, b, 0.25, 100, false), WEFT_EINVAL, "a weight zero point 3: refused");
+        like(weft_last_error(), "zero points must be 0", "saying why");
+        is_int(qlinear(&bad, qw, qw, b, 0.25, 100, false), WEFT_EDTYPE, "a qint8 input: refused");
+        ok(bad == NULL, "nothing came out");
+        weft_tensor_release(qz);
+    }
+    weft_tensor *all[] = {x, w, b, qx, qw, y};
+    for (int i = 0; i < 6; i++)
+        weft_tensor_release(all[i]);
+}
+
+/* stride s, padding p, dilation 1 */
+static int qconv(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
+                 const weft_tensor *b, int64_t s, int64_t p, int64_t groups, double scale,
+                 int64_t zp, bool relu)
+{
+    return weft_quantized_conv2d(out, x, w, b, (int64_t[]){s, s}, (int64_t[]){p, p},
+                                 (int64_t[]){1, 1}, groups, scale, zp, relu);
+}
+
+/* quantized_conv2d against the float conv2d of the dequantized operands,
+ * quantized to the same output parameters: within one step (7-bit
+ * per-channel weights, as for linear). */
+static void test_quantized_conv2d(void)
+{
+    weft_manual_seed(12);
+    weft_tensor *x = NULL, *w = NULL, *b = NULL, *qx = NULL, *qw = NULL;
+    weft_randn(&x, (int64_t[]){2, 8, 9, 10}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w, (int64_t[]){6, 4, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&b, (int64_t[]){6}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_quantize_per_tensor(&qx, x, 0.03, 110, WEFT_UINT8);
+    double s[6];
+    int64_t z[6] = {0};
+    for (int c = 0; c < 6; c++) {
+        s[c] = 0;
+        for (int64_t i = 0; i < 36; i++)
+            s[c] = fmax(s[c], fabs(at(w, c * 36 + i)) / 63);
+    }
+    weft_tensor *sc = from_data(s, (int64_t[]){6}, 1, WEFT_FLOAT64), *zp = from_data(z, (int64_t[]){6}, 1, WEFT_INT64);
+    weft_quantize_per_channel(&qw, w, sc, zp, 0, WEFT_INT8);
+    weft_tensor *probe = NULL;
+    int rc = qconv(&probe, qx, qw, b, 1, 1, 2, 0.2, 90, false);
+    weft_tensor_release(probe);
+    if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+        skip(5, "the plugin was built without oneDNN");
+    } else {
+        for (int relu = 0; relu < 2; relu++) {
+            weft_tensor *dx = NULL, *dw = NULL, *f = NULL, *r = NULL, *want = NULL, *wr = NULL,
+                        *gr = NULL, *got = NULL;
+            weft_dequantize(&dx, qx);
+            weft_dequantize(&dw, qw);
+            weft_conv2d(&f, dx, dw, b, (int64_t[]){2, 2}, 2, (int64_t[]){1, 1}, 2,
+                        (int64_t[]){1, 1}, 2, 2);
+            if (relu)
+                weft_relu(&r, f);
+            weft_quantize_per_tensor(&want, relu ? r : f, 0.2, 90, WEFT_UINT8);
+            is_int(qconv(&got, qx, qw, b, 2, 1, 2, 0.2, 90, relu), 0, "quantized_conv2d%s, stride 2, "
+                   "groups 2", relu ? " + relu" : "");
+            weft_int_repr(&wr, want);
+            weft_int_repr(&gr, got);
+            ok(weft_tensor_ndim(gr) == 4 && weft_tensor_size(gr, 2) == 5 && weft_tensor_size(gr, 3) == 5,
+               "the output is (2, 6, 5, 5)");
+            is_int(mismatches(gr, wr, 1), 0, "within one step of the float reference");
+            weft_tensor *all[] = {dx, dw, f, r, want, wr, gr, got};
+            for (int i = 0; i < 8; i++)
+                weft_tensor_release(all[i]);
+        }
+        weft_tensor *bad = NULL;
+        is_int(qconv(&bad, qx, qw, b, 1, 1, 3, 0.2, 90, false), WEFT_ESHAPE, "groups 3: refused");
+        ok(bad == NULL, "nothing came out");
+    }
+    weft_tensor *all[] = {x, w, b, qx, qw, sc, zp};
+    for (int i = 0; i < 7; i++)
+        weft_tensor_release(all[i]);
+}
+
+/* the hand-written operators: relu exact in the integers, max_pool2d
+ * keeps the integers, add within one step of the float reference, and the
+ * quantizers an operator cannot combine refused */
+static void test_quantized_ops(void)
+{
+    const float v[6] = {-1.0f, -0.25f, 0, 0.5f, 1.25f, 3.0f};
+    weft_tensor *f = from_floats(v, (int64_t[]){1, 1, 2, 3}, 4), *q = NULL, *r = NULL, *ri = NULL;
+    weft_quantize_per_tensor(&q, f, 0.25, 10, WEFT_UINT8);
+    is_int(weft_relu(&r, q), 0, "relu of a quantized tensor");
+    is_int(weft_tensor_layout(r), weft_layout_lookup("quantized"), "is quantized");
+    weft_int_repr(&ri, r);
+    ok(at(ri, 0) == 10 && at(ri, 1) == 10 && at(ri, 2) == 10 && at(ri, 3) == 12 && at(ri, 5) == 22,
+       "max(q, zero_point): %g %g %g %g %g", at(ri, 0), at(ri, 1), at(ri, 2), at(ri, 3), at(ri, 5));
+    weft_tensor *m = NULL, *mi = NULL;
+    is_int(weft_max_pool2d(&m, q, (int64_t[]){2, 2}, 2, (int64_t[]){1, 1}, 2, (int64_t[]){0, 0}, 2,
+                           (int64_t[]){1, 1}, 2, false),
+           0, "max_pool2d of a quantized tensor");
+    weft_int_repr(&mi, m);
+    ok(weft_tensor_numel(mi) == 2 && at(mi, 0) == 15 && at(mi, 1) == 22, "the integers' maxima");
+    weft_tensor *a = NULL, *ai = NULL, *qi = NULL;
+    is_int(weft_quantized_add(&a, q, q, 0.5, 0, false), 0, "quantized_add(q, q, 0.5, 0)");
+    weft_int_repr(&ai, a);
+    ok(at(ai, 0) == 0 && at(ai, 3) == 2 && at(ai, 4) == 5 && at(ai, 5) == 12,
+       "2x clamped to quint8 at scale 0.5: %g %g %g %g", at(ai, 0), at(ai, 3), at(ai, 4), at(ai, 5));
+    weft_quantize_per_tensor(&qi, f, 0.25, 0, WEFT_INT8);
+    weft_tensor *bad = NULL;
+    is_int(weft_quantized_add(&bad, q, qi, 0.5, 0, false), WEFT_EDTYPE, "quint8 + qint8: refused");
+    like(weft_last_error(), "cannot combine uint8 and int8 quantized tensors", "naming both");
+    weft_tensor *rq = NULL, *rqi = NULL;
+    is_int(weft_requantize(&rq, q, 0.5, 0, WEFT_INT8), 0, "requantize to qint8 at scale 0.5");
+    weft_int_repr(&rqi, rq);
+    ok(at(rqi, 0) == -2 && at(rqi, 5) == 6, "the values at the new parameters: %g %g", at(rqi, 0),
+       at(rqi, 5));
+    weft_tensor_release(rq);
+    weft_tensor_release(rqi);
+    weft_tensor *all[] = {f, q, r, ri, m, mi, a, ai, qi};
+    for (int i = 0; i < 9; i++)
+        weft_tensor_release(all[i]);
+}
+
+/* The nn library's observers (libweft, no plugin needed): torch's
+ * parameters for hand-checked statistics, and their errors. */
+static void observed(weft_observer *o, double *scale, double *zp, int i)
+{
+    weft_tensor *s = NULL, *z = NULL;
+    weft_observer_qparams(o, &s, &z);
+    *scale = s ? at(s, i) : -1;
+    *zp = z ? at(z, i) : -1;
+    weft_tensor_release(s);
+    weft_tensor_release(z);
+}
+
+static void test_observers(void)
+{
+    const float a[3] = {-1, 0.5f, 3}, b[4] = {-1, 2, 0.5f, -4}, m1[2] = {0, 1}, m2[2] = {0, 3};
+    weft_tensor *ta = from_floats(a, (int64_t[]){3}, 1), *tb = from_floats(b, (int64_t[]){2, 2}, 2);
+    weft_tensor *t1 = from_floats(m1, (int64_t[]){2}, 1), *t2 = from_floats(m2, (int64_t[]){2}, 1);
+    weft_observer *o = NULL;
+    double s, z;
+    is_int(weft_observer_create(&o, NULL), 0, "a min-max observer (quint8, affine)");
+    weft_tensor *sc = NULL, *zp = NULL;
+    is_int(weft_observer_qparams(o, &sc, &zp), WEFT_EINVAL, "no parameters before any data");
+    like(weft_last_error(), "seen no data", "saying why");
+    is_int(weft_observer_observe(o, ta), 0, "observe [-1, 0.5, 3]");
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 4.0 / 255) < 1e-8 && z == 64, "scale 4/255, zero point 64 (got %.9g, %g)", s, z);
+    weft_observer_destroy(o);
+
+    weft_observer_options opt = {.struct_size = sizeof opt, .dtype = WEFT_INT8, .symmetric = true};
+    weft_observer_create(&o, &opt);
+    weft_observer_observe(o, ta);
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 3.0 / 127.5) < 1e-8 && z == 0, "qint8 symmetric: 3/127.5, 0 (got %.9g, %g)", s, z);
+    weft_observer_destroy(o);
+
+    opt = (weft_observer_options){.struct_size = sizeof opt, .per_channel = true, .ch_axis = 0};
+    weft_observer_create(&o, &opt);
+    weft_observer_observe(o, tb);
+    observed(o, &s, &z, 1);
+    ok(fabs(s - 4.5 / 255) < 1e-8 && z == 227, "per channel, channel 1: 4.5/255, 227 (got %.9g, %g)",
+       s, z);
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 3.0 / 255) < 1e-8 && z == 85, "channel 0: 3/255, 85 (got %.9g, %g)", s, z);
+    is_int(weft_observer_observe(o, ta), WEFT_EINVAL, "3 channels after 2: refused");
+    weft_observer_destroy(o);
+
+    opt = (weft_observer_options){.struct_size = sizeof opt, .moving_average = true,
+                                  .averaging_constant = 0.5};
+    weft_observer_create(&o, &opt);
+    weft_observer_observe(o, t1);
+    weft_observer_observe(o, t2);
+    observed(o, &s, &z, 0);
+    ok(fabs(s - 2.0 / 255) < 1e-8 && z == 0, "moving average: max 1 + 0.5 * (3 - 1) = 2 (got %.9g)", s);
+    weft_tensor *i64 = NULL;
+    weft_to_dtype(&i64, ta, WEFT_INT64);
+    is_int(weft_observer_observe(o, i64), WEFT_EDTYPE, "an integer tensor: refused");
+    weft_observer_destroy(o);
+
+    opt = (weft_observer_options){.struct_size = sizeof opt, .per_channel = true, .ch_axis = 3};
+    weft_observer_create(&o, &opt);
+    is_int(weft_observer_observe(o, tb), WEFT_EINVAL, "ch_axis 3 of a 2-d tensor: refused");
+    weft_observer_destroy(o);
+    o = NULL;
+    opt = (weft_observer_options){.struct_size = sizeof opt, .dtype = WEFT_FLOAT32};
+    is_int(weft_observer_create(&o, &opt), WEFT_EDTYPE, "a float32 observer: refused");
+    opt = (weft_observer_options){.struct_size = 4};
+    is_int(weft_observer_create(&o, &opt), WEFT_EINVAL, "a short options struct: refused");
+    ok(o == NULL, "nothing came out");
+    weft_tensor *all[] = {ta, tb, t1, t2, i64};
+    for (int i = 0; i < 5; i++)
+        weft_tensor_release(all[i]);
+}
+
+int main(void)
+{
+    ok(weft_load_default_plugins() >= 1, "default plugins loaded");
+    if (weft_layout_lookup("quantized") < 0)
+        skip_all("libweft-quantized.so is not in the plugin path");
+    /* twice: the first pass also makes what the core keeps for the
+     * process (first-call allocations); the second must give back every
+     * byte it takes.  tests/memcheck.sh runs this under valgrind for the
+     * payloads' malloc'd memory. */
+    weft_allocator_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+    for (int pass = 0; pass < 2; pass++) {
+        weft_host_allocator_stats(&before);
+        test_per_tensor();
+        test_per_channel();
+        test_views();
+        test_errors();
+        test_blocks();
+        test_quantized_linear();
+        test_quantized_conv2d();
+        test_quantized_ops();
+        test_observers();
+        weft_host_allocator_stats(&after);
+    }
+    is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,
+           "every tensor of the second pass was freed (host bytes in use as before)");
+    return done_testing();
+}
