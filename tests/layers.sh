@@ -23,6 +23,7 @@ allowed() {
     interop) echo "c10 dispatch" ;;
     plugins) echo "c10 dispatch" ;;
     nn) echo "" ;;                  # the public API only
+    distributed) echo "" ;;         # the public API only (issue 18)
     init) echo "c10 dispatch ops autograd interop plugins nn" ;; # the composition root
     backends) echo "" ;;            # plugins: public headers only
     python) echo "" ;;
