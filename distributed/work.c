@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "distributed/work.h"
@@ -316,10 +317,9 @@ int wdist__wait_locked(weft_work *w)
         }
         /* the backend makes progress only while it is tested: spin, then
          * let other threads (and an oversubscribed peer) have the CPU */
-        if (++spins > 2000) {
+        if (++spins % 64 == 0) {
             pthread_mutex_unlock(&wdist__state.lock);
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            sched_yield();
             pthread_mutex_lock(&wdist__state.lock);
         }
     }
