@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/dist.sh — the collectives under mpirun (issue 18): tests/test_dist
-# with 2 and with 3 ranks (odd sizes take other algorithm paths in MPI), and
-# a run where rank 1 stops mid-collective.  Each rank writes its own TAP
+# with 2 and with 3 ranks (odd sizes take other algorithm paths in MPI),
+# tests/test_ddp with 1, 2 and 3, and a run where rank 1 stops
+# mid-collective.  Each rank writes its own TAP
 # file; this script merges them into one stream, every line naming its run
 # and rank, and fails a run whose ranks did not all finish their plan.
 # Prints TAP.
@@ -45,7 +46,7 @@ merge() {
             "ok "* | "not ok "*)
                 n=$((n + 1))
                 case $line in "not ok"*) status="not ok"; fail=1 ;; *) status="ok" ;; esac
-                desc=$(printf '%s\n' "$line" | sed 's/^\(not \)\{0,1\}ok [0-9]* - //')
+                desc=$(printf '%s\n' "$line" | sed 's/^\(not \)\{0,1\}ok [0-9]*\( - \)\{0,1\}//')
                 echo "$status $n - $run rank $r: $desc"
                 ;;
             1..*) planned=${line#1..} ;;
@@ -73,6 +74,22 @@ for np in 2 3; do
     else
         echo "not ok $n - np=$np: mpirun exited $rc"
         sed 's/^/#   /' "$tmp/np$np.log" | tail -20
+        fail=1
+    fi
+done
+
+# data-parallel training: N ranks against one process, for N = 1, 2, 3
+for np in 1 2 3; do
+    mkdir -p "$tmp/ddp$np"
+    timeout 300 mpirun --oversubscribe -np $np "$builddir/tests/test_ddp" "$tmp/ddp$np" >"$tmp/ddp$np.log" 2>&1
+    rc=$?
+    merge "ddp np=$np" $np "$tmp/ddp$np"
+    n=$((n + 1))
+    if [ $rc -eq 0 ]; then
+        echo "ok $n - ddp np=$np: mpirun exited 0"
+    else
+        echo "not ok $n - ddp np=$np: mpirun exited $rc"
+        sed 's/^/#   /' "$tmp/ddp$np.log" | tail -20
         fail=1
     fi
 done

@@ -416,7 +416,7 @@ static void test_bad_input(weft_process_group *world)
            "recv of 4 from a send of 3: %s", weft_last_error());
         weft_tensor_release(four);
     } else {
-        ok(1, "(rank %d stays out of the send/recv)", rank);
+        skip(1, "rank %d stays out of the send/recv", rank);
     }
     is_int(weft_dist_send(world, t, rank, 0, NULL), WEFT_EINVAL, "send to oneself is refused");
     is_int(weft_dist_send(world, t, (rank + 1) % size, -1, NULL), WEFT_EINVAL, "a negative tag");
@@ -451,8 +451,7 @@ static void test_timeout(weft_process_group *world)
         ok(rc == WEFT_EIO && strstr(weft_last_error(), "unusable"),
            "the group is unusable afterwards: %s", weft_last_error());
     } else {
-        ok(1, "(rank %d never calls)", rank);
-        ok(1, "(rank %d never calls)", rank);
+        skip(2, "rank %d is the one that never calls", rank);
     }
     weft_tensor_release(t);
     is_int(weft_dist_barrier(world, NULL), 0, "the world is unaffected");

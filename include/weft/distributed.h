@@ -210,6 +210,42 @@ WEFT_API int weft_shm_handle(char *buf, size_t size, const weft_tensor *t);
  * smaller than the handle says), WEFT_ENOMEM. */
 WEFT_API int weft_shm_open(weft_tensor **out, const char *handle);
 
+/* ------------------------------------------------ data-parallel training */
+
+/* torch's DistributedDataParallel for a weft_module (nn/ddp.c): every rank
+ * holds a replica and trains on its shard of the global batch.  Creating
+ * it broadcasts rank 0's parameters and buffers; during backward a hook on
+ * each parameter copies its gradient into a bucket (parameters in reverse
+ * order, as backward meets them, up to bucket_bytes each), and a full
+ * bucket's average over the ranks starts at once as an asynchronous
+ * all_reduce, so communication overlaps the rest of backward;
+ * weft_ddp_finish waits for the buckets and writes the averages into the
+ * parameters' grad.  With equal shards this is the gradient of the global
+ * batch's mean loss.  The module must outlive the weft_ddp and keep its
+ * parameters (no to_device/to_dtype meanwhile). */
+typedef struct weft_module weft_module;
+typedef struct weft_ddp weft_ddp;
+/* bucket_bytes <= 0: 25 MiB (torch's default).  Collective over group.
+ * Errors: WEFT_EINVAL (NULL argument, not a member, a module without
+ * parameters), the broadcast's errors, WEFT_ENOMEM. */
+WEFT_API int weft_ddp_new(weft_ddp **out, weft_module *module, weft_process_group *group,
+                          int64_t bucket_bytes);
+/* Off (torch's no_sync): backward only accumulates local gradients; the
+ * first backward after turning it back on reduces the accumulated sum.
+ * Returns the previous setting. */
+WEFT_API bool weft_ddp_set_sync(weft_ddp *ddp, bool sync);
+/* After backward: waits for every bucket and sets each parameter's grad to
+ * the average over the ranks.  Errors: WEFT_EINVAL naming the first
+ * parameter that received no gradient in this backward (every parameter
+ * must take part, as in torch without find_unused_parameters), the
+ * all_reduce's errors (WEFT_EIO at the timeout).  A no-op with sync off. */
+WEFT_API int weft_ddp_finish(weft_ddp *ddp);
+/* The number of buckets, for tests and tuning. */
+WEFT_API int weft_ddp_num_buckets(const weft_ddp *ddp);
+/* Frees it (waiting for buckets in flight); the hooks it left on the
+ * parameters become no-ops.  NULL is a no-op. */
+WEFT_API void weft_ddp_destroy(weft_ddp *ddp);
+
 /* ---------------------------------------------- the backend's interface */
 
 /* A backend plugin (libweftdist-NAME.so) exports
