@@ -78,6 +78,21 @@ for np in 2 3; do
     fi
 done
 
+# the same with every collective on the mpi backend's worker thread (by
+# default only buffers of 1 MiB and more go there)
+mkdir -p "$tmp/worker"
+WEFT_MPI_WORKER_MIN_BYTES=0 timeout 300 mpirun --oversubscribe -np 2 "$prog" "$tmp/worker" >"$tmp/worker.log" 2>&1
+rc=$?
+merge "np=2 worker" 2 "$tmp/worker"
+n=$((n + 1))
+if [ $rc -eq 0 ]; then
+    echo "ok $n - np=2 worker: mpirun exited 0"
+else
+    echo "not ok $n - np=2 worker: mpirun exited $rc"
+    sed 's/^/#   /' "$tmp/worker.log" | tail -20
+    fail=1
+fi
+
 # data-parallel training: N ranks against one process, for N = 1, 2, 3
 for np in 1 2 3; do
     mkdir -p "$tmp/ddp$np"
