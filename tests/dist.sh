@@ -7,6 +7,7 @@
 # and rank, and fails a run whose ranks did not all finish their plan.
 # Prints TAP.
 builddir=$(cd "${WEFT_BUILDDIR:-.}" && pwd)
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
 prog="$builddir/tests/test_dist"
 plugin="$builddir/.libs/libweftdist-mpi.so"
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -f "$plugin" ]; then
@@ -108,6 +109,29 @@ for np in 1 2 3; do
         fail=1
     fi
 done
+
+# weft.distributed from Python, 2 and 3 ranks (where the module is built)
+if [ -f "$builddir/python/pkg/weft/_C.so" ]; then
+    for np in 2 3; do
+        mkdir -p "$tmp/py$np"
+        PYTHONPATH="$builddir/python/pkg" PYTHONDONTWRITEBYTECODE=1 timeout 300 \
+            mpirun --oversubscribe -np $np "${WEFT_PYTHON:-python3}" \
+            "$srcdir/tests/python/test_distributed.py" "$tmp/py$np" >"$tmp/py$np.log" 2>&1
+        rc=$?
+        merge "python np=$np" $np "$tmp/py$np"
+        n=$((n + 1))
+        if [ $rc -eq 0 ]; then
+            echo "ok $n - python np=$np: mpirun exited 0"
+        else
+            echo "not ok $n - python np=$np: mpirun exited $rc"
+            sed 's/^/#   /' "$tmp/py$np.log" | tail -20
+            fail=1
+        fi
+    done
+else
+    n=$((n + 1))
+    echo "ok $n - # SKIP weft.distributed from Python: the Python module was not built"
+fi
 
 # rank 1 stops mid-collective and rank 0 kills it: mpirun then reports the
 # killed rank, so only rank 0's TAP counts here
