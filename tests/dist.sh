@@ -127,6 +127,21 @@ if [ -f "$builddir/python/pkg/weft/_C.so" ]; then
             sed 's/^/#   /' "$tmp/py$np.log" | tail -20
             fail=1
         fi
+        # weft.nn.parallel.DistributedDataParallel
+        mkdir -p "$tmp/pyddp$np"
+        PYTHONPATH="$builddir/python/pkg" PYTHONDONTWRITEBYTECODE=1 timeout 300 \
+            mpirun --oversubscribe -np $np "${WEFT_PYTHON:-python3}" \
+            "$srcdir/tests/python/test_ddp.py" "$tmp/pyddp$np" >"$tmp/pyddp$np.log" 2>&1
+        rc=$?
+        merge "python DDP np=$np" $np "$tmp/pyddp$np"
+        n=$((n + 1))
+        if [ $rc -eq 0 ]; then
+            echo "ok $n - python DDP np=$np: mpirun exited 0"
+        else
+            echo "not ok $n - python DDP np=$np: mpirun exited $rc"
+            sed 's/^/#   /' "$tmp/pyddp$np.log" | tail -20
+            fail=1
+        fi
     done
 else
     n=$((n + 1))
