@@ -149,6 +149,159 @@ static void test_all_reduce_every_dtype(weft_process_group *world)
     }
 }
 
+/* Every other collective on every dtype: rank r's element i is
+ * value(dt, r, i); each result is checked element by element. */
+static int same_as(weft_dtype dt, const weft_tensor *t, int64_t n, int (*rank_of)(int64_t),
+                   int (*index_of)(int64_t))
+{
+    double *re = calloc((size_t)n + 1, sizeof *re), *im = calloc((size_t)n + 1, sizeof *im);
+    read_values(t, re, im, n);
+    int good = 1;
+    for (int64_t k = 0; k < n && good; k++) {
+        double wr, wi;
+        value(dt, rank_of(k), index_of(k), &wr, &wi);
+        good = fabs(re[k] - wr) < 1e-9 && fabs(im[k] - wi) < 1e-9;
+    }
+    free(re);
+    free(im);
+    return good;
+}
+
+enum { B = 3 }; /* elements per rank block */
+static int root_rank(int64_t k) { (void)k; return size - 1; }
+static int block_rank(int64_t k) { return (int)(k / B); }
+static int in_block(int64_t k) { return (int)(k % B); }
+static int plain(int64_t k) { return (int)k; }
+static int mine(int64_t k) { (void)k; return rank; }
+static int prev_rank(int64_t k) { (void)k; return (rank + size - 1) % size; }
+/* all_to_all: output block j holds rank j's block `rank`, i.e. its
+ * elements rank*B .. rank*B+B-1 */
+static int a2a_index(int64_t k) { return rank * B + (int)(k % B); }
+/* scatter: root's block `rank` */
+static int scatter_index(int64_t k) { return rank * B + (int)k; }
+
+static weft_tensor *filled(weft_dtype dt, int r, int64_t n)
+{
+    double re[64], im[64];
+    for (int64_t i = 0; i < n; i++)
+        value(dt, r, (int)i, &re[i], &im[i]);
+    return make(dt, re, im, n);
+}
+
+static void test_every_dtype(weft_process_group *world)
+{
+    for (int d = 0; d < WEFT_NUM_DTYPES; d++) {
+        weft_dtype dt = (weft_dtype)d;
+        const char *dn = weft_dtype_name(dt);
+        int64_t all = (int64_t)B * size;
+        /* broadcast from the last rank */
+        weft_tensor *t = filled(dt, rank, B);
+        int rc = weft_dist_broadcast(world, t, size - 1, NULL);
+        ok(rc == 0 && same_as(dt, t, B, root_rank, plain), "broadcast of %s", dn);
+        weft_tensor_release(t);
+        /* all_gather_into, gather */
+        weft_tensor *in = filled(dt, rank, B), *out = filled(dt, 0, all);
+        rc = weft_dist_all_gather_into(world, out, in, NULL);
+        ok(rc == 0 && same_as(dt, out, all, block_rank, in_block), "all_gather_into of %s", dn);
+        weft_tensor **list = calloc((size_t)size, sizeof *list);
+        for (int k = 0; k < size; k++)
+            list[k] = filled(dt, 0, B);
+        rc = weft_dist_all_gather(world, list, in, NULL);
+        int good = rc == 0;
+        for (int k = 0; k < size && good; k++) {
+            weft_tensor *v = NULL;
+            weft_narrow(&v, out, 0, (int64_t)k * B, B);
+            double a[B], ai[B], b[B], bi[B];
+            read_values(v, a, ai, B);
+            read_values(list[k], b, bi, B);
+            good = memcmp(a, b, sizeof a) == 0 && memcmp(ai, bi, sizeof ai) == 0;
+            weft_tensor_release(v);
+        }
+        ok(good, "all_gather (list) of %s", dn);
+        /* all_to_all: the source holds value(dt, rank, i) for i < size*B */
+        weft_tensor *src = filled(dt, rank, all), *dst = filled(dt, 0, all);
+        rc = weft_dist_all_to_all(world, dst, src, NULL);
+        ok(rc == 0 && same_as(dt, dst, all, block_rank, a2a_index), "all_to_all of %s", dn);
+        /* scatter from the last rank: block `rank` of its source */
+        weft_tensor *part = filled(dt, 0, B);
+        for (int k = 0; k < size; k++) { /* src's blocks, as tensors of their own */
+            weft_tensor_release(list[k]);
+            double bre[B], bim[B];
+            for (int i = 0; i < B; i++)
+                value(dt, rank, k * B + i, &bre[i], &bim[i]);
+            list[k] = make(dt, bre, bim, B);
+        }
+        rc = weft_dist_scatter(world, part, rank == size - 1 ? list : NULL, size - 1, NULL);
+        ok(rc == 0 && same_as(dt, part, B, root_rank, scatter_index), "scatter of %s", dn);
+        /* gather to rank 0 */
+        rc = weft_dist_gather(world, rank == 0 ? list : NULL, in, 0, NULL);
+        good = rc == 0;
+        for (int k = 0; rank == 0 && k < size && good; k++) {
+            double a[B], ai[B], w, wi;
+            read_values(list[k], a, ai, B);
+            for (int i = 0; i < B && good; i++) {
+                value(dt, k, i, &w, &wi);
+                good = a[i] == w && ai[i] == wi;
+            }
+        }
+        ok(good, "gather of %s", dn);
+        /* reduce_scatter_into with max (sum for complex): block `rank` */
+        int op = weft_dtype_is_complex(dt) ? WEFT_REDUCE_SUM : WEFT_REDUCE_MAX;
+        rc = weft_dist_reduce_scatter_into(world, part, src, op, NULL);
+        double re[B], im[B];
+        read_values(part, re, im, B);
+        good = rc == 0;
+        for (int i = 0; i < B && good; i++) {
+            double wr, wi;
+            value(dt, 0, rank * B + i, &wr, &wi);
+            for (int r = 1; r < size; r++) {
+                double b, c;
+                value(dt, r, rank * B + i, &b, &c);
+                combine(op, dt, &wr, &wi, b, c);
+            }
+            good = fabs(re[i] - wr) < 1e-9 && fabs(im[i] - wi) < 1e-9;
+        }
+        if (!ok(good, "reduce_scatter_into (%s) of %s", weft_reduce_op_name(op), dn))
+            diag("rc %d (%s): got %g%+gi %g%+gi %g%+gi", rc, rc ? weft_last_error() : "", re[0], im[0],
+                 re[1], im[1], re[2], im[2]);
+        /* reduce (sum) to rank 0; the others keep theirs */
+        weft_tensor *red = filled(dt, rank, B);
+        rc = weft_dist_reduce(world, red, 0, WEFT_REDUCE_SUM, NULL);
+        read_values(red, re, im, B);
+        good = rc == 0;
+        for (int i = 0; i < B && good; i++) {
+            double wr, wi;
+            value(dt, rank == 0 ? 0 : rank, i, &wr, &wi);
+            for (int r = 1; rank == 0 && r < size; r++) {
+                double b, c;
+                value(dt, r, i, &b, &c);
+                combine(WEFT_REDUCE_SUM, dt, &wr, &wi, b, c);
+            }
+            good = fabs(re[i] - wr) < 1e-2 * (1 + fabs(wr)) && fabs(im[i] - wi) < 1e-9 + 1e-2 * fabs(wi);
+        }
+        ok(good, "reduce (sum) of %s", dn);
+        /* send/recv around the ring */
+        weft_tensor *got = filled(dt, 0, B);
+        weft_work *sw = NULL;
+        int s1 = weft_dist_send(world, in, (rank + 1) % size, 11, &sw);
+        int s2 = weft_dist_recv(world, got, (rank + size - 1) % size, 11, NULL);
+        int s3 = weft_work_wait(sw);
+        weft_work_free(sw);
+        ok(s1 == 0 && s2 == 0 && s3 == 0 && same_as(dt, got, B, prev_rank, plain), "send/recv of %s", dn);
+        weft_tensor_release(got);
+        weft_tensor_release(red);
+        for (int k = 0; k < size; k++)
+            weft_tensor_release(list[k]);
+        free(list);
+        weft_tensor_release(part);
+        weft_tensor_release(src);
+        weft_tensor_release(dst);
+        weft_tensor_release(in);
+        weft_tensor_release(out);
+    }
+    (void)mine;
+}
+
 /* A float32 tensor 0..n-1 scaled by a, plus b. */
 static weft_tensor *ramp(int64_t n, double a, double b)
 {
@@ -530,6 +683,7 @@ int main(int argc, char **argv)
     weft_process_group *again = NULL;
     is_int(weft_dist_init(&again, NULL), WEFT_EEXIST, "a second init is refused");
     test_all_reduce_every_dtype(world);
+    test_every_dtype(world);
     test_sizes_and_strides(world);
     test_collectives(world);
     test_subgroups(world);
