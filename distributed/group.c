@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/dist.h"
+#include "distributed/work.h"
 
 wdist_state wdist__state = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, NULL, 1};
 
@@ -206,6 +206,11 @@ out:
  * abandoned.  Called with the lock held. */
 static void group_destroy_locked(weft_process_group *g)
 {
+    /* works still queued point at the group: finish them first (each
+     * ends done or at the timeout; their owners free them later without
+     * touching the group) */
+    while (g->queue_head)
+        wdist__wait_locked(g->queue_head);
     /* a broken group's communicator may still have requests the backend
      * cannot finish: leave it to the process's end */
     if (g->comm && !g->broken[0])

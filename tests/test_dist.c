@@ -520,8 +520,18 @@ static void test_subgroups(weft_process_group *world)
         ok(rc == 0 && at(t, 0) == size - 1, "broadcast from group rank 0 (rc %d)", rc);
     else
         ok(rc == WEFT_EINVAL, "broadcast outside the group is refused");
-    weft_tensor_release(t);
+    /* freeing a group with a work in flight finishes the work first */
+    weft_work *late = NULL;
+    weft_fill_(t, 1);
+    rc = mine >= 0 ? weft_dist_all_reduce(g, t, WEFT_REDUCE_SUM, &late) : 0;
     weft_dist_group_free(g);
+    if (mine >= 0)
+        ok(rc == 0 && weft_work_test(late) == 1 && weft_work_wait(late) == 0 && at(t, 0) == 2,
+           "a group freed with a work in flight: the work completed first");
+    else
+        skip(1, "rank %d is not in the group", rank);
+    weft_work_free(late);
+    weft_tensor_release(t);
     int bad[2] = {0, size};
     is_int(weft_dist_group_new(&g, world, bad, 2), WEFT_EINVAL, "group_new with rank %d: %s", size,
            weft_last_error());

@@ -85,7 +85,9 @@ WEFT_API int weft_dist_finalize(weft_process_group *world);
  * backend's errors. */
 WEFT_API int weft_dist_group_new(weft_process_group **out, weft_process_group *parent,
                                  const int *ranks, int n);
-/* Frees a sub-group (the world is freed by weft_dist_finalize).  NULL is a
+/* Frees a sub-group (the world is freed by weft_dist_finalize), after
+ * waiting for its works still in flight (they end done, or failed at the
+ * timeout; their handles stay valid until weft_work_free).  NULL is a
  * no-op. */
 WEFT_API void weft_dist_group_free(weft_process_group *group);
 /* This process's rank in the group, -1 when it is not a member. */
