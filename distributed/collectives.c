@@ -39,12 +39,17 @@ static int check_tensor(weft_work *w, const weft_tensor *t, const char *role)
     if (weft_tensor_layout(t) != WEFT_LAYOUT_STRIDED)
         return refuse(w, WEFT_EINVAL, "%s: %s is a %s tensor; collectives take strided tensors",
                       what(w), role, weft_layout_name(weft_tensor_layout(t)));
+    /* one device per call; a device other than the host's is staged
+     * through host memory, since the backend moves host buffers */
     weft_device dev = weft_tensor_device(t);
-    if (dev.type != WEFT_DEVICE_TYPE_CPU) {
-        char name[32];
-        weft_device_to_string(dev, name, sizeof name);
-        return refuse(w, WEFT_EDEVICE, "%s: %s is on %s; backend %s takes CPU tensors", what(w),
-                      role, name, wdist__state.backend->name);
+    if (w->device.type < 0) {
+        w->device = dev;
+    } else if (!weft_device_equal(dev, w->device)) {
+        char a[32], b[32];
+        weft_device_to_string(dev, a, sizeof a);
+        weft_device_to_string(w->device, b, sizeof b);
+        return refuse(w, WEFT_EDEVICE, "%s: %s is on %s but the call's tensors are on %s", what(w),
+                      role, a, b);
     }
     weft_dtype dt = weft_tensor_dtype(t);
     if (w->mine.dtype < 0)
@@ -109,7 +114,21 @@ static int staging_failed(weft_work *w, int rc)
 static int stage_result(weft_work *w, weft_tensor *t, bool copy_in, bool copy_back)
 {
     int rc;
-    if (weft_tensor_is_contiguous(t)) {
+    if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
+        rc = copy_in ? weft_to_device(&w->result, t, WEFT_DEVICE_CPU)
+                     : weft_empty(&w->result, weft_tensor_sizes(t), weft_tensor_ndim(t),
+                                  weft_tensor_dtype(t), WEFT_DEVICE_CPU);
+        if (rc == 0 && !weft_tensor_is_contiguous(w->result)) {
+            weft_tensor *c = NULL;
+            rc = weft_contiguous(&c, w->result);
+            weft_tensor_release(w->result);
+            w->result = c;
+        }
+        if (rc < 0)
+            return staging_failed(w, rc);
+        if (copy_back)
+            w->dest = weft_tensor_retain(t);
+    } else if (weft_tensor_is_contiguous(t)) {
         w->result = weft_tensor_retain(t);
     } else {
         rc = copy_in ? weft_contiguous(&w->result, t) : weft_empty_like(&w->result, t);
@@ -126,6 +145,16 @@ static int stage_result(weft_work *w, weft_tensor *t, bool copy_in, bool copy_ba
 static int stage_send(weft_work *w, const weft_tensor *t)
 {
     int rc = weft_contiguous(&w->send_stage, t);
+    if (rc == 0 && weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
+        weft_tensor *host = NULL;
+        rc = weft_to_device(&host, w->send_stage, WEFT_DEVICE_CPU);
+        weft_tensor_release(w->send_stage);
+        w->send_stage = host;
+        if (rc == 0 && !weft_tensor_is_contiguous(host)) {
+            rc = weft_contiguous(&w->send_stage, host);
+            weft_tensor_release(host);
+        }
+    }
     if (rc < 0)
         return staging_failed(w, rc);
     w->desc.send = weft_tensor_data_ptr(w->send_stage);
@@ -144,7 +173,7 @@ static int stage_flat(weft_tensor **out, weft_work *w, weft_tensor *const *list)
         if (rc == 0)
             rc = weft_view(&shaped, chunk, weft_tensor_sizes(list[i]), weft_tensor_ndim(list[i]));
         if (rc == 0)
-            rc = weft_copy_(shaped, list[i]);
+            rc = wdist__copy_into(shaped, list[i]);
         weft_tensor_release(shaped);
         weft_tensor_release(chunk);
     }
@@ -197,6 +226,7 @@ static weft_work *begin(weft_process_group *g, int kind, int *rc)
     w->mine.kind = kind;
     w->mine.dtype = -1;
     w->mine.op = -1;
+    w->device.type = -1;
     w->mine.root = -1;
     return w;
 fail:

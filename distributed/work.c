@@ -158,6 +158,19 @@ static void agree_verdict(weft_work *w)
     w->phase = WDIST_READY;
 }
 
+int wdist__copy_into(weft_tensor *dst, const weft_tensor *src)
+{
+    weft_device dd = weft_tensor_device(dst), sd = weft_tensor_device(src);
+    if (weft_device_equal(dd, sd))
+        return weft_copy_(dst, src);
+    weft_tensor *moved = NULL;
+    int rc = weft_to_device(&moved, src, dd);
+    if (rc == 0)
+        rc = weft_copy_(dst, moved);
+    weft_tensor_release(moved);
+    return rc;
+}
+
 /* Copies staged results into the caller's tensors, divides for avg. */
 static int work_finish(weft_work *w)
 {
@@ -166,7 +179,7 @@ static int work_finish(weft_work *w)
     if (w->avg_divisor > 1 && w->result)
         rc = weft_div_scalar_(w->result, (double)w->avg_divisor);
     if (rc == 0 && w->result && w->dest && w->dest != w->result)
-        rc = weft_copy_(w->dest, w->result);
+        rc = wdist__copy_into(w->dest, w->result);
     for (int i = 0; rc == 0 && i < w->n_dests; i++) {
         weft_tensor *chunk = NULL, *shaped = NULL;
         weft_tensor *d = w->dests[i];
@@ -174,7 +187,7 @@ static int work_finish(weft_work *w)
         if (rc == 0)
             rc = weft_view(&shaped, chunk, weft_tensor_sizes(d), weft_tensor_ndim(d));
         if (rc == 0)
-            rc = weft_copy_(d, shaped);
+            rc = wdist__copy_into(d, shaped);
         weft_tensor_release(shaped);
         weft_tensor_release(chunk);
     }

@@ -30,6 +30,7 @@ struct weft_work {
     weft_tensor **dests; /* block i of result goes to dests[i] */
     int n_dests;
     int avg_divisor; /* > 1: divide result by it (avg) */
+    weft_device device; /* the call's tensors' device; type -1 until the first */
     int leak;        /* abandoned by a timeout: the backend may still write it */
     int queued;
     weft_work *next;
@@ -40,5 +41,7 @@ int wdist__agree_start(weft_work *w);
 void wdist__progress(weft_process_group *g);
 int wdist__wait_locked(weft_work *w);
 void wdist__work_destroy(weft_work *w);
+/* copy_ from src into dst across devices (through dst's device). */
+int wdist__copy_into(weft_tensor *dst, const weft_tensor *src);
 
 #endif

@@ -24,6 +24,9 @@ export OMPI_MCA_btl
 # the backend beside the build's libweft, also when run by hand
 WEFT_PLUGIN_PATH="$builddir/.libs${WEFT_PLUGIN_PATH:+:$WEFT_PLUGIN_PATH}"
 export WEFT_PLUGIN_PATH
+# the test device plugin that test_dist stages through the host
+WEFT_TEST_PLUGIN_DIR=${WEFT_TEST_PLUGIN_DIR:-$builddir/tests/plugins/.libs}
+export WEFT_TEST_PLUGIN_DIR
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 n=0

@@ -592,6 +592,57 @@ static void test_bad_input(weft_process_group *world)
     weft_tensor_release(t);
 }
 
+/* Tensors of another device are staged through the host: the test plugin
+ * "hostdev" (tests/plugins/hostdev.c, an allocator and copies only). */
+static void test_other_device(weft_process_group *world)
+{
+    const char *dir = getenv("WEFT_TEST_PLUGIN_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/test-hostdev.so", dir ? dir : ".");
+    weft_device dev;
+    if (!dir || weft_load_plugin(path) < 0 || weft_device_from_string(&dev, "hostdev") < 0) {
+        skip(4, "the hostdev test plugin is not there (%s)", path);
+        return;
+    }
+    weft_tensor *cpu = ramp(6, 1, 10 * rank), *t = NULL, *back = NULL;
+    weft_to_device(&t, cpu, dev);
+    int rc = weft_dist_all_reduce(world, t, WEFT_REDUCE_SUM, NULL);
+    weft_to_device(&back, t, WEFT_DEVICE_CPU);
+    double base = 10.0 * size * (size - 1) / 2;
+    ok(rc == 0 && weft_tensor_device(t).type == dev.type && at(back, 5) == size * 5 + base,
+       "all_reduce of a hostdev tensor, staged through the host (rc %d)", rc);
+    weft_tensor_release(back);
+    /* all_gather into hostdev outputs */
+    weft_tensor **outs = calloc((size_t)size, sizeof *outs);
+    for (int k = 0; k < size; k++) {
+        weft_tensor *z = ramp(6, 0, -1);
+        weft_to_device(&outs[k], z, dev);
+        weft_tensor_release(z);
+    }
+    rc = weft_dist_all_gather(world, outs, t, NULL);
+    weft_to_device(&back, outs[size - 1], WEFT_DEVICE_CPU);
+    ok(rc == 0 && at(back, 2) == size * 2 + base, "all_gather into hostdev tensors (rc %d)", rc);
+    weft_tensor_release(back);
+    /* send/recv of a hostdev tensor */
+    weft_work *sw = NULL;
+    int s1 = weft_dist_send(world, t, (rank + 1) % size, 4, &sw);
+    int s2 = weft_dist_recv(world, outs[0], (rank + size - 1) % size, 4, NULL);
+    weft_work_wait(sw);
+    weft_work_free(sw);
+    weft_to_device(&back, outs[0], WEFT_DEVICE_CPU);
+    ok(s1 == 0 && s2 == 0 && at(back, 1) == size + base, "send/recv of hostdev tensors");
+    weft_tensor_release(back);
+    /* two devices in one call */
+    rc = weft_dist_all_gather(world, outs, cpu, NULL);
+    ok(rc == WEFT_EDEVICE && strstr(weft_last_error(), "hostdev") && strstr(weft_last_error(), "cpu"),
+       "tensors of two devices in one call: %s", weft_last_error());
+    for (int k = 0; k < size; k++)
+        weft_tensor_release(outs[k]);
+    free(outs);
+    weft_tensor_release(t);
+    weft_tensor_release(cpu);
+}
+
 /* A rank that never calls: the others fail at the timeout, naming it.  On a
  * group of its own, since a timeout leaves its group unusable. */
 static void test_timeout(weft_process_group *world)
@@ -698,6 +749,7 @@ int main(int argc, char **argv)
     test_collectives(world);
     test_subgroups(world);
     test_bad_input(world);
+    test_other_device(world);
     test_timeout(world);
     is_int(weft_dist_finalize(world), 0, "finalize");
     return done_testing();

@@ -104,8 +104,10 @@ WEFT_API const char *weft_dist_backend_name(const weft_process_group *group);
 /* Sets the group's timeout in milliseconds (> 0; WEFT_EINVAL otherwise). */
 WEFT_API int weft_dist_set_timeout(weft_process_group *group, int64_t timeout_ms);
 
-/* Collectives.  Every one takes CPU tensors of one dtype (every weft dtype;
- * any strides: non-contiguous tensors are staged), and a last argument
+/* Collectives.  Every one takes tensors of one dtype (every weft dtype) and
+ * one device (any strides: non-contiguous tensors are staged; tensors of a
+ * device other than the CPU are staged through host memory, as the mpi
+ * backend moves host buffers), and a last argument
  * work: NULL makes the call blocking (it returns when done, or fails at the
  * group's timeout); otherwise *work receives a handle and the call returns
  * once it is started — the tensors must then stay alive and untouched until
@@ -114,8 +116,8 @@ WEFT_API int weft_dist_set_timeout(weft_process_group *group, int64_t timeout_ms
  * range, a rank whose arguments the others do not match: another
  * collective, dtype, element count, reduction or root — the message names
  * the ranks and both values), WEFT_EDTYPE (a reduction the dtype lacks),
- * WEFT_ESHAPE (output sizes that do not fit), WEFT_EDEVICE (not a CPU
- * tensor), WEFT_EIO (timeout: the message names the collective, the group
+ * WEFT_ESHAPE (output sizes that do not fit), WEFT_EDEVICE (tensors of
+ * two devices in one call), WEFT_EIO (timeout: the message names the collective, the group
  * and the ranks that did not answer; the group is unusable afterwards),
  * WEFT_ENOMEM.  Results are left untouched on error. */
 
