@@ -187,10 +187,15 @@ int weft_ddp_new(weft_ddp **out, weft_module *module, weft_process_group *group,
     weft_dtype dtype = WEFT_DTYPE_UNSET;
     for (int i = n - 1; i >= 0; i--) {
         weft_tensor *p = d->params[i];
-        if (!weft_tensor_requires_grad(p) || weft_tensor_device(p).type != WEFT_DEVICE_TYPE_CPU) {
-            rc = weft_set_error(WEFT_EINVAL, "ddp_new: parameter %s %s", d->names[i],
-                                weft_tensor_requires_grad(p) ? "is not on the CPU (the mpi backend's)"
-                                                             : "does not require grad");
+        if (!weft_tensor_requires_grad(p)) {
+            rc = weft_set_error(WEFT_EINVAL, "ddp_new: parameter %s does not require grad",
+                                d->names[i]);
+            goto fail;
+        }
+        /* one device: a bucket lives on it, and the collectives stage it */
+        if (!weft_device_equal(weft_tensor_device(p), weft_tensor_device(d->params[n - 1]))) {
+            rc = weft_set_error(WEFT_EDEVICE, "ddp_new: parameter %s is on another device than %s",
+                                d->names[i], d->names[n - 1]);
             goto fail;
         }
         int64_t pb = weft_tensor_numel(p) * (int64_t)weft_dtype_size(weft_tensor_dtype(p));
@@ -215,7 +220,7 @@ int weft_ddp_new(weft_ddp **out, weft_module *module, weft_process_group *group,
             if (d->bucket_of[i] == b)
                 first = i;
         if ((rc = weft_zeros(&d->buckets[b].flat, &count, 1, weft_tensor_dtype(d->params[first]),
-                             WEFT_DEVICE_CPU)) < 0)
+                             weft_tensor_device(d->params[first]))) < 0)
             goto fail;
     }
     if ((rc = broadcast_state(module, group)) < 0)

@@ -159,6 +159,64 @@ static double spread_of(weft_module *m, weft_process_group *world)
     return spread;
 }
 
+/* 2 SGD steps of a replica on dev (its batches moved there) against a CPU
+ * reference on the whole batch. */
+static int train_device(weft_module *rep, weft_ddp *ddp, weft_module *ref, weft_device dev)
+{
+    weft_tensor *pr[16], *pf[16];
+    int n = params(rep, pr);
+    params(ref, pf);
+    weft_optimizer *orep = NULL, *oref = NULL;
+    weft_optimizer_sgd(&orep, pr, n, 0.1, 0, 0, 0, false);
+    weft_optimizer_sgd(&oref, pf, n, 0.1, 0, 0, 0, false);
+    int rc = 0, shard = GLOBAL / size;
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        weft_optimizer_zero_grad(orep);
+        weft_optimizer_zero_grad(oref);
+        weft_tensor *x = NULL, *y = NULL, *dx = NULL, *dy = NULL;
+        batch(&x, &y, s, rank * shard, shard);
+        weft_to_device(&dx, x, dev);
+        weft_to_device(&dy, y, dev);
+        rc = step_loss(rep, dx, dy);
+        weft_tensor *t[] = {x, y, dx, dy};
+        for (int i = 0; i < 4; i++)
+            weft_tensor_release(t[i]);
+        x = y = NULL;
+        batch(&x, &y, s, 0, GLOBAL);
+        if (rc == 0)
+            rc = step_loss(ref, x, y);
+        weft_tensor_release(x);
+        weft_tensor_release(y);
+        if (rc == 0)
+            rc = weft_ddp_finish(ddp);
+        if (rc == 0)
+            rc = weft_optimizer_step(orep);
+        if (rc == 0)
+            rc = weft_optimizer_step(oref);
+    }
+    weft_optimizer_destroy(orep);
+    weft_optimizer_destroy(oref);
+    return rc;
+}
+
+/* max |a - b| over the parameters, a's moved to the host first */
+static double device_diff(weft_module *a, weft_module *b)
+{
+    weft_tensor *pa[16], *pb[16];
+    int n = params(a, pa);
+    params(b, pb);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        weft_tensor *h = NULL;
+        weft_to_device(&h, pa[i], WEFT_DEVICE_CPU);
+        const float *x = weft_tensor_data_ptr(h), *y = weft_tensor_data_ptr(pb[i]);
+        for (int64_t k = 0; k < weft_tensor_numel(h); k++)
+            worst = fmax(worst, fabs((double)x[k] - y[k]));
+        weft_tensor_release(h);
+    }
+    return worst;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -229,6 +287,34 @@ int main(int argc, char **argv)
     ok(rc == 0 && max_diff(rep, ref) < 1e-5, "training goes on after that error (rc %d)", rc);
     weft_ddp_destroy(ddp);
     is_int(weft_ddp_new(&ddp, NULL, world, 0), WEFT_EINVAL, "ddp_new of NULL");
+
+    /* replicas on another device (the hostdev test plugin): buckets live
+     * there and the collectives stage them through the host */
+    const char *dir = getenv("WEFT_TEST_PLUGIN_DIR");
+    char plugin[4096];
+    snprintf(plugin, sizeof plugin, "%s/test-hostdev.so", dir ? dir : ".");
+    weft_device dev;
+    weft_cpu_fallback_set_mode(WEFT_CPU_FALLBACK_SILENT);
+    if (dir && weft_load_plugin(plugin) == 0 && weft_device_from_string(&dev, "hostdev") == 0) {
+        weft_module *drep = make_model(NULL), *dref = make_model(NULL);
+        copy_params(drep, rep);
+        copy_params(dref, rep);
+        rc = weft_module_to_device(drep, dev);
+        if (rc == 0)
+            rc = weft_ddp_new(&ddp, drep, world, 0);
+        weft_tensor *dp[16];
+        params(drep, dp);
+        ok(rc == 0 && weft_tensor_device(dp[0]).type == dev.type, "ddp_new of a replica on hostdev (rc %d%s%s)",
+           rc, rc ? ": " : "", rc ? weft_last_error() : "");
+        /* train it against the CPU reference; compare on the host */
+        rc = rc == 0 ? train_device(drep, ddp, dref, dev) : rc;
+        ok(rc == 0 && device_diff(drep, dref) < 1e-5, "2 steps on hostdev give the CPU reference's parameters (rc %d)", rc);
+        weft_ddp_destroy(ddp);
+        weft_module_destroy(drep);
+        weft_module_destroy(dref);
+    } else {
+        skip(2, "the hostdev test plugin is not there (%s)", plugin);
+    }
     weft_module_destroy(rep);
     weft_module_destroy(ref);
     is_int(weft_dist_finalize(world), 0, "finalize");

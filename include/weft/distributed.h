@@ -226,7 +226,8 @@ WEFT_API int weft_shm_open(weft_tensor **out, const char *handle);
  * weft_ddp_finish waits for the buckets and writes the averages into the
  * parameters' grad.  With equal shards this is the gradient of the global
  * batch's mean loss.  The module must outlive the weft_ddp and keep its
- * parameters (no to_device/to_dtype meanwhile). */
+ * parameters (no to_device/to_dtype meanwhile).  The parameters may be on
+ * any one device: the buckets live there and the collectives stage them. */
 typedef struct weft_module weft_module;
 typedef struct weft_ddp weft_ddp;
 /* bucket_bytes <= 0: 25 MiB (torch's default).  Collective over group.
