@@ -83,9 +83,10 @@ for np in 2 3; do
 done
 
 # the same with every collective on the mpi backend's worker thread (by
-# default only buffers of 1 MiB and more go there)
+# default only buffers of 1 MiB and more go there), and MPI calls limited
+# to 1000 elements, so that the splitting of larger ones runs
 mkdir -p "$tmp/worker"
-WEFT_MPI_WORKER_MIN_BYTES=0 timeout 300 mpirun --oversubscribe -np 2 "$prog" "$tmp/worker" >"$tmp/worker.log" 2>&1
+WEFT_MPI_WORKER_MIN_BYTES=0 WEFT_MPI_MAX_PIECE=1000 timeout 300 mpirun --oversubscribe -np 2 "$prog" "$tmp/worker" >"$tmp/worker.log" 2>&1
 rc=$?
 merge "np=2 worker" 2 "$tmp/worker"
 n=$((n + 1))

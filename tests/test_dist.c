@@ -592,6 +592,35 @@ static void test_bad_input(weft_process_group *world)
     weft_tensor_release(t);
 }
 
+/* With WEFT_MPI_MAX_PIECE set (tests/dist.sh's worker run: 1000), MPI
+ * calls move at most that many elements: all_reduce, broadcast and reduce
+ * of more are split, the others refused with a clear error. */
+static void test_pieces(weft_process_group *world)
+{
+    const char *piece = getenv("WEFT_MPI_MAX_PIECE");
+    if (!piece) {
+        skip(3, "WEFT_MPI_MAX_PIECE is not set");
+        return;
+    }
+    int64_t n = atoll(piece) * 3 + 7;
+    weft_tensor *t = ramp(n, 1, rank);
+    int rc = weft_dist_all_reduce(world, t, WEFT_REDUCE_SUM, NULL);
+    double base = size * (size - 1) / 2.0;
+    ok(rc == 0 && at(t, 0) == base && at(t, n - 1) == size * (double)(n - 1) + base,
+       "all_reduce of %lld elements in pieces of %s (rc %d)", (long long)n, piece, rc);
+    weft_fill_(t, rank);
+    rc = weft_dist_broadcast(world, t, size - 1, NULL);
+    ok(rc == 0 && at(t, n - 1) == size - 1, "broadcast in pieces (rc %d)", rc);
+    weft_tensor *all = NULL;
+    int64_t total = n * size;
+    weft_empty(&all, &total, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    rc = weft_dist_all_gather_into(world, all, t, NULL);
+    ok(rc == WEFT_ENOTSUP && strstr(weft_last_error(), "at most"),
+       "all_gather of more than a piece is refused: %s", weft_last_error());
+    weft_tensor_release(all);
+    weft_tensor_release(t);
+}
+
 /* Tensors of another device are staged through the host: the test plugin
  * "hostdev" (tests/plugins/hostdev.c, an allocator and copies only). */
 static void test_other_device(weft_process_group *world)
@@ -750,6 +779,7 @@ int main(int argc, char **argv)
     test_subgroups(world);
     test_bad_input(world);
     test_other_device(world);
+    test_pieces(world);
     test_timeout(world);
     is_int(weft_dist_finalize(world), 0, "finalize");
     return done_testing();

@@ -59,6 +59,9 @@ static int thread_multiple;
  * busy machine outweighs what the tuned algorithms save on small buffers
  * (a training step's 0.8 MB bucket: 10 ms against 20 ms per step here). */
 static int64_t worker_min_bytes = 1 << 20;
+/* The most elements one MPI call moves: INT_MAX, MPI's count type;
+ * WEFT_MPI_MAX_PIECE lowers it so that tests split small tensors. */
+static int64_t max_piece = INT_MAX;
 
 static int started_mpi; /* MPI_Init was ours, so MPI_Finalize is too */
 
@@ -109,6 +112,9 @@ static int backend_init(void **world, int *rank, int *size)
     int level = 0;
     MPI_Query_thread(&level);
     thread_multiple = level >= MPI_THREAD_MULTIPLE && !getenv("WEFT_MPI_NONBLOCKING_COLLECTIVES");
+    const char *piece = getenv("WEFT_MPI_MAX_PIECE");
+    if (piece && strtoll(piece, NULL, 10) > 0 && strtoll(piece, NULL, 10) < INT_MAX)
+        max_piece = strtoll(piece, NULL, 10);
     const char *min = getenv("WEFT_MPI_WORKER_MIN_BYTES");
     if (min && *min)
         worker_min_bytes = strtoll(min, NULL, 10);
@@ -198,6 +204,26 @@ static int collective(const comm *c, const weft_dist_request_desc *d, MPI_Dataty
     }
 }
 
+/* The blocking form on the worker, in pieces of at most max_piece elements
+ * for the collectives that split elementwise. */
+static int blocking_in_pieces(request *r)
+{
+    weft_dist_request_desc d = r->desc;
+    if (d.count <= max_piece)
+        return collective(r->comm, &d, r->type, r->op, NULL);
+    size_t esize = weft_dtype_size(d.dtype);
+    int in_place = d.send == d.recv;
+    for (int64_t off = 0; off < r->desc.count; off += max_piece) {
+        d.count = r->desc.count - off < max_piece ? r->desc.count - off : max_piece;
+        d.send = (const char *)r->desc.send + off * esize;
+        d.recv = in_place ? (void *)d.send : (char *)r->desc.recv + off * esize;
+        int rc = collective(r->comm, &d, r->type, r->op, NULL);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
 static void *worker_main(void *unused)
 {
     pthread_mutex_lock(&queue_lock);
@@ -211,7 +237,7 @@ static void *worker_main(void *unused)
         if (!queue_head)
             queue_tail = NULL;
         pthread_mutex_unlock(&queue_lock);
-        int rc = collective(r->comm, &r->desc, r->type, r->op, NULL);
+        int rc = blocking_in_pieces(r);
         r->rc = rc;
         int expected = PENDING;
         if (!atomic_compare_exchange_strong(&r->state, &expected, DONE)) {
@@ -263,11 +289,19 @@ static int backend_start(void **out, void *handle, const weft_dist_request_desc 
     }
     if (d->kind < 0 || d->kind >= WEFT_DIST_NUM_KINDS)
         return weft_set_error(WEFT_EINVAL, "mpi: unknown request kind %d", d->kind);
-    /* MPI counts are int; larger blocks need a derived type (not yet) */
-    if (d->count > INT_MAX)
+    /* MPI counts are int: all_reduce, broadcast and reduce of more are
+     * split into pieces on the worker thread; the others would need
+     * derived types (not done) */
+    int splittable = d->kind == WEFT_DIST_ALL_REDUCE || d->kind == WEFT_DIST_BROADCAST ||
+                     d->kind == WEFT_DIST_REDUCE;
+    if (d->count > max_piece && !(splittable && thread_multiple))
         return weft_set_error(WEFT_ENOTSUP,
-                              "mpi: %lld elements per rank; this backend moves at most %d at once",
-                              (long long)d->count, INT_MAX);
+                              "mpi: %lld elements per rank for %s; this backend moves at most %lld "
+                              "at once except for all_reduce, broadcast and reduce (split on its "
+                              "worker thread when MPI has MPI_THREAD_MULTIPLE)",
+                              (long long)d->count, d->kind == WEFT_DIST_SEND ? "send"
+                              : d->kind == WEFT_DIST_RECV ? "recv" : "this collective",
+                              (long long)max_piece);
     request *r = calloc(1, sizeof *r);
     if (!r)
         return weft_set_error(WEFT_ENOMEM, "mpi: out of memory");
@@ -282,7 +316,8 @@ static int backend_start(void **out, void *handle, const weft_dist_request_desc 
                  ? MPI_Isend((void *)d->send, (int)d->count, type, d->root, d->tag, chan, &r->req)
                  : MPI_Irecv(d->recv, (int)d->count, type, d->root, d->tag, chan, &r->req);
     } else if (thread_multiple &&
-               d->count * (int64_t)weft_dtype_size(d->dtype) >= worker_min_bytes) {
+               (d->count * (int64_t)weft_dtype_size(d->dtype) >= worker_min_bytes ||
+                d->count > max_piece)) {
         r->on_worker = 1;
         r->comm = c;
         r->desc = *d;

@@ -117,7 +117,9 @@ WEFT_API int weft_dist_set_timeout(weft_process_group *group, int64_t timeout_ms
  * collective, dtype, element count, reduction or root — the message names
  * the ranks and both values), WEFT_EDTYPE (a reduction the dtype lacks),
  * WEFT_ESHAPE (output sizes that do not fit), WEFT_EDEVICE (tensors of
- * two devices in one call), WEFT_EIO (timeout: the message names the collective, the group
+ * two devices in one call), WEFT_ENOTSUP (the mpi backend: more than
+ * 2^31-1 elements per rank, except for all_reduce, broadcast and reduce,
+ * which it splits), WEFT_EIO (timeout: the message names the collective, the group
  * and the ranks that did not answer; the group is unusable afterwards),
  * WEFT_ENOMEM.  Results are left untouched on error. */
 
