@@ -727,6 +727,8 @@ PyMODINIT_FUNC PyInit__C(void)
         return NULL;
     if (add_dtypes(module) < 0 || wpy_tensor_init_type(module) < 0 || wpy_ops_init(module) < 0)
         goto fail;
+    if (PyModule_AddFunctions(module, wpy_dist_methods) < 0) /* weft.distributed (issue 18) */
+        goto fail;
     PyModule_AddStringConstant(module, "__version__", weft_version());
     return module;
 fail:

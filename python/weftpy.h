@@ -124,4 +124,8 @@ PyObject *wpy_save_parameters(PyObject *module, PyObject *args);
 PyObject *wpy_load_parameters(PyObject *module, PyObject *args);
 PyObject *wpy_save_safetensors(PyObject *module, PyObject *args);
 
+/* distributed.c: weft.distributed's functions (issue 18), added to the
+ * module at init */
+extern PyMethodDef wpy_dist_methods[];
+
 #endif /* WEFT_PYTHON_WEFTPY_H */

@@ -24,6 +24,7 @@ allowed() {
     plugins) echo "c10 dispatch" ;;
     profiler) echo "c10 dispatch autograd" ;;
     nn) echo "" ;;                  # the public API only
+    distributed) echo "" ;;         # the public API only (issue 18)
     init) echo "c10 dispatch ops autograd interop plugins nn profiler" ;; # the composition root
     backends) echo "" ;;            # plugins: public headers only
     layouts) echo "" ;;             # layout plugins: public headers only

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include <weft/distributed.h>
 #include <weft/nn.h>
 #include <weft/profiler.h>
 #include <weft/weft.h>
@@ -35,7 +36,7 @@ typedef struct options {
     long limit;
     double lr, momentum, weight_decay;
     unsigned long long seed;
-    bool json, quiet, quantize;
+    bool json, quiet, quantize, distributed;
     const char *profile; /* --profile FILE */
     int profile_steps;
 } options;
@@ -304,6 +305,9 @@ static void usage(FILE *f)
             "                         training images) and print its test accuracy and the\n"
             "                         test set's inference time next to the float model's\n"
             "                         (CPU only; needs the quantized plugin with oneDNN)\n"
+            "  --distributed          data-parallel over the ranks of mpirun (the mpi backend):\n"
+            "                         each rank takes its share of every batch, which keeps\n"
+            "                         its size; rank 0 alone prints\n"
             "  --help                 this text\n");
 }
 
@@ -349,7 +353,7 @@ static int parse_double(const char *opt, const char *text, bool positive, double
 static int parse(options *o, int argc, char **argv)
 {
     *o = (options){"mlp", "best", DEFAULT_DATA, NULL, "sgd", 2, 64, 0, 100, 0, 0.02, 0.9, 0,
-                   0, false, false, false, NULL, 5};
+                   0, false, false, false, false, NULL, 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--json") == 0) {
@@ -362,6 +366,10 @@ static int parse(options *o, int argc, char **argv)
         }
         if (strcmp(a, "--quantize") == 0) {
             o->quantize = true;
+            continue;
+        }
+        if (strcmp(a, "--distributed") == 0) {
+            o->distributed = true;
             continue;
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -520,6 +528,18 @@ int main(int argc, char **argv)
         return fail("--threads");
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
+    /* --distributed: every rank trains a replica on its share of each
+     * batch; the gradients are averaged by the ddp (nn/ddp.c) */
+    weft_process_group *world = NULL;
+    int rank = 0, world_size = 1;
+    if (o.distributed) {
+        if (weft_dist_init(&world, NULL) < 0)
+            return fail("--distributed");
+        rank = weft_dist_rank(world);
+        world_size = weft_dist_size(world);
+        if (rank != 0)
+            o.quiet = true;
+    }
     weft_device dev;
     char why[768];
     if (pick_device(&dev, o.device, why, sizeof why) < 0)
@@ -534,6 +554,9 @@ int main(int argc, char **argv)
         fprintf(progress,
                 "weft-train: %s on %s, %d epoch(s), batch %d, %s lr %g, momentum %g, seed %llu\n",
                 o.model, devname, o.epochs, o.batch_size, o.optimizer, o.lr, o.momentum, o.seed);
+    if (progress && world)
+        fprintf(progress, "weft-train: data-parallel over %d ranks (%s), %d images per rank per step\n",
+                world_size, weft_dist_backend_name(world), o.batch_size / world_size);
 
     dataset train = {0}, test = {0};
     if (load_split(&train, o.data, "train", o.limit) < 0 ||
@@ -563,6 +586,9 @@ int main(int argc, char **argv)
         decay_given = decay_given || strcmp(argv[i], "--weight-decay") == 0;
     if (nparams < 0 || make_optimizer(&opt, &o, params, nparams, decay_given) < 0)
         return fail("creating the optimizer");
+    weft_ddp *ddp = NULL;
+    if (world && weft_ddp_new(&ddp, m, world, 0) < 0)
+        return fail("--distributed: the data-parallel wrapper");
 
     long *order = weft_malloc((size_t)train.n * sizeof *order);
     if (!order) {
@@ -603,14 +629,25 @@ int main(int argc, char **argv)
                 snprintf(label, sizeof label, "step %ld", profiled_steps);
                 rc = weft_profiler_range_push(label);
             }
+            /* this rank's rows of the batch: [lo, hi) */
+            long lo = b * rank / world_size, hi = b * (rank + 1) / world_size;
             if (rc == 0)
-                rc = make_batch(&x, &y, &train, order, start, b, dev);
+                rc = make_batch(&x, &y, &train, order, start + lo, hi - lo, dev);
             if (rc == 0)
                 rc = model_forward(&logits, m, cnn, x);
             if (rc == 0)
                 rc = weft_cross_entropy(&loss, logits, y, NULL, "mean", -100, 0.0);
+            /* the ddp averages the ranks' gradients: weighting each rank's
+             * mean by its share of the batch makes that the gradient of
+             * the whole batch's mean, also when b does not divide evenly */
+            weft_tensor *scaled = NULL;
+            if (rc == 0 && world)
+                rc = weft_mul_scalar(&scaled, loss, (double)(hi - lo) * world_size / (double)b);
             if (rc == 0)
-                rc = weft_backward(&loss, 1, NULL, false, false);
+                rc = weft_backward(scaled ? &scaled : &loss, 1, NULL, false, false);
+            weft_tensor_release(scaled);
+            if (rc == 0 && ddp)
+                rc = weft_ddp_finish(ddp);
             if (rc == 0)
                 rc = weft_optimizer_step(opt);
             if (rc == 0)
@@ -646,7 +683,7 @@ int main(int argc, char **argv)
         if (rc == 0 && progress)
             fprintf(progress, "epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
-    if (rc == 0 && o.save) {
+    if (rc == 0 && o.save && rank == 0) {
         /* FILE.safetensors: the format other frameworks read */
         size_t len = strlen(o.save), ext = strlen(".safetensors");
         bool safetensors = len > ext && strcmp(o.save + len - ext, ".safetensors") == 0;
@@ -659,15 +696,26 @@ int main(int argc, char **argv)
         if (weft_profiler_current() == prof)
             weft_profiler_stop(prof);
         char *table = NULL;
-        if (weft_profiler_export_chrome_trace(prof, o.profile) < 0 ||
-            weft_profiler_table(&table, prof, "self_cpu_time_total", 10, false) < 0)
+        /* with --distributed every rank profiles its own steps; rank 0
+         * alone writes the trace and prints the table */
+        if (rank == 0 &&
+            (weft_profiler_export_chrome_trace(prof, o.profile) < 0 ||
+             weft_profiler_table(&table, prof, "self_cpu_time_total", 10, false) < 0))
             return fail("--profile");
-        FILE *to = o.json ? stderr : stdout;
-        fprintf(to, "weft-train: the trace of %ld step(s) is in %s; the operators that took "
-                    "the most time:\n%s",
-                profiled_steps, o.profile, table);
+        if (rank == 0) {
+            FILE *to = o.json ? stderr : stdout;
+            fprintf(to, "weft-train: the trace of %ld step(s) is in %s; the operators that took "
+                        "the most time:\n%s",
+                    profiled_steps, o.profile, table);
+        }
         free(table);
         weft_profiler_destroy(prof);
+    }
+    if (rank != 0) { /* rank 0 alone reports */
+        weft_ddp_destroy(ddp);
+        weft_optimizer_destroy(opt);
+        weft_module_destroy(m);
+        return weft_dist_finalize(world) < 0 ? fail("--distributed: finalize") : 0;
     }
     /* --quantize (issue 17): the int8 model next to the float one, both
      * timed over the whole test set */
@@ -722,8 +770,11 @@ int main(int argc, char **argv)
                accuracy, train_seconds, (double)images / train_seconds, rss_mb);
     if (o.save && progress)
         fprintf(progress, "parameters saved to %s\n", o.save);
+    weft_ddp_destroy(ddp);
     weft_optimizer_destroy(opt);
     weft_module_destroy(m);
+    if (world && weft_dist_finalize(world) < 0)
+        return fail("--distributed: finalize");
     weft_free(order);
     weft_free(train.images);
     weft_free(train.labels);
