@@ -765,7 +765,7 @@ int main(int argc, char **argv)
         printf("\"int8_test_accuracy\": %.2f, \"float_eval_seconds\": %.4f, "
                "\"int8_eval_seconds\": %.4f}\n",
                int8_accuracy, float_eval_seconds, int8_eval_seconds);
-    else /* the result, even with --quiet */
+    else if (!o.json) /* the result, even with --quiet */
         printf("test accuracy %.2f%%; trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n",
                accuracy, train_seconds, (double)images / train_seconds, rss_mb);
     if (o.save && progress)
