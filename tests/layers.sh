@@ -25,6 +25,7 @@ allowed() {
     nn) echo "" ;;                  # the public API only
     init) echo "c10 dispatch ops autograd interop plugins nn" ;; # the composition root
     backends) echo "" ;;            # plugins: public headers only
+    layouts) echo "" ;;             # layout plugins (libweft-sparse.so): public headers only
     python) echo "" ;;
     tools | bench | examples) echo "" ;;
     tests) echo "backends" ;;       # test fixtures may reuse a plugin's header
