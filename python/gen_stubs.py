@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python/gen_stubs.py OPERATORS.DEF OUT.pyi — writes the type stub of the
+"""python/gen_stubs.py OPERATORS.DEF [PLUGIN.DEF...] OUT.pyi — writes the type stub of the
 extension weft._C, so editors and type checkers complete operator names
 and their arguments.
 
@@ -112,6 +112,8 @@ HAND_WRITTEN_TENSOR = '''
     requires_grad: bool
     grad: Optional[Tensor]
     is_leaf: bool
+    is_sparse: bool  # weft.sparse (issue 16)
+    is_sparse_csr: bool
     grad_fn: Optional[str]
     T: Tensor
     data: Tensor
@@ -208,6 +210,9 @@ HAND_WRITTEN_TENSOR = '''
 '''
 
 
+OP_NAMES = set()
+
+
 def group_name(op):
     name = op.name
     out_form = name.endswith("_out") and len(name) > 4
@@ -218,7 +223,11 @@ def group_name(op):
         name = name[:-1]
     for suffix in SUFFIXES:
         if len(name) > len(suffix) and name.endswith(suffix):
-            name = name[:-len(suffix)]
+            # an overload only when the shorter name is an operator too, as
+            # python/ops.c decides (sparse_coo_tensor keeps its name)
+            base = name[:-len(suffix)]
+            if base in OP_NAMES or base + "_" in OP_NAMES:
+                name = base
             break
     return name + ("_" if inplace else ""), out_form, inplace
 
@@ -255,14 +264,19 @@ def signature(op, args, has_out, inplace, method):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     ops = []
-    with open(sys.argv[1]) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                ops.append(Op(line))
+    # the core's table, then the tables of plugins built with it
+    # (layouts/sparse/operators.def), whose operators weft._C binds at import
+    for path in sys.argv[1:-1]:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    ops.append(Op(line))
+    global OP_NAMES
+    OP_NAMES = {op.name for op in ops}
     hand = {line.split("(")[0][4:] for line in HAND_WRITTEN_FUNCTIONS.splitlines() if line.startswith("def ")}
     hand_methods = {line.strip().split("(")[0][4:] for line in HAND_WRITTEN_TENSOR.splitlines()
                     if line.strip().startswith("def ")}
@@ -289,14 +303,14 @@ def main():
             for op, inplace in selfish:
                 sig = signature(op, op.args[1:], has_out and not inplace, inplace, True)
                 methods.append(("    @overload\n" if len(selfish) > 1 else "") + "    def %s%s: ..." % (name, sig))
-    with open(sys.argv[2] + ".tmp", "w") as out:
+    with open(sys.argv[-1] + ".tmp", "w") as out:
         out.write(HEADER)
         out.write("\nclass Tensor:")
         out.write(HAND_WRITTEN_TENSOR)
         out.write("\n".join(methods) + "\n")
         out.write(HAND_WRITTEN_FUNCTIONS)
         out.write("\n".join(functions) + "\n")
-    os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+    os.replace(sys.argv[-1] + ".tmp", sys.argv[-1])
 
 
 if __name__ == "__main__":

@@ -66,6 +66,8 @@ else
         run "PyTorch (Debian)" "$debian" test_torch.py
         # kDLCUDA with torch on the GPU (issue 6): SKIPs where torch.cuda is missing
         run "PyTorch CUDA (Debian)" "$debian" test_torch_cuda.py
+        # the sparse layouts against torch.sparse (issue 16)
+        run "sparse layouts (PyTorch)" "$debian" test_sparse.py
     else
         skip "PyTorch (Debian) peer" "torch is not installed for $debian (apt-get install python3-torch)"
     fi

@@ -630,6 +630,54 @@ static void test_coalesce_parallel(void)
         weft_tensor_release(all[i]);
 }
 
+static void test_autograd(void)
+{
+    /* the constructor passes d(values) = the gradient at each entry's
+     * position: loss = sum(to_dense(coo(I, v)) * M) */
+    static const int64_t ix[] = {0, 1, 1, 2, 0, 2};
+    static const float v[] = {1, 2, 3}, m[] = {1, 2, 3, 4, 5, 6};
+    weft_tensor *I = i64(ix, 2, 3), *V = f32(v, (int64_t[]){3}, 1),
+                *M = f32(m, (int64_t[]){2, 3}, 2), *s = NULL, *d = NULL, *p = NULL, *y = NULL,
+                *g = NULL;
+    weft_tensor_set_requires_grad(V, true);
+    is_int(coo(&s, I, V, (int64_t[]){2, 3}, 2, true), 0, "constructor with values requiring grad");
+    if (!s)
+        diag("%s", weft_last_error());
+    ok(weft_tensor_requires_grad(s), "the sparse tensor requires grad");
+    d = dense(s);
+    weft_mul(&p, d, M);
+    weft_sum(&y, p, NULL, 0, false);
+    is_int(weft_backward(&y, 1, NULL, false, false), 0, "backward through to_dense and the constructor");
+    is_int(weft_tensor_grad(&g, V), 0, "values got a gradient");
+    const float *pg = g ? weft_tensor_data_ptr(g) : NULL;
+    ok(pg && pg[0] == 3 && pg[1] == 4 && pg[2] == 6, "d values = M at (0,2), (1,0), (1,2)");
+    weft_tensor *all[] = {s, d, p, y, g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+    /* values(): a sparse leaf gets a gradient with its own pattern */
+    weft_tensor *leaf = NULL, *vv = NULL, *t3 = NULL, *gl = NULL;
+    weft_tensor *V2 = f32(v, (int64_t[]){3}, 1);
+    coo(&leaf, I, V2, (int64_t[]){2, 3}, 2, true);
+    is_int(weft_tensor_set_requires_grad(leaf, true), 0, "a sparse leaf requires grad");
+    vv = call1("values", leaf);
+    weft_mul_scalar(&t3, vv, 3.0);
+    weft_sum(&y, t3, NULL, 0, false);
+    is_int(weft_backward(&y, 1, NULL, false, false), 0, "backward through values()");
+    is_int(weft_tensor_grad(&gl, leaf), 0, "the leaf's gradient");
+    is_int(gl ? weft_tensor_layout(gl) : -1, weft_layout_lookup("sparse_coo"), "is sparse_coo");
+    weft_tensor *gi = gl ? call1("indices", gl) : NULL, *gv = gl ? call1("values", gl) : NULL;
+    ok(gi && !memcmp(weft_tensor_data_ptr(gi), ix, sizeof ix), "with the leaf's indices");
+    ok(gv && ((float *)weft_tensor_data_ptr(gv))[1] == 3, "and 3 for each value");
+    /* no formula: a clear refusal instead of a dropped gradient */
+    weft_tensor *c = NULL;
+    weft_value a[] = {TV(leaf)};
+    is_int(callop(&c, "coalesce", a, 1), WEFT_ENOTSUP, "coalesce of a tensor requiring grad");
+    like(weft_last_error(), "coalesce: no gradient formula", "says so");
+    weft_tensor *all2[] = {I, V, M, leaf, vv, t3, y, gl, V2, gi, gv};
+    for (size_t i = 0; i < sizeof all2 / sizeof *all2; i++)
+        weft_tensor_release(all2[i]);
+}
+
 int main(void)
 {
     if (weft_load_default_plugins() < 1)
@@ -646,6 +694,7 @@ int main(void)
     test_elementwise();
     test_shape_ops();
     test_coalesce_parallel();
+    test_autograd();
     is_int(weft_unload_plugin("sparse"), 0, "unloads: no sparse tensor is left alive");
     return done_testing();
 }

@@ -15,6 +15,28 @@ const char *sp__layout_name(const weft_tensor *t)
     return n ? n : "strided";
 }
 
+/* A copy of a payload's tensor: they are contiguous, so one memcpy, and no
+ * dispatch (nor autograd) inside a kernel */
+int sp__copy(weft_tensor **out, const weft_tensor *t)
+{
+    weft_tensor *c;
+    int rc = weft_empty(&c, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                        weft_tensor_device(t));
+    if (rc < 0)
+        return rc;
+    weft_tensor *src = NULL;
+    if ((rc = weft_contiguous(&src, t)) < 0) {
+        weft_tensor_release(c);
+        return rc;
+    }
+    size_t n = (size_t)weft_tensor_numel(t) * weft_dtype_size(weft_tensor_dtype(t));
+    if (n)
+        memcpy(weft_tensor_data_ptr(c), weft_tensor_data_ptr(src), n);
+    weft_tensor_release(src);
+    *out = c;
+    return 0;
+}
+
 static void release_all(weft_tensor **ts, int n)
 {
     for (int i = 0; i < n; i++)
@@ -464,7 +486,7 @@ int sp__coo_to_csr(weft_tensor **out, const weft_tensor *t)
     if (rc == 0)
         rc = weft_empty(&col, (int64_t[]){nnz}, 1, WEFT_INT64, weft_tensor_device(t));
     if (rc == 0)
-        rc = weft_clone(&val, q->values);
+        rc = sp__copy(&val, q->values);
     if (rc < 0) {
         weft_tensor *all[] = {crow, col, co};
         release_all(all, 3);
@@ -493,7 +515,7 @@ int sp__csr_to_coo(weft_tensor **out, const weft_tensor *t)
         rc = weft_reshape(&val, p->values, (int64_t[]){total}, 1);
     weft_tensor *vc = NULL;
     if (rc == 0)
-        rc = weft_clone(&vc, val);
+        rc = sp__copy(&vc, val);
     weft_tensor_release(val);
     if (rc < 0) {
         weft_tensor_release(ix);

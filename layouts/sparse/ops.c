@@ -486,14 +486,24 @@ static weft_tensor *values_of(const weft_tensor *t)
 typedef int (*unary_fn)(weft_tensor **out, const weft_tensor *self);
 
 /* f(0) = 0 for every f registered here, so applying it to the values alone
- * is the whole operator */
+ * is the whole operator, once duplicates are summed: only neg is linear
+ * (neg(a) + neg(b) = neg(a + b)), so the others coalesce a COO first */
 static int unary_kernel(weft_call *call, void *ctx)
 {
     const weft_tensor *t = weft_arg_tensor(call, 0);
-    weft_tensor *v, *out;
-    int rc = ((unary_fn)ctx)(&v, values_of(t));
+    unary_fn f = (unary_fn)ctx;
+    weft_tensor *c = NULL, *v, *out;
+    int rc = 0;
+    if (sp__is_coo(t) && f != weft_neg)
+        rc = sp__coalesce(&c, t);
+    else
+        c = weft_tensor_retain(t);
+    if (rc < 0)
+        return rc;
+    rc = f(&v, values_of(c));
     if (rc == 0)
-        rc = with_values(&out, t, v);
+        rc = with_values(&out, c, v);
+    weft_tensor_release(c);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -714,9 +724,9 @@ static int clone_sparse(weft_tensor **out, const weft_tensor *t)
     weft_tensor *a = NULL, *b = NULL, *v = NULL;
     if (sp__is_coo(t)) {
         const sp__coo *p = sp__coo_of(t);
-        int rc = weft_clone(&a, p->indices);
+        int rc = sp__copy(&a, p->indices);
         if (rc == 0)
-            rc = weft_clone(&v, p->values);
+            rc = sp__copy(&v, p->values);
         if (rc < 0) {
             weft_tensor_release(a);
             return rc;
@@ -725,11 +735,11 @@ static int clone_sparse(weft_tensor **out, const weft_tensor *t)
                             p->coalesced);
     }
     const sp__csr *p = sp__csr_of(t);
-    int rc = weft_clone(&a, p->crow);
+    int rc = sp__copy(&a, p->crow);
     if (rc == 0)
-        rc = weft_clone(&b, p->col);
+        rc = sp__copy(&b, p->col);
     if (rc == 0)
-        rc = weft_clone(&v, p->values);
+        rc = sp__copy(&v, p->values);
     if (rc < 0) {
         weft_tensor_release(a);
         weft_tensor_release(b);
@@ -855,7 +865,7 @@ static int cat_kernel(weft_call *call, void *ctx)
                                 i, (long long)dim);
             break;
         }
-        rc = weft_clone(&ixs[i], p->indices);
+        rc = sp__copy(&ixs[i], p->indices);
         if (rc == 0) {
             int64_t *ix = weft_tensor_data_ptr(ixs[i]);
             for (int64_t e = 0; e < p->nnz; e++)
@@ -1107,7 +1117,7 @@ static int transpose_kernel(weft_call *call, void *ctx)
     weft_tensor *ix = NULL, *v = NULL, *tv = NULL, *out;
     int rc;
     if (s0) {
-        rc = weft_clone(&ix, p->indices);
+        rc = sp__copy(&ix, p->indices);
         if (rc == 0 && d0 != d1) {
             int64_t *pi = weft_tensor_data_ptr(ix);
             for (int64_t e = 0; e < p->nnz; e++) {

@@ -70,31 +70,10 @@ static int any_to_strided(weft_tensor **out, const weft_tensor *t)
 
 /* ------------------------------------------------------------ operators */
 
-/* The operators this plugin defines.  Names are torch's where weft has no
- * operator of that name; the view-like ones that weft's core has as
- * strided views (transpose, narrow, select) get a sparse_ prefix, so the
- * core can add operators of those names without this plugin failing to
- * load. */
+/* The operators this plugin defines: layouts/sparse/operators.def, made
+ * into a list of C strings at build time. */
 static const char *const schemas[] = {
-    "sparse_coo_tensor(Tensor indices, Tensor values, int[] size, bool check_invariants=True) "
-    "-> Tensor",
-    "sparse_csr_tensor(Tensor crow_indices, Tensor col_indices, Tensor values, int[] size, "
-    "bool check_invariants=True) -> Tensor",
-    "to_sparse(Tensor self, int sparse_dim=-1) -> Tensor",
-    "to_sparse_csr(Tensor self) -> Tensor",
-    "to_dense(Tensor self) -> Tensor",
-    "coalesce(Tensor self) -> Tensor",
-    "is_coalesced(Tensor self) -> Tensor",
-    "indices(Tensor self) -> Tensor",
-    "values(Tensor self) -> Tensor",
-    "crow_indices(Tensor self) -> Tensor",
-    "col_indices(Tensor self) -> Tensor",
-    "_nnz(Tensor self) -> Tensor",
-    "sparse_dim(Tensor self) -> Tensor",
-    "dense_dim(Tensor self) -> Tensor",
-    "sparse_transpose(Tensor self, int dim0, int dim1) -> Tensor",
-    "sparse_narrow(Tensor self, int dim, int start, int length) -> Tensor",
-    "sparse_select(Tensor self, int dim, int index) -> Tensor",
+#include "layouts/sparse/schemas.h"
 };
 
 static int coo_tensor_kernel(weft_call *call, void *ctx)
@@ -143,11 +122,26 @@ static int csr_tensor_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* the conversions between sparse layouts, and to_sparse with fewer sparse
+ * dims than dims, have no gradient formula yet */
+static int no_grad_here(const weft_tensor *self, const char *op)
+{
+    if (weft_is_grad_enabled() && weft_tensor_requires_grad(self))
+        return weft_set_error(WEFT_ENOTSUP,
+                              "%s: no gradient formula for this conversion from layout '%s' yet",
+                              op, sp__layout_name(self));
+    return 0;
+}
+
 static int to_sparse_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *self = weft_arg_tensor(call, 0);
     int64_t sd = weft_arg_int(call, 1);
+    bool full = sd == -1 || sd == weft_tensor_ndim(self);
+    if ((!full || weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED) &&
+        no_grad_here(self, "to_sparse") < 0)
+        return WEFT_ENOTSUP;
     weft_tensor *out = NULL;
     int rc;
     if (sp__is_coo(self)) {
@@ -167,7 +161,10 @@ static int to_sparse_kernel(weft_call *call, void *ctx)
                                   weft_tensor_ndim(self), (long long)sd);
         rc = sp__csr_to_coo(&out, self);
     } else if (weft_tensor_layout(self) == WEFT_LAYOUT_STRIDED) {
-        rc = sp__dense_to_coo(&out, self, sd == -1 ? weft_tensor_ndim(self) : (int)sd);
+        if (sd == -1 || sd == weft_tensor_ndim(self))
+            rc = weft_to_layout(&out, self, sp__coo_layout); /* differentiable */
+        else
+            rc = sp__dense_to_coo(&out, self, (int)sd);
     } else {
         return weft_set_error(WEFT_ENOTSUP, "to_sparse: no conversion from layout '%s'",
                               sp__layout_name(self));
@@ -179,6 +176,8 @@ static int to_sparse_csr_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *self = weft_arg_tensor(call, 0);
+    if (weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED && no_grad_here(self, "to_sparse_csr") < 0)
+        return WEFT_ENOTSUP;
     weft_tensor *out = NULL;
     int rc;
     if (sp__is_csr(self)) {
@@ -187,7 +186,7 @@ static int to_sparse_csr_kernel(weft_call *call, void *ctx)
     } else if (sp__is_coo(self)) {
         rc = sp__coo_to_csr(&out, self);
     } else if (weft_tensor_layout(self) == WEFT_LAYOUT_STRIDED) {
-        rc = sp__dense_to_csr(&out, self);
+        rc = weft_to_layout(&out, self, sp__csr_layout); /* differentiable */
     } else {
         return weft_set_error(WEFT_ENOTSUP, "to_sparse_csr: no conversion from layout '%s'",
                               sp__layout_name(self));
@@ -195,18 +194,17 @@ static int to_sparse_csr_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
-/* to_dense of any tensor: weft_to_strided's conversion (a strided tensor is
- * returned as itself, as torch's to_dense does) */
+/* to_dense of any tensor: weft_to_strided, differentiable (the gradient goes
+ * back through the layout's from_strided); a strided tensor is returned as
+ * itself, as torch's to_dense does.  These conversions are composites, so
+ * they run at the Autograd slot too: each either goes through the core's
+ * differentiable conversions or refuses an input that requires grad. */
 static int to_dense_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *self = weft_arg_tensor(call, 0);
     weft_tensor *out;
-    int rc;
-    if (sp__is_coo(self) || sp__is_csr(self))
-        rc = any_to_strided(&out, self);
-    else
-        rc = weft_to_strided(&out, self);
+    int rc = weft_to_strided(&out, self);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -337,6 +335,8 @@ static int init(weft_registrar *reg)
         rc = sp__register_construct(reg);
     if (rc == 0)
         rc = sp__register_ops(reg);
+    if (rc == 0)
+        rc = sp__register_autograd(reg);
     return rc;
 }
 

@@ -66,6 +66,9 @@ int sp__coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor 
 int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *crow,
                  weft_tensor *col, weft_tensor *values);
 
+/* A contiguous copy of strided t (new tensor). */
+int sp__copy(weft_tensor **out, const weft_tensor *t);
+
 /* Full checks of a constructor's arguments (see construct.c); `op` names
  * the caller in the messages. */
 int sp__coo_check(const char *op, const weft_tensor *indices, const weft_tensor *values,
@@ -123,5 +126,6 @@ int sp__sort_keys(int64_t *keys, int64_t *perm, int64_t n, int64_t limit);
 /* Kernel registration of each file (plugin.c calls them from init). */
 int sp__register_construct(weft_registrar *reg);
 int sp__register_ops(weft_registrar *reg);
+int sp__register_autograd(weft_registrar *reg);
 
 #endif /* WEFT_LAYOUTS_SPARSE_H */

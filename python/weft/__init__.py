@@ -49,5 +49,7 @@ from ._tensor import (as_tensor, einsum, empty_like, from_numpy, full_like, is_t
 from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import autograd, cuda  # noqa: E402
+# the sparse layouts' torch-style functions and Tensor members (issue 16)
+from . import sparse  # noqa: E402
 
 _C._set_device_class(device)

@@ -1,0 +1,81 @@
+"""weft.sparse — torch.sparse's functions over the sparse layouts of the
+plugin libweft-sparse.so (issue 16).
+
+The plugin defines its operators by schema, so the extension binds them
+like every other operator: ``weft.sparse_coo_tensor``,
+``weft.sparse_csr_tensor``, ``Tensor.to_sparse``, ``.to_sparse_csr``,
+``.to_dense``, ``.coalesce``, ``.indices``, ``.values``,
+``.crow_indices``, ``.col_indices``, and ``weft.mm``/``weft.matmul``
+with a sparse operand.  This module adds what torch spells differently
+from a schema: ``weft.sparse.mm``/``addmm``/``sum``, and the Tensor
+members that torch makes Python numbers or properties (``_nnz()``,
+``is_coalesced()``, ``sparse_dim()``, ``dense_dim()``, ``is_sparse``,
+``is_sparse_csr``).  Without the plugin the module still imports; its
+functions then raise the dispatcher's error for the missing operator.
+"""
+
+from . import _C
+from ._layout import layout
+
+__all__ = ["mm", "addmm", "sum"]
+
+
+def mm(mat1, mat2):
+    """torch.sparse.mm: a sparse matrix (COO or CSR) times a strided one
+    (strided result), or CSR times CSR (CSR result)."""
+    return _C.mm(mat1, mat2)
+
+
+def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
+    """torch.sparse.addmm: beta * mat + alpha * (mat1 @ mat2), mat1 sparse."""
+    return _C.addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def sum(input, dim=None, dtype=None):  # noqa: A001 -- torch's name
+    """torch.sparse.sum: over all dimensions a 0-d strided tensor; over some,
+    a sparse COO tensor over the sparse dimensions left."""
+    if dim is not None and not isinstance(dim, (list, tuple)):
+        dim = [dim]
+    return _C.sum(input, dim, False, dtype=dtype)
+
+
+def _is_layout(t, name):
+    return t.layout == name
+
+
+def _install():
+    T = _C.Tensor
+    as_int = {"_nnz": int, "sparse_dim": int, "dense_dim": int, "is_coalesced": bool}
+    for name, conv in as_int.items():
+        op = getattr(_C, name, None)
+        if op is None:
+            continue  # the plugin is not loaded
+
+        def member(self, _op=op, _conv=conv):
+            return _conv(_op(self).item())
+
+        member.__name__ = name
+        member.__doc__ = "torch's Tensor.%s(): a Python %s" % (name, conv.__name__)
+        setattr(T, name, member)
+    # Tensor.clone is empty_like + copy_ (so autograd sees a copy), and
+    # empty_like makes a strided tensor: a sparse tensor clones through the
+    # clone operator, which keeps its layout
+    strided_clone = T.clone
+
+    def clone(self):
+        """a copy of the tensor, in its layout"""
+        return strided_clone(self) if self.layout == "strided" else _C.clone(self)
+
+    T.clone = clone
+    # weft.sparse_coo and weft.sparse_csr, as torch.sparse_coo/sparse_csr
+    import weft
+
+    weft.sparse_coo = layout("sparse_coo")
+    weft.sparse_csr = layout("sparse_csr")
+    T.is_sparse = property(lambda self: _is_layout(self, "sparse_coo"),
+                           doc="True for a sparse COO tensor, as torch's")
+    T.is_sparse_csr = property(lambda self: _is_layout(self, "sparse_csr"),
+                               doc="True for a sparse CSR tensor, as torch's")
+
+
+_install()

@@ -1,0 +1,207 @@
+"""The sparse layouts from Python (issue 16) against Debian's PyTorch 1.13:
+every operator on random patterns (nnz 0, duplicates, hybrid dimensions,
+int32 and int64 CSR indices, float32 and float64), compared with
+torch.sparse on the same indices and values; the refusals; DLPack's
+BufferError.  Inputs are made with NumPy and handed to both frameworks."""
+import numpy as np
+import torch
+
+import weft
+from taplib import Skip, done, eq, raises, test
+
+print("# torch", torch.__version__)
+rng = np.random.default_rng(1613)
+DTYPES = [(np.float32, 1e-5), (np.float64, 1e-12)]
+
+
+def need_plugin():
+    if "sparse_coo" not in [l.name for l, _ in weft.layouts()]:
+        raise Skip("libweft-sparse.so is not loaded")
+
+
+def W(a):
+    return weft.from_dlpack(np.ascontiguousarray(a))
+
+
+def T(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def dense_np(t):
+    """a weft tensor (any layout) as a NumPy array"""
+    if t.layout != "strided":
+        t = t.to_dense()
+    return np.from_dlpack(t.contiguous()) if t.ndim else np.array(t.item())
+
+
+def close(w, t, tol, what=""):
+    t = t.to_dense() if t.layout != torch.strided else t
+    a, b = dense_np(w), t.numpy()
+    eq(a.shape, b.shape, what + " shape")
+    err = float(np.max(np.abs(a - b))) if a.size else 0.0
+    if not err <= tol * (1 + float(np.max(np.abs(b))) if b.size else 1):
+        raise AssertionError("%s: differs from torch by %g" % (what, err))
+
+
+def random_coo(shape, sparse_dim, nnz, dtype, dup=False):
+    """the same COO tensor in both frameworks (duplicates if dup)"""
+    idx = np.stack([rng.integers(0, shape[d], nnz) for d in range(sparse_dim)]).astype(np.int64)
+    if dup and nnz:
+        idx = np.concatenate([idx, idx[:, : nnz // 2]], axis=1)
+    n = idx.shape[1]
+    val = rng.standard_normal((n,) + tuple(shape[sparse_dim:])).astype(dtype)
+    return (weft.sparse_coo_tensor(W(idx), W(val), list(shape)),
+            torch.sparse_coo_tensor(T(idx), T(val), shape))
+
+
+def patterns(dtype):
+    """(name, weft COO, torch COO) over the issue's cases"""
+    yield "empty", *random_coo((5, 4), 2, 0, dtype)
+    yield "random", *random_coo((6, 5), 2, 9, dtype)
+    yield "duplicates", *random_coo((6, 5), 2, 9, dtype, dup=True)
+    yield "hybrid", *random_coo((6, 5, 3), 1, 4, dtype, dup=True)
+
+
+@test
+def layouts_and_names():
+    """the plugin's layouts are weft.sparse_coo and weft.sparse_csr; is_sparse, _nnz and friends are Python values"""
+    need_plugin()
+    w, t = random_coo((4, 3), 2, 5, np.float32, dup=True)
+    eq(w.layout == "sparse_coo", True)
+    eq(w.layout == weft.sparse_coo, True)
+    eq(w.is_sparse, True)
+    eq(w.is_sparse_csr, False)
+    eq(weft.ones(2).is_sparse, False)
+    eq(w._nnz(), t._nnz())
+    eq(w.is_coalesced(), t.is_coalesced())
+    eq((w.sparse_dim(), w.dense_dim()), (t.sparse_dim(), t.dense_dim()))
+    c = w.to_sparse_csr()
+    eq(c.layout == weft.sparse_csr, True)
+    eq(c.is_sparse_csr, True)
+
+
+for dt, tol in DTYPES:
+    for name, w, t in patterns(dt):
+
+        def conversions(w=w, t=t, tol=tol):
+            close(w, t, tol, "to_dense")
+            wc, tc = w.coalesce(), t.coalesce()
+            eq(wc.is_coalesced(), True)
+            eq(wc._nnz(), tc._nnz(), "nnz after coalesce")
+            eq(np.from_dlpack(wc.indices()).tolist(), tc.indices().tolist(), "indices")
+            close(wc.values(), tc.values(), tol, "values")
+            d = t.to_dense()
+            close(W(d.numpy()).to_sparse(t.sparse_dim()), d.to_sparse(t.sparse_dim()), tol,
+                  "to_sparse(sparse_dim)")
+            if t.dense_dim() == 0:
+                wr, tr = w.to_sparse_csr(), t.coalesce().to_sparse_csr()
+                eq(np.from_dlpack(wr.crow_indices()).tolist(), tr.crow_indices().tolist(), "crow")
+                eq(np.from_dlpack(wr.col_indices()).tolist(), tr.col_indices().tolist(), "col")
+                close(wr.values(), tr.values(), tol, "CSR values")
+                close(wr.to_sparse(), tr.to_sparse(), tol, "CSR -> COO")
+
+        conversions.__doc__ = "%s %s: to_dense, coalesce, to_sparse, COO<->CSR" % (name, dt.__name__)
+        test(conversions)
+
+        def operators(w=w, t=t, tol=tol, dt=dt):
+            w2, t2 = random_coo(tuple(t.shape), t.sparse_dim(), 7, dt, dup=True)
+            close(weft.add(w, w2), torch.add(t, t2), tol, "sparse + sparse")
+            close(weft.sub(w, w2, alpha=2.0), torch.sub(t, t2, alpha=2.0), tol, "sparse - 2 sparse")
+            dd = rng.standard_normal(tuple(t.shape)).astype(dt)
+            # torch 1.13 takes dense + sparse only; weft takes both orders
+            close(weft.add(W(dd), w), torch.add(T(dd), t), tol, "dense + sparse")
+            close(weft.add(w, W(dd)), torch.add(T(dd), t), tol, "sparse + dense")
+            close(weft.mul(w, w2), torch.mul(t, t2), tol, "sparse * sparse")
+            close(w * 2.5, t * 2.5, tol, "sparse * scalar")
+            for op in ("neg", "abs"):
+                close(getattr(weft, op)(w), getattr(torch, op)(t), tol, op)
+            # torch 1.13 has no sparse relu: the reference applies it to the values
+            tc = t.coalesce()
+            ref = torch.sparse_coo_tensor(tc.indices(), torch.relu(tc.values()), t.shape)
+            close(weft.relu(w), ref, tol, "relu")
+            close(weft.sqrt(weft.abs(w)), torch.sqrt(torch.abs(t)), tol, "sqrt")
+            close(weft.sparse.sum(w), torch.sparse.sum(t), tol * 10, "sum")
+            close(weft.sparse.sum(w, 0), torch.sparse.sum(t, 0), tol * 10, "sum(0)")
+            close(w.clone(), t.clone(), tol, "clone")
+            close(weft.cat([w, w2], 0), torch.cat([t, t2], 0), tol, "cat")
+            ix = np.array([2, 0, 2], np.int64)
+            close(weft.index_select(w, 0, W(ix)), torch.index_select(t, 0, T(ix)), tol,
+                  "index_select")
+            close(weft.sparse_narrow(w, 0, 1, 3), t.narrow_copy(0, 1, 3), tol, "narrow")
+            close(weft.sparse_select(w, 0, 1), t.select(0, 1), tol, "select")
+            if t.sparse_dim() == 2:
+                close(weft.sparse_transpose(w, 0, 1), t.transpose(0, 1), tol, "transpose")
+
+        operators.__doc__ = "%s %s: add, sub, mul, unary, sum, cat, index_select, narrow, select" % (
+            name, dt.__name__)
+        test(operators)
+
+    def products(dt=dt, tol=tol):
+        for itype in (np.int64, np.int32):
+            w, t = random_coo((30, 20), 2, 60, dt, dup=True)
+            b = rng.standard_normal((20, 6)).astype(dt)
+            v = rng.standard_normal(20).astype(dt)
+            c = rng.standard_normal((30, 6)).astype(dt)
+            tc = t.coalesce().to_sparse_csr()
+            wc = weft.sparse_csr_tensor(W(tc.crow_indices().numpy().astype(itype)),
+                                        W(tc.col_indices().numpy().astype(itype)),
+                                        W(tc.values().numpy()), [30, 20])
+            for what, ws in (("COO", w), ("CSR " + itype.__name__, wc)):
+                close(weft.sparse.mm(ws, W(b)), torch.sparse.mm(t, T(b)), tol * 10, what + " mm")
+                close(weft.mm(ws, W(b)), torch.mm(t, T(b)), tol * 10, what + " weft.mm")
+                close(weft.matmul(ws, W(b)), torch.matmul(t, T(b)), tol * 10, what + " matmul")
+                close(weft.mv(ws, W(v)), torch.mv(t, T(v)), tol * 10, what + " mv")
+                close(weft.sparse.addmm(W(c), ws, W(b), beta=0.5, alpha=2.0),
+                      torch.sparse.addmm(T(c), t, T(b), beta=0.5, alpha=2.0), tol * 10,
+                      what + " addmm")
+            w2, t2 = random_coo((20, 10), 2, 30, dt)
+            # torch 1.13 without MKL has no CSR x CSR on the CPU: its dense product
+            p = weft.mm(wc, w2.to_sparse_csr())
+            eq(p.layout == "sparse_csr", True)
+            close(p, torch.mm(tc.to_dense(), t2.to_dense()), tol * 10, "CSR x CSR")
+
+    products.__doc__ = "%s: mm, matmul, mv, addmm (COO, CSR int32/int64), CSR x CSR" % dt.__name__
+    test(products)
+
+
+@test
+def refusals():
+    """bad input raises naming what is wrong; unsupported operators name themselves and the layout"""
+    need_plugin()
+    v = W(np.ones(3, np.float32))
+    raises(IndexError, weft.sparse_coo_tensor, W(np.array([[0, 1, 5]], np.int64)), v, [3],
+           contains="out of range")
+    raises(IndexError, weft.sparse_coo_tensor, W(np.array([[0, -1, 1]], np.int64)), v, [3],
+           contains="negative")
+    raises(RuntimeError, weft.sparse_coo_tensor, W(np.array([[0, 1]], np.int64)), v, [3],
+           contains="nnz mismatch")
+    # check_invariants=False skips the range scan, as torch's does
+    s = weft.sparse_coo_tensor(W(np.array([[0, 1, 5]], np.int64)), v, [3], check_invariants=False)
+    eq(s._nnz(), 3)
+    raises(RuntimeError, weft.sparse_csr_tensor, W(np.array([0, 2, 3], np.int64)),
+           W(np.array([1, 0, 1], np.int64)), v, [2, 2], contains="sorted and distinct")
+    w, _ = random_coo((4, 3), 2, 5, np.float32)
+    e = raises(NotImplementedError, weft.exp, w, contains="sparse_coo")
+    eq("exp" in str(e), True)
+    raises(BufferError, w.__dlpack__, contains="sparse_coo")
+
+
+@test
+def coalesce_is_deterministic():
+    """coalesce gives bit-identical sums with 1 and 2 threads"""
+    need_plugin()
+    idx = rng.integers(0, 50, (2, 100000)).astype(np.int64)
+    val = (rng.standard_normal(100000) * 10.0 ** rng.integers(0, 7, 100000)).astype(np.float32)
+    s = weft.sparse_coo_tensor(W(idx), W(val), [50, 50])
+    n = weft.get_num_threads()
+    try:
+        weft.set_num_threads(1)
+        a = np.from_dlpack(s.coalesce().values()).copy()
+        weft.set_num_threads(2)
+        b = np.from_dlpack(s.coalesce().values()).copy()
+    finally:
+        weft.set_num_threads(n)
+    eq(a.tobytes() == b.tobytes(), True)
+
+
+done()
