@@ -630,6 +630,33 @@ static void test_coalesce_parallel(void)
         weft_tensor_release(all[i]);
 }
 
+/* strided += sparse in place (an optimizer's update), and fill_(0) */
+static void test_inplace(void)
+{
+    weft_tensor *A = random_sparse_dense(8, 3, 0.5, WEFT_FLOAT32), *P = randn(8, 3, WEFT_FLOAT32);
+    weft_tensor *want = NULL, *S1 = dup_coo(A), *S2 = NULL, *z = NULL;
+    weft_add_ex(&want, P, A, -0.5);
+    is_int(weft_add_ex_(P, S1, -0.5), 0, "strided.add_(sparse COO, alpha)");
+    is_double(maxdiff(P, want), 0, 1e-6, "scattered row by row");
+    weft_tensor_release(want);
+    /* hybrid, one sparse dimension: the embedding-gradient case */
+    S2 = to_coo(A, 1);
+    weft_add_ex(&want, P, A, 2.0);
+    is_int(weft_add_ex_(P, S2, 2.0), 0, "strided.add_(hybrid COO)");
+    is_double(maxdiff(P, want), 0, 1e-6, "through index_add_");
+    is_int(weft_add_(S1, P), WEFT_ENOTSUP, "sparse.add_ refused");
+    like(weft_last_error(), "add_: takes a strided self and a sparse other", "naming the layouts");
+    is_int(weft_fill_(S1, 0.0), 0, "fill_(sparse, 0)");
+    is_int(scalar(call1("_nnz", S1)), 0, "leaves no entries");
+    weft_zeros(&z, (int64_t[]){8, 3}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    is_double(sdiff(S1, z), 0, 0, "all zeros");
+    is_int(weft_fill_(S1, 1.0), WEFT_ENOTSUP, "fill_(sparse, 1) refused");
+    like(weft_last_error(), "can only be filled with 0", "says why");
+    weft_tensor *all[] = {A, P, want, S1, S2, z};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+}
+
 static void test_autograd(void)
 {
     /* the constructor passes d(values) = the gradient at each entry's
@@ -694,6 +721,7 @@ int main(void)
     test_elementwise();
     test_shape_ops();
     test_coalesce_parallel();
+    test_inplace();
     test_autograd();
     is_int(weft_unload_plugin("sparse"), 0, "unloads: no sparse tensor is left alive");
     return done_testing();

@@ -462,6 +462,52 @@ static int sub_kernel(weft_call *call, void *ctx)
     return add_sub(call, -1.0);
 }
 
+/* strided self += alpha * sparse other, in place and row by row: the
+ * sparse entries are scattered into self (index_add_ over the one sparse
+ * dimension of an embedding's gradient, index_put_ with accumulate
+ * otherwise), so a sparse gradient applied by an optimizer (SGD's
+ * p.add_(grad, alpha=-lr)) never materialises a dense tensor of the
+ * parameter's size */
+static int add_inplace_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *self = weft_arg_tensor(call, 0);
+    const weft_tensor *other = weft_arg_tensor(call, 1);
+    double alpha = weft_arg_double(call, 2);
+    if (!is_strided(self) || !is_sparse(other))
+        return weft_set_error(WEFT_ENOTSUP,
+                              "add_: takes a strided self and a sparse other, got layouts '%s' "
+                              "and '%s'",
+                              sp__layout_name(self), sp__layout_name(other));
+    if (!same_shape(self, other))
+        return weft_set_error(WEFT_ESHAPE, "add_: the sparse operand must have self's shape");
+    weft_tensor *c = NULL, *v = NULL;
+    int rc = as_coo(&c, other);
+    if (rc < 0)
+        return rc;
+    const sp__coo *p = sp__coo_of(c);
+    if (p->sparse_dim == 1) {
+        weft_tensor *row = NULL;
+        rc = weft_select(&row, p->indices, 0, 0);
+        if (rc == 0)
+            rc = weft_index_add_ex_(self, 0, row, p->values, alpha);
+        weft_tensor_release(row);
+    } else {
+        weft_tensor *rows[WEFT_MAX_DIMS] = {NULL};
+        rc = alpha == 1.0 ? (v = weft_tensor_retain(p->values), 0)
+                          : weft_mul_scalar(&v, p->values, alpha);
+        for (int d = 0; rc == 0 && d < p->sparse_dim; d++)
+            rc = weft_select(&rows[d], p->indices, 0, d);
+        if (rc == 0)
+            rc = weft_index_put_(self, rows, p->sparse_dim, v, true);
+        for (int d = 0; d < p->sparse_dim; d++)
+            weft_tensor_release(rows[d]);
+    }
+    weft_tensor_release(v);
+    weft_tensor_release(c);
+    return rc;
+}
+
 /* ------------------------------------------------- value-wise operators */
 
 /* a sparse tensor like t with new values (taken over); t's pattern is
@@ -822,6 +868,60 @@ static int copy_kernel(weft_call *call, void *ctx)
     return 0;
 }
 
+/* fill_(sparse, 0): no entries left, as torch's zero_ of a sparse tensor
+ * (what an optimizer's zero_grad does to a sparse gradient); any other
+ * value would fill every position, which a sparse tensor is not for */
+static int fill_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *self = weft_arg_tensor(call, 0);
+    double v = weft_arg_double(call, 1);
+    if (v != 0)
+        return weft_set_error(WEFT_ENOTSUP,
+                              "fill_: a tensor of layout '%s' can only be filled with 0 (it "
+                              "then holds no entries), got %g",
+                              sp__layout_name(self), v);
+    weft_tensor *e = NULL;
+    int rc;
+    if (sp__is_coo(self)) {
+        const sp__coo *p = sp__coo_of(self);
+        int64_t vs[WEFT_MAX_DIMS + 1];
+        vs[0] = 0;
+        for (int d = 0; d < p->dense_dim; d++)
+            vs[d + 1] = weft_tensor_size(self, p->sparse_dim + d);
+        weft_tensor *ix = NULL, *val = NULL;
+        rc = weft_empty(&ix, (int64_t[]){p->sparse_dim, 0}, 2, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = weft_empty(&val, vs, p->dense_dim + 1, weft_tensor_dtype(self), WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = sp__coo_wrap(&e, weft_tensor_sizes(self), weft_tensor_ndim(self), ix, val,
+                              p->sparse_dim, true);
+        else
+            weft_tensor_release(ix);
+    } else {
+        weft_tensor *z = NULL;
+        rc = weft_zeros(&z, weft_tensor_sizes(self), weft_tensor_ndim(self),
+                        weft_tensor_dtype(self), WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = sp__dense_to_csr(&e, z);
+        weft_tensor_release(z);
+    }
+    if (rc < 0)
+        return rc;
+    /* swap the contents: self gets the empty pattern, e dies with the old */
+    if (sp__is_coo(self)) {
+        sp__coo t = *sp__coo_of(self);
+        *sp__coo_of(self) = *sp__coo_of(e);
+        *sp__coo_of(e) = t;
+    } else {
+        sp__csr t = *sp__csr_of(self);
+        *sp__csr_of(self) = *sp__csr_of(e);
+        *sp__csr_of(e) = t;
+    }
+    weft_tensor_release(e);
+    return 0;
+}
+
 /* ----------------------------------------- cat, index_select, transpose */
 
 static int cat_kernel(weft_call *call, void *ctx)
@@ -1152,6 +1252,7 @@ int sp__register_ops(weft_registrar *reg)
         {"mv", mm_kernel, NULL},
         {"addmm", addmm_kernel, NULL},
         {"add", add_kernel, NULL},
+        {"add_", add_inplace_kernel, NULL},
         {"sub", sub_kernel, NULL},
         {"mul", mul_kernel, NULL},
         {"mul_scalar", mul_scalar_kernel, NULL},
@@ -1162,6 +1263,7 @@ int sp__register_ops(weft_registrar *reg)
         {"sum", sum_kernel, NULL},
         {"clone", clone_kernel, NULL},
         {"copy_", copy_kernel, NULL},
+        {"fill_", fill_kernel, NULL},
     };
     const weft_kernel_entry coo_only[] = {
         {"cat", cat_kernel, NULL},

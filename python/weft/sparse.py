@@ -39,6 +39,47 @@ def sum(input, dim=None, dtype=None):  # noqa: A001 -- torch's name
     return _C.sum(input, dim, False, dtype=dtype)
 
 
+class _EmbeddingSparse:
+    """embedding(..., sparse=True): the gradient of the weight is a sparse
+    COO tensor holding one row per looked-up index (duplicates summed when
+    it is coalesced or applied), never a dense tensor of the table's size."""
+
+    _fn = None
+
+    @classmethod
+    def apply(cls, weight, input, padding_idx):
+        if cls._fn is None:
+            from .autograd import Function
+
+            class EmbeddingSparse(Function):
+                @staticmethod
+                def forward(ctx, weight, input, padding_idx):
+                    ctx.save_for_backward(input)
+                    ctx.size = list(weight.shape)
+                    ctx.padding_idx = padding_idx
+                    return _C.embedding(weight, input, padding_idx)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (input,) = ctx.saved_tensors
+                    n, d = ctx.size
+                    idx = input.reshape(1, -1).to(_C.int64)
+                    rows = grad.reshape(-1, d).contiguous()
+                    if ctx.padding_idx >= 0:
+                        # the padding row gets no gradient, as the dense path
+                        keep = _C.ne(idx.reshape(-1, 1), ctx.padding_idx).to(rows.dtype)
+                        rows = rows * keep
+                    return _C.sparse_coo_tensor(idx, rows, [n, d], False), None, None
+
+            cls._fn = EmbeddingSparse
+        return cls._fn.apply(weight, input, padding_idx)
+
+
+def embedding_sparse(input, weight, padding_idx=-1):
+    """F.embedding(input, weight, padding_idx, sparse=True)"""
+    return _EmbeddingSparse.apply(weight, input, padding_idx)
+
+
 def _is_layout(t, name):
     return t.layout == name
 

@@ -187,6 +187,56 @@ def refusals():
 
 
 @test
+def embedding_sparse_training():
+    """Embedding(sparse=True) + SGD reaches the same parameters as the dense path and as torch"""
+    need_plugin()
+    n, d = 50, 8
+    w0 = rng.standard_normal((n, d)).astype(np.float32)
+    batches = [rng.integers(0, n, (6, 5)) for _ in range(4)]
+    targets = [rng.standard_normal((6, 5, d)).astype(np.float32) for _ in range(4)]
+    results = {}
+    for sparse in (True, False):
+        e = weft.nn.Embedding(n, d, sparse=sparse, _weight=W(w0.copy()))
+        opt = weft.optim.SGD(e.parameters(), lr=0.05)
+        for idx, tgt in zip(batches, targets):
+            opt.zero_grad()
+            loss = ((e(W(idx)) - W(tgt)) ** 2).sum()
+            loss.backward()
+            if sparse:
+                eq(e.weight.grad.layout == "sparse_coo", True, "the gradient is sparse")
+                eq(e.weight.grad._nnz() <= idx.size, True, "one row per looked-up index")
+            opt.step()
+        results[sparse] = np.from_dlpack(e.weight.detach()).copy()
+    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
+    topt = torch.optim.SGD(te.parameters(), lr=0.05)
+    for idx, tgt in zip(batches, targets):
+        topt.zero_grad()
+        ((te(torch.from_numpy(idx)) - torch.from_numpy(tgt)) ** 2).sum().backward()
+        topt.step()
+    eq(float(np.max(np.abs(results[True] - results[False]))) < 1e-5, True, "sparse == dense")
+    eq(float(np.max(np.abs(results[True] - te.weight.detach().numpy()))) < 1e-5, True,
+       "== torch's sparse embedding")
+
+
+@test
+def embedding_sparse_gradient():
+    """the sparse gradient of embedding equals the dense one (padding row excluded), and accumulates sparse"""
+    need_plugin()
+    w = weft.randn(7, 3, dtype=weft.float64)
+    w.requires_grad_(True)
+    idx = W(np.array([[0, 2, 2], [6, 0, 3]], np.int64))
+    g = W(rng.standard_normal((2, 3, 3)))
+    weft.nn.functional.embedding(idx, w, padding_idx=3, sparse=True).backward(g)
+    weft.nn.functional.embedding(idx, w, padding_idx=3, sparse=True).backward(g)
+    sg = w.grad
+    eq(sg.layout == "sparse_coo", True, "accumulated sparse + sparse stays sparse")
+    w.grad = None
+    weft.nn.functional.embedding(idx, w, padding_idx=3).backward(g)
+    weft.nn.functional.embedding(idx, w, padding_idx=3).backward(g)
+    eq(float(np.max(np.abs(dense_np(sg) - dense_np(w.grad)))) < 1e-12, True, "sparse == dense")
+
+
+@test
 def coalesce_is_deterministic():
     """coalesce gives bit-identical sums with 1 and 2 threads"""
     need_plugin()
