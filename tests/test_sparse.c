@@ -643,7 +643,20 @@ static void test_inplace(void)
     S2 = to_coo(A, 1);
     weft_add_ex(&want, P, A, 2.0);
     is_int(weft_add_ex_(P, S2, 2.0), 0, "strided.add_(hybrid COO)");
-    is_double(maxdiff(P, want), 0, 1e-6, "through index_add_");
+    is_double(maxdiff(P, want), 0, 1e-6, "one axpy per entry");
+    /* a non-contiguous self goes through index_add_ / index_put_ */
+    weft_tensor *Q = randn(3, 8, WEFT_FLOAT32), *Qt = NULL, *qwant = NULL;
+    weft_transpose(&Qt, Q, 0, 1);
+    weft_add_ex(&qwant, Qt, A, 1.5);
+    is_int(weft_add_ex_(Qt, S2, 1.5), 0, "non-contiguous self, one sparse dim");
+    is_double(maxdiff(Qt, qwant), 0, 1e-6, "through index_add_");
+    weft_tensor_release(qwant);
+    weft_add_ex(&qwant, Qt, A, 1.5);
+    is_int(weft_add_ex_(Qt, S1, 1.5), 0, "non-contiguous self, two sparse dims");
+    is_double(maxdiff(Qt, qwant), 0, 1e-6, "through index_put_ with accumulate");
+    weft_tensor_release(qwant);
+    weft_tensor_release(Qt);
+    weft_tensor_release(Q);
     is_int(weft_add_(S1, P), WEFT_ENOTSUP, "sparse.add_ refused");
     like(weft_last_error(), "add_: takes a strided self and a sparse other", "naming the layouts");
     is_int(weft_fill_(S1, 0.0), 0, "fill_(sparse, 0)");

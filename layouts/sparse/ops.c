@@ -463,9 +463,9 @@ static int sub_kernel(weft_call *call, void *ctx)
 }
 
 /* strided self += alpha * sparse other, in place and row by row: the
- * sparse entries are scattered into self (index_add_ over the one sparse
- * dimension of an embedding's gradient, index_put_ with accumulate
- * otherwise), so a sparse gradient applied by an optimizer (SGD's
+ * sparse entries are scattered into self (an axpy per entry for a
+ * contiguous self; otherwise index_add_ over the one sparse dimension of an
+ * embedding's gradient, index_put_ with accumulate beyond), so a sparse gradient applied by an optimizer (SGD's
  * p.add_(grad, alpha=-lr)) never materialises a dense tensor of the
  * parameter's size */
 static int add_inplace_kernel(weft_call *call, void *ctx)
@@ -486,7 +486,23 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
     if (rc < 0)
         return rc;
     const sp__coo *p = sp__coo_of(c);
-    if (p->sparse_dim == 1) {
+    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(self), "add_");
+    if (k && weft_tensor_is_contiguous(self) && weft_tensor_dtype(self) == weft_tensor_dtype(c) &&
+        weft_tensor_device(self).type == WEFT_DEVICE_TYPE_CPU) {
+        /* the common case (a contiguous parameter): one axpy per entry, in
+         * entry order, so duplicates add up deterministically */
+        int64_t inner = prod(weft_tensor_sizes(self) + p->sparse_dim, p->dense_dim);
+        size_t es = weft_dtype_size(weft_tensor_dtype(self));
+        const int64_t *ix = weft_tensor_data_ptr(p->indices);
+        const char *vals = weft_tensor_data_ptr(p->values);
+        char *dst = weft_tensor_data_ptr(self);
+        for (int64_t e = 0; e < p->nnz; e++) {
+            int64_t lin = 0;
+            for (int d = 0; d < p->sparse_dim; d++)
+                lin = lin * weft_tensor_size(self, d) + ix[d * p->nnz + e];
+            k->axpy(inner, alpha, vals + (size_t)(e * inner) * es, dst + (size_t)(lin * inner) * es);
+        }
+    } else if (p->sparse_dim == 1) {
         weft_tensor *row = NULL;
         rc = weft_select(&row, p->indices, 0, 0);
         if (rc == 0)
