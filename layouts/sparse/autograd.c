@@ -152,6 +152,16 @@ static int ctor_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int n
             rc = weft_contiguous(&ix[i], saved);
         weft_tensor_release(saved);
     }
+    /* a gradient on this very pattern (values()'s backward hands one back)
+     * is already one value per entry: passed through as it is, so that
+     * duplicates keep their own gradients instead of their sum */
+    if (rc == 0 && !c->csr && sp__is_coo(gout[0]) &&
+        weft_tensor_data_ptr(sp__coo_of(gout[0])->indices) == weft_tensor_data_ptr(ix[0]) &&
+        sp__coo_of(gout[0])->nnz == weft_tensor_size(ix[0], 1)) {
+        rc = sp__copy(&gin[nin - 1], sp__coo_of(gout[0])->values);
+        weft_tensor_release(ix[0]);
+        return rc;
+    }
     if (rc == 0)
         rc = weft_to_strided(&gd, gout[0]);
     if (rc == 0)

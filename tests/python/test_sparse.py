@@ -237,6 +237,44 @@ def embedding_sparse_gradient():
 
 
 @test
+def sparse_mm_gradients():
+    """weft.sparse.mm's gradients match torch.sparse.mm's (the sparse operand's keeps its pattern; COO and CSR)"""
+    need_plugin()
+    d = rng.standard_normal((6, 5))
+    d[rng.random((6, 5)) < 0.5] = 0
+    b, g = rng.standard_normal((5, 3)), rng.standard_normal((6, 3))
+    tA = torch.from_numpy(d).to_sparse().requires_grad_(True)
+    tB = torch.from_numpy(b.copy()).requires_grad_(True)
+    torch.sparse.mm(tA, tB).backward(torch.from_numpy(g))
+    for conv in ("to_sparse", "to_sparse_csr"):
+        A = getattr(W(d), conv)()
+        A.requires_grad_(True)
+        B = W(b.copy())
+        B.requires_grad_(True)
+        weft.sparse.mm(A, B).backward(W(g))
+        eq(A.grad.layout == A.layout, True, "the sparse operand's gradient keeps its layout")
+        close(A.grad, tA.grad, 1e-12, conv + ": d mat1")
+        close(B.grad, tB.grad, 1e-12, conv + ": d mat2")
+
+
+@test
+def gradcheck_through_constructor_and_mm():
+    """gradcheck: values -> sparse_coo_tensor -> weft.sparse.mm -> dense, and to_dense"""
+    need_plugin()
+    idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))  # a duplicate at (0, 2)
+    v = W(rng.standard_normal(5))
+    v.requires_grad_(True)
+    b = W(rng.standard_normal((3, 2)))
+    b.requires_grad_(True)
+    f = lambda v, b: weft.sparse.mm(weft.sparse_coo_tensor(idx, v, [4, 3]), b)  # noqa: E731
+    eq(weft.autograd.gradcheck(f, (v, b)), True)
+    g = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).to_dense() * 3.0  # noqa: E731
+    eq(weft.autograd.gradcheck(g, (v,)), True)
+    h = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).values() * 2.0  # noqa: E731
+    eq(weft.autograd.gradcheck(h, (v,)), True)
+
+
+@test
 def coalesce_is_deterministic():
     """coalesce gives bit-identical sums with 1 and 2 threads"""
     need_plugin()
