@@ -147,7 +147,9 @@ pip_install() { # pip_install VENV-FLAGS PIP-FLAGS
         (cd "$pipsrc" && WEFT_BUILDDIR="$builddir" "$pipenv/bin/python" -m pip install --quiet \
             --timeout 20 --retries 1 $2 . >>"$tmp/pip.log" 2>&1)
 }
-WEFT_PLUGIN_PATH= "$builddir/weft-info" >"$tmp/weft-info.txt" 2>/dev/null
+# with the build's plugins: the wheel bundles them all, and a plugin's own
+# operators (the sparse layouts') are in both lists
+WEFT_PLUGIN_PATH="$builddir/.libs" "$builddir/weft-info" >"$tmp/weft-info.txt" 2>/dev/null
 if ! "$python" -m venv --help >/dev/null 2>&1; then
     skip "pip install . in a fresh virtual environment" "$python has no venv module (apt-get install python3-venv)"
 elif pip_install "" "" || pip_install --system-site-packages "--no-build-isolation --no-index"; then
