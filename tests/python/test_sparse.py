@@ -219,6 +219,38 @@ def embedding_sparse_training():
 
 
 @test
+def sparse_adam():
+    """SparseAdam on an Embedding(sparse=True) matches torch's SparseAdam; it also takes a dense gradient (lazily)"""
+    need_plugin()
+    n, d = 40, 6
+    w0 = rng.standard_normal((n, d)).astype(np.float32)
+    batches = [rng.integers(0, n, (5, 4)) for _ in range(5)]
+    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
+    opt = weft.optim.SparseAdam(e.parameters(), lr=0.01)
+    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
+    topt = torch.optim.SparseAdam(te.parameters(), lr=0.01)
+    for idx in batches:
+        opt.zero_grad()
+        (e(W(idx)) ** 2).sum().backward()
+        opt.step()
+        topt.zero_grad()
+        (te(torch.from_numpy(idx)) ** 2).sum().backward()
+        topt.step()
+    err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
+    eq(err < 1e-5, True, "differs from torch by %g" % err)
+    # a dense gradient: only its nonzero rows move, as a sparse one's would
+    p = W(w0.copy())
+    p.requires_grad_(True)
+    o = weft.optim.SparseAdam([p], lr=0.01)
+    g = np.zeros((n, d), np.float32)
+    g[3] = 1.0
+    p.grad = W(g)
+    o.step()
+    moved = np.any(np.from_dlpack(p.detach()) != w0, axis=1)
+    eq(moved.tolist(), [i == 3 for i in range(n)])
+
+
+@test
 def embedding_sparse_gradient():
     """the sparse gradient of embedding equals the dense one (padding row excluded), and accumulates sparse"""
     need_plugin()
