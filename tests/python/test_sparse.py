@@ -220,7 +220,7 @@ def embedding_sparse_training():
 
 @test
 def sparse_adam():
-    """SparseAdam on an Embedding(sparse=True) matches torch's SparseAdam; it also takes a dense gradient (lazily)"""
+    """SparseAdam and Adagrad on an Embedding(sparse=True) match torch's; SparseAdam also takes a dense gradient (lazily)"""
     need_plugin()
     n, d = 40, 6
     w0 = rng.standard_normal((n, d)).astype(np.float32)
@@ -238,6 +238,20 @@ def sparse_adam():
         topt.step()
     err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
     eq(err < 1e-5, True, "differs from torch by %g" % err)
+    # Adagrad takes sparse gradients as torch's does
+    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
+    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
+    opt = weft.optim.Adagrad(e.parameters(), lr=0.1, lr_decay=0.01)
+    topt = torch.optim.Adagrad(te.parameters(), lr=0.1, lr_decay=0.01)
+    for idx in batches:
+        opt.zero_grad()
+        (e(W(idx)) ** 2).sum().backward()
+        opt.step()
+        topt.zero_grad()
+        (te(torch.from_numpy(idx)) ** 2).sum().backward()
+        topt.step()
+    err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
+    eq(err < 1e-5, True, "Adagrad differs from torch by %g" % err)
     # a dense gradient: only its nonzero rows move, as a sparse one's would
     p = W(w0.copy())
     p.requires_grad_(True)

@@ -1,4 +1,4 @@
-"""weft.optim.SparseAdam: torch 1.13's SparseAdam ("lazy" Adam: the moments
+"""weft.optim.SparseAdam, and Adagrad's step on a sparse gradient: torch 1.13's SparseAdam ("lazy" Adam: the moments
 and the parameter change only in the rows a gradient holds), applied row
 by row on sparse COO gradients (weft.sparse, issue 16) without a dense
 tensor of the parameter's size.  Unlike torch's, it also takes a dense
@@ -59,3 +59,24 @@ class SparseAdam(Optimizer):
         denom = (sq_update + old_sq).sqrt() + group["eps"]
         step_size = group["lr"] * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
         p.add_(sparse(numer / denom), alpha=-step_size)
+
+
+def adagrad_sparse_rows(p, grad, state_sum, clr, eps):
+    """Adagrad's step for a sparse COO gradient, as torch's: the squared
+    gradient is added to the sum's rows, and the parameter moves in those
+    rows only, by grad / (sqrt(sum) + eps)."""
+    grad = grad.coalesce()
+    idx, values = grad.indices(), grad.values()
+    if values.shape[0] == 0:
+        return
+    size = list(p.shape)
+
+    def sparse(v):
+        return _C.sparse_coo_tensor(idx, v.contiguous(), size, False)
+
+    if idx.shape[0] != 1:
+        raise RuntimeError("Adagrad: a sparse gradient must have one sparse dimension (rows), "
+                           "got %d" % idx.shape[0])
+    state_sum.add_(sparse(values * values))
+    std = _C.index_select(state_sum, 0, idx[0])
+    p.add_(sparse(values / (std.sqrt() + eps)), alpha=-clr)
