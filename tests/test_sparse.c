@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/nn.h>
 #include <weft/ops.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
@@ -670,6 +671,37 @@ static void test_inplace(void)
         weft_tensor_release(all[i]);
 }
 
+/* the C library's SGD applies a sparse gradient through add_: the rows the
+ * gradient holds move, the others stay; momentum needs whole-tensor
+ * operators a sparse buffer does not have, and says so */
+static void test_c_sgd(void)
+{
+    weft_tensor *P = randn(6, 2, WEFT_FLOAT32), *P0 = NULL, *G = NULL, *want = NULL;
+    weft_clone(&P0, P);
+    weft_tensor_set_requires_grad(P, true);
+    static const int64_t rows[] = {4, 1, 4};
+    static const float gv[] = {1, 2, 3, 4, 5, 6};
+    weft_tensor *I = i64(rows, 1, 3), *V = f32(gv, (int64_t[]){3, 2}, 2);
+    coo(&G, I, V, (int64_t[]){6, 2}, 2, true);
+    is_int(weft_tensor_set_grad(P, G), 0, "a parameter takes a sparse gradient");
+    weft_optimizer *opt = NULL;
+    is_int(weft_optimizer_sgd(&opt, &P, 1, 0.5, 0, 0, 0, false), 0, "C SGD");
+    is_int(weft_optimizer_step(opt), 0, "its step with a sparse gradient");
+    weft_tensor *gd = dense(G);
+    weft_add_ex(&want, P0, gd, -0.5);
+    is_double(maxdiff(P, want), 0, 1e-6, "P - lr * grad, rows 1 and 4 (twice) only");
+    weft_optimizer_destroy(opt);
+    opt = NULL;
+    weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, 0, 0, false);
+    int rc = weft_optimizer_step(opt);
+    ok(rc < 0, "momentum with a sparse gradient is refused (%d)", rc);
+    like(weft_last_error(), "sparse_coo", "naming the layout");
+    weft_optimizer_destroy(opt);
+    weft_tensor *all[] = {P, P0, G, want, I, V, gd};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+}
+
 static void test_autograd(void)
 {
     /* the constructor passes d(values) = the gradient at each entry's
@@ -735,6 +767,7 @@ int main(void)
     test_shape_ops();
     test_coalesce_parallel();
     test_inplace();
+    test_c_sgd();
     test_autograd();
     is_int(weft_unload_plugin("sparse"), 0, "unloads: no sparse tensor is left alive");
     return done_testing();

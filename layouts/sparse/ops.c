@@ -829,9 +829,9 @@ static int copy_kernel(weft_call *call, void *ctx)
     const weft_tensor *src = weft_arg_tensor(call, 1);
     if (!is_sparse(self))
         return weft_set_error(WEFT_ENOTSUP,
-                              "copy_: writing a sparse tensor into layout '%s' is not supported; "
-                              "convert it with to_dense first",
-                              sp__layout_name(self));
+                              "copy_: writing a tensor of layout '%s' into one of layout '%s' is "
+                              "not supported; convert it with to_dense first",
+                              sp__layout_name(src), sp__layout_name(self));
     if (!same_shape(self, src))
         return weft_set_error(WEFT_ESHAPE, "copy_: shapes differ");
     weft_tensor *conv = NULL, *cl = NULL, *v = NULL;
