@@ -373,7 +373,11 @@ static bool same_shape(const weft_tensor *a, const weft_tensor *b)
 }
 
 /* a + alpha * b for two COO tensors of one shape and sparse_dim: the
- * entries side by side, then coalesced (so the result is canonical) */
+ * entries side by side, uncoalesced, as torch's sparse add: O(nnz) and
+ * nothing sorted, which is what gradient accumulation wants (whoever needs
+ * the canonical form coalesces).  An empty operand costs nothing: the
+ * other's index and value tensors are shared (no kernel of this plugin
+ * writes them in place). */
 static int coo_add(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, double alpha,
                    const char *op)
 {
@@ -381,10 +385,22 @@ static int coo_add(weft_tensor **out, const weft_tensor *a, const weft_tensor *b
     if (p->sparse_dim != q->sparse_dim)
         return weft_set_error(WEFT_ESHAPE, "%s: sparse_dim differs: %d and %d", op,
                               p->sparse_dim, q->sparse_dim);
-    weft_tensor *qv = NULL, *ix = NULL, *val = NULL, *sum;
-    int rc = weft_mul_scalar(&qv, q->values, alpha);
-    if (rc == 0)
-        rc = weft_cat(&ix, (weft_tensor *[]){p->indices, q->indices}, 2, 1);
+    const int64_t *sizes = weft_tensor_sizes(a);
+    int ndim = weft_tensor_ndim(a);
+    weft_tensor *qv = NULL, *ix = NULL, *val = NULL;
+    int rc = alpha == 1.0 ? (qv = weft_tensor_retain(q->values), 0)
+                          : weft_mul_scalar(&qv, q->values, alpha);
+    if (rc < 0)
+        return rc;
+    if (q->nnz == 0) {
+        weft_tensor_release(qv);
+        return sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(p->indices),
+                            weft_tensor_retain(p->values), p->sparse_dim, p->coalesced);
+    }
+    if (p->nnz == 0)
+        return sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(q->indices), qv, q->sparse_dim,
+                            q->coalesced);
+    rc = weft_cat(&ix, (weft_tensor *[]){p->indices, q->indices}, 2, 1);
     if (rc == 0)
         rc = weft_cat(&val, (weft_tensor *[]){p->values, qv}, 2, 0);
     weft_tensor_release(qv);
@@ -392,13 +408,7 @@ static int coo_add(weft_tensor **out, const weft_tensor *a, const weft_tensor *b
         weft_tensor_release(ix);
         return rc;
     }
-    rc = sp__coo_wrap(&sum, weft_tensor_sizes(a), weft_tensor_ndim(a), ix, val, p->sparse_dim,
-                      false);
-    if (rc < 0)
-        return rc;
-    rc = sp__coalesce(out, sum);
-    weft_tensor_release(sum);
-    return rc;
+    return sp__coo_wrap(out, sizes, ndim, ix, val, p->sparse_dim, false);
 }
 
 static int add_sub(weft_call *call, double sign)
