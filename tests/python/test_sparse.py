@@ -123,6 +123,8 @@ for dt, tol in DTYPES:
             tc = t.coalesce()
             ref = torch.sparse_coo_tensor(tc.indices(), torch.relu(tc.values()), t.shape)
             close(weft.relu(w), ref, tol, "relu")
+            close(weft.relu6(w * 4.0), torch.sparse_coo_tensor(
+                tc.indices(), torch.nn.functional.relu6(tc.values() * 4.0), t.shape), tol, "relu6")
             close(weft.sqrt(weft.abs(w)), torch.sqrt(torch.abs(t)), tol, "sqrt")
             close(weft.sparse.sum(w), torch.sparse.sum(t), tol * 10, "sum")
             close(weft.sparse.sum(w, 0), torch.sparse.sum(t, 0), tol * 10, "sum(0)")
