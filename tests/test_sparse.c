@@ -275,7 +275,28 @@ static void test_bad_coo(void)
     /* check_invariants=false skips the range scan (not the shape checks) */
     weft_tensor *big = i64((int64_t[]){0, 7, 1}, 1, 3);
     is_int(coo(&s, big, V, (int64_t[]){2}, 1, false), 0, "check_invariants=false: unchecked");
+    /* ...until a kernel addresses memory through the indices: then they
+     * are checked once, and bad ones are an error, not a stray write */
+    weft_tensor *d = NULL, *c = NULL, *P = NULL;
+    is_int(weft_to_strided(&d, s), WEFT_ERANGE, "to_dense of the unchecked tensor refused");
+    like(weft_last_error(), "indices[0][1] is 7, out of range", "naming the index");
+    weft_value ca[] = {TV(s)};
+    is_int(callop(&c, "coalesce", ca, 1), WEFT_ERANGE, "coalesce refused too");
+    weft_zeros(&P, (int64_t[]){2}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    is_int(weft_add_(P, s), WEFT_ERANGE, "and add_ into a strided tensor");
+    weft_tensor *s2 = NULL;
+    is_int(weft_mul_scalar(&s2, s, 2.0), 0, "a value-wise operator keeps the pattern");
+    is_int(weft_to_strided(&d, s2), WEFT_ERANGE, "...and its being unchecked");
+    weft_tensor_release(s2);
+    weft_tensor_release(P);
     weft_tensor_release(s);
+    s = NULL;
+    weft_tensor *ok_ix = i64((int64_t[]){0, 1, 1}, 1, 3);
+    is_int(coo(&s, ok_ix, V, (int64_t[]){2}, 1, false), 0, "unchecked but valid");
+    is_int(weft_to_strided(&d, s), 0, "converts once checked");
+    weft_tensor_release(d);
+    weft_tensor_release(s);
+    weft_tensor_release(ok_ix);
     s = NULL;
     is_int(coo(&s, big, V, (int64_t[]){2}, 1, true), WEFT_ERANGE, "...but checked by default");
     weft_tensor *all[] = {V, I, I64, IV_, big};

@@ -83,6 +83,8 @@ static int values_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int
                               weft_tensor_retain(p->crow), weft_tensor_retain(p->col), g);
         }
         g = NULL;
+        if (rc == 0)
+            sp__inherit_valid(*gin, (const weft_tensor *const *)&self, 1);
     }
     weft_tensor_release(g);
     weft_tensor_release(self);
@@ -161,6 +163,38 @@ static int ctor_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int n
         rc = sp__copy(&gin[nin - 1], sp__coo_of(gout[0])->values);
         weft_tensor_release(ix[0]);
         return rc;
+    }
+    /* the forward may have skipped the checks (check_invariants=False):
+     * the gather below addresses memory through these indices */
+    if (rc == 0 && !c->csr) {
+        for (int64_t d = 0; rc == 0 && d < weft_tensor_size(ix[0], 0); d++)
+            for (int64_t e = 0; e < weft_tensor_size(ix[0], 1); e++) {
+                int64_t x = at(ix[0], d * weft_tensor_size(ix[0], 1) + e);
+                if (x < 0 || x >= c->sizes[d]) {
+                    rc = weft_set_error(WEFT_ERANGE, "sparse_coo_tensor backward: indices[%lld][%lld] "
+                                                     "is %lld, out of range for size %lld",
+                                        (long long)d, (long long)e, (long long)x,
+                                        (long long)c->sizes[d]);
+                    break;
+                }
+            }
+    } else if (rc == 0) {
+        int b = c->ndim - 2;
+        int64_t nb = b ? c->sizes[0] : 1, rows = c->sizes[b], cols = c->sizes[b + 1];
+        int64_t per = weft_tensor_numel(ix[1]) / (nb ? nb : 1);
+        for (int64_t bi = 0; rc == 0 && bi < nb; bi++) {
+            for (int64_t r = 0; rc == 0 && r < rows; r++) {
+                int64_t k0 = at(ix[0], bi * (rows + 1) + r), k1 = at(ix[0], bi * (rows + 1) + r + 1);
+                if (k0 < 0 || k1 < k0 || k1 > per)
+                    rc = weft_set_error(WEFT_EINVAL, "sparse_csr_tensor backward: crow_indices "
+                                                     "out of order at row %lld", (long long)r);
+                for (int64_t k = k0; rc == 0 && k < k1; k++)
+                    if (at(ix[1], bi * per + k) < 0 || at(ix[1], bi * per + k) >= cols)
+                        rc = weft_set_error(WEFT_ERANGE, "sparse_csr_tensor backward: "
+                                                         "col_indices[%lld] out of range",
+                                            (long long)k);
+            }
+        }
     }
     if (rc == 0)
         rc = weft_to_strided(&gd, gout[0]);

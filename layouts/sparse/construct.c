@@ -56,6 +56,7 @@ int sp__coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor 
     p->dense_dim = ndim - sparse_dim;
     p->nnz = weft_tensor_size(indices, 1);
     p->coalesced = coalesced || p->nnz < 2;
+    p->valid = true;
     p->indices = indices;
     p->values = values;
     /* from here the core owns p, whatever happens */
@@ -74,6 +75,7 @@ int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor 
     }
     p->batch = ndim - 2;
     p->nnz = weft_tensor_size(col, -1);
+    p->valid = true;
     p->crow = crow;
     p->col = col;
     p->values = values;
@@ -82,6 +84,40 @@ int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor 
 }
 
 /* ---------------------------------------------------------------- checks */
+
+int sp__require_valid(const weft_tensor *t, const char *op)
+{
+    if (sp__is_coo(t)) {
+        sp__coo *p = sp__coo_of(t);
+        if (p->valid)
+            return 0;
+        int rc = sp__coo_check(op, p->indices, p->values, weft_tensor_sizes(t),
+                               weft_tensor_ndim(t), true);
+        if (rc == 0)
+            p->valid = true;
+        return rc;
+    }
+    sp__csr *p = sp__csr_of(t);
+    if (p->valid)
+        return 0;
+    int rc = sp__csr_check(op, p->crow, p->col, p->values, weft_tensor_sizes(t),
+                           weft_tensor_ndim(t), true);
+    if (rc == 0)
+        p->valid = true;
+    return rc;
+}
+
+void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n)
+{
+    bool valid = true;
+    for (int i = 0; i < n; i++)
+        valid = valid && (sp__is_coo(src[i]) ? sp__coo_of(src[i])->valid
+                                             : sp__csr_of(src[i])->valid);
+    if (sp__is_coo(out))
+        sp__coo_of(out)->valid = valid;
+    else
+        sp__csr_of(out)->valid = valid;
+}
 
 static int check_common(const char *op, const weft_tensor *values, const int64_t *sizes, int ndim)
 {
@@ -273,6 +309,9 @@ static int64_t prod(const int64_t *s, int n)
 
 int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t)
 {
+    int vrc = sp__require_valid(t, "to_dense");
+    if (vrc < 0)
+        return vrc;
     const sp__coo *p = sp__coo_of(t);
     const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
     if (!k)
@@ -301,6 +340,9 @@ int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t)
 
 int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t)
 {
+    int vrc = sp__require_valid(t, "to_dense");
+    if (vrc < 0)
+        return vrc;
     const sp__csr *p = sp__csr_of(t);
     const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
     if (!k)
@@ -505,6 +547,9 @@ int sp__coo_to_csr(weft_tensor **out, const weft_tensor *t)
 
 int sp__csr_to_coo(weft_tensor **out, const weft_tensor *t)
 {
+    int vrc = sp__require_valid(t, "to_sparse");
+    if (vrc < 0)
+        return vrc;
     const sp__csr *p = sp__csr_of(t);
     int ndim = weft_tensor_ndim(t);
     const int64_t *sizes = weft_tensor_sizes(t);
@@ -614,6 +659,9 @@ static void sum_runs(int c, int n, void *ctx)
 
 int sp__coalesce(weft_tensor **out, const weft_tensor *t)
 {
+    int vrc = sp__require_valid(t, "coalesce");
+    if (vrc < 0)
+        return vrc;
     const sp__coo *p = sp__coo_of(t);
     if (p->coalesced) {
         *out = weft_tensor_retain(t);

@@ -71,6 +71,9 @@ static void rows_done(rows_view *v)
 static int rows_of(rows_view *v, const weft_tensor *a, const char *op)
 {
     memset(v, 0, sizeof *v);
+    int vrc = sp__require_valid(a, op);
+    if (vrc < 0)
+        return vrc;
     if (sp__is_csr(a)) {
         const sp__csr *p = sp__csr_of(a);
         if (p->batch)
@@ -394,12 +397,19 @@ static int coo_add(weft_tensor **out, const weft_tensor *a, const weft_tensor *b
         return rc;
     if (q->nnz == 0) {
         weft_tensor_release(qv);
-        return sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(p->indices),
-                            weft_tensor_retain(p->values), p->sparse_dim, p->coalesced);
+        rc = sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(p->indices),
+                          weft_tensor_retain(p->values), p->sparse_dim, p->coalesced);
+        if (rc == 0)
+            sp__inherit_valid(*out, &a, 1);
+        return rc;
     }
-    if (p->nnz == 0)
-        return sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(q->indices), qv, q->sparse_dim,
-                            q->coalesced);
+    if (p->nnz == 0) {
+        rc = sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(q->indices), qv, q->sparse_dim,
+                          q->coalesced);
+        if (rc == 0)
+            sp__inherit_valid(*out, &b, 1);
+        return rc;
+    }
     rc = weft_cat(&ix, (weft_tensor *[]){p->indices, q->indices}, 2, 1);
     if (rc == 0)
         rc = weft_cat(&val, (weft_tensor *[]){p->values, qv}, 2, 0);
@@ -408,7 +418,10 @@ static int coo_add(weft_tensor **out, const weft_tensor *a, const weft_tensor *b
         weft_tensor_release(ix);
         return rc;
     }
-    return sp__coo_wrap(out, sizes, ndim, ix, val, p->sparse_dim, false);
+    rc = sp__coo_wrap(out, sizes, ndim, ix, val, p->sparse_dim, false);
+    if (rc == 0)
+        sp__inherit_valid(*out, (const weft_tensor *[]){a, b}, 2);
+    return rc;
 }
 
 static int add_sub(weft_call *call, double sign)
@@ -492,7 +505,9 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
     if (!same_shape(self, other))
         return weft_set_error(WEFT_ESHAPE, "add_: the sparse operand must have self's shape");
     weft_tensor *c = NULL, *v = NULL;
-    int rc = as_coo(&c, other);
+    int rc = sp__require_valid(other, "add_");
+    if (rc == 0)
+        rc = as_coo(&c, other);
     if (rc < 0)
         return rc;
     const sp__coo *p = sp__coo_of(c);
@@ -540,14 +555,19 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
  * shared (index tensors are never written in place by this plugin) */
 static int with_values(weft_tensor **out, const weft_tensor *t, weft_tensor *values)
 {
+    int rc;
     if (sp__is_coo(t)) {
         const sp__coo *p = sp__coo_of(t);
-        return sp__coo_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t),
-                            weft_tensor_retain(p->indices), values, p->sparse_dim, p->coalesced);
+        rc = sp__coo_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t),
+                          weft_tensor_retain(p->indices), values, p->sparse_dim, p->coalesced);
+    } else {
+        const sp__csr *p = sp__csr_of(t);
+        rc = sp__csr_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t),
+                          weft_tensor_retain(p->crow), weft_tensor_retain(p->col), values);
     }
-    const sp__csr *p = sp__csr_of(t);
-    return sp__csr_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t),
-                        weft_tensor_retain(p->crow), weft_tensor_retain(p->col), values);
+    if (rc == 0)
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
 }
 
 static weft_tensor *values_of(const weft_tensor *t)
@@ -803,8 +823,11 @@ static int clone_sparse(weft_tensor **out, const weft_tensor *t)
             weft_tensor_release(a);
             return rc;
         }
-        return sp__coo_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t), a, v, p->sparse_dim,
-                            p->coalesced);
+        rc = sp__coo_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t), a, v, p->sparse_dim,
+                          p->coalesced);
+        if (rc == 0)
+            sp__inherit_valid(*out, &t, 1);
+        return rc;
     }
     const sp__csr *p = sp__csr_of(t);
     int rc = sp__copy(&a, p->crow);
@@ -817,7 +840,10 @@ static int clone_sparse(weft_tensor **out, const weft_tensor *t)
         weft_tensor_release(b);
         return rc;
     }
-    return sp__csr_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t), a, b, v);
+    rc = sp__csr_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t), a, b, v);
+    if (rc == 0)
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
 }
 
 static int clone_kernel(weft_call *call, void *ctx)
@@ -1008,6 +1034,8 @@ static int cat_kernel(weft_call *call, void *ctx)
     if (rc == 0) {
         rc = sp__coo_wrap(&out, sizes, ndim, ix, v, sd, false);
         ix = v = NULL;
+        if (rc == 0)
+            sp__inherit_valid(out, (const weft_tensor *const *)ts, n);
     }
     weft_tensor_release(ix);
     for (int i = 0; ixs && i < n; i++)
@@ -1030,6 +1058,9 @@ typedef struct remap {
 
 static int coo_remap(weft_tensor **out, const weft_tensor *t, const remap *m)
 {
+    int vrc = sp__require_valid(t, "sparse");
+    if (vrc < 0)
+        return vrc;
     const sp__coo *p = sp__coo_of(t);
     int sd = p->sparse_dim, ndim = weft_tensor_ndim(t);
     const int64_t *ix = weft_tensor_data_ptr(p->indices);
@@ -1267,6 +1298,8 @@ static int transpose_kernel(weft_call *call, void *ctx)
         return rc;
     }
     rc = sp__coo_wrap(&out, sizes, ndim, ix, v, p->sparse_dim, p->coalesced && (!s0 || d0 == d1));
+    if (rc == 0)
+        sp__inherit_valid(out, &t, 1);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 

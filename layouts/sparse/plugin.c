@@ -94,6 +94,8 @@ static int coo_tensor_kernel(weft_call *call, void *ctx)
         return rc;
     }
     rc = sp__coo_wrap(&out, sizes, ndim, ix, v, (int)weft_tensor_size(indices, 0), false);
+    if (rc == 0)
+        sp__coo_of(out)->valid = weft_arg_bool(call, 3);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -119,6 +121,8 @@ static int csr_tensor_kernel(weft_call *call, void *ctx)
         return rc;
     }
     rc = sp__csr_wrap(&out, sizes, ndim, c0, c1, v);
+    if (rc == 0)
+        sp__csr_of(out)->valid = weft_arg_bool(call, 4);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 

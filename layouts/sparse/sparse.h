@@ -22,6 +22,9 @@ typedef struct sp__coo {
     int sparse_dim, dense_dim;
     int64_t nnz;
     bool coalesced;
+    /* false while the pattern is unvalidated (check_invariants=False, or
+     * derived from such a pattern); see sp__require_valid */
+    _Atomic bool valid;
     weft_tensor *indices;
     weft_tensor *values;
 } sp__coo;
@@ -32,6 +35,7 @@ typedef struct sp__coo {
 typedef struct sp__csr {
     int batch; /* 0 or 1 batch dimension */
     int64_t nnz;
+    _Atomic bool valid; /* as sp__coo's */
     weft_tensor *crow, *col, *values;
 } sp__csr;
 
@@ -68,6 +72,16 @@ int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor 
 
 /* A contiguous copy of strided t (new tensor). */
 int sp__copy(weft_tensor **out, const weft_tensor *t);
+
+/* Every kernel that addresses memory through t's indices calls this
+ * first: a pattern made with check_invariants=False (or derived from one)
+ * is checked in full once, at its first such use, so bad indices are an
+ * error naming `op` rather than a write out of bounds; torch leaves that
+ * undefined.  Other patterns cost one load. */
+int sp__require_valid(const weft_tensor *t, const char *op);
+/* Marks out's pattern as valid only if every source's is (for kernels that
+ * pass a pattern on without addressing memory through it). */
+void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n);
 
 /* Full checks of a constructor's arguments (see construct.c); `op` names
  * the caller in the messages. */
