@@ -752,7 +752,10 @@ static int sum_kernel(weft_call *call, void *ctx)
         for (int d = 0; d < ndim; d++)
             drop[d] = true;
     weft_tensor *c = NULL, *out = NULL;
-    int rc = as_coo(&c, t);
+    /* summing over some dimensions regroups entries by their indices */
+    int rc = nd ? sp__require_valid(t, "sum") : 0;
+    if (rc == 0)
+        rc = as_coo(&c, t);
     if (rc < 0)
         return rc;
     const sp__coo *p = sp__coo_of(c);
