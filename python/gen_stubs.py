@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python/gen_stubs.py OPERATORS.DEF [PLUGIN.def ...] OUT.pyi — writes the type stub of the
+"""python/gen_stubs.py OPERATORS.DEF [PLUGIN.DEF...] OUT.pyi — writes the type stub of the
 extension weft._C, so editors and type checkers complete operator names
 and their arguments.
 
@@ -112,6 +112,8 @@ HAND_WRITTEN_TENSOR = '''
     requires_grad: bool
     grad: Optional[Tensor]
     is_leaf: bool
+    is_sparse: bool  # weft.sparse (issue 16)
+    is_sparse_csr: bool
     grad_fn: Optional[str]
     T: Tensor
     data: Tensor
@@ -213,6 +215,9 @@ HAND_WRITTEN_TENSOR = '''
 '''
 
 
+OP_NAMES = set()
+
+
 def group_name(op):
     name = op.name
     out_form = name.endswith("_out") and len(name) > 4
@@ -223,7 +228,11 @@ def group_name(op):
         name = name[:-1]
     for suffix in SUFFIXES:
         if len(name) > len(suffix) and name.endswith(suffix):
-            name = name[:-len(suffix)]
+            # an overload only when the shorter name is an operator too, as
+            # python/ops.c decides (sparse_coo_tensor keeps its name)
+            base = name[:-len(suffix)]
+            if base in OP_NAMES or base + "_" in OP_NAMES:
+                name = base
             break
     return name + ("_" if inplace else ""), out_form, inplace
 
@@ -263,14 +272,17 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     ops = []
-    # the core's table, then those of plugins that define operators
-    # (layouts/quantized/operators.def), which are bound into weft._C too
+    # the core's table, then the tables of plugins built with it that define
+    # operators (layouts/sparse/operators.def, layouts/quantized/operators.def),
+    # which weft._C binds at import
     for path in sys.argv[1:-1]:
         with open(path) as f:
             for line in f:
                 line = line.strip()
                 if line and not line.startswith("#"):
                     ops.append(Op(line))
+    global OP_NAMES
+    OP_NAMES = {op.name for op in ops}
     hand = {line.split("(")[0][4:] for line in HAND_WRITTEN_FUNCTIONS.splitlines() if line.startswith("def ")}
     hand_methods = {line.strip().split("(")[0][4:] for line in HAND_WRITTEN_TENSOR.splitlines()
                     if line.strip().startswith("def ")}

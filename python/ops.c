@@ -197,7 +197,18 @@ static void group_name(const sig *s, char *out, size_t size)
     for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
         size_t k = strlen(suffixes[i]);
         if (n > k && !strcmp(out + n - k, suffixes[i])) {
-            out[n -= k] = '\0';
+            /* an overload only when the shorter name is an operator too: a
+             * plugin's sparse_coo_tensor or sparse_dim keeps its name */
+            char base[128];
+            const weft_op *found;
+            snprintf(base, sizeof base, "%.*s", (int)(n - k), out);
+            bool overload = weft_op_find(&found, base) == 0;
+            if (!overload && strlen(base) + 1 < sizeof base) {
+                strcat(base, "_");
+                overload = weft_op_find(&found, base) == 0;
+            }
+            if (overload)
+                out[n -= k] = '\0';
             break;
         }
     }

@@ -27,7 +27,7 @@ allowed() {
     distributed) echo "" ;;         # the public API only (issue 18)
     init) echo "c10 dispatch ops autograd interop plugins nn profiler" ;; # the composition root
     backends) echo "" ;;            # plugins: public headers only
-    layouts) echo "" ;;             # layout plugins: public headers only
+    layouts) echo "" ;;             # layout plugins (sparse, quantized): public headers only
     python) echo "" ;;
     tools | bench | examples) echo "" ;;
     tests) echo "backends" ;;       # test fixtures may reuse a plugin's header

@@ -68,6 +68,8 @@ else
         run "quantized (PyTorch)" "$debian" test_quantized.py
         # kDLCUDA with torch on the GPU (issue 6): SKIPs where torch.cuda is missing
         run "PyTorch CUDA (Debian)" "$debian" test_torch_cuda.py
+        # the sparse layouts against torch.sparse (issue 16)
+        run "sparse layouts (PyTorch)" "$debian" test_sparse.py
     else
         skip "PyTorch (Debian) peer" "torch is not installed for $debian (apt-get install python3-torch)"
     fi
@@ -150,7 +152,7 @@ pip_install() { # pip_install VENV-FLAGS PIP-FLAGS
             --timeout 20 --retries 1 $2 . >>"$tmp/pip.log" 2>&1)
 }
 # the build's plugins, which the package bundles: plugins may define
-# operators (the quantized layout's do), so both count the same table
+# operators (the sparse and quantized layouts' do), so both count the same table
 WEFT_PLUGIN_PATH="$builddir/.libs" "$builddir/weft-info" >"$tmp/weft-info.txt" 2>/dev/null
 if ! "$python" -m venv --help >/dev/null 2>&1; then
     skip "pip install . in a fresh virtual environment" "$python has no venv module (apt-get install python3-venv)"

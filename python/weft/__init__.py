@@ -57,5 +57,7 @@ from ._quantized import (_make_per_channel_quantized_tensor,  # noqa: E402,F401
                          _make_per_tensor_quantized_tensor, qint8, qint32, quantize_per_channel,
                          quantize_per_tensor, quint8)
 from . import quantization  # noqa: E402,F401
+# the sparse layouts' torch-style functions and Tensor members (issue 16)
+from . import sparse  # noqa: E402
 
 _C._set_device_class(device)

@@ -20,9 +20,10 @@ class Embedding(Module):
                 raise ValueError("Embedding: padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are "
-                                      "not supported by weft")
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding: max_norm and scale_grad_by_freq are not "
+                                      "supported by weft")
+        self.sparse = sparse
         self.max_norm = None
         if _weight is None:
             self.weight = Parameter(_C.empty([num_embeddings, embedding_dim],
@@ -49,10 +50,12 @@ class Embedding(Module):
         return m
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, sparse=self.sparse)
 
     def extra_repr(self):
         s = "%d, %d" % (self.num_embeddings, self.embedding_dim)
         if self.padding_idx is not None:
             s += ", padding_idx=%d" % self.padding_idx
+        if self.sparse:
+            s += ", sparse=True"
         return s

@@ -290,8 +290,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not "
                                   "supported by weft")
     if padding_idx is None:
         padding_idx = -1
@@ -301,6 +301,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             raise ValueError("embedding: padding_idx must be within the %d embeddings, got %d"
                              % (n, padding_idx))
         padding_idx %= n
+    if sparse:  # a sparse COO gradient (weft.sparse, issue 16)
+        from ..sparse import embedding_sparse
+        return embedding_sparse(input, weight, padding_idx)
     return _C.embedding(weight, input, padding_idx)
 
 

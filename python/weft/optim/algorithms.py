@@ -192,8 +192,14 @@ class Adagrad(Optimizer):
         if group["maximize"]:
             grad = grad.neg()
         if group["weight_decay"] != 0:
+            if grad.layout != "strided":
+                raise RuntimeError("Adagrad: weight_decay does not work with sparse gradients")
             grad = grad.add(p, alpha=group["weight_decay"])
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        if grad.layout == "sparse_coo":
+            # a sparse gradient (issue 16): its rows only, as torch's
+            from .sparse_adam import adagrad_sparse_rows
+            return adagrad_sparse_rows(p, grad, state["sum"], clr, group["eps"])
         state["sum"].addcmul_(grad, grad, value=1)
         std = state["sum"].sqrt()
         std.add_(group["eps"])

@@ -1,0 +1,741 @@
+/* layouts/sparse/construct.c — making sparse tensors: the payloads, the
+ * constructors' checks, the conversions between strided, COO and CSR, and
+ * coalesce.  Every function here builds its result completely before it
+ * wraps it in a tensor, so a failure leaves nothing behind but released
+ * temporaries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sparse.h"
+
+const char *sp__layout_name(const weft_tensor *t)
+{
+    const char *n = t ? weft_layout_name(weft_tensor_layout(t)) : NULL;
+    return n ? n : "strided";
+}
+
+/* A copy of a payload's tensor: they are contiguous, so one memcpy, and no
+ * dispatch (nor autograd) inside a kernel */
+int sp__copy(weft_tensor **out, const weft_tensor *t)
+{
+    weft_tensor *c;
+    int rc = weft_empty(&c, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                        weft_tensor_device(t));
+    if (rc < 0)
+        return rc;
+    weft_tensor *src = NULL;
+    if ((rc = weft_contiguous(&src, t)) < 0) {
+        weft_tensor_release(c);
+        return rc;
+    }
+    size_t n = (size_t)weft_tensor_numel(t) * weft_dtype_size(weft_tensor_dtype(t));
+    if (n)
+        memcpy(weft_tensor_data_ptr(c), weft_tensor_data_ptr(src), n);
+    weft_tensor_release(src);
+    *out = c;
+    return 0;
+}
+
+static void release_all(weft_tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        weft_tensor_release(ts[i]);
+}
+
+int sp__coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *indices,
+                 weft_tensor *values, int sparse_dim, bool coalesced)
+{
+    sp__coo *p = calloc(1, sizeof *p);
+    if (!p) {
+        weft_tensor_release(indices);
+        weft_tensor_release(values);
+        return weft_set_error(WEFT_ENOMEM, "sparse_coo: out of memory");
+    }
+    p->sparse_dim = sparse_dim;
+    p->dense_dim = ndim - sparse_dim;
+    p->nnz = weft_tensor_size(indices, 1);
+    p->coalesced = coalesced || p->nnz < 2;
+    p->valid = true;
+    p->indices = indices;
+    p->values = values;
+    /* from here the core owns p, whatever happens */
+    return weft_tensor_new_layout(out, sp__coo_layout, sizes, ndim, weft_tensor_dtype(values),
+                                  weft_tensor_device(values), p);
+}
+
+int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *crow,
+                 weft_tensor *col, weft_tensor *values)
+{
+    sp__csr *p = calloc(1, sizeof *p);
+    if (!p) {
+        weft_tensor *all[] = {crow, col, values};
+        release_all(all, 3);
+        return weft_set_error(WEFT_ENOMEM, "sparse_csr: out of memory");
+    }
+    p->batch = ndim - 2;
+    p->nnz = weft_tensor_size(col, -1);
+    p->valid = true;
+    p->crow = crow;
+    p->col = col;
+    p->values = values;
+    return weft_tensor_new_layout(out, sp__csr_layout, sizes, ndim, weft_tensor_dtype(values),
+                                  weft_tensor_device(values), p);
+}
+
+/* ---------------------------------------------------------------- checks */
+
+int sp__require_valid(const weft_tensor *t, const char *op)
+{
+    if (sp__is_coo(t)) {
+        sp__coo *p = sp__coo_of(t);
+        if (p->valid)
+            return 0;
+        int rc = sp__coo_check(op, p->indices, p->values, weft_tensor_sizes(t),
+                               weft_tensor_ndim(t), true);
+        if (rc == 0)
+            p->valid = true;
+        return rc;
+    }
+    sp__csr *p = sp__csr_of(t);
+    if (p->valid)
+        return 0;
+    int rc = sp__csr_check(op, p->crow, p->col, p->values, weft_tensor_sizes(t),
+                           weft_tensor_ndim(t), true);
+    if (rc == 0)
+        p->valid = true;
+    return rc;
+}
+
+void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n)
+{
+    bool valid = true;
+    for (int i = 0; i < n; i++)
+        valid = valid && (sp__is_coo(src[i]) ? sp__coo_of(src[i])->valid
+                                             : sp__csr_of(src[i])->valid);
+    if (sp__is_coo(out))
+        sp__coo_of(out)->valid = valid;
+    else
+        sp__csr_of(out)->valid = valid;
+}
+
+static int check_common(const char *op, const weft_tensor *values, const int64_t *sizes, int ndim)
+{
+    if (weft_tensor_device(values).type != WEFT_DEVICE_TYPE_CPU)
+        return weft_set_error(WEFT_EDEVICE, "%s: sparse tensors live on the CPU only for now", op);
+    if (!sp__kernels_for(weft_tensor_dtype(values), op))
+        return WEFT_EDTYPE;
+    for (int d = 0; d < ndim; d++)
+        if (sizes[d] < 0)
+            return weft_set_error(WEFT_ESHAPE, "%s: size[%d] is %lld: negative", op, d,
+                                  (long long)sizes[d]);
+    return 0;
+}
+
+int sp__coo_check(const char *op, const weft_tensor *indices, const weft_tensor *values,
+                  const int64_t *sizes, int ndim, bool check_invariants)
+{
+    int rc = check_common(op, values, sizes, ndim);
+    if (rc < 0)
+        return rc;
+    if (weft_tensor_dtype(indices) != WEFT_INT64)
+        return weft_set_error(WEFT_EDTYPE, "%s: indices must be int64, got %s", op,
+                              weft_dtype_name(weft_tensor_dtype(indices)));
+    if (weft_tensor_ndim(indices) != 2)
+        return weft_set_error(WEFT_ESHAPE, "%s: indices must be 2-D [sparse_dim, nnz], got %d-D",
+                              op, weft_tensor_ndim(indices));
+    if (weft_tensor_ndim(values) < 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: values must be at least 1-D [nnz, ...], got 0-D",
+                              op);
+    int64_t sparse_dim = weft_tensor_size(indices, 0), nnz = weft_tensor_size(indices, 1);
+    int dense_dim = weft_tensor_ndim(values) - 1;
+    if (weft_tensor_size(values, 0) != nnz)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: nnz mismatch: indices hold %lld entries, values %lld", op,
+                              (long long)nnz, (long long)weft_tensor_size(values, 0));
+    if (sparse_dim < 1 || sparse_dim + dense_dim != ndim)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: size has %d dimensions, but indices give %lld sparse and "
+                              "values %d dense ones",
+                              op, ndim, (long long)sparse_dim, dense_dim);
+    for (int d = 0; d < dense_dim; d++)
+        if (weft_tensor_size(values, d + 1) != sizes[sparse_dim + d])
+            return weft_set_error(WEFT_ESHAPE,
+                                  "%s: values' dense dimension %d has %lld entries, size[%lld] "
+                                  "is %lld",
+                                  op, d + 1, (long long)weft_tensor_size(values, d + 1),
+                                  (long long)(sparse_dim + d), (long long)sizes[sparse_dim + d]);
+    if (!check_invariants)
+        return 0;
+    weft_tensor *c;
+    rc = weft_contiguous(&c, indices);
+    if (rc < 0)
+        return rc;
+    const int64_t *ix = weft_tensor_data_ptr(c);
+    for (int64_t d = 0; d < sparse_dim && rc == 0; d++)
+        for (int64_t k = 0; k < nnz; k++) {
+            int64_t v = ix[d * nnz + k];
+            if (v < 0 || v >= sizes[d]) {
+                rc = weft_set_error(WEFT_ERANGE,
+                                    "%s: indices[%lld][%lld] is %lld, %s for size %lld of "
+                                    "dimension %lld",
+                                    op, (long long)d, (long long)k, (long long)v,
+                                    v < 0 ? "negative" : "out of range", (long long)sizes[d],
+                                    (long long)d);
+                break;
+            }
+        }
+    weft_tensor_release(c);
+    return rc;
+}
+
+static int64_t idx_at(const void *p, bool i32, int64_t k)
+{
+    return i32 ? ((const int32_t *)p)[k] : ((const int64_t *)p)[k];
+}
+
+int sp__csr_check(const char *op, const weft_tensor *crow, const weft_tensor *col,
+                  const weft_tensor *values, const int64_t *sizes, int ndim,
+                  bool check_invariants)
+{
+    int rc = check_common(op, values, sizes, ndim);
+    if (rc < 0)
+        return rc;
+    weft_dtype it = weft_tensor_dtype(crow);
+    if ((it != WEFT_INT32 && it != WEFT_INT64) || weft_tensor_dtype(col) != it)
+        return weft_set_error(WEFT_EDTYPE,
+                              "%s: crow_indices and col_indices must both be int32 or both "
+                              "int64, got %s and %s",
+                              op, weft_dtype_name(it), weft_dtype_name(weft_tensor_dtype(col)));
+    if (ndim != 2 && ndim != 3)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: size must have 2 dimensions (or 3 with a batch), got %d", op,
+                              ndim);
+    int b = ndim - 2;
+    if (weft_tensor_ndim(crow) != b + 1 || weft_tensor_ndim(col) != b + 1 ||
+        weft_tensor_ndim(values) != b + 1)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: crow_indices, col_indices and values must be %d-D for a "
+                              "%d-D size, got %d-D, %d-D and %d-D",
+                              op, b + 1, ndim, weft_tensor_ndim(crow), weft_tensor_ndim(col),
+                              weft_tensor_ndim(values));
+    if (b && (weft_tensor_size(crow, 0) != sizes[0] || weft_tensor_size(col, 0) != sizes[0] ||
+              weft_tensor_size(values, 0) != sizes[0]))
+        return weft_set_error(WEFT_ESHAPE, "%s: the batch dimension must have %lld entries "
+                                           "everywhere",
+                              op, (long long)sizes[0]);
+    int64_t rows = sizes[b], cols = sizes[b + 1];
+    int64_t nnz = weft_tensor_size(col, -1);
+    if (weft_tensor_size(crow, -1) != rows + 1)
+        return weft_set_error(WEFT_ESHAPE, "%s: crow_indices must have rows + 1 = %lld entries, "
+                                           "got %lld",
+                              op, (long long)(rows + 1), (long long)weft_tensor_size(crow, -1));
+    if (weft_tensor_size(values, -1) != nnz)
+        return weft_set_error(WEFT_ESHAPE,
+                              "%s: nnz mismatch: col_indices hold %lld entries, values %lld", op,
+                              (long long)nnz, (long long)weft_tensor_size(values, -1));
+    if (!check_invariants)
+        return 0;
+    weft_tensor *cr, *cc;
+    if ((rc = weft_contiguous(&cr, crow)) < 0)
+        return rc;
+    if ((rc = weft_contiguous(&cc, col)) < 0) {
+        weft_tensor_release(cr);
+        return rc;
+    }
+    bool i32 = it == WEFT_INT32;
+    const void *pr = weft_tensor_data_ptr(cr), *pc = weft_tensor_data_ptr(cc);
+    int64_t nb = b ? sizes[0] : 1;
+    for (int64_t bi = 0; bi < nb && rc == 0; bi++) {
+        int64_t r0 = bi * (rows + 1), c0 = bi * nnz;
+        if (idx_at(pr, i32, r0) != 0 || idx_at(pr, i32, r0 + rows) != nnz) {
+            rc = weft_set_error(WEFT_EINVAL,
+                                "%s: crow_indices must start at 0 and end at nnz = %lld, got %lld "
+                                "and %lld (batch %lld)",
+                                op, (long long)nnz, (long long)idx_at(pr, i32, r0),
+                                (long long)idx_at(pr, i32, r0 + rows), (long long)bi);
+            break;
+        }
+        /* monotone first: with both ends fixed, every row then lies in
+         * [0, nnz] and the column scan below stays inside col */
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t k0 = idx_at(pr, i32, r0 + r), k1 = idx_at(pr, i32, r0 + r + 1);
+            if (k1 < k0) {
+                rc = weft_set_error(WEFT_EINVAL,
+                                    "%s: crow_indices must not decrease, but row %lld goes from "
+                                    "%lld to %lld (batch %lld)",
+                                    op, (long long)r, (long long)k0, (long long)k1, (long long)bi);
+                break;
+            }
+        }
+        for (int64_t r = 0; r < rows && rc == 0; r++) {
+            int64_t k0 = idx_at(pr, i32, r0 + r), k1 = idx_at(pr, i32, r0 + r + 1);
+            for (int64_t k = k0; k < k1; k++) {
+                int64_t c = idx_at(pc, i32, c0 + k);
+                if (c < 0 || c >= cols) {
+                    rc = weft_set_error(WEFT_ERANGE,
+                                        "%s: col_indices[%lld] is %lld, %s for %lld columns "
+                                        "(batch %lld)",
+                                        op, (long long)k, (long long)c,
+                                        c < 0 ? "negative" : "out of range", (long long)cols,
+                                        (long long)bi);
+                    break;
+                }
+                if (k > k0 && c <= idx_at(pc, i32, c0 + k - 1)) {
+                    rc = weft_set_error(WEFT_EINVAL,
+                                        "%s: col_indices of row %lld must be sorted and distinct, "
+                                        "but entry %lld (%lld) follows %lld (batch %lld)",
+                                        op, (long long)r, (long long)k, (long long)c,
+                                        (long long)idx_at(pc, i32, c0 + k - 1), (long long)bi);
+                    break;
+                }
+            }
+        }
+    }
+    weft_tensor_release(cr);
+    weft_tensor_release(cc);
+    return rc;
+}
+
+/* ----------------------------------------------------------- to strided */
+
+static int64_t prod(const int64_t *s, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= s[i];
+    return p;
+}
+
+int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t)
+{
+    int vrc = sp__require_valid(t, "to_dense");
+    if (vrc < 0)
+        return vrc;
+    const sp__coo *p = sp__coo_of(t);
+    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
+    if (!k)
+        return WEFT_EDTYPE;
+    weft_tensor *d;
+    int rc = weft_zeros(&d, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                        weft_tensor_device(t));
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes = weft_tensor_sizes(t);
+    int64_t inner = prod(sizes + p->sparse_dim, p->dense_dim);
+    size_t es = weft_dtype_size(weft_tensor_dtype(t));
+    const int64_t *ix = weft_tensor_data_ptr(p->indices);
+    const char *v = weft_tensor_data_ptr(p->values);
+    char *o = weft_tensor_data_ptr(d);
+    /* duplicates add up, as torch's to_dense does */
+    for (int64_t e = 0; e < p->nnz; e++) {
+        int64_t lin = 0;
+        for (int s = 0; s < p->sparse_dim; s++)
+            lin = lin * sizes[s] + ix[s * p->nnz + e];
+        k->axpy(inner, 1.0, v + (size_t)(e * inner) * es, o + (size_t)(lin * inner) * es);
+    }
+    *out = d;
+    return 0;
+}
+
+int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t)
+{
+    int vrc = sp__require_valid(t, "to_dense");
+    if (vrc < 0)
+        return vrc;
+    const sp__csr *p = sp__csr_of(t);
+    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
+    if (!k)
+        return WEFT_EDTYPE;
+    weft_tensor *d;
+    int rc = weft_zeros(&d, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                        weft_tensor_device(t));
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes = weft_tensor_sizes(t);
+    int64_t nb = p->batch ? sizes[0] : 1, rows = sizes[p->batch], cols = sizes[p->batch + 1];
+    bool i32 = weft_tensor_dtype(p->crow) == WEFT_INT32;
+    const void *cr = weft_tensor_data_ptr(p->crow), *cc = weft_tensor_data_ptr(p->col);
+    size_t es = weft_dtype_size(weft_tensor_dtype(t));
+    const char *v = weft_tensor_data_ptr(p->values);
+    char *o = weft_tensor_data_ptr(d);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t e = idx_at(cr, i32, b * (rows + 1) + r);
+                 e < idx_at(cr, i32, b * (rows + 1) + r + 1); e++) {
+                int64_t at = (b * rows + r) * cols + idx_at(cc, i32, b * p->nnz + e);
+                k->axpy(1, 1.0, v + (size_t)(b * p->nnz + e) * es, o + (size_t)at * es);
+            }
+    *out = d;
+    return 0;
+}
+
+/* --------------------------------------------------------- from strided */
+
+/* nonzero test of one dense block of `inner` elements */
+static bool block_nonzero(const char *p, int64_t inner, weft_dtype dt)
+{
+    for (int64_t i = 0; i < inner; i++)
+        if (dt == WEFT_FLOAT32 ? ((const float *)p)[i] != 0 : ((const double *)p)[i] != 0)
+            return true;
+    return false;
+}
+
+int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
+{
+    int ndim = weft_tensor_ndim(src);
+    weft_dtype dt = weft_tensor_dtype(src);
+    if (!sp__kernels_for(dt, "to_sparse"))
+        return WEFT_EDTYPE;
+    if (sparse_dim < 1 || sparse_dim > ndim)
+        return weft_set_error(WEFT_ERANGE,
+                              "to_sparse: sparse_dim must be in 1..%d for a %d-D tensor, got %d",
+                              ndim, ndim, sparse_dim);
+    if (weft_tensor_device(src).type != WEFT_DEVICE_TYPE_CPU)
+        return weft_set_error(WEFT_EDEVICE, "to_sparse: sparse tensors live on the CPU only "
+                                            "for now");
+    weft_tensor *c;
+    int rc = weft_contiguous(&c, src);
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes = weft_tensor_sizes(c);
+    int64_t outer = prod(sizes, sparse_dim), inner = prod(sizes + sparse_dim, ndim - sparse_dim);
+    size_t es = weft_dtype_size(dt);
+    const char *data = weft_tensor_data_ptr(c);
+    int64_t nnz = 0;
+    for (int64_t i = 0; i < outer; i++)
+        nnz += block_nonzero(data + (size_t)(i * inner) * es, inner, dt);
+    weft_tensor *ix = NULL, *val = NULL;
+    int64_t vs[WEFT_MAX_DIMS + 1];
+    vs[0] = nnz;
+    for (int d = sparse_dim; d < ndim; d++)
+        vs[d - sparse_dim + 1] = sizes[d];
+    rc = weft_empty(&ix, (int64_t[]){sparse_dim, nnz}, 2, WEFT_INT64, weft_tensor_device(c));
+    if (rc == 0)
+        rc = weft_empty(&val, vs, ndim - sparse_dim + 1, dt, weft_tensor_device(c));
+    if (rc < 0) {
+        weft_tensor_release(ix);
+        weft_tensor_release(c);
+        return rc;
+    }
+    int64_t *pi = weft_tensor_data_ptr(ix);
+    char *pv = weft_tensor_data_ptr(val);
+    for (int64_t i = 0, e = 0; i < outer; i++) {
+        const char *blk = data + (size_t)(i * inner) * es;
+        if (!block_nonzero(blk, inner, dt))
+            continue;
+        memcpy(pv + (size_t)(e * inner) * es, blk, (size_t)inner * es);
+        for (int64_t s = sparse_dim - 1, rest = i; s >= 0; s--) {
+            pi[s * nnz + e] = rest % sizes[s];
+            rest /= sizes[s];
+        }
+        e++;
+    }
+    rc = sp__coo_wrap(out, sizes, ndim, ix, val, sparse_dim, true);
+    weft_tensor_release(c);
+    return rc;
+}
+
+/* index tensors of CSR: int64, as torch's to_sparse_csr makes them */
+int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
+{
+    int ndim = weft_tensor_ndim(src);
+    weft_dtype dt = weft_tensor_dtype(src);
+    if (!sp__kernels_for(dt, "to_sparse_csr"))
+        return WEFT_EDTYPE;
+    if (ndim != 2 && ndim != 3)
+        return weft_set_error(WEFT_ESHAPE,
+                              "to_sparse_csr: needs a 2-D tensor (or 3-D with a batch), got %d-D",
+                              ndim);
+    if (weft_tensor_device(src).type != WEFT_DEVICE_TYPE_CPU)
+        return weft_set_error(WEFT_EDEVICE, "to_sparse_csr: sparse tensors live on the CPU "
+                                            "only for now");
+    weft_tensor *c;
+    int rc = weft_contiguous(&c, src);
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes = weft_tensor_sizes(c);
+    int b = ndim - 2;
+    int64_t nb = b ? sizes[0] : 1, rows = sizes[b], cols = sizes[b + 1];
+    size_t es = weft_dtype_size(dt);
+    const char *data = weft_tensor_data_ptr(c);
+    int64_t nnz = -1;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < rows * cols; i++)
+            n += block_nonzero(data + (size_t)(bi * rows * cols + i) * es, 1, dt);
+        if (nnz >= 0 && n != nnz) {
+            weft_tensor_release(c);
+            return weft_set_error(WEFT_EINVAL,
+                                  "to_sparse_csr: every batch entry must have the same number of "
+                                  "nonzeros, but batch 0 has %lld and batch %lld has %lld",
+                                  (long long)nnz, (long long)bi, (long long)n);
+        }
+        nnz = n;
+    }
+    int64_t crs[2] = {nb, rows + 1}, cos[2] = {nb, nnz};
+    weft_tensor *crow = NULL, *col = NULL, *val = NULL;
+    rc = weft_empty(&crow, b ? crs : crs + 1, b + 1, WEFT_INT64, weft_tensor_device(c));
+    if (rc == 0)
+        rc = weft_empty(&col, b ? cos : cos + 1, b + 1, WEFT_INT64, weft_tensor_device(c));
+    if (rc == 0)
+        rc = weft_empty(&val, b ? cos : cos + 1, b + 1, dt, weft_tensor_device(c));
+    if (rc < 0) {
+        weft_tensor *all[] = {crow, col, c};
+        release_all(all, 3);
+        return rc;
+    }
+    int64_t *pr = weft_tensor_data_ptr(crow), *pc = weft_tensor_data_ptr(col);
+    char *pv = weft_tensor_data_ptr(val);
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int64_t e = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            pr[bi * (rows + 1) + r] = e;
+            for (int64_t j = 0; j < cols; j++) {
+                const char *x = data + (size_t)((bi * rows + r) * cols + j) * es;
+                if (block_nonzero(x, 1, dt)) {
+                    pc[bi * nnz + e] = j;
+                    memcpy(pv + (size_t)(bi * nnz + e) * es, x, es);
+                    e++;
+                }
+            }
+        }
+        pr[bi * (rows + 1) + rows] = e;
+    }
+    rc = sp__csr_wrap(out, sizes, ndim, crow, col, val);
+    weft_tensor_release(c);
+    return rc;
+}
+
+/* -------------------------------------------------------------- COO<->CSR */
+
+int sp__coo_to_csr(weft_tensor **out, const weft_tensor *t)
+{
+    const sp__coo *p = sp__coo_of(t);
+    if (weft_tensor_ndim(t) != 2 || p->sparse_dim != 2)
+        return weft_set_error(WEFT_ESHAPE,
+                              "to_sparse_csr: a COO tensor needs 2 sparse and no dense "
+                              "dimensions, got %d sparse and %d dense",
+                              p->sparse_dim, p->dense_dim);
+    weft_tensor *co;
+    int rc = sp__coalesce(&co, t);
+    if (rc < 0)
+        return rc;
+    const sp__coo *q = sp__coo_of(co);
+    int64_t rows = weft_tensor_size(t, 0), nnz = q->nnz;
+    weft_tensor *crow = NULL, *col = NULL, *val = NULL;
+    rc = weft_zeros(&crow, (int64_t[]){rows + 1}, 1, WEFT_INT64, weft_tensor_device(t));
+    if (rc == 0)
+        rc = weft_empty(&col, (int64_t[]){nnz}, 1, WEFT_INT64, weft_tensor_device(t));
+    if (rc == 0)
+        rc = sp__copy(&val, q->values);
+    if (rc < 0) {
+        weft_tensor *all[] = {crow, col, co};
+        release_all(all, 3);
+        return rc;
+    }
+    int64_t *pr = weft_tensor_data_ptr(crow);
+    const int64_t *ix = weft_tensor_data_ptr(q->indices);
+    memcpy(weft_tensor_data_ptr(col), ix + nnz, (size_t)nnz * sizeof(int64_t));
+    for (int64_t e = 0; e < nnz; e++)
+        pr[ix[e] + 1]++;
+    for (int64_t r = 0; r < rows; r++)
+        pr[r + 1] += pr[r];
+    weft_tensor_release(co);
+    return sp__csr_wrap(out, weft_tensor_sizes(t), 2, crow, col, val);
+}
+
+int sp__csr_to_coo(weft_tensor **out, const weft_tensor *t)
+{
+    int vrc = sp__require_valid(t, "to_sparse");
+    if (vrc < 0)
+        return vrc;
+    const sp__csr *p = sp__csr_of(t);
+    int ndim = weft_tensor_ndim(t);
+    const int64_t *sizes = weft_tensor_sizes(t);
+    int64_t nb = p->batch ? sizes[0] : 1, rows = sizes[p->batch], total = nb * p->nnz;
+    weft_tensor *ix = NULL, *val = NULL;
+    int rc = weft_empty(&ix, (int64_t[]){ndim, total}, 2, WEFT_INT64, weft_tensor_device(t));
+    if (rc == 0)
+        rc = weft_reshape(&val, p->values, (int64_t[]){total}, 1);
+    weft_tensor *vc = NULL;
+    if (rc == 0)
+        rc = sp__copy(&vc, val);
+    weft_tensor_release(val);
+    if (rc < 0) {
+        weft_tensor_release(ix);
+        return rc;
+    }
+    bool i32 = weft_tensor_dtype(p->crow) == WEFT_INT32;
+    const void *cr = weft_tensor_data_ptr(p->crow), *cc = weft_tensor_data_ptr(p->col);
+    int64_t *pi = weft_tensor_data_ptr(ix);
+    for (int64_t b = 0, e = 0; b < nb; b++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t k = idx_at(cr, i32, b * (rows + 1) + r);
+                 k < idx_at(cr, i32, b * (rows + 1) + r + 1); k++, e++) {
+                int d = 0;
+                if (p->batch)
+                    pi[(d++) * total + e] = b;
+                pi[(d++) * total + e] = r;
+                pi[d * total + e] = idx_at(cc, i32, b * p->nnz + k);
+            }
+    /* CSR's invariants (rows in order, columns sorted and distinct) are
+     * exactly COO's coalesced order */
+    return sp__coo_wrap(out, sizes, ndim, ix, vc, ndim, true);
+}
+
+/* --------------------------------------------------------------- coalesce */
+
+typedef struct coalesce_job {
+    const int64_t *ix;  /* [sparse_dim, nnz] */
+    const int64_t *sizes;
+    int sparse_dim;
+    int64_t nnz;
+    int64_t *keys, *perm;
+    /* after the sort */
+    int64_t *starts; /* start of each unique run, nuniq + 1 entries */
+    int64_t *chunk_count;
+    int64_t nuniq, inner;
+    size_t es;
+    const char *vin;
+    char *vout;
+    int64_t *iout;
+    const sp__kernels *k;
+} coalesce_job;
+
+static void keys_chunk(int c, int n, void *ctx)
+{
+    coalesce_job *j = ctx;
+    int64_t b, e;
+    sp__chunk_range(j->nnz, c, n, &b, &e);
+    for (int64_t i = b; i < e; i++) {
+        int64_t lin = 0;
+        for (int s = 0; s < j->sparse_dim; s++)
+            lin = lin * j->sizes[s] + j->ix[s * j->nnz + i];
+        j->keys[i] = lin;
+    }
+}
+
+static void count_runs(int c, int n, void *ctx)
+{
+    coalesce_job *j = ctx;
+    int64_t b, e, cnt = 0;
+    sp__chunk_range(j->nnz, c, n, &b, &e);
+    for (int64_t i = b; i < e; i++)
+        cnt += i == 0 || j->keys[i] != j->keys[i - 1];
+    j->chunk_count[c] = cnt;
+}
+
+static void mark_runs(int c, int n, void *ctx)
+{
+    coalesce_job *j = ctx;
+    int64_t b, e, at = j->chunk_count[c];
+    sp__chunk_range(j->nnz, c, n, &b, &e);
+    for (int64_t i = b; i < e; i++)
+        if (i == 0 || j->keys[i] != j->keys[i - 1])
+            j->starts[at++] = i;
+}
+
+/* each unique position: its index column and the sum of its values, in
+ * the order the entries came (the sort was stable) */
+static void sum_runs(int c, int n, void *ctx)
+{
+    coalesce_job *j = ctx;
+    int64_t b, e;
+    sp__chunk_range(j->nuniq, c, n, &b, &e);
+    for (int64_t u = b; u < e; u++) {
+        int64_t first = j->starts[u], last = j->starts[u + 1];
+        for (int64_t s = j->sparse_dim - 1, rest = j->keys[first]; s >= 0; s--) {
+            j->iout[s * j->nuniq + u] = rest % j->sizes[s];
+            rest /= j->sizes[s];
+        }
+        char *dst = j->vout + (size_t)(u * j->inner) * j->es;
+        memcpy(dst, j->vin + (size_t)(j->perm[first] * j->inner) * j->es,
+               (size_t)j->inner * j->es);
+        for (int64_t i = first + 1; i < last; i++)
+            j->k->axpy(j->inner, 1.0, j->vin + (size_t)(j->perm[i] * j->inner) * j->es, dst);
+    }
+}
+
+int sp__coalesce(weft_tensor **out, const weft_tensor *t)
+{
+    int vrc = sp__require_valid(t, "coalesce");
+    if (vrc < 0)
+        return vrc;
+    const sp__coo *p = sp__coo_of(t);
+    if (p->coalesced) {
+        *out = weft_tensor_retain(t);
+        return 0;
+    }
+    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "coalesce");
+    if (!k)
+        return WEFT_EDTYPE;
+    const int64_t *sizes = weft_tensor_sizes(t);
+    int64_t limit = 1;
+    for (int s = 0; s < p->sparse_dim; s++) {
+        if (sizes[s] && limit > INT64_MAX / sizes[s])
+            return weft_set_error(WEFT_EOVERFLOW,
+                                  "coalesce: the sparse dimensions hold more than 2^63 "
+                                  "positions");
+        limit *= sizes[s];
+    }
+    coalesce_job j = {
+        .ix = weft_tensor_data_ptr(p->indices),
+        .sizes = sizes,
+        .sparse_dim = p->sparse_dim,
+        .nnz = p->nnz,
+        .inner = prod(sizes + p->sparse_dim, p->dense_dim),
+        .es = weft_dtype_size(weft_tensor_dtype(t)),
+        .vin = weft_tensor_data_ptr(p->values),
+        .k = k,
+    };
+    int64_t n = p->nnz;
+    j.keys = malloc((size_t)n * sizeof *j.keys);
+    j.perm = malloc((size_t)n * sizeof *j.perm);
+    j.starts = malloc((size_t)(n + 1) * sizeof *j.starts);
+    int64_t counts[64];
+    j.chunk_count = counts;
+    weft_tensor *ix = NULL, *val = NULL;
+    int rc = 0;
+    if (!j.keys || !j.perm || !j.starts) {
+        rc = weft_set_error(WEFT_ENOMEM, "coalesce: out of memory for %lld entries",
+                            (long long)n);
+        goto done;
+    }
+    const int64_t grain = 1 << 15;
+    sp__parallel(n, grain, keys_chunk, &j);
+    if ((rc = sp__sort_keys(j.keys, j.perm, n, limit)) < 0)
+        goto done;
+    int nch = sp__parallel(n, grain, count_runs, &j);
+    int64_t total = 0;
+    for (int c = 0; c < nch; c++) {
+        int64_t cnt = counts[c];
+        counts[c] = total;
+        total += cnt;
+    }
+    sp__parallel_chunks(nch, mark_runs, &j);
+    j.nuniq = total;
+    j.starts[total] = n;
+    int64_t vs[WEFT_MAX_DIMS + 1];
+    vs[0] = total;
+    for (int d = 0; d < p->dense_dim; d++)
+        vs[d + 1] = sizes[p->sparse_dim + d];
+    rc = weft_empty(&ix, (int64_t[]){p->sparse_dim, total}, 2, WEFT_INT64,
+                    weft_tensor_device(t));
+    if (rc == 0)
+        rc = weft_empty(&val, vs, p->dense_dim + 1, weft_tensor_dtype(t), weft_tensor_device(t));
+    if (rc < 0)
+        goto done;
+    j.iout = weft_tensor_data_ptr(ix);
+    j.vout = weft_tensor_data_ptr(val);
+    sp__parallel(total, 4096, sum_runs, &j);
+    rc = sp__coo_wrap(out, sizes, weft_tensor_ndim(t), ix, val, p->sparse_dim, true);
+    ix = val = NULL;
+done:
+    weft_tensor_release(ix);
+    weft_tensor_release(val);
+    free(j.keys);
+    free(j.perm);
+    free(j.starts);
+    return rc;
+}

@@ -1,0 +1,145 @@
+/* layouts/sparse/sparse.h — what the sparse layout plugin's files share: the
+ * two payloads (COO and CSR), how a tensor of either is made, the per-dtype
+ * kernel table and the plugin's small thread pool.  Like any out-of-tree
+ * plugin it sees only the installed SDK headers, never c10/ or dispatch/.
+ * Prefix: sp__. */
+#ifndef WEFT_LAYOUTS_SPARSE_H
+#define WEFT_LAYOUTS_SPARSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <weft/ops.h>
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+/* COO, hybrid: sparse_dim index dimensions, then dense_dim dense trailing
+ * dimensions held by each value.  indices is int64 [sparse_dim, nnz] and
+ * values [nnz, dense sizes...], both contiguous strided tensors owned (one
+ * reference each) by the payload.  coalesced: the entries are sorted by
+ * their row-major position and no position repeats. */
+typedef struct sp__coo {
+    int sparse_dim, dense_dim;
+    int64_t nnz;
+    bool coalesced;
+    /* false while the pattern is unvalidated (check_invariants=False, or
+     * derived from such a pattern); see sp__require_valid */
+    _Atomic bool valid;
+    weft_tensor *indices;
+    weft_tensor *values;
+} sp__coo;
+
+/* CSR: sizes [B?, rows, cols]; crow [B?, rows + 1], col [B?, nnz] and
+ * values [B?, nnz], contiguous; crow and col share an index dtype, int32 or
+ * int64.  nnz is per batch entry (every batch entry has the same). */
+typedef struct sp__csr {
+    int batch; /* 0 or 1 batch dimension */
+    int64_t nnz;
+    _Atomic bool valid; /* as sp__coo's */
+    weft_tensor *crow, *col, *values;
+} sp__csr;
+
+extern int sp__coo_layout, sp__csr_layout;
+
+static inline bool sp__is_coo(const weft_tensor *t)
+{
+    return t && weft_tensor_layout(t) == sp__coo_layout;
+}
+static inline bool sp__is_csr(const weft_tensor *t)
+{
+    return t && weft_tensor_layout(t) == sp__csr_layout;
+}
+static inline sp__coo *sp__coo_of(const weft_tensor *t)
+{
+    return weft_tensor_layout_payload(t);
+}
+static inline sp__csr *sp__csr_of(const weft_tensor *t)
+{
+    return weft_tensor_layout_payload(t);
+}
+
+/* The name an error message gives t's layout ("sparse_coo", "strided"). */
+const char *sp__layout_name(const weft_tensor *t);
+
+/* Makes a COO tensor of sizes[ndim] taking over one reference each of
+ * indices and values (released on failure too).  Shapes are not checked:
+ * callers have done it. */
+int sp__coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *indices,
+                 weft_tensor *values, int sparse_dim, bool coalesced);
+/* Likewise for CSR (crow, col, values taken over). */
+int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *crow,
+                 weft_tensor *col, weft_tensor *values);
+
+/* A contiguous copy of strided t (new tensor). */
+int sp__copy(weft_tensor **out, const weft_tensor *t);
+
+/* Every kernel that addresses memory through t's indices calls this
+ * first: a pattern made with check_invariants=False (or derived from one)
+ * is checked in full once, at its first such use, so bad indices are an
+ * error naming `op` rather than a write out of bounds; torch leaves that
+ * undefined.  Other patterns cost one load. */
+int sp__require_valid(const weft_tensor *t, const char *op);
+/* Marks out's pattern as valid only if every source's is (for kernels that
+ * pass a pattern on without addressing memory through it). */
+void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n);
+
+/* Full checks of a constructor's arguments (see construct.c); `op` names
+ * the caller in the messages. */
+int sp__coo_check(const char *op, const weft_tensor *indices, const weft_tensor *values,
+                  const int64_t *sizes, int ndim, bool check_invariants);
+int sp__csr_check(const char *op, const weft_tensor *crow, const weft_tensor *col,
+                  const weft_tensor *values, const int64_t *sizes, int ndim,
+                  bool check_invariants);
+
+/* Conversions; each makes a new tensor and leaves its input alone. */
+int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t);
+int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t);
+int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim);
+int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src);
+int sp__coo_to_csr(weft_tensor **out, const weft_tensor *t);
+int sp__csr_to_coo(weft_tensor **out, const weft_tensor *t);
+/* A coalesced copy of COO t (t itself, retained, when already coalesced). */
+int sp__coalesce(weft_tensor **out, const weft_tensor *t);
+
+/* float32 and float64 values only: every kernel is written once on this
+ * table and instantiated per dtype in kernels.c. */
+typedef struct sp__kernels {
+    /* y[0..n) += a * x[0..n) */
+    void (*axpy)(int64_t n, double a, const void *x, void *y);
+    /* CSR (int64 or int32 indices) times dense [K, n] rows [r0, r1):
+     * out[i, :] = sum_k val[k] * b[col[k], :] */
+    void (*spmm_rows)(int64_t r0, int64_t r1, const void *crow, const void *col, bool idx32,
+                      const void *val, const void *b, int64_t n, void *out);
+    /* a[i] *= b[i] */
+    void (*mul)(int64_t n, const void *b, void *a);
+} sp__kernels;
+/* The table of dtype, or NULL with WEFT_EDTYPE set naming `op`. */
+const sp__kernels *sp__kernels_for(weft_dtype dtype, const char *op);
+
+/* Runs fn(chunk, nchunks, ctx) for chunk = 0..nchunks-1, nchunks being at
+ * most weft_get_num_threads() and at most ceil(n / grain); the caller runs
+ * chunk 0.  Threads are started per call (a sparse kernel's work dwarfs
+ * that) so the plugin leaves nothing running when it is unloaded.  Returns
+ * the number of chunks used. */
+typedef void (*sp__chunk_fn)(int chunk, int nchunks, void *ctx);
+int sp__parallel(int64_t n, int64_t grain, sp__chunk_fn fn, void *ctx);
+/* Exactly nchunks chunks (1..64), whatever the thread setting. */
+int sp__parallel_chunks(int nchunks, sp__chunk_fn fn, void *ctx);
+/* [begin, end) of chunk c of nchunks over n items. */
+static inline void sp__chunk_range(int64_t n, int c, int nchunks, int64_t *begin, int64_t *end)
+{
+    *begin = n * c / nchunks;
+    *end = n * (c + 1) / nchunks;
+}
+
+/* Stable parallel radix sort of keys[0..n) (each < limit) carrying perm;
+ * on return keys are ascending and perm holds each key's original position.
+ * Ties keep their input order, whatever the thread count. */
+int sp__sort_keys(int64_t *keys, int64_t *perm, int64_t n, int64_t limit);
+
+/* Kernel registration of each file (plugin.c calls them from init). */
+int sp__register_construct(weft_registrar *reg);
+int sp__register_ops(weft_registrar *reg);
+int sp__register_autograd(weft_registrar *reg);
+
+#endif /* WEFT_LAYOUTS_SPARSE_H */

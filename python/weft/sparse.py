@@ -1,0 +1,172 @@
+"""weft.sparse — torch.sparse's functions over the sparse layouts of the
+plugin libweft-sparse.so (issue 16).
+
+The plugin defines its operators by schema, so the extension binds them
+like every other operator: ``weft.sparse_coo_tensor``,
+``weft.sparse_csr_tensor``, ``Tensor.to_sparse``, ``.to_sparse_csr``,
+``.to_dense``, ``.coalesce``, ``.indices``, ``.values``,
+``.crow_indices``, ``.col_indices``, and ``weft.mm``/``weft.matmul``
+with a sparse operand.  This module adds what torch spells differently
+from a schema: ``weft.sparse.mm``/``addmm``/``sum``, and the Tensor
+members that torch makes Python numbers or properties (``_nnz()``,
+``is_coalesced()``, ``sparse_dim()``, ``dense_dim()``, ``is_sparse``,
+``is_sparse_csr``).  Without the plugin the module still imports; its
+functions then raise the dispatcher's error for the missing operator.
+"""
+
+from . import _C
+from ._layout import layout
+
+__all__ = ["mm", "addmm", "sum"]
+
+
+_SparseMM = None
+
+
+def _sparse_mm_function():
+    global _SparseMM
+    if _SparseMM is None:
+        from .autograd import Function
+
+        class SparseMm(Function):
+            """sparse @ dense with torch.sparse.mm's gradients: the dense
+            operand's dense (mat1^T @ grad), the sparse operand's sparse with
+            mat1's own pattern (grad . mat2^T sampled at mat1's entries)."""
+
+            @staticmethod
+            def forward(ctx, mat1, mat2):
+                ctx.save_for_backward(mat1, mat2)
+                return _C.mm(mat1, mat2)
+
+            @staticmethod
+            def backward(ctx, grad):
+                mat1, mat2 = ctx.saved_tensors
+                # the gradient of mat1 is grad @ mat2^T at mat1's positions,
+                # one value per position (torch's sparse_mask of the
+                # coalesced pattern): duplicates must not count it twice
+                from .grad_mode import no_grad
+
+                with no_grad():
+                    coo = mat1 if mat1.layout == "sparse_coo" else mat1.to_sparse()
+                    coo = coo.coalesce()
+                g1 = g2 = None
+                if ctx.needs_input_grad[1]:
+                    g2 = _C.mm(_C.sparse_transpose(coo, 0, 1), grad)
+                if ctx.needs_input_grad[0]:
+                    idx = coo.indices()
+                    rows = _C.index_select(grad, 0, idx[0])
+                    cols = _C.index_select(mat2, 0, idx[1])
+                    vals = (rows * cols).sum(1)
+                    g1 = _C.sparse_coo_tensor(idx, vals, list(mat1.shape), False)
+                    if mat1.layout == "sparse_csr":
+                        g1 = g1.to_sparse_csr()
+                return g1, g2
+
+        _SparseMM = SparseMm
+    return _SparseMM
+
+
+def mm(mat1, mat2):
+    """torch.sparse.mm: a sparse matrix (COO or CSR) times a strided one
+    (strided result), differentiable as torch's (the sparse operand's
+    gradient keeps its pattern), or CSR times CSR (CSR result)."""
+    if mat1.layout != "strided" and mat2.layout == "strided" and (
+            mat1.requires_grad or mat2.requires_grad) and _C.is_grad_enabled():
+        return _sparse_mm_function().apply(mat1, mat2)
+    return _C.mm(mat1, mat2)
+
+
+def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
+    """torch.sparse.addmm: beta * mat + alpha * (mat1 @ mat2), mat1 sparse."""
+    return _C.addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def sum(input, dim=None, dtype=None):  # noqa: A001 -- torch's name
+    """torch.sparse.sum: over all dimensions a 0-d strided tensor; over some,
+    a sparse COO tensor over the sparse dimensions left."""
+    if dim is not None and not isinstance(dim, (list, tuple)):
+        dim = [dim]
+    return _C.sum(input, dim, False, dtype=dtype)
+
+
+class _EmbeddingSparse:
+    """embedding(..., sparse=True): the gradient of the weight is a sparse
+    COO tensor holding one row per looked-up index (duplicates summed when
+    it is coalesced or applied), never a dense tensor of the table's size."""
+
+    _fn = None
+
+    @classmethod
+    def apply(cls, weight, input, padding_idx):
+        if cls._fn is None:
+            from .autograd import Function
+
+            class EmbeddingSparse(Function):
+                @staticmethod
+                def forward(ctx, weight, input, padding_idx):
+                    ctx.save_for_backward(input)
+                    ctx.size = list(weight.shape)
+                    ctx.padding_idx = padding_idx
+                    return _C.embedding(weight, input, padding_idx)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    (input,) = ctx.saved_tensors
+                    n, d = ctx.size
+                    idx = input.reshape(1, -1).to(_C.int64)
+                    rows = grad.reshape(-1, d).contiguous()
+                    if ctx.padding_idx >= 0:
+                        # the padding row gets no gradient, as the dense path
+                        keep = _C.ne(idx.reshape(-1, 1), ctx.padding_idx).to(rows.dtype)
+                        rows = rows * keep
+                    return _C.sparse_coo_tensor(idx, rows, [n, d], False), None, None
+
+            cls._fn = EmbeddingSparse
+        return cls._fn.apply(weight, input, padding_idx)
+
+
+def embedding_sparse(input, weight, padding_idx=-1):
+    """F.embedding(input, weight, padding_idx, sparse=True)"""
+    return _EmbeddingSparse.apply(weight, input, padding_idx)
+
+
+def _is_layout(t, name):
+    return t.layout == name
+
+
+def _install():
+    T = _C.Tensor
+    as_int = {"_nnz": int, "sparse_dim": int, "dense_dim": int, "is_coalesced": bool}
+    for name, conv in as_int.items():
+        op = getattr(_C, name, None)
+        if op is None:
+            continue  # the plugin is not loaded
+
+        def member(self, _op=op, _conv=conv):
+            return _conv(_op(self).item())
+
+        member.__name__ = name
+        member.__doc__ = "torch's Tensor.%s(): a Python %s" % (name, conv.__name__)
+        setattr(T, name, member)
+    # Tensor.clone is empty_like + copy_ (so autograd sees a copy), and
+    # empty_like makes a strided tensor: a sparse tensor clones through the
+    # clone operator, which keeps its layout
+    strided_clone = T.clone
+
+    def clone(self):
+        """a copy of the tensor, in its layout"""
+        return strided_clone(self) if self.layout == "strided" else _C.clone(self)
+
+    T.clone = clone
+    # weft.sparse_coo and weft.sparse_csr, as torch.sparse_coo/sparse_csr
+    import weft
+
+    weft.sparse_coo = layout("sparse_coo")
+    weft.sparse_csr = layout("sparse_csr")
+    T.is_sparse = property(lambda self: _is_layout(self, "sparse_coo"),
+                           doc="True for a sparse COO tensor, as torch's")
+    T.is_sparse_csr = property(lambda self: _is_layout(self, "sparse_csr"),
+                               doc="True for a sparse CSR tensor, as torch's")
+
+
+_install()
