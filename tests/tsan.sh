@@ -83,7 +83,7 @@ compile_all() { # out-dir extra-flags sources...
 # symbols from the program when they are opened.
 # shellcheck disable=SC2086
 if compile_all "$tmp/core" '-DWEFT_PLUGINDIR="/nonexistent" -DWEFT_VERSION_STRING="tsan"' $core &&
-    $cc -fsanitize=thread -shared -o "$tmp/libweft.so" "$tmp"/core/*.o -lm -ldl -pthread >>"$build_log" 2>&1 &&
+    $cc -fsanitize=thread -shared -o "$tmp/libweft.so" "$tmp"/core/*.o -lm -ldl -lz -pthread >>"$build_log" 2>&1 &&
     compile_all "$tmp/cpu" "$blas_cflags -DCPU_VARIANT=\"baseline\"" $cpu &&
     $cc $flags -DCPU_VARIANT_AVX2=0 -c "$srcdir/backends/cpu/score.c" -o "$tmp/cpu/score.o" >>"$build_log" 2>&1 &&
     $cc -fsanitize=thread -shared -o "$tmp/plugins/libweft-cpu.so" "$tmp"/cpu/*.o $blas -lm -pthread >>"$build_log" 2>&1 &&
