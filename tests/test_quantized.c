@@ -291,6 +291,21 @@ static void test_errors(void)
     like(weft_last_error(), "int8 (qint8), uint8 (quint8) or int32 (qint32)", "listing those that are");
     ok(q == NULL, "nothing came out of the failures");
 
+    /* no gradient formula: an input that requires grad is refused by name
+     * (a result without history would drop its gradient silently) */
+    weft_tensor *g = from_floats(x, (int64_t[]){2, 2}, 2);
+    weft_tensor_set_requires_grad(g, true);
+    is_int(weft_quantize_per_tensor(&q, g, 0.1, 0, WEFT_INT8), WEFT_ENOTSUP,
+           "quantize_per_tensor of an input that requires grad: refused");
+    like(weft_last_error(), "quantize_per_tensor: not differentiable, and an input requires grad",
+         "naming the operator");
+    bool was = weft_set_grad_enabled(false);
+    is_int(weft_quantize_per_tensor(&q, g, 0.1, 0, WEFT_INT8), 0, "under no_grad it quantizes");
+    weft_set_grad_enabled(was);
+    weft_tensor_release(q);
+    q = NULL;
+    weft_tensor_release(g);
+
     const double s2[2] = {0.1, 0.1}, s3[3] = {0.1, 0.1, 0.1}, sbad[2] = {0.1, 0};
     const int64_t z2[2] = {0, 0}, zbad[2] = {0, 300};
     weft_tensor *sc2 = from_data(s2, (int64_t[]){2}, 1, WEFT_FLOAT64);

@@ -560,6 +560,13 @@ WEFT_API int weft_tensor_new_layout(weft_tensor **out, int layout, const int64_t
 /* The payload of a tensor of a plugin layout (borrowed; lives as long as
  * t), or NULL for a strided or NULL tensor. */
 WEFT_API void *weft_tensor_layout_payload(const weft_tensor *t);
+/* A boxed kernel a plugin registers at WEFT_KEY_AUTOGRAD (all backends) for
+ * an operator of its own that has no gradient formula, so that no gradient
+ * is ever dropped silently: with grad mode on and a tensor argument that
+ * requires grad it fails with WEFT_ENOTSUP naming the operator; otherwise
+ * the call goes on below autograd as if it were not there.  ctx is unused.
+ * Thread-safe. */
+WEFT_API int weft_not_differentiable_kernel(weft_call *call, void *ctx);
 /* A boxed kernel a layout plugin may register as the fallback of its key
  * (weft_register_fallback(reg, weft_layout_key(id), WEFT_ALL_BACKENDS,
  * weft_layout_strided_fallback, NULL, NULL)): an operator the layout has no

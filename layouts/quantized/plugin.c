@@ -7,6 +7,7 @@
  * registration goes through the registrar, so a failing init is rolled
  * back whole and unloading takes it all away. */
 #include <pthread.h>
+#include <string.h>
 
 #include "quantized.h"
 
@@ -60,11 +61,31 @@ int qt__register_dnnl(weft_registrar *reg)
 }
 #endif
 
+/* The operator a schema string defines: its name, up to '(', into buf. */
+static const char *schema_name(const char *schema, char *buf, size_t size)
+{
+    size_t n = strcspn(schema, "(");
+    if (n >= size)
+        n = size - 1;
+    memcpy(buf, schema, n);
+    buf[n] = '\0';
+    return buf;
+}
+
 static int quantized_init(weft_registrar *reg)
 {
     int rc = qt__choose_kernels();
-    for (size_t i = 0; rc == 0 && i < sizeof schemas / sizeof *schemas; i++)
+    /* none of the plugin's operators has a gradient formula (quantized
+     * tensors carry no gradients, as in PyTorch): each refuses an input
+     * that requires grad instead of returning a result without history */
+    char name[128];
+    for (size_t i = 0; rc == 0 && i < sizeof schemas / sizeof *schemas; i++) {
         rc = weft_register_op(reg, schemas[i], NULL);
+        if (rc == 0)
+            rc = weft_register_kernel(reg, schema_name(schemas[i], name, sizeof name),
+                                      WEFT_KEY_AUTOGRAD, WEFT_ALL_BACKENDS,
+                                      weft_not_differentiable_kernel, NULL, NULL);
+    }
     if (rc < 0 || (rc = qt__register_affine(reg)) < 0 || (rc = qt__register_views(reg)) < 0 ||
         (rc = qt__register_ops(reg)) < 0 ||
         (rc = qt__register_blocks(reg)) < 0 || (rc = qt__register_dnnl(reg)) < 0)
