@@ -107,6 +107,17 @@ echo "# the sanitizer build took $(($(date +%s) - start)) s"
 n=0
 fail=0
 out=$tmp/run.log
+# run_prog PROGRAM LSAN_OPTIONS: the environment make check gives the
+# programs (AM_TESTS_ENVIRONMENT), pointing into the sanitizer build
+run_prog() {
+    WEFT_PLUGIN_PATH="$build/.libs" WEFT_TEST_PLUGIN_DIR="$build/tests/plugins/.libs" \
+        WEFT_BUILDDIR="$build" \
+        ASAN_OPTIONS="detect_leaks=$leaks${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+        LSAN_OPTIONS="$2${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
+        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+        "$1" >"$out" 2>&1
+}
+printf 'leak:_dlerror_run\nleak:_dl_exception_create\n' >"$tmp/lsan-tls.supp"
 for t in $tests; do
     t=${t#tests/}
     n=$((n + 1))
@@ -131,17 +142,29 @@ for t in $tests; do
         esac
         continue
     fi
-    # the environment make check gives the programs (AM_TESTS_ENVIRONMENT),
-    # pointing into the sanitizer build
-    if WEFT_PLUGIN_PATH="$build/.libs" WEFT_TEST_PLUGIN_DIR="$build/tests/plugins/.libs" \
-        WEFT_BUILDDIR="$build" \
-        ASAN_OPTIONS="detect_leaks=$leaks${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-        "$prog" >"$out" 2>&1 && ! grep -q '^not ok' "$out"; then
+    note=""
+    if run_prog "$prog" "" && ! grep -q '^not ok' "$out"; then
+        clean=1
+    elif [ "$leaks" = 1 ] && grep -q '^Tracer caught signal' "$out" && ! grep -q '^not ok' "$out"; then
+        # LeakSanitizer's own thread walk crashed: glibc left a stale
+        # dynamic-TLS entry in a worker thread that outlived a library
+        # (oneDNN's OpenMP threads, test_quantized), and LSan reads it as
+        # a block.  Again without TLS as a root: what only TLS holds
+        # (dlerror's per-thread buffer) is then a known false leak.
+        note=" (LSan without TLS roots: its thread walk crashed on a stale dynamic-TLS block)"
+        if run_prog "$prog" "use_tls=0:suppressions=$tmp/lsan-tls.supp" && ! grep -q '^not ok' "$out"; then
+            clean=1
+        else
+            clean=0
+        fi
+    else
+        clean=0
+    fi
+    if [ "$clean" = 1 ]; then
         if grep -q '^1\.\.0 # SKIP' "$out"; then
             echo "ok $n - $t # SKIP$(sed -n 's/^1\.\.0 # SKIP//p' "$out" | head -1)"
         else
-            echo "ok $n - $t is clean under ASan$([ "$leaks" = 1 ] && echo ", LSan") and UBSan ($(grep -c '^ok' "$out") checks)"
+            echo "ok $n - $t is clean under ASan$([ "$leaks" = 1 ] && echo ", LSan") and UBSan ($(grep -c '^ok' "$out") checks)$note"
         fi
     else
         echo "not ok $n - $t under ASan$([ "$leaks" = 1 ] && echo ", LSan") and UBSan:"
