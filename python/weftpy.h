@@ -115,4 +115,7 @@ PyObject *wpy_save_parameters(PyObject *module, PyObject *args);
 PyObject *wpy_load_parameters(PyObject *module, PyObject *args);
 PyObject *wpy_save_safetensors(PyObject *module, PyObject *args);
 
+/* datasets.c: _read_idx (weft.datasets) */
+PyObject *wpy_read_idx(PyObject *module, PyObject *arg);
+
 #endif /* WEFT_PYTHON_WEFTPY_H */

@@ -82,6 +82,8 @@ fi
 run "nn (PyTorch peer)" "$peer" test_nn.py
 run "optim (PyTorch peer)" "$peer" test_optim.py
 run "utils.data" "$peer" test_data.py
+# weft.datasets.FashionMNIST against the raw files (issue 15)
+run "datasets" "$python" test_datasets.py
 
 # NumPy >= 2.1 from PyPI, in a venv kept in the build directory
 venv="$builddir/tests/python-venv"
