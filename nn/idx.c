@@ -103,9 +103,10 @@ static int read_file(weft_tensor **out, gzFile f, const char *path)
 
 int weft_read_idx(weft_tensor **out, const char *path)
 {
+    if (out)
+        *out = NULL;
     if (!out || !path)
         return weft_set_error(WEFT_EINVAL, "weft_read_idx: NULL %s", out ? "path" : "out");
-    *out = NULL;
     errno = 0;
     gzFile f = gzopen(path, "rb");
     if (!f)
