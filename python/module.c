@@ -646,6 +646,8 @@ static PyMethodDef module_methods[] = {
     {"_parse_device", py_parse_device, METH_O, "_parse_device(str): (type id, index)"},
     {"_register_hook", wpy_register_hook, METH_VARARGS,
      "_register_hook(tensor, fn): fn(grad) runs when the gradient reaches tensor (Tensor.register_hook)"},
+    {"_read_idx", wpy_read_idx, METH_O,
+     "_read_idx(path): an IDX file (gzip or plain) as a uint8 tensor (weft.datasets)"},
     {"_layout", wpy_layout_of, METH_O, "_layout(t): the name of t's layout (Tensor.layout)"},
     {"_layouts", wpy_layouts, METH_NOARGS,
      "_layouts(): [(id, name, plugin)] of the registered layouts (weft.layouts)"},

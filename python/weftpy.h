@@ -127,5 +127,7 @@ PyObject *wpy_save_safetensors(PyObject *module, PyObject *args);
 /* distributed.c: weft.distributed's functions (issue 18), added to the
  * module at init */
 extern PyMethodDef wpy_dist_methods[];
+/* datasets.c: _read_idx (weft.datasets) */
+PyObject *wpy_read_idx(PyObject *module, PyObject *arg);
 
 #endif /* WEFT_PYTHON_WEFTPY_H */

@@ -88,6 +88,10 @@ run "optim (PyTorch peer)" "$peer" test_optim.py
 run "utils.data" "$peer" test_data.py
 # the profiler (issue 19): its table beside torch.profiler's where the peer has torch
 run "profiler" "$peer" test_profiler.py
+# weft.datasets.FashionMNIST against the raw files (issue 15)
+run "datasets" "$python" test_datasets.py
+# weft.save/weft.load of an optimizer's state_dict (issue 15)
+run "save/load of nested objects" "$python" test_save_nested.py
 
 # NumPy >= 2.1 from PyPI, in a venv kept in the build directory
 venv="$builddir/tests/python-venv"

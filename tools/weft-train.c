@@ -1,5 +1,5 @@
 /* tools/weft-train.c — the main job: trains a classifier on Fashion-MNIST
- * (Debian's dataset-fashion-mnist, IDX files read through zlib) with weft's
+ * (Debian's dataset-fashion-mnist, IDX files read by weft_read_idx) with weft's
  * operators and autograd, prints progress and the test accuracy after each
  * epoch, and with --json ends with one JSON object of the results.
  *
@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <zlib.h>
 
 #include <weft/distributed.h>
 #include <weft/nn.h>
@@ -44,8 +43,9 @@ typedef struct options {
 typedef struct dataset {
     long n;
     int rows, cols;
-    unsigned char *images; /* n * rows * cols */
-    unsigned char *labels; /* n */
+    weft_tensor *image_file, *label_file; /* uint8 [n, rows, cols] and [n] */
+    const unsigned char *images;          /* their elements */
+    const unsigned char *labels;
 } dataset;
 
 static double now(void)
@@ -73,55 +73,23 @@ static int fail(const char *what)
 
 /* ------------------------------------------------------------------ data */
 
-static int read_exact(gzFile f, void *buf, unsigned len, const char *path)
+/* Reads one IDX file with libweft's reader (the one weft.datasets uses);
+ * want_dims is 3 for images and 1 for labels. */
+static weft_tensor *read_idx(const char *path, int want_dims)
 {
-    int got = gzread(f, buf, len);
-    if (got != (int)len) {
-        fprintf(stderr, "weft-train: %s: truncated or unreadable (wanted %u bytes, got %d)\n", path,
-                len, got);
-        return -1;
-    }
-    return 0;
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Reads an IDX file (magic 0x0801 labels or 0x0803 images). */
-static unsigned char *read_idx(const char *path, int want_dims, long *n, int *rows, int *cols)
-{
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "weft-train: cannot open %s: %s (apt-get install dataset-fashion-mnist)\n",
-                path, strerror(errno));
+    weft_tensor *t = NULL;
+    if (weft_read_idx(&t, path) < 0) {
+        fprintf(stderr, "weft-train: %s (apt-get install dataset-fashion-mnist)\n",
+                weft_last_error());
         return NULL;
     }
-    unsigned char head[16];
-    unsigned char *data = NULL;
-    if (read_exact(f, head, 4, path) == 0) {
-        uint32_t magic = be32(head);
-        if (magic != (uint32_t)(0x0800 | want_dims)) {
-            fprintf(stderr, "weft-train: %s: not an IDX file of %d dimension(s) (magic 0x%08x)\n",
-                    path, want_dims, magic);
-        } else if (read_exact(f, head + 4, 4u * (unsigned)want_dims, path) == 0) {
-            *n = be32(head + 4);
-            *rows = want_dims == 3 ? (int)be32(head + 8) : 1;
-            *cols = want_dims == 3 ? (int)be32(head + 12) : 1;
-            size_t bytes = (size_t)*n * (size_t)*rows * (size_t)*cols;
-            if (*n <= 0 || *n > 10000000 || *rows > 4096 || *cols > 4096) {
-                fprintf(stderr, "weft-train: %s: implausible sizes\n", path);
-            } else if (!(data = weft_malloc(bytes))) {
-                fprintf(stderr, "weft-train: %s: out of memory for %zu bytes\n", path, bytes);
-            } else if (read_exact(f, data, (unsigned)bytes, path) < 0) {
-                weft_free(data);
-                data = NULL;
-            }
-        }
+    if (weft_tensor_ndim(t) != want_dims) {
+        fprintf(stderr, "weft-train: %s: %d dimension(s), expected %d\n", path,
+                (int)weft_tensor_ndim(t), want_dims);
+        weft_tensor_release(t);
+        return NULL;
     }
-    gzclose(f);
-    return data;
+    return t;
 }
 
 static int load_split(dataset *d, const char *dir, const char *prefix, long limit)
@@ -129,12 +97,16 @@ static int load_split(dataset *d, const char *dir, const char *prefix, long limi
     char ip[4096], lp[4096];
     snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
     snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
-    long nl;
-    int r1, c1;
-    d->images = read_idx(ip, 3, &d->n, &d->rows, &d->cols);
-    d->labels = d->images ? read_idx(lp, 1, &nl, &r1, &c1) : NULL;
-    if (!d->labels)
+    d->image_file = read_idx(ip, 3);
+    d->label_file = d->image_file ? read_idx(lp, 1) : NULL;
+    if (!d->label_file)
         return -1;
+    d->n = (long)weft_tensor_size(d->image_file, 0);
+    d->rows = (int)weft_tensor_size(d->image_file, 1);
+    d->cols = (int)weft_tensor_size(d->image_file, 2);
+    d->images = weft_tensor_data_ptr(d->image_file);
+    d->labels = weft_tensor_data_ptr(d->label_file);
+    long nl = (long)weft_tensor_size(d->label_file, 0);
     if (nl != d->n) {
         fprintf(stderr, "weft-train: %s: %ld images but %ld labels\n", dir, d->n, nl);
         return -1;
@@ -776,9 +748,9 @@ int main(int argc, char **argv)
     if (world && weft_dist_finalize(world) < 0)
         return fail("--distributed: finalize");
     weft_free(order);
-    weft_free(train.images);
-    weft_free(train.labels);
-    weft_free(test.images);
-    weft_free(test.labels);
+    weft_tensor_release(train.image_file);
+    weft_tensor_release(train.label_file);
+    weft_tensor_release(test.image_file);
+    weft_tensor_release(test.label_file);
     return 0;
 }

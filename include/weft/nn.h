@@ -425,6 +425,21 @@ WEFT_API int weft_observer_observe(weft_observer *o, const weft_tensor *x);
 WEFT_API int weft_observer_qparams(weft_observer *o, weft_tensor **scale, weft_tensor **zero_point);
 /* Frees the observer; NULL is a no-op. */
 WEFT_API void weft_observer_destroy(weft_observer *o);
+/* ------------------------------------------------------------- datasets */
+
+/* Reads an IDX file (the format of MNIST and Fashion-MNIST: two zero bytes,
+ * an element-type byte, a dimension count byte, that many big-endian uint32
+ * sizes, then the elements) into a new contiguous uint8 CPU tensor of those
+ * sizes in *out (the caller owns it; release with weft_tensor_release).
+ * The file may be gzip-compressed (as Debian's dataset-fashion-mnist ships
+ * it) or plain.  Only unsigned-byte elements (type 0x08) are read.  The
+ * whole file is checked and *out is NULL on any error.  Errors: WEFT_EINVAL
+ * (NULL out or path), WEFT_EIO (unopenable or unreadable, not IDX, a corrupt
+ * gzip stream, truncated, bytes past the last element, 0 or more than
+ * WEFT_MAX_DIMS dimensions, more than 4 GiB of elements; the message names
+ * the path and what is wrong), WEFT_ENOTSUP (another element type),
+ * WEFT_ENOMEM.  Thread-safe. */
+WEFT_API int weft_read_idx(weft_tensor **out, const char *path);
 
 #ifdef __cplusplus
 }

@@ -60,8 +60,10 @@ def _format_of(path, format):
 
 
 def save(obj, f, format=None):
-    """save(obj, path, format=None): writes obj (a Tensor, or a dict of str
-    -> Tensor such as Module.state_dict()) to path, through the C writers
+    """save(obj, path, format=None): writes obj (a Tensor, a dict of str
+    -> Tensor such as Module.state_dict(), or in weft's format a nesting of
+    dicts, lists and tuples of tensors, ints, floats, bools, strings and
+    None such as Optimizer.state_dict()) to path, through the C writers
     (weft_save_parameters, weft_save_safetensors).  Device and strided
     tensors are copied to the host first.  format: 'weft' (the parameter
     file, the default) or 'safetensors' (the default for a path ending in
@@ -69,6 +71,14 @@ def save(obj, f, format=None):
     complex tensor in safetensors (the format has no complex dtype);
     OSError when the file cannot be written (path is then untouched)."""
     _check_host()
+    if _is_structured(obj):
+        if _format_of(f, format) != "weft":
+            raise TypeError("weft.save(): the safetensors format holds only a dict of str -> "
+                            "Tensor; save nested objects (an optimizer's state_dict) in weft's "
+                            "format")
+        names, tensors = _flatten_structure(obj)
+        _C._save_parameters(f, tensors, names)
+        return
     names, tensors = _entries(obj)
     if _format_of(f, format) == "weft":
         _C._save_parameters(f, tensors, names)
@@ -78,7 +88,8 @@ def save(obj, f, format=None):
 
 def load(f, map_location=None, weights_only=None):
     """load(path, map_location=None): what save wrote: a dict of str ->
-    Tensor (in the file's order), or the Tensor that was saved alone.
+    Tensor (in the file's order), the Tensor that was saved alone, or the
+    nested object (an optimizer's state_dict) rebuilt as it was saved.
     Tensors are loaded on the CPU, or moved to map_location (a device or
     'cuda:0'-style string).  weights_only is accepted for torch's habit
     (a weft file never holds anything but tensors).  OSError for a file
@@ -93,6 +104,11 @@ def load(f, map_location=None, weights_only=None):
         entries = _load_safetensors(f)
     else:
         raise OSError("%s: neither a weft parameter file nor a safetensors file" % os.fspath(f))
+    if _STRUCTURE in entries:
+        structure = entries.pop(_STRUCTURE)
+        if map_location is not None:
+            entries = {k: v.to(map_location) for k, v in entries.items()}
+        return _unflatten_structure(f, structure, entries)
     if map_location is not None:
         entries = {k: v.to(map_location) for k, v in entries.items()}
     if list(entries) == [_TENSOR_NAME]:
@@ -196,3 +212,118 @@ def _load_safetensors(path):
     if at != size:
         raise damaged("%d bytes of data follow the last entry" % (size - at))
     return out
+
+
+# ------------------------------------------------------- nested objects
+# An optimizer's state_dict nests dicts (int keys), lists and tuples around
+# tensors and numbers.  It is saved as an ordinary version-1 parameter file
+# (so the format, its checksum and the C reader are unchanged, and older
+# files load as before): each tensor an entry named by its path
+# ("state.0.exp_avg"), plus one uint8 entry "__structure__" holding UTF-8
+# JSON of the object with every container tagged ({"dict": [[key, value],
+# ...]}, {"list": [...]}, {"tuple": [...]}) and every tensor a reference
+# ({"tensor": "state.0.exp_avg"}); numbers, strings, booleans and None are
+# JSON's own (floats round-trip exactly; inf and nan as JSON's extension).
+_STRUCTURE = "__structure__"
+_MAX_NAME = 4096
+
+
+def _is_structured(obj):
+    """True for what the plain formats do not hold: anything but a tensor
+    or a flat dict of str -> Tensor."""
+    if isinstance(obj, Tensor):
+        return False
+    if isinstance(obj, dict) and all(isinstance(k, str) and isinstance(v, Tensor)
+                                     for k, v in obj.items()):
+        return _STRUCTURE in obj
+    return isinstance(obj, (dict, list, tuple))
+
+
+def _flatten_structure(obj):
+    tensors = {}
+
+    def name_for(path):
+        name = ".".join(path) or "tensor"
+        if name in tensors or name == _STRUCTURE or len(name.encode()) > _MAX_NAME:
+            name = "tensor.%d" % len(tensors)
+            while name in tensors:
+                name += "_"
+        return name
+
+    def encode(o, path, active):
+        if isinstance(o, Tensor):
+            name = name_for(path)
+            tensors[name] = o
+            return {"tensor": name}
+        if o is None or isinstance(o, (bool, str, int, float)):
+            return o
+        if isinstance(o, (dict, list, tuple)):
+            if id(o) in active:
+                raise ValueError("weft.save(): %s contains itself" % (".".join(path) or "the object"))
+            active.add(id(o))
+            if isinstance(o, dict):
+                out = {"dict": [[encode(k, path + ["<key>"], active),
+                                 encode(v, path + [str(k)], active)] for k, v in o.items()]}
+            else:
+                if isinstance(o, tuple) and type(o) is not tuple:  # a namedtuple's fields
+                    raise TypeError("weft.save(): %s is a %s; weft's format holds plain tuples"
+                                    % (".".join(path) or "the object", type(o).__name__))
+                out = {"tuple" if isinstance(o, tuple) else "list":
+                       [encode(v, path + [str(i)], active) for i, v in enumerate(o)]}
+            active.discard(id(o))
+            return out
+        raise TypeError("weft.save(): %s is a %s; weft's format holds tensors, dicts, lists, "
+                        "tuples, ints, floats, bools, strings and None"
+                        % (".".join(path) or "the object", type(o).__name__))
+
+    tree = encode(obj, [], set())
+    blob = json.dumps(tree, separators=(",", ":")).encode()
+    names = tuple(tensors) + (_STRUCTURE,)
+    values = tuple(tensors.values()) + (_C._from_bytes(blob, 0, _C.uint8, (len(blob),)),)
+    return names, values
+
+
+def _unflatten_structure(path, structure, tensors):
+    def damaged(why):
+        return OSError("%s: damaged parameter file: its structure entry %s"
+                       % (os.fspath(path), why))
+
+    if structure.dtype != _C.uint8 or structure.dim() != 1:
+        raise damaged("is not a uint8 vector")
+    try:
+        tree = json.loads(_C._to_bytes(structure).decode())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise damaged("is not JSON (%s)" % e) from None
+    used = set()
+
+    def decode(o):
+        if o is None or isinstance(o, (bool, str, int, float)):
+            return o
+        if isinstance(o, dict) and len(o) == 1:
+            (tag, body), = o.items()
+            if tag == "tensor" and isinstance(body, str):
+                if body not in tensors:
+                    raise damaged("refers to a tensor %r the file does not hold" % body)
+                if body in used:
+                    raise damaged("refers to the tensor %r twice" % body)
+                used.add(body)
+                return tensors[body]
+            if tag in ("list", "tuple") and isinstance(body, list):
+                items = [decode(v) for v in body]
+                return items if tag == "list" else tuple(items)
+            if tag == "dict" and isinstance(body, list) and \
+                    all(isinstance(kv, list) and len(kv) == 2 for kv in body):
+                out = {}
+                for k, v in body:
+                    key = decode(k)
+                    try:
+                        out[key] = decode(v)
+                    except TypeError:
+                        raise damaged("has an unhashable key") from None
+                return out
+        raise damaged("holds %.60r, which is not an encoded value" % (o,))
+
+    obj = decode(tree)
+    if used != set(tensors):
+        raise damaged("leaves tensors unreferenced: %s" % sorted(set(tensors) - used))
+    return obj
