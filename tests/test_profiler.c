@@ -22,6 +22,7 @@
 #include <weft/weft.h>
 
 #include "tap.h"
+#include "tests/host_device.h"
 
 /* ------------------------------------------------ a small JSON reader */
 
@@ -644,27 +645,6 @@ static int d_count(void *ctx)
     (void)ctx;
     return 1;
 }
-static int d_copy(void *ctx, void *dst, const void *src, size_t n, int index)
-{
-    (void)ctx;
-    (void)index;
-    memcpy(dst, src, n);
-    return 0;
-}
-static int d_copy_dev(void *ctx, void *dst, int di, const void *src, int si, size_t n)
-{
-    (void)ctx;
-    (void)di;
-    (void)si;
-    memcpy(dst, src, n);
-    return 0;
-}
-static int d_sync(void *ctx, int index)
-{
-    (void)ctx;
-    (void)index;
-    return 0;
-}
 static int de_create(void *ctx, int index, void **out)
 {
     (void)ctx;
@@ -757,8 +737,8 @@ static void test_device(void)
     is_int(weft_caching_allocator_create(&ca, "profdev", &mem, 1), 0,
            "device: a fake device over the caching allocator, with events");
     weft_device_interface iface = {
-        sizeof iface, WEFT_DEVICE_INTERFACE_VERSION, NULL, d_count, d_copy, d_copy,
-        d_copy_dev, d_sync, 0, NULL, NULL, NULL, NULL, de_create,
+        sizeof iface, WEFT_DEVICE_INTERFACE_VERSION, NULL, d_count, fake_copy, fake_copy,
+        fake_copy_device, fake_sync, 0, NULL, NULL, NULL, NULL, de_create,
         de_destroy, de_record, NULL, de_query, de_sync, de_elapsed,
     };
     int type = -1;
