@@ -116,29 +116,13 @@ static int build(conv_cache *p, dnnl_engine_t eng, const conv_key *key, const we
              &desc, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &wei_any,
              key->bias ? &p->bias_md : NULL, &dst_any, strides, dil, pad, pad)))
         return qt__dnnl_error(op, "the convolution descriptor", st);
-    float *scales = malloc(sizeof *scales * (size_t)oc);
-    if (!scales)
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
-    for (int64_t j = 0; j < (per_channel ? oc : 1); j++)
-        scales[j] = key->src_scale * w_scales[j] / key->dst_scale;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t post = NULL;
+    const qt_dnnl_requant rq = {key->src_scale, key->dst_scale, key->src_zp, key->dst_zp,
+                                 key->relu != 0, per_channel};
     dnnl_primitive_desc_t pd = NULL;
-    if (!(st = dnnl_primitive_attr_create(&attr)) &&
-        !(st = dnnl_primitive_attr_set_output_scales(attr, per_channel ? oc : 1,
-                                                     per_channel ? 1 << 1 : 0, scales)) &&
-        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &key->src_zp)) &&
-        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &key->dst_zp)) &&
-        !(st = dnnl_post_ops_create(&post)) &&
-        !(st = key->relu ? dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0, 0)
-                         : dnnl_success) &&
-        !(st = dnnl_primitive_attr_set_post_ops(attr, post)))
-        st = dnnl_primitive_desc_create(&pd, &desc, attr, eng, NULL);
-    free(scales);
-    dnnl_post_ops_destroy(post);
-    dnnl_primitive_attr_destroy(attr);
-    if (st)
-        return qt__dnnl_error(op, "the int8 convolution for these parameters", st);
+    int rc = qt__dnnl_int8_pd(&pd, &desc, &rq, w_scales, oc, eng, op,
+                              "the int8 convolution for these parameters");
+    if (rc < 0)
+        return rc;
     p->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     p->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     p->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -147,7 +131,7 @@ static int build(conv_cache *p, dnnl_engine_t eng, const conv_key *key, const we
     if (st)
         return qt__dnnl_error(op, "to create the convolution", st);
     p->have = true; /* from here drop() frees what there is */
-    int rc = reorder_prim(&p->src_reorder, eng, &p->user_src, &p->src_md);
+    rc = reorder_prim(&p->src_reorder, eng, &p->user_src, &p->src_md);
     if (rc == 0)
         rc = reorder_prim(&p->dst_reorder, eng, &p->dst_md, &p->user_dst);
     size_t bytes = dnnl_memory_desc_get_size(&p->wei_md);

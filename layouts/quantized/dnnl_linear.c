@@ -34,6 +34,36 @@ int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
                           "%s: oneDNN refused %s (status %d)", op, what, (int)st);
 }
 
+int qt__dnnl_int8_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const qt_dnnl_requant *rq,
+                     const float *w_scales, int64_t nout, dnnl_engine_t eng, const char *op,
+                     const char *what)
+{
+    int64_t count = rq->per_channel ? nout : 1;
+    float *scales = malloc(sizeof *scales * (size_t)count);
+    if (!scales)
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+    for (int64_t j = 0; j < count; j++)
+        scales[j] = rq->src_scale * w_scales[j] / rq->dst_scale;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    dnnl_status_t st;
+    *pd = NULL;
+    if (!(st = dnnl_primitive_attr_create(&attr)) &&
+        !(st = dnnl_primitive_attr_set_output_scales(attr, count, rq->per_channel ? 1 << 1 : 0,
+                                                     scales)) &&
+        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &rq->src_zp)) &&
+        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &rq->dst_zp)) &&
+        !(st = dnnl_post_ops_create(&post)) &&
+        !(st = rq->relu ? dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0, 0)
+                        : dnnl_success) &&
+        !(st = dnnl_primitive_attr_set_post_ops(attr, post)))
+        st = dnnl_primitive_desc_create(pd, op_desc, attr, eng, NULL);
+    free(scales);
+    dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    return st ? qt__dnnl_error(op, what, st) : 0;
+}
+
 int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
 {
     pthread_once(&engine_once, engine_create);
@@ -139,29 +169,13 @@ static int build(linear_cache *p, const prim_key *key, const float *w_scales, in
     if ((st = dnnl_matmul_desc_init(&desc, &p->src_md, &wmd, key->bias ? &p->bias_md : NULL,
                                     &p->dst_md)))
         return qt__dnnl_error(op, "the matmul descriptor", st);
-    float *scales = malloc(sizeof *scales * (size_t)n);
-    if (!scales)
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
-    for (int64_t j = 0; j < (per_channel ? n : 1); j++)
-        scales[j] = key->src_scale * w_scales[j] / key->dst_scale;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t post = NULL;
+    const qt_dnnl_requant rq = {key->src_scale, key->dst_scale, key->src_zp, key->dst_zp,
+                                 key->relu != 0, per_channel};
     dnnl_primitive_desc_t pd = NULL;
-    if (!(st = dnnl_primitive_attr_create(&attr)) &&
-        !(st = dnnl_primitive_attr_set_output_scales(attr, per_channel ? n : 1,
-                                                     per_channel ? 1 << 1 : 0, scales)) &&
-        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &key->src_zp)) &&
-        !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &key->dst_zp)) &&
-        !(st = dnnl_post_ops_create(&post)) &&
-        !(st = key->relu ? dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0, 0)
-                         : dnnl_success) &&
-        !(st = dnnl_primitive_attr_set_post_ops(attr, post)))
-        st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
-    free(scales);
-    dnnl_post_ops_destroy(post);
-    dnnl_primitive_attr_destroy(attr);
-    if (st)
-        return qt__dnnl_error(op, "the int8 matmul for these parameters", st);
+    int rc = qt__dnnl_int8_pd(&pd, &desc, &rq, w_scales, n, engine, op,
+                              "the int8 matmul for these parameters");
+    if (rc < 0)
+        return rc;
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     if (p->packed && !dnnl_memory_desc_equal(want, &p->packed_md)) {
         free(p->packed); /* another batch size wants another layout: repack */
