@@ -67,85 +67,48 @@ merge() {
     done
 }
 
-for np in 2 3; do
-    mkdir -p "$tmp/np$np"
-    timeout 300 mpirun --oversubscribe -np $np "$prog" "$tmp/np$np" >"$tmp/np$np.log" 2>&1
+# mpi_run NAME NP DIR COMMAND...: COMMAND DIR on NP ranks under mpirun (a
+# command may start with env(1) and its assignments, which mpirun passes on
+# to the ranks), the ranks' TAP merged, then one line for mpirun's own exit.
+mpi_run() {
+    name=$1 np=$2 dir=$3
+    shift 3
+    mkdir -p "$dir"
+    timeout 300 mpirun --oversubscribe -np "$np" "$@" "$dir" >"$dir.log" 2>&1
     rc=$?
-    merge "np=$np" $np "$tmp/np$np"
+    merge "$name" "$np" "$dir"
     n=$((n + 1))
     if [ $rc -eq 0 ]; then
-        echo "ok $n - np=$np: mpirun exited 0"
+        echo "ok $n - $name: mpirun exited 0"
     else
-        echo "not ok $n - np=$np: mpirun exited $rc"
-        sed 's/^/#   /' "$tmp/np$np.log" | tail -20
+        echo "not ok $n - $name: mpirun exited $rc"
+        sed 's/^/#   /' "$dir.log" | tail -20
         fail=1
     fi
+}
+
+for np in 2 3; do
+    mpi_run "np=$np" $np "$tmp/np$np" "$prog"
 done
 
 # the same with every collective on the mpi backend's worker thread (by
 # default only buffers of 1 MiB and more go there), and MPI calls limited
 # to 1000 elements, so that the splitting of larger ones runs
-mkdir -p "$tmp/worker"
-WEFT_MPI_WORKER_MIN_BYTES=0 WEFT_MPI_MAX_PIECE=1000 timeout 300 mpirun --oversubscribe -np 2 "$prog" "$tmp/worker" >"$tmp/worker.log" 2>&1
-rc=$?
-merge "np=2 worker" 2 "$tmp/worker"
-n=$((n + 1))
-if [ $rc -eq 0 ]; then
-    echo "ok $n - np=2 worker: mpirun exited 0"
-else
-    echo "not ok $n - np=2 worker: mpirun exited $rc"
-    sed 's/^/#   /' "$tmp/worker.log" | tail -20
-    fail=1
-fi
+mpi_run "np=2 worker" 2 "$tmp/worker" env WEFT_MPI_WORKER_MIN_BYTES=0 WEFT_MPI_MAX_PIECE=1000 "$prog"
 
 # data-parallel training: N ranks against one process, for N = 1, 2, 3
 for np in 1 2 3; do
-    mkdir -p "$tmp/ddp$np"
-    timeout 300 mpirun --oversubscribe -np $np "$builddir/tests/test_ddp" "$tmp/ddp$np" >"$tmp/ddp$np.log" 2>&1
-    rc=$?
-    merge "ddp np=$np" $np "$tmp/ddp$np"
-    n=$((n + 1))
-    if [ $rc -eq 0 ]; then
-        echo "ok $n - ddp np=$np: mpirun exited 0"
-    else
-        echo "not ok $n - ddp np=$np: mpirun exited $rc"
-        sed 's/^/#   /' "$tmp/ddp$np.log" | tail -20
-        fail=1
-    fi
+    mpi_run "ddp np=$np" $np "$tmp/ddp$np" "$builddir/tests/test_ddp"
 done
 
 # weft.distributed from Python, 2 and 3 ranks (where the module is built)
 if [ -f "$builddir/python/pkg/weft/_C.so" ]; then
     for np in 2 3; do
-        mkdir -p "$tmp/py$np"
-        PYTHONPATH="$builddir/python/pkg" PYTHONDONTWRITEBYTECODE=1 timeout 300 \
-            mpirun --oversubscribe -np $np "${WEFT_PYTHON:-python3}" \
-            "$srcdir/tests/python/test_distributed.py" "$tmp/py$np" >"$tmp/py$np.log" 2>&1
-        rc=$?
-        merge "python np=$np" $np "$tmp/py$np"
-        n=$((n + 1))
-        if [ $rc -eq 0 ]; then
-            echo "ok $n - python np=$np: mpirun exited 0"
-        else
-            echo "not ok $n - python np=$np: mpirun exited $rc"
-            sed 's/^/#   /' "$tmp/py$np.log" | tail -20
-            fail=1
-        fi
+        mpi_run "python np=$np" $np "$tmp/py$np" env PYTHONPATH="$builddir/python/pkg" \
+            PYTHONDONTWRITEBYTECODE=1 "${WEFT_PYTHON:-python3}" "$srcdir/tests/python/test_distributed.py"
         # weft.nn.parallel.DistributedDataParallel
-        mkdir -p "$tmp/pyddp$np"
-        PYTHONPATH="$builddir/python/pkg" PYTHONDONTWRITEBYTECODE=1 timeout 300 \
-            mpirun --oversubscribe -np $np "${WEFT_PYTHON:-python3}" \
-            "$srcdir/tests/python/test_ddp.py" "$tmp/pyddp$np" >"$tmp/pyddp$np.log" 2>&1
-        rc=$?
-        merge "python DDP np=$np" $np "$tmp/pyddp$np"
-        n=$((n + 1))
-        if [ $rc -eq 0 ]; then
-            echo "ok $n - python DDP np=$np: mpirun exited 0"
-        else
-            echo "not ok $n - python DDP np=$np: mpirun exited $rc"
-            sed 's/^/#   /' "$tmp/pyddp$np.log" | tail -20
-            fail=1
-        fi
+        mpi_run "python DDP np=$np" $np "$tmp/pyddp$np" env PYTHONPATH="$builddir/python/pkg" \
+            PYTHONDONTWRITEBYTECODE=1 "${WEFT_PYTHON:-python3}" "$srcdir/tests/python/test_ddp.py"
     done
 else
     n=$((n + 1))
