@@ -307,20 +307,28 @@ static int64_t prod(const int64_t *s, int n)
     return p;
 }
 
-int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t)
+/* What to_dense starts from: t's pattern checked (a deferred check runs
+ * here), its dtype's kernels, and a zeroed strided tensor of t's shape. */
+static int dense_target(weft_tensor **d, const sp__kernels **k, const weft_tensor *t)
 {
-    int vrc = sp__require_valid(t, "to_dense");
-    if (vrc < 0)
-        return vrc;
-    const sp__coo *p = sp__coo_of(t);
-    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
-    if (!k)
-        return WEFT_EDTYPE;
-    weft_tensor *d;
-    int rc = weft_zeros(&d, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
-                        weft_tensor_device(t));
+    int rc = sp__require_valid(t, "to_dense");
     if (rc < 0)
         return rc;
+    *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
+    if (!*k)
+        return WEFT_EDTYPE;
+    return weft_zeros(d, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                      weft_tensor_device(t));
+}
+
+int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t)
+{
+    const sp__kernels *k;
+    weft_tensor *d;
+    int rc = dense_target(&d, &k, t);
+    if (rc < 0)
+        return rc;
+    const sp__coo *p = sp__coo_of(t);
     const int64_t *sizes = weft_tensor_sizes(t);
     int64_t inner = prod(sizes + p->sparse_dim, p->dense_dim);
     size_t es = weft_dtype_size(weft_tensor_dtype(t));
@@ -340,18 +348,12 @@ int sp__coo_to_dense(weft_tensor **out, const weft_tensor *t)
 
 int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t)
 {
-    int vrc = sp__require_valid(t, "to_dense");
-    if (vrc < 0)
-        return vrc;
-    const sp__csr *p = sp__csr_of(t);
-    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(t), "to_dense");
-    if (!k)
-        return WEFT_EDTYPE;
+    const sp__kernels *k;
     weft_tensor *d;
-    int rc = weft_zeros(&d, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
-                        weft_tensor_device(t));
+    int rc = dense_target(&d, &k, t);
     if (rc < 0)
         return rc;
+    const sp__csr *p = sp__csr_of(t);
     const int64_t *sizes = weft_tensor_sizes(t);
     int64_t nb = p->batch ? sizes[0] : 1, rows = sizes[p->batch], cols = sizes[p->batch + 1];
     bool i32 = weft_tensor_dtype(p->crow) == WEFT_INT32;
