@@ -780,6 +780,15 @@ static void test_autograd(void)
     weft_value a[] = {TV(leaf)};
     is_int(callop(&c, "coalesce", a, 1), WEFT_ENOTSUP, "coalesce of a tensor requiring grad");
     like(weft_last_error(), "coalesce: no gradient formula", "says so");
+    /* values() of a strided tensor that requires grad: refused by the
+     * layout kernels, as without grad (it crashed reading a payload that a
+     * strided tensor has not; found by fuzz_python_ops) */
+    weft_tensor *dense = f32(v, (int64_t[]){3}, 1), *dv = NULL;
+    weft_tensor_set_requires_grad(dense, true);
+    weft_value da[] = {TV(dense)};
+    is_int(callop(&dv, "values", da, 1), WEFT_ENOKERNEL, "values() of a strided tensor requiring grad");
+    like(weft_last_error(), "values: no kernel", "names the operator");
+    weft_tensor_release(dense);
     weft_tensor *all2[] = {I, V, M, leaf, vv, t3, y, gl, V2, gi, gv};
     for (size_t i = 0; i < sizeof all2 / sizeof *all2; i++)
         weft_tensor_release(all2[i]);

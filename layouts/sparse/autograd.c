@@ -94,7 +94,10 @@ static int values_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int
 static int values_autograd(weft_call *call, void *ctx)
 {
     (void)ctx;
-    if (!any_requires_grad(call))
+    /* a strided (or other) tensor goes on to the layout kernels, which
+     * refuse it by name: values_forward reads a sparse payload */
+    const weft_tensor *self = weft_arg_tensor(call, 0);
+    if (!any_requires_grad(call) || !(sp__is_coo(self) || sp__is_csr(self)))
         return weft_redispatch(call, autograd_done);
     static const weft_function fn = {"ValuesBackward", values_forward, values_backward, false};
     weft_tensor *in[1] = {weft_arg_tensor(call, 0)}, *out = NULL;
