@@ -38,7 +38,8 @@ static const char *write_idx(const char *name, int type, int ndim, const uint32_
     } else {
         FILE *f = fopen(path, "wb");
         fwrite(head, 1, hl, f);
-        fwrite(payload, 1, len, f);
+        if (len) /* fwrite's buffer must not be NULL, even for 0 bytes */
+            fwrite(payload, 1, len, f);
         fclose(f);
     }
     return path;
