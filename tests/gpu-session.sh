@@ -20,7 +20,18 @@
 #
 # The machine needs the project's Debian image with the CUDA toolkit (it
 # reaches nothing outside); nothing here needs the network.
+#
+# --prebuilt DIR: run the programs of an archive tests/gpu-stage.sh made
+# and the caller unpacked in DIR, instead of building: for a lent machine
+# whose image has no Autotools or OpenBLAS (this workplace's CUDA image).
+# The Python extension is then compiled there, against that machine's
+# python3 (the one with its CUDA PyTorch), for the DLPack test.
 set -u
+pre=
+if [ "${1:-}" = --prebuilt ]; then
+    pre=$(cd "$2" && pwd) || exit 2
+    shift 2
+fi
 out=${1:-${OUT:-gpu-session-out}}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -61,53 +72,102 @@ step() {
 {
     nvidia-smi 2>&1
     echo
-    /usr/local/cuda/bin/nvcc --version 2>&1 | tail -2
+    nvcc=/usr/local/cuda/bin/nvcc
+    [ -x "$nvcc" ] || nvcc=nvcc
+    "$nvcc" --version 2>&1 | tail -2
 } >"$out/info.log"
 
 # ------------------------------------------------------------- build
-# configure only when the tree is not configured with the CUDA plugin yet
-build='if [ ! -f config.status ] || ! grep -q "S\\[\"HAVE_CUDA_TRUE\"\\]=\"\"" config.status; then
+nvcc=/usr/local/cuda/bin/nvcc
+[ -x "$nvcc" ] || nvcc=$(command -v nvcc || echo nvcc)
+py=/usr/bin/python3
+[ -n "$pre" ] || [ ! -x "$py" ] && py=python3
+data=/usr/share/datasets/fashion-mnist
+if [ -n "$pre" ]; then
+    # the CUDA libraries where this image keeps them: the toolkit's
+    # folder, else the pip wheels beside its PyTorch
+    cudalibs=
+    for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+        d=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null |
+            while read -r d; do [ -e "$d/$so" ] && echo "$d" && break; done)
+        [ -n "$d" ] || d=$(find /usr/local /opt /usr/lib -name "$so" 2>/dev/null | head -1 | xargs -r dirname)
+        [ -n "$d" ] && case ":$cudalibs:" in *":$d:"*) ;; *) cudalibs=$cudalibs:$d ;; esac
+        echo "$so: ${d:-not found}" >>"$out/info.log"
+    done
+    LD_LIBRARY_PATH="$pre/lib:$pre/deps$cudalibs:$pre/deps-cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+    ldd "$pre/bin/test_cuda" "$pre/lib/libweft-cuda.so" "$pre/lib/libweft-cpu.so" >>"$out/info.log" 2>&1
+    bin=$pre/bin
+    data=$pre/data
+    # the Python extension, for this machine's python3, with the headers
+    # configure and the generators made here
+    (cd "$pre/gen" && find . -type f) | while read -r f; do cp "$pre/gen/$f" "$src/$f"; done
+    pyext='set -e
+    inc=$("$0" -c "import sysconfig; print(sysconfig.get_paths()[\"include\"])")
+    mkdir -p "$1/py/weft"
+    for f in "$PWD"/python/weft/*; do ln -sfn "$f" "$1/py/weft/"; done
+    gcc -shared -fPIC -O1 -std=gnu11 -fvisibility=hidden -pthread -fno-strict-aliasing -DHAVE_CONFIG_H \
+        -I. -Iinclude -I"$inc" python/*.c tools/info_report.c -L"$1/lib" -l:libweft.so.1 -o "$1/py/weft/_C.so"'
+    step python_extension 120 "$out/build.log" sh -c "$pyext" "$py" "$pre"
+    pypath=$pre/py
+else
+    build='if [ ! -f config.status ] || ! grep -q "S\\[\"HAVE_CUDA_TRUE\"\\]=\"\"" config.status; then
     autoreconf -fi && ./configure --with-cuda CUDA_ARCHS="${CUDA_ARCHS:-90}" || exit 1
 fi
 make -j"$0"'
-if ! step build 300 "$out/build.log" sh -c "$build" "$jobs"; then
-    tail -40 "$out/build.log" >>"$out/summary.txt"
-    cat "$out/summary.txt"
-    exit 1
+    if ! step build 300 "$out/build.log" sh -c "$build" "$jobs"; then
+        tail -40 "$out/build.log" >>"$out/summary.txt"
+        cat "$out/summary.txt"
+        exit 1
+    fi
+    export WEFT_PLUGIN_PATH="$src/.libs"
+    bin=
+    pypath=$src/python/pkg
 fi
-export WEFT_PLUGIN_PATH="$src/.libs"
-./weft-info >>"$out/info.log" 2>&1
+[ -n "$pre" ] && export WEFT_PLUGIN_PATH="$pre/lib"
+# P NAME: the path of a program of the build (its libtool wrapper) or of
+# the unpacked archive
+P() {
+    if [ -n "$bin" ]; then echo "$bin/${1##*/}"; else echo "./$1"; fi
+}
+"$(P weft-info)" >>"$out/info.log" 2>&1
 
 # ------------------------------------------------------------- tests
-step test_cuda 90 "$out/tests.log" ./tests/test_cuda
-step test_cuda_nn 120 "$out/tests.log" ./tests/test_cuda_nn
-step test_cuda_index 90 "$out/tests.log" ./tests/test_cuda_index
+# in the order of what a short session most needs to learn: the kernels'
+# comparisons with the CPU, then the numbers, then the rest
+PYTHONPATH="$pypath:$src/tests/python"
+PYTHONDONTWRITEBYTECODE=1
+PYTHONUNBUFFERED=1
+export PYTHONPATH PYTHONDONTWRITEBYTECODE PYTHONUNBUFFERED
+step test_cuda 60 "$out/tests.log" "$(P tests/test_cuda)"
+step test_cuda_nn 90 "$out/tests.log" "$(P tests/test_cuda_nn)"
+step test_cuda_index 60 "$out/tests.log" "$(P tests/test_cuda_index)"
+grep -c '^ok' "$out/tests.log" | sed 's/^/tests: ok lines /' >>"$out/summary.txt"
+grep '^not ok' "$out/tests.log" | head -40 >>"$out/summary.txt"
+
+# ----------------------------------------------------------- benchmark
+step bench_weft 60 "$out/bench.jsonl" "$(P bench/cuda-bench)"
+step bench_torch 45 "$out/bench.jsonl" "$py" bench/cuda-torch.py
+
+# ------------------------------------------------------------ training
+# weft's epochs, then PyTorch's twin on the same card (bench/cuda-train-torch.py)
+step train_mlp 45 "$out/train.log" "$(P weft-train)" --model mlp --device cuda --epochs 1 --json --data "$data"
+step train_cnn 60 "$out/train.log" "$(P weft-train)" --model cnn --device cuda --epochs 1 --json --data "$data"
+step train_torch 60 "$out/train.log" "$py" bench/cuda-train-torch.py --data "$data"
+
+# ------------------------------------------------------- the rest
+step conformance 45 "$out/conformance.log" "$(P weft-conformance)" cuda:0
+grep '^not ok' "$out/conformance.log" | head -20 >>"$out/summary.txt"
+step dlpack_torch_cuda 30 "$out/tests.log" "$py" tests/python/test_torch_cuda.py
 # the products again through gemm.cu's tiled GEMM, the one the HIP build
 # (no hipBLAS) runs: an NVIDIA GPU is where that kernel can be checked
-step test_cuda_tiled_gemm 90 "$out/tests.log" env WEFT_CUDA_GEMM=tiled ./tests/test_cuda
+step test_cuda_tiled_gemm 40 "$out/tests.log" env WEFT_CUDA_GEMM=tiled "$(P tests/test_cuda)"
 # and the portability header's test program with its kernel run (the first
 # architecture of CUDA_ARCHS)
 gpu_arch=${CUDA_ARCHS:-90}
 gpu_arch=${gpu_arch%% *}
-step gpu_portable 120 "$out/tests.log" env WEFT_NVCC=/usr/local/cuda/bin/nvcc \
+step gpu_portable 60 "$out/tests.log" env WEFT_NVCC="$nvcc" \
     WEFT_NVCC_FLAGS="-gencode arch=compute_$gpu_arch,code=sm_$gpu_arch" sh tests/gpu_portable.sh
-py=/usr/bin/python3
-[ -x "$py" ] || py=python3
-PYTHONPATH="$src/python/pkg:$src/tests/python"
-PYTHONDONTWRITEBYTECODE=1
-export PYTHONPATH PYTHONDONTWRITEBYTECODE
-step dlpack_torch_cuda 30 "$out/tests.log" "$py" tests/python/test_torch_cuda.py
-grep -c '^ok' "$out/tests.log" | sed 's/^/tests: ok lines /' >>"$out/summary.txt"
-grep '^not ok' "$out/tests.log" | head -30 >>"$out/summary.txt"
-step conformance 60 "$out/conformance.log" ./weft-conformance cuda:0
-grep '^not ok' "$out/conformance.log" | head -20 >>"$out/summary.txt"
-
-# ----------------------------------------------------------- benchmark
-step bench_weft 90 "$out/bench.jsonl" ./bench/cuda-bench
-step bench_torch 60 "$out/bench.jsonl" "$py" bench/cuda-torch.py
-
-# ------------------------------------------------------------ training
-step train_mlp 60 "$out/train.log" ./weft-train --model mlp --device cuda --epochs 1 --json
-step train_cnn 90 "$out/train.log" ./weft-train --model cnn --device cuda --epochs 1 --json
+grep '^not ok' "$out/tests.log" | head -60 >"$out/not-ok.txt"
 echo "total $(elapsed)s of ${budget}s" >>"$out/summary.txt"
 cat "$out/summary.txt"

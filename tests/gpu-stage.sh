@@ -1,0 +1,64 @@
+#!/bin/sh
+# tests/gpu-stage.sh — packs what a GPU session needs from this build tree
+# into one file, for a lent GPU machine whose image is not the project's
+# (issue 23).  That machine (this workplace's CUDA image) has nvcc, the
+# CUDA libraries and PyTorch with CUDA, but no Autotools, no OpenBLAS and
+# no FashionMNIST, and reaches nothing outside: rather than configure
+# there, the programs built here travel with the libraries they need that
+# such an image lacks.  Binaries built on Debian 12 (glibc 2.36) run on any
+# newer glibc.
+#
+#   sh tests/gpu-stage.sh [FILE]     (default gpu-stage.tar.xz, ignored)
+#
+# The archive holds:
+#   bin/      the real programs behind libtool's wrappers: the CUDA TAP
+#             programs, weft-info, weft-train, weft-conformance, cuda-bench
+#   lib/      libweft.so.1 and the plugins (cpu and its variants, cuda,
+#             sparse; quantized is left out: it needs oneDNN)
+#   deps/     OpenBLAS, libgfortran, libquadmath (what the CPU plugin links)
+#   deps-cuda/ libcudart.so.13, used only when the machine has none
+#   data/     Debian's FashionMNIST IDX files, for weft-train
+#   gen/      config.h and the generated headers, for the Python extension
+# tests/gpu-session.sh --prebuilt DIR runs from such an unpacked archive.
+# xz because the limit on what travels is counted in bytes sent.
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+cd "$src"
+dest=${1:-gpu-stage.tar.xz}
+case $dest in /*) ;; *) dest="$src/$dest" ;; esac
+grep -q 'S\["HAVE_CUDA_TRUE"\]=""' config.status 2>/dev/null || {
+    echo "gpu-stage: this tree is not configured with the CUDA plugin (./configure --with-cuda)" >&2
+    exit 1
+}
+make -j"$(nproc)" >/dev/null
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/deps" "$tmp/deps-cuda" "$tmp/data"
+for p in tests/.libs/test_cuda tests/.libs/test_cuda_nn tests/.libs/test_cuda_index \
+    .libs/weft-info .libs/weft-train .libs/weft-conformance bench/.libs/cuda-bench; do
+    [ -x "$p" ] || { echo "gpu-stage: $p is not built" >&2; exit 1; }
+    cp "$p" "$tmp/bin/"
+done
+cp .libs/libweft.so.1 "$tmp/lib/"
+for p in cpu cpu-avx2 cpu-avx512 cuda sparse; do
+    cp ".libs/libweft-$p.so" "$tmp/lib/"
+done
+# a library by its soname, from where this machine's loader finds it
+dep() {
+    f=$(ldd .libs/libweft-cpu.so .libs/libweft-cuda.so | awk -v n="$1" '$1 == n { print $3; exit }')
+    [ -n "$f" ] || { echo "gpu-stage: no $1 here" >&2; exit 1; }
+    cp "$(readlink -f "$f")" "$tmp/$2/$1"
+}
+dep libopenblas.so.0 deps
+dep libgfortran.so.5 deps
+dep libquadmath.so.0 deps
+dep libcudart.so.13 deps-cuda
+cp /usr/share/datasets/fashion-mnist/*.gz "$tmp/data/"
+# what the Python extension's compilation there needs beside the sources
+for f in config.h include/weft/ops.h dispatch/ops_gen.h layouts/quantized/schemas.h \
+    layouts/sparse/schemas.h; do
+    mkdir -p "$tmp/gen/$(dirname "$f")"
+    cp "$f" "$tmp/gen/$f"
+done
+tar -C "$tmp" -cJf "$dest" .
+echo "gpu-stage: $dest, $(du -k "$dest" | cut -f1) KiB"
