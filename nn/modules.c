@@ -794,9 +794,13 @@ static int collect(weft_module *root, const weft_module *m, const char *prefix, 
 static int enumerate(weft_module *m, weft_tensor **tensors, const char **names, int capacity,
                      bool with_buffers)
 {
-    if (!m || capacity < 0 || (capacity > 0 && (!tensors || !names)))
-        return weft_set_error(WEFT_EINVAL, "module %s: NULL module, or no arrays for %d entries",
-                              with_buffers ? "state" : "parameters", capacity);
+    const char *what = with_buffers ? "weft_module_state" : "weft_module_parameters";
+    if (!m)
+        return weft_set_error(WEFT_EINVAL, "%s: the module is NULL", what);
+    if (capacity < 0 || (capacity > 0 && !tensors && !names))
+        return weft_set_error(WEFT_EINVAL,
+                              "%s: capacity %d with neither a tensors nor a names array to fill",
+                              what, capacity);
     if (m->nnames < 0) {
         int cap = 0;
         m->nnames = 0;
@@ -810,10 +814,11 @@ static int enumerate(weft_module *m, weft_tensor **tensors, const char **names, 
     for (int i = 0; i < m->nnames; i++) {
         if (m->is_buffer[i] && !with_buffers)
             continue;
-        if (count < capacity) {
+        /* either array may be NULL: parameters() wants only the tensors */
+        if (count < capacity && tensors)
             tensors[count] = m->tensors[i];
+        if (count < capacity && names)
             names[count] = m->names[i];
-        }
         count++;
     }
     return count;

@@ -100,14 +100,13 @@ if [ -n "$pre" ]; then
     bin=$pre/bin
     data=$pre/data
     # the Python extension, for this machine's python3, with the headers
-    # configure and the generators made here
-    (cd "$pre/gen" && find . -type f) | while read -r f; do cp "$pre/gen/$f" "$src/$f"; done
+    # configure and the generators made here (the archive's gen/)
     pyext='set -e
     inc=$("$0" -c "import sysconfig; print(sysconfig.get_paths()[\"include\"])")
     mkdir -p "$1/py/weft"
     for f in "$PWD"/python/weft/*; do ln -sfn "$f" "$1/py/weft/"; done
     gcc -shared -fPIC -O1 -std=gnu11 -fvisibility=hidden -pthread -fno-strict-aliasing -DHAVE_CONFIG_H \
-        -I. -Iinclude -I"$inc" python/*.c tools/info_report.c -L"$1/lib" -l:libweft.so.1 -o "$1/py/weft/_C.so"'
+        -I"$1/gen" -I"$1/gen/include" -I. -Iinclude -I"$inc" python/*.c tools/info_report.c -L"$1/lib" -l:libweft.so.1 -o "$1/py/weft/_C.so"'
     step python_extension 120 "$out/build.log" sh -c "$pyext" "$py" "$pre"
     pypath=$pre/py
 else
@@ -139,9 +138,21 @@ PYTHONPATH="$pypath:$src/tests/python"
 PYTHONDONTWRITEBYTECODE=1
 PYTHONUNBUFFERED=1
 export PYTHONPATH PYTHONDONTWRITEBYTECODE PYTHONUNBUFFERED
-step test_cuda 60 "$out/tests.log" "$(P tests/test_cuda)"
-step test_cuda_nn 90 "$out/tests.log" "$(P tests/test_cuda_nn)"
-step test_cuda_index 60 "$out/tests.log" "$(P tests/test_cuda_index)"
+# line-buffered, so that a crash shows the last check before it
+lb=
+command -v stdbuf >/dev/null 2>&1 && lb="stdbuf -oL"
+step test_cuda 60 "$out/tests.log" $lb "$(P tests/test_cuda)"
+if [ -n "$pre" ] && [ -d "$pre/asan" ]; then
+    # the AddressSanitizer build (tests/gpu-stage.sh); the CUDA runtime
+    # maps memory where ASan keeps its shadow gap, hence protect_shadow_gap=0
+    step test_cuda_asan 120 "$out/tests.log" env \
+        LD_LIBRARY_PATH="$pre/asan/lib:$pre/asan/deps:$LD_LIBRARY_PATH" WEFT_PLUGIN_PATH="$pre/asan/lib" \
+        ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:replace_intrin=0 "$pre/asan/bin/test_cuda"
+fi
+step test_cuda_nn 90 "$out/tests.log" $lb "$(P tests/test_cuda_nn)"
+# the convolutions again with cuDNN's algorithms timed for every problem
+step test_cuda_nn_cudnn_find 90 "$out/tests.log" env WEFT_CUDNN_FIND=always $lb "$(P tests/test_cuda_nn)"
+step test_cuda_index 60 "$out/tests.log" $lb "$(P tests/test_cuda_index)"
 grep -c '^ok' "$out/tests.log" | sed 's/^/tests: ok lines /' >>"$out/summary.txt"
 grep '^not ok' "$out/tests.log" | head -40 >>"$out/summary.txt"
 

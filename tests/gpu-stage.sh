@@ -60,5 +60,22 @@ for f in config.h include/weft/ops.h dispatch/ops_gen.h layouts/quantized/schema
     mkdir -p "$tmp/gen/$(dirname "$f")"
     cp "$f" "$tmp/gen/$f"
 done
+# DLPack's header, from Debian's libdlpack-dev (include/weft/dlpack_compat.h)
+mkdir -p "$tmp/gen/include/dlpack"
+cp /usr/include/dlpack/dlpack.h "$tmp/gen/include/dlpack/"
+# WEFT_GPU_STAGE_ASAN=DIR: also the AddressSanitizer build of a tree
+# configured there with --enable-sanitizers --with-cuda (its test_cuda,
+# core and plugins, and the sanitizer runtimes), for a crash that only a
+# GPU shows
+if [ -n "${WEFT_GPU_STAGE_ASAN:-}" ]; then
+    a=$WEFT_GPU_STAGE_ASAN
+    mkdir -p "$tmp/asan/bin" "$tmp/asan/lib" "$tmp/asan/deps"
+    cp "$a/tests/.libs/test_cuda" "$tmp/asan/bin/"
+    cp "$a/.libs/libweft.so.1" "$a/.libs/libweft-cpu.so" "$a/.libs/libweft-cuda.so" "$tmp/asan/lib/"
+    for so in libasan.so.8 libubsan.so.1; do
+        cp "$(readlink -f "$(ldd "$a/tests/.libs/test_cuda" | awk -v n=$so '$1 == n { print $3 }')")" \
+            "$tmp/asan/deps/$so"
+    done
+fi
 tar -C "$tmp" -cJf "$dest" .
 echo "gpu-stage: $dest, $(du -k "$dest" | cut -f1) KiB"

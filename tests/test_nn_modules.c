@@ -91,6 +91,16 @@ static void test_linear(void)
        "weight [2, 3], bias [2]");
     ok(weft_tensor_requires_grad(t[0]) && weft_tensor_is_leaf(t[0]),
        "parameters are leaves that require grad");
+    /* the tensors alone, as parameters() gives them, or the names alone */
+    weft_tensor *only[2] = {NULL, NULL};
+    is_int(weft_module_parameters(m, only, NULL, 2), 2, "the tensors without their names");
+    ok(only[0] == t[0] && only[1] == t[1], "the same tensors as with their names");
+    const char *only_names[2] = {NULL, NULL};
+    is_int(weft_module_state(m, NULL, only_names, 2), 2, "the names without their tensors");
+    is_str(only_names[1], "bias", "the second name is bias");
+    ok(weft_module_parameters(m, NULL, NULL, 2) == WEFT_EINVAL &&
+           strstr(weft_last_error(), "neither a tensors nor a names array"),
+       "a capacity with no array to fill is refused: %s", weft_last_error());
     char text[128];
     weft_module_describe(m, text, sizeof text);
     is_str(text, "Linear(in_features=3, out_features=2, bias=True)", "described as PyTorch prints it");

@@ -24,6 +24,20 @@
 
 static bool allow_tf32;
 
+/* When to time cuDNN's algorithms (cudnnFind*Ex) rather than take its
+ * heuristics' first choice: WEFT_CUDNN_FIND=never|auto|always, read at
+ * load.  On an H200 the heuristics' forward for a 64x64x56x56 3x3
+ * convolution ran at 0.61x the speed of PyTorch's choice, while timing
+ * every algorithm costs tens of milliseconds per problem: more than a
+ * small convolution (the training CNN's are 30-60 MFLOP) ever wins back.
+ * auto times problems of at least FIND_MIN_FLOP, where one call is
+ * hundreds of microseconds and a few calls repay the search. */
+enum { FIND_NEVER, FIND_AUTO, FIND_ALWAYS };
+static int find_mode = FIND_AUTO;
+#define FIND_MIN_FLOP 1e9
+/* the workspace the timed search may offer the algorithms */
+#define FIND_WORKSPACE ((size_t)256 << 20)
+
 /* the cuDNN table, loaded before the first handle (handle_for) */
 #define DNN (wfc_cudnn())
 
@@ -235,14 +249,64 @@ static int make_descriptors(descriptors *d, const char *op, weft_dtype dtype, co
 /* The algorithm of one problem: cached, or cuDNN's first heuristic choice
  * that succeeds within the workspace limit. */
 static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *d, int device,
-                  weft_dtype dtype, const wfc_conv2d *g, int *algo, size_t *workspace)
+                  weft_dtype dtype, const wfc_conv2d *g, void *x, void *w, void *y, int *algo,
+                  size_t *workspace)
 {
     if (cache_find(kind, device, dtype, g, algo, workspace))
         return 0;
     enum { MAX_ALGOS = 16 };
     int found = 0, rc = 0;
     bool chosen = false;
-    if (kind == FORWARD) {
+    double flop = 2.0 * (double)g->n * (double)g->oc * (double)g->oh * (double)g->ow *
+                  (double)(g->c / g->groups) * (double)g->kh * (double)g->kw;
+    weft_tensor *search = NULL;
+    if (find_mode == FIND_ALWAYS || (find_mode == FIND_AUTO && flop >= FIND_MIN_FLOP)) {
+        /* a workspace for the search; without one (a full device), the
+         * heuristics below choose as they always may */
+        weft_device dev = {.type = WFC_DEVICE_TYPE, .index = (int16_t)device};
+        if (weft_empty(&search, (const int64_t[]){(int64_t)FIND_WORKSPACE}, 1, WEFT_UINT8, dev) < 0)
+            search = NULL;
+    }
+    if (search) {
+        /* the search writes the result's buffer, which the real call then
+         * overwrites whole; results come fastest first */
+        void *ws = weft_tensor_data_ptr(search);
+        if (kind == FORWARD) {
+            cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
+            rc = dnn_error(DNN->cudnnFindConvolutionForwardAlgorithmEx(h, d->x, x, d->w, w, d->conv,
+                                                                  d->y, y, MAX_ALGOS, &found, perf,
+                                                                  ws, FIND_WORKSPACE),
+                           op, "timing the algorithms");
+            for (int i = 0; rc == 0 && !chosen && i < found; i++)
+                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= FIND_WORKSPACE)
+                    *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+        } else if (kind == BACKWARD_DATA) {
+            cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
+            rc = dnn_error(DNN->cudnnFindConvolutionBackwardDataAlgorithmEx(
+                               h, d->w, w, d->y, y, d->conv, d->x, x, MAX_ALGOS, &found, perf, ws,
+                               FIND_WORKSPACE),
+                           op, "timing the algorithms");
+            for (int i = 0; rc == 0 && !chosen && i < found; i++)
+                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= FIND_WORKSPACE)
+                    *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+        } else {
+            cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
+            rc = dnn_error(DNN->cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                               h, d->x, x, d->y, y, d->conv, d->w, w, MAX_ALGOS, &found, perf, ws,
+                               FIND_WORKSPACE),
+                           op, "timing the algorithms");
+            for (int i = 0; rc == 0 && !chosen && i < found; i++)
+                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= FIND_WORKSPACE)
+                    *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+        }
+        weft_tensor_release(search);
+        /* a failed search leaves the choice to the heuristics */
+        rc = 0;
+        found = 0;
+    }
+    if (chosen) {
+        /* timed above */
+    } else if (kind == FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
         rc = dnn_error(DNN->cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
                                                               MAX_ALGOS, &found, perf),
@@ -297,7 +361,7 @@ static int run(int kind, const char *op, weft_dtype dtype, const wfc_conv2d *g, 
     int algo = 0;
     size_t bytes = 0;
     weft_tensor *workspace = NULL;
-    rc = choose(kind, op, h, &d, index, dtype, g, &algo, &bytes);
+    rc = choose(kind, op, h, &d, index, dtype, g, x, w, y, &algo, &bytes);
     weft_device dev = {.type = WFC_DEVICE_TYPE, .index = (int16_t)index};
     if (rc == 0 && bytes > 0)
         rc = weft_empty(&workspace, (const int64_t[]){(int64_t)bytes}, 1, WEFT_UINT8, dev);
@@ -547,6 +611,14 @@ int wfc_register_conv(weft_registrar *reg)
 {
     const char *tf32 = getenv("WEFT_CUDA_ALLOW_TF32");
     allow_tf32 = tf32 && (strcmp(tf32, "1") == 0 || strcmp(tf32, "true") == 0);
+    const char *find = getenv("WEFT_CUDNN_FIND");
+    find_mode = !find || !*find || strcmp(find, "auto") == 0 ? FIND_AUTO
+                : strcmp(find, "never") == 0                 ? FIND_NEVER
+                : strcmp(find, "always") == 0                ? FIND_ALWAYS
+                                                             : -1;
+    if (find_mode < 0)
+        return weft_set_error(WEFT_EINVAL, WFC_BACKEND ": WEFT_CUDNN_FIND='%s': expected never, "
+                                           "auto or always", find);
     if (!key_made) {
         if (pthread_key_create(&handles_key, thread_exit) != 0)
             return weft_set_error(WEFT_ENOMEM, WFC_BACKEND ": cannot create the cuDNN handle key");

@@ -386,6 +386,23 @@ static int copy_kernel(weft_call *call, void *ctx)
     return rc;
 }
 
+/* clone(self): a contiguous copy on self's device, through copy_ above.
+ * Without it clone went to the CPU fallback: cuDNN batch_norm's running
+ * statistics (norm_cudnn.c) and every autograd step that clones a
+ * gradient copied through the host (seen on an H200). */
+static int clone_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = weft_arg_tensor(call, 0);
+    weft_tensor *r = NULL;
+    int rc = weft_new_output(&r, self, weft_tensor_sizes(self), weft_tensor_ndim(self),
+                             weft_tensor_dtype(self));
+    if (rc == 0 && (rc = weft_copy_(r, self)) == 0)
+        return weft_return_tensor(call, 0, r);
+    weft_tensor_release(r);
+    return rc;
+}
+
 /* ------------------------------------------------------------- the table */
 
 #define FORMS3(name, fam, opc, nin, alpha)                                               \
@@ -462,6 +479,7 @@ static const struct {
     FORMS2(where, WFC_FAMILY_WHERE, 0, 3),
     {"fill_", fill_kernel, {WFC_FAMILY_FILL, 0, INPLACE, 1, false, false, NO_BOUNDS, NO_SCALAR}},
     {"copy_", copy_kernel, {WFC_FAMILY_COPY, 0, INPLACE, 1, false, false, NO_BOUNDS, NO_SCALAR}},
+    {"clone", clone_kernel, {WFC_FAMILY_COPY, 0, FUNCTIONAL, 1, false, false, NO_BOUNDS, NO_SCALAR}},
 };
 
 int wfc_register_kernels(weft_registrar *reg)

@@ -41,7 +41,9 @@ const wfc_cublas_api *wfc_cublas(void);
     X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount) \
     X(cudnnSetConvolutionMathType) X(cudnnGetConvolutionForwardAlgorithm_v7) \
     X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
-    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnConvolutionForward) \
+    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithmEx) \
+    X(cudnnFindConvolutionBackwardDataAlgorithmEx) \
+    X(cudnnFindConvolutionBackwardFilterAlgorithmEx) X(cudnnConvolutionForward) \
     X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter) \
     X(cudnnDeriveBNTensorDescriptor) X(cudnnBatchNormalizationForwardTraining) \
     X(cudnnBatchNormalizationForwardInference) X(cudnnBatchNormalizationBackward)

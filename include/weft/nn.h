@@ -161,13 +161,14 @@ WEFT_API int weft_module_forward(weft_module *m, weft_tensor *input, weft_tensor
 /* The module's tensors as PyTorch's named_parameters() (parameters only)
  * and state_dict() (parameters and buffers, in state_dict order: a
  * module's own tensors, then its children's, prefixed "0.", "1." ...).
- * Fills at most capacity entries of tensors and names (either may be NULL
- * when capacity is 0) and returns how many there are, so a first call
- * with capacity 0 sizes the arrays.  The tensors and names are borrowed:
+ * Fills at most capacity entries of tensors and names (either may be NULL,
+ * as parameters() wants only the tensors; both when capacity is 0) and
+ * returns how many there are, so a first call with capacity 0 sizes the
+ * arrays.  The tensors and names are borrowed:
  * they stay valid until the module is destroyed, moved
  * (weft_module_to_device/_to_dtype) or, for a Sequential, appended to.
- * Errors: WEFT_EINVAL (NULL m, capacity < 0, NULL arrays with capacity >
- * 0), WEFT_ENOMEM. */
+ * Errors: WEFT_EINVAL (NULL m, capacity < 0, both arrays NULL with
+ * capacity > 0), WEFT_ENOMEM. */
 WEFT_API int weft_module_parameters(weft_module *m, weft_tensor **tensors, const char **names,
                                     int capacity);
 WEFT_API int weft_module_state(weft_module *m, weft_tensor **tensors, const char **names,
