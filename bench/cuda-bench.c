@@ -150,6 +150,16 @@ static int conv_step(void *p)
     return rc;
 }
 
+typedef struct {
+    weft_tensor *y, *b4;
+} bias_ctx;
+
+static int bias_step(void *p)
+{
+    bias_ctx *c = p;
+    return weft_add_(c->y, c->b4);
+}
+
 static void conv_row(void)
 {
     conv_ctx c = {randn((const int64_t[]){64, 64, 56, 56}, 4, WEFT_FLOAT32),
@@ -159,6 +169,20 @@ static void conv_row(void)
     double flops = 2.0 * 64 * 64 * 56 * 56 * 64 * 9;
     printf("{\"row\": \"conv2d_64x64x56x56_k3\", \"ms\": %.4f, \"TFLOP_per_s\": %.1f}\n", ms,
            flops / ms / 1e9);
+    /* the two parts of that row: the convolution alone, and the bias
+     * broadcast over its output, in place */
+    weft_tensor *bias = c.b;
+    c.b = NULL;
+    ms = time_ms(conv_step, &c, 10);
+    printf("{\"row\": \"conv2d_64x64x56x56_k3_nobias\", \"ms\": %.4f, \"TFLOP_per_s\": %.1f}\n",
+           ms, flops / ms / 1e9);
+    bias_ctx bc = {c.x, NULL};
+    CHECK(weft_reshape(&bc.b4, bias, (const int64_t[]){1, 64, 1, 1}, 4), "bias view");
+    ms = time_ms(bias_step, &bc, 10);
+    printf("{\"row\": \"add_bias_1x64x1x1_into_64x64x56x56\", \"ms\": %.4f, \"GB_per_s\": %.1f}\n",
+           ms, 2.0 * 64 * 64 * 56 * 56 * 4 / ms / 1e6);
+    weft_tensor_release(bc.b4);
+    c.b = bias;
     weft_tensor_release(c.x);
     weft_tensor_release(c.w);
     weft_tensor_release(c.b);

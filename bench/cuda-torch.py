@@ -59,6 +59,12 @@ def main():
         bias = torch.randn(64, device=dev)
         ms = time_ms(lambda: torch.nn.functional.conv2d(x, w, bias, 1, 1), 10)
         print(json.dumps({"row": "conv2d_64x64x56x56_k3", "torch_ms": round(ms, 4)}))
+        ms = time_ms(lambda: torch.nn.functional.conv2d(x, w, None, 1, 1), 10)
+        print(json.dumps({"row": "conv2d_64x64x56x56_k3_nobias", "torch_ms": round(ms, 4)}))
+        b4 = bias.view(1, 64, 1, 1)
+        ms = time_ms(lambda: x.add_(b4), 10)
+        print(json.dumps({"row": "add_bias_1x64x1x1_into_64x64x56x56", "torch_ms": round(ms, 4),
+                          "torch_GB_per_s": round(2 * x.numel() * 4 / ms / 1e6, 1)}))
     if only in (None, "train"):
         nn = torch.nn
         for name, model, shape in (

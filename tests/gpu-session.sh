@@ -177,8 +177,10 @@ step test_cuda_tiled_gemm 40 "$out/tests.log" env WEFT_CUDA_GEMM=tiled "$(P test
 # architecture of CUDA_ARCHS)
 gpu_arch=${CUDA_ARCHS:-90}
 gpu_arch=${gpu_arch%% *}
+gen_include=
+[ -n "$pre" ] && gen_include="-I$pre/gen/include -I$pre/gen"
 step gpu_portable 60 "$out/tests.log" env WEFT_NVCC="$nvcc" \
-    WEFT_NVCC_FLAGS="-gencode arch=compute_$gpu_arch,code=sm_$gpu_arch" sh tests/gpu_portable.sh
+    WEFT_NVCC_FLAGS="-gencode arch=compute_$gpu_arch,code=sm_$gpu_arch $gen_include" sh tests/gpu_portable.sh
 grep '^not ok' "$out/tests.log" | head -60 >"$out/not-ok.txt"
 echo "total $(elapsed)s of ${budget}s" >>"$out/summary.txt"
 cat "$out/summary.txt"

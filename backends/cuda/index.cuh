@@ -50,6 +50,18 @@ __device__ inline void offsets(const wfc_geometry &g, int64_t i, int64_t *off)
             off[k] = i;
         return;
     }
+    if (g.index32) { /* plan.h: the same walk in 32-bit arithmetic */
+        uint32_t j = (uint32_t)i, o[WFC_MAX_OPERANDS] = {0, 0, 0, 0};
+        for (int d = g.ndim - 1; d >= 0; d--) {
+            uint32_t size = (uint32_t)g.sizes[d], idx = j % size;
+            j /= size;
+            for (int k = 0; k < g.noperands; k++)
+                o[k] += idx * (uint32_t)g.strides[k][d];
+        }
+        for (int k = 0; k < g.noperands; k++)
+            off[k] = o[k];
+        return;
+    }
     for (int d = g.ndim - 1; d >= 0; d--) {
         int64_t idx = i % g.sizes[d];
         i /= g.sizes[d];
@@ -67,6 +79,15 @@ __device__ inline int64_t offset_of(const wfc_geometry &g, int k, int64_t i)
 {
     if (g.contiguous)
         return i;
+    if (g.index32) {
+        uint32_t j = (uint32_t)i, o = 0;
+        for (int d = g.ndim - 1; d >= 0; d--) {
+            uint32_t size = (uint32_t)g.sizes[d];
+            o += (j % size) * (uint32_t)g.strides[k][d];
+            j /= size;
+        }
+        return o;
+    }
     int64_t off = 0;
     for (int d = g.ndim - 1; d >= 0; d--) {
         off += (i % g.sizes[d]) * g.strides[k][d];

@@ -60,6 +60,26 @@ int wfc_plan_geometry(wfc_geometry *g, const int64_t *sizes, int nd, int noperan
     g->contiguous = n <= 1;
     for (int k = 0; g->contiguous && n == 1 && k < noperands; k++)
         g->contiguous = g->strides[k][0] == 1;
+    /* 32-bit indexing: the element count and each operand's largest
+     * offset below 2^31; each factor is checked before it multiplies, so
+     * nothing here overflows */
+    const int64_t lim = (int64_t)1 << 31;
+    int64_t count = 1;
+    g->index32 = true;
+    for (int i = 0; g->index32 && i < n; i++) {
+        g->index32 = g->sizes[i] >= 1 && g->sizes[i] < lim;
+        count *= g->index32 ? g->sizes[i] : 1;
+        g->index32 = g->index32 && count < lim;
+    }
+    for (int k = 0; g->index32 && k < noperands; k++) {
+        int64_t last = 0;
+        for (int i = 0; g->index32 && i < n; i++) {
+            int64_t st = g->strides[k][i];
+            g->index32 = st >= 0 && st < lim;
+            last += g->index32 ? (g->sizes[i] - 1) * st : 0; /* < 2^62 */
+            g->index32 = g->index32 && last < lim;
+        }
+    }
     return 0;
 }
 

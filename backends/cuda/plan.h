@@ -21,11 +21,16 @@ extern "C" {
 /* A strided launch's geometry in elements: operand 0 is the output; every
  * operand is seen in the output's shape (stride 0 along broadcast dims).
  * contiguous: every operand is dense in the same order (ndim <= 1, stride
- * 1), so the kernel indexes linearly without division. */
+ * 1), so the kernel indexes linearly without division.  index32: every
+ * linear index and every operand's offset fits in 31 bits and no stride
+ * is negative, so the kernels divide in 32 bits: a GPU's 64-bit division
+ * is a long software routine, and a bias broadcast over a convolution's
+ * output (a collapsed [N, C, H*W]) spent most of its time in it. */
 typedef struct wfc_geometry {
     int ndim;
     int noperands;
     bool contiguous;
+    bool index32;
     int64_t sizes[WFC_MAX_DIMS];
     int64_t strides[WFC_MAX_OPERANDS][WFC_MAX_DIMS];
 } wfc_geometry;
