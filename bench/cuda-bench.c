@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <weft/nn.h>
@@ -123,14 +124,46 @@ static int mm_step(void *p)
     return weft_mm_out(c->c, c->a, c->b);
 }
 
+/* The same product through cuBLAS called directly, on the same buffers and
+ * the default stream (what weft's own call uses here): the reference the
+ * GEMM goal names (issue 23: at least 0.95x).  Row-major C = A B is the
+ * column-major C^T = B^T A^T; float32 without TF32 (CUBLAS_COMPUTE_32F),
+ * bfloat16 with float32 accumulation, as weft's blas.c. */
+typedef struct {
+    cublasHandle_t h;
+    int n;
+    cudaDataType_t type;
+    const void *a, *b;
+    void *c;
+} cublas_ctx;
+
+static int cublas_step(void *p)
+{
+    cublas_ctx *c = p;
+    const float one = 1, zero = 0;
+    cublasStatus_t st = cublasGemmEx(c->h, CUBLAS_OP_N, CUBLAS_OP_N, c->n, c->n, c->n, &one, c->b,
+                                     c->type, c->n, c->a, c->type, c->n, &zero, c->c, c->type,
+                                     c->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? 0 : weft_set_error(WEFT_EDEVICE, "cublasGemmEx: %d", (int)st);
+}
+
 static void gemm_row(const char *name, weft_dtype dtype, int64_t n)
 {
     const int64_t s[2] = {n, n};
     pair_ctx c = {randn(s, 2, dtype), randn(s, 2, dtype), NULL, NULL, NULL, 0};
     CHECK(weft_empty(&c.c, s, 2, dtype, GPU), "empty");
     double ms = time_ms(mm_step, &c, 10);
-    printf("{\"row\": \"%s\", \"n\": %lld, \"ms\": %.4f, \"TFLOP_per_s\": %.1f}\n", name,
-           (long long)n, ms, 2.0 * (double)n * n * n / ms / 1e9);
+    cublas_ctx cb = {NULL, (int)n, dtype == WEFT_BFLOAT16 ? CUDA_R_16BF : CUDA_R_32F,
+                     weft_tensor_data_ptr(c.a), weft_tensor_data_ptr(c.b),
+                     weft_tensor_data_ptr(c.c)};
+    double direct = NAN;
+    if (cublasCreate(&cb.h) == CUBLAS_STATUS_SUCCESS) {
+        direct = time_ms(cublas_step, &cb, 10);
+        cublasDestroy(cb.h);
+    }
+    printf("{\"row\": \"%s\", \"n\": %lld, \"ms\": %.4f, \"TFLOP_per_s\": %.1f, "
+           "\"cublas_direct_ms\": %.4f, \"speed_vs_cublas\": %.3f, \"goal\": 0.95}\n",
+           name, (long long)n, ms, 2.0 * (double)n * n * n / ms / 1e9, direct, direct / ms);
     weft_tensor_release(c.a);
     weft_tensor_release(c.b);
     weft_tensor_release(c.c);
