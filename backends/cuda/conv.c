@@ -246,8 +246,22 @@ static int make_descriptors(descriptors *d, const char *op, weft_dtype dtype, co
     return rc;
 }
 
-/* The algorithm of one problem: cached, or cuDNN's first heuristic choice
- * that succeeds within the workspace limit. */
+/* The first of cuDNN's answers (best first) that succeeded within limit
+ * bytes of workspace: its algorithm and workspace size.  A macro, since
+ * the three kinds' answers are three struct types with the same fields. */
+#define first_fitting(perf, found, limit, algo, workspace)                               \
+    __extension__({                                                                    \
+        bool fits_ = false;                                                            \
+        for (int i_ = 0; !fits_ && i_ < (found); i_++)                                 \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].memory <= (limit)) \
+                *(algo) = (int)(perf)[i_].algo, *(workspace) = (perf)[i_].memory, fits_ = true; \
+        fits_;                                                                         \
+    })
+
+/* The algorithm of one problem: cached, else timed (find_mode, above)
+ * or cuDNN's first heuristic choice that fits the workspace limit; the
+ * search's buffers are the call's own (x, w, y), whose result the real
+ * call then overwrites whole. */
 static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *d, int device,
                   weft_dtype dtype, const wfc_conv2d *g, void *x, void *w, void *y, int *algo,
                   size_t *workspace)
@@ -277,27 +291,21 @@ static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *
                                                                   d->y, y, MAX_ALGOS, &found, perf,
                                                                   ws, FIND_WORKSPACE),
                            op, "timing the algorithms");
-            for (int i = 0; rc == 0 && !chosen && i < found; i++)
-                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= FIND_WORKSPACE)
-                    *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+            chosen = rc == 0 && first_fitting(perf, found, FIND_WORKSPACE, algo, workspace);
         } else if (kind == BACKWARD_DATA) {
             cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
             rc = dnn_error(DNN->cudnnFindConvolutionBackwardDataAlgorithmEx(
                                h, d->w, w, d->y, y, d->conv, d->x, x, MAX_ALGOS, &found, perf, ws,
                                FIND_WORKSPACE),
                            op, "timing the algorithms");
-            for (int i = 0; rc == 0 && !chosen && i < found; i++)
-                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= FIND_WORKSPACE)
-                    *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+            chosen = rc == 0 && first_fitting(perf, found, FIND_WORKSPACE, algo, workspace);
         } else {
             cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
             rc = dnn_error(DNN->cudnnFindConvolutionBackwardFilterAlgorithmEx(
                                h, d->x, x, d->y, y, d->conv, d->w, w, MAX_ALGOS, &found, perf, ws,
                                FIND_WORKSPACE),
                            op, "timing the algorithms");
-            for (int i = 0; rc == 0 && !chosen && i < found; i++)
-                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= FIND_WORKSPACE)
-                    *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+            chosen = rc == 0 && first_fitting(perf, found, FIND_WORKSPACE, algo, workspace);
         }
         weft_tensor_release(search);
         /* a failed search leaves the choice to the heuristics */
@@ -311,25 +319,19 @@ static int choose(int kind, const char *op, cudnnHandle_t h, const descriptors *
         rc = dnn_error(DNN->cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
                                                               MAX_ALGOS, &found, perf),
                        op, "choosing the algorithm");
-        for (int i = 0; rc == 0 && !chosen && i < found; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= WORKSPACE_LIMIT)
-                *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+        chosen = rc == 0 && first_fitting(perf, found, WORKSPACE_LIMIT, algo, workspace);
     } else if (kind == BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
         rc = dnn_error(DNN->cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x,
                                                                    MAX_ALGOS, &found, perf),
                        op, "choosing the algorithm");
-        for (int i = 0; rc == 0 && !chosen && i < found; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= WORKSPACE_LIMIT)
-                *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+        chosen = rc == 0 && first_fitting(perf, found, WORKSPACE_LIMIT, algo, workspace);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
         rc = dnn_error(DNN->cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w,
                                                                      MAX_ALGOS, &found, perf),
                        op, "choosing the algorithm");
-        for (int i = 0; rc == 0 && !chosen && i < found; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= WORKSPACE_LIMIT)
-                *algo = (int)perf[i].algo, *workspace = perf[i].memory, chosen = true;
+        chosen = rc == 0 && first_fitting(perf, found, WORKSPACE_LIMIT, algo, workspace);
     }
     if (rc == 0 && !chosen)
         rc = weft_set_error(WEFT_ENOTSUP, "%s: cuDNN offers no algorithm for this convolution "
