@@ -257,6 +257,36 @@ static void plan_checks(void)
     wfc_broadcast_strides(st[0], few_sz, near_st, 2, few_sz, 2);
     ok(wfc_plan_geometry(&g, few_sz, 2, 1, (const int64_t(*)[64])st) == 0 && g.index32,
        "geometry: a largest offset of 2^30 + 1 fits 32 bits");
+    /* the divisors as multiplier and shift: exact for every dividend below
+     * 2^31, checked on edge values and a pseudo-random sweep */
+    {
+        static const uint32_t ds[] = {1, 2, 3, 5, 7, 56, 3136, 4096, 65535, 65537, 1000003,
+                                      (uint32_t)1 << 30, ((uint32_t)1 << 30) + 1,
+                                      ((uint32_t)1 << 31) - 1};
+        long wrong = 0, checked = 0;
+        uint64_t x = 88172645463325252ull;
+        for (size_t k = 0; k < sizeof ds / sizeof *ds; k++) {
+            uint32_t mul;
+            uint8_t sh;
+            wfc_plan_divisor(ds[k], &mul, &sh);
+            uint32_t ns[4104] = {0, 1, ds[k] - 1, ds[k], ds[k] + 1, 2 * ds[k] - 1,
+                                 ((uint32_t)1 << 31) - 1, ((uint32_t)1 << 31) - 2};
+            for (int r = 8; r < 4104; r++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                ns[r] = (uint32_t)(x >> 33); /* below 2^31 */
+            }
+            for (int r = 0; r < 4104; r++) {
+                uint32_t n = ns[r];
+                if (n >= (uint32_t)1 << 31)
+                    continue;
+                uint32_t hi = (uint32_t)(((uint64_t)n * mul) >> 32);
+                uint32_t q = (uint32_t)(((uint64_t)hi + n) >> sh);
+                wrong += q != n / ds[k];
+                checked++;
+            }
+        }
+        ok(wrong == 0, "divisors as multiply and shift: %ld of %ld quotients wrong", wrong, checked);
+    }
     /* nine dims that cannot merge: every other element of each */
     int64_t nine[9], nine_st[9];
     for (int d = 8, step = 2; d >= 0; d--, step *= 4)

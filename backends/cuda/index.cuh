@@ -41,7 +41,8 @@ template <> __device__ inline __half store<__half, float>(float v) { return __fl
 template <> __device__ inline __nv_bfloat16 store<__nv_bfloat16, float>(float v) { return __float2bfloat16(v); }
 
 /* The per-operand offsets of linear index i, for the N operands of a
- * kernel (g.noperands == N).  N is a template argument and the dim loop
+ * kernel (g.noperands == N).  Under index32 a division is a multiply-high
+ * and a shift (plan.h's div_mul and div_shift).  N is a template argument and the dim loop
  * is unrolled to WFC_MAX_DIMS, so off[] and the running offsets live in
  * registers: with runtime bounds they went to local memory, and a
  * broadcast add over a conv output ran at 333 GB/s on an H200 (PyTorch
@@ -64,7 +65,9 @@ __device__ inline void offsets(const wfc_geometry &g, int64_t i, int64_t (&off)[
         for (int t = 0; t < WFC_MAX_DIMS; t++) {
             if (t < g.ndim) {
                 int d = g.ndim - 1 - t;
-                uint32_t size = (uint32_t)g.sizes[d], q = j / size, idx = j - q * size;
+                uint32_t size = (uint32_t)g.sizes[d];
+                uint32_t q = (__umulhi(j, g.div_mul[d]) + j) >> g.div_shift[d];
+                uint32_t idx = j - q * size;
                 j = q;
 #pragma unroll
                 for (int k = 0; k < N; k++)
@@ -104,9 +107,9 @@ __device__ inline int64_t offset_of(const wfc_geometry &g, int k, int64_t i)
     if (g.index32) {
         uint32_t j = (uint32_t)i, o = 0;
         for (int d = g.ndim - 1; d >= 0; d--) {
-            uint32_t size = (uint32_t)g.sizes[d];
-            o += (j % size) * (uint32_t)g.strides[k][d];
-            j /= size;
+            uint32_t q = (__umulhi(j, g.div_mul[d]) + j) >> g.div_shift[d];
+            o += (j - q * (uint32_t)g.sizes[d]) * (uint32_t)g.strides[k][d];
+            j = q;
         }
         return o;
     }

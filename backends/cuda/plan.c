@@ -71,6 +71,8 @@ int wfc_plan_geometry(wfc_geometry *g, const int64_t *sizes, int nd, int noperan
         count *= g->index32 ? g->sizes[i] : 1;
         g->index32 = g->index32 && count < lim;
     }
+    for (int i = 0; g->index32 && i < n; i++)
+        wfc_plan_divisor((uint32_t)g->sizes[i], &g->div_mul[i], &g->div_shift[i]);
     for (int k = 0; g->index32 && k < noperands; k++) {
         int64_t last = 0;
         for (int i = 0; g->index32 && i < n; i++) {
@@ -81,6 +83,15 @@ int wfc_plan_geometry(wfc_geometry *g, const int64_t *sizes, int nd, int noperan
         }
     }
     return 0;
+}
+
+void wfc_plan_divisor(uint32_t d, uint32_t *mul, uint8_t *shift)
+{
+    uint8_t s = 0;
+    while (s < 32 && ((uint64_t)1 << s) < d)
+        s++;
+    *shift = s;
+    *mul = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << s) - d)) / d + 1);
 }
 
 unsigned wfc_plan_blocks(int64_t n, unsigned threads, unsigned max_blocks)

@@ -31,6 +31,11 @@ typedef struct wfc_geometry {
     int noperands;
     bool contiguous;
     bool index32;
+    /* under index32, each size's divisor as a multiplier and a shift:
+     * n / sizes[d] == (umulhi(n, div_mul[d]) + n) >> div_shift[d] for
+     * every n < 2^31 (wfc_plan_divisor), a multiply where a division was */
+    uint32_t div_mul[WFC_MAX_DIMS];
+    uint8_t div_shift[WFC_MAX_DIMS];
     int64_t sizes[WFC_MAX_DIMS];
     int64_t strides[WFC_MAX_OPERANDS][WFC_MAX_DIMS];
 } wfc_geometry;
@@ -42,6 +47,11 @@ typedef struct wfc_geometry {
  * WFC_MAX_DIMS dims remain (the caller says so). */
 int wfc_plan_geometry(wfc_geometry *g, const int64_t *sizes, int nd, int noperands,
                       const int64_t (*strides)[64]);
+
+/* The multiplier and shift that divide by d (1 <= d < 2^31) for dividends
+ * below 2^31, as above: shift the least s with 2^s >= d, multiplier
+ * floor(2^32 (2^s - d) / d) + 1 (Granlund and Montgomery's method). */
+void wfc_plan_divisor(uint32_t d, uint32_t *mul, uint8_t *shift);
 
 /* The strides of an operand (sizes osz, strides ost, ond dims) seen in an
  * output shape of nd dims (right-aligned; 0 where it is broadcast). */
