@@ -648,6 +648,18 @@ static PyMethodDef module_methods[] = {
      "_register_hook(tensor, fn): fn(grad) runs when the gradient reaches tensor (Tensor.register_hook)"},
     {"_read_idx", wpy_read_idx, METH_O,
      "_read_idx(path): an IDX file (gzip or plain) as a uint8 tensor (weft.datasets)"},
+    {"_sgd_step", wpy_sgd_step, METH_VARARGS,
+     "_sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_decay, "
+     "nesterov, maximize): weft_sgd_step over one group; None buffers are filled in"},
+    {"_adam_step", wpy_adam_step, METH_VARARGS,
+     "_adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, "
+     "beta2, eps, weight_decay, amsgrad, maximize, decoupled): weft_adam_step/weft_adamw_step"},
+    {"_rmsprop_step", wpy_rmsprop_step, METH_VARARGS,
+     "_rmsprop_step(params, grads, square_avgs, momentum_buffers, grad_avgs, steps, lr, alpha, "
+     "eps, weight_decay, momentum, centered, maximize): weft_rmsprop_step"},
+    {"_adagrad_step", wpy_adagrad_step, METH_VARARGS,
+     "_adagrad_step(params, grads, state_sums, steps, lr, lr_decay, weight_decay, "
+     "initial_accumulator_value, eps, maximize): weft_adagrad_step"},
     {"_layout", wpy_layout_of, METH_O, "_layout(t): the name of t's layout (Tensor.layout)"},
     {"_layouts", wpy_layouts, METH_NOARGS,
      "_layouts(): [(id, name, plugin)] of the registered layouts (weft.layouts)"},

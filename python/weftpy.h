@@ -127,6 +127,11 @@ PyObject *wpy_save_safetensors(PyObject *module, PyObject *args);
 /* distributed.c: weft.distributed's functions (issue 18), added to the
  * module at init */
 extern PyMethodDef wpy_dist_methods[];
+/* optim.c: _sgd_step, _adam_step, _rmsprop_step, _adagrad_step (weft.optim) */
+PyObject *wpy_sgd_step(PyObject *module, PyObject *args);
+PyObject *wpy_adam_step(PyObject *module, PyObject *args);
+PyObject *wpy_rmsprop_step(PyObject *module, PyObject *args);
+PyObject *wpy_adagrad_step(PyObject *module, PyObject *args);
 /* datasets.c: _read_idx (weft.datasets) */
 PyObject *wpy_read_idx(PyObject *module, PyObject *arg);
 

@@ -308,6 +308,7 @@ int cpu__register_blas(weft_registrar *reg);
 int cpu__register_binary(weft_registrar *reg);
 int cpu__register_reduce_rows(weft_registrar *reg);
 int cpu__register_dropout(weft_registrar *reg);
+int cpu__register_optim(weft_registrar *reg);
 int cpu__register_random(weft_registrar *reg);
 /* Which dims of a rank-ndim tensor a dim argument (int[]?: NONE or empty
  * means all) names, into reduce[ndim].  WEFT_ERANGE for a dim out of range,

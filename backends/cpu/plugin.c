@@ -50,7 +50,7 @@ static int cpu_init(weft_registrar *reg)
         (rc = cpu__register_unary(reg)) < 0 || (rc = cpu__register_reduce(reg)) < 0 ||
         (rc = cpu__register_blas(reg)) < 0 || (rc = cpu__register_binary(reg)) < 0 ||
         (rc = cpu__register_reduce_rows(reg)) < 0 || (rc = cpu__register_dropout(reg)) < 0 ||
-        (rc = cpu__register_random(reg)) < 0 ||
+        (rc = cpu__register_random(reg)) < 0 || (rc = cpu__register_optim(reg)) < 0 ||
         (rc = cpu__register_nn(reg)) < 0 || (rc = cpu__register_shape(reg)) < 0 ||
         (rc = cpu__register_index(reg)) < 0 || (rc = cpu__register_sort(reg)) < 0 ||
         (rc = cpu__register_index_write(reg)) < 0)

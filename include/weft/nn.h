@@ -332,6 +332,91 @@ WEFT_API double weft_optimizer_get_lr(const weft_optimizer *opt);
  * NULL is a no-op. */
 WEFT_API void weft_optimizer_destroy(weft_optimizer *opt);
 
+/* ------------------------------------------- optimizer steps over lists */
+
+/* One step of torch.optim 1.13's SGD, Adam, AdamW, RMSprop or Adagrad
+ * (their single-tensor formulas, every option) over n parameters at once,
+ * the state kept by the caller: what weft.optim and weft_optimizer_step
+ * call, one call per parameter group.  Each parameter is updated in one
+ * pass over it, its gradient and its state (the _fused_*_ operators), not
+ * by a chain of whole-tensor operators with temporaries.
+ *
+ * params[i] is written in place (with grad mode off: no autograd record),
+ * grads[i] is its gradient (dense, read only).  The state lists are the
+ * caller's arrays of n entries, written in place: an entry that is NULL is
+ * created on this step and stored there as a new reference the caller
+ * owns (torch's lazily made state: zeros, SGD's buffer = the first d,
+ * Adagrad's sum = initial_accumulator_value, a step count = 0 before this
+ * step).  Step counts are 0-d float32 CPU tensors, as torch's
+ * state["step"], incremented by this call.
+ *
+ * Every tensor of a parameter must have its shape, dtype (float16,
+ * bfloat16, float32 or float64) and device, be contiguous and not share
+ * its memory; everything — counts, NULLs, shapes, dtypes, devices,
+ * hyper-parameters — is checked before anything is written or created,
+ * so a refused call changes nothing.  Errors: WEFT_EINVAL (n < 0, a NULL
+ * list, parameter or gradient, a repeated parameter, a hyper-parameter
+ * out of range — with torch's checks —, a non-contiguous tensor, shared
+ * memory), WEFT_ESHAPE, WEFT_EDTYPE, WEFT_EDEVICE (each naming the list,
+ * the index and both values), WEFT_ENOMEM (state created on this call is
+ * released and its entries set back to NULL); a kernel failing part-way
+ * (a device error) may leave earlier parameters updated.  Not
+ * thread-safe for the same tensors; distinct lists on distinct threads
+ * are fine. */
+typedef struct weft_sgd_options {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov, maximize;
+} weft_sgd_options;
+/* d = (maximize ? -grad : grad) + weight_decay * p;
+ * buf = d on its first step, else momentum * buf + (1 - dampening) * d;
+ * d = nesterov ? d + momentum * buf : buf (momentum != 0); p -= lr * d.
+ * momentum_bufs may be NULL when momentum is 0 (no buffers then). */
+WEFT_API int weft_sgd_step(weft_tensor *const *params, weft_tensor *const *grads,
+                           weft_tensor **momentum_bufs, int n, const weft_sgd_options *o);
+
+typedef struct weft_adam_options {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool amsgrad, maximize;
+} weft_adam_options;
+/* t = ++step; d = (maximize ? -grad : grad) (+ weight_decay * p for Adam;
+ * AdamW: p *= 1 - lr * weight_decay first); m = beta1 * m + (1 - beta1) * d;
+ * v = beta2 * v + (1 - beta2) * d^2; amsgrad: vmax = max(vmax, v) and v is
+ * vmax below; p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) +
+ * eps).  max_exp_avg_sqs is needed with amsgrad and ignored without. */
+WEFT_API int weft_adam_step(weft_tensor *const *params, weft_tensor *const *grads,
+                            weft_tensor **exp_avgs, weft_tensor **exp_avg_sqs,
+                            weft_tensor **max_exp_avg_sqs, weft_tensor **steps, int n,
+                            const weft_adam_options *o);
+WEFT_API int weft_adamw_step(weft_tensor *const *params, weft_tensor *const *grads,
+                             weft_tensor **exp_avgs, weft_tensor **exp_avg_sqs,
+                             weft_tensor **max_exp_avg_sqs, weft_tensor **steps, int n,
+                             const weft_adam_options *o);
+
+typedef struct weft_rmsprop_options {
+    double lr, alpha, eps, weight_decay, momentum;
+    bool centered, maximize;
+} weft_rmsprop_options;
+/* ++step; d as Adam's; sq = alpha * sq + (1 - alpha) * d^2; centered:
+ * ga = alpha * ga + (1 - alpha) * d, avg = sqrt(sq - ga^2) + eps, else
+ * avg = sqrt(sq) + eps; momentum > 0: buf = momentum * buf + d / avg and
+ * p -= lr * buf, else p -= lr * d / avg.  momentum_bufs is needed with
+ * momentum > 0, grad_avgs with centered; each is ignored otherwise. */
+WEFT_API int weft_rmsprop_step(weft_tensor *const *params, weft_tensor *const *grads,
+                               weft_tensor **square_avgs, weft_tensor **momentum_bufs,
+                               weft_tensor **grad_avgs, weft_tensor **steps, int n,
+                               const weft_rmsprop_options *o);
+
+typedef struct weft_adagrad_options {
+    double lr, lr_decay, weight_decay, initial_accumulator_value, eps;
+    bool maximize;
+} weft_adagrad_options;
+/* t = ++step; d as Adam's; sum += d^2; p -= lr / (1 + (t - 1) * lr_decay) *
+ * d / (sqrt(sum) + eps).  initial_accumulator_value fills a sum this call
+ * creates. */
+WEFT_API int weft_adagrad_step(weft_tensor *const *params, weft_tensor *const *grads,
+                               weft_tensor **state_sums, weft_tensor **steps, int n,
+                               const weft_adagrad_options *o);
+
 /* ------------------------------------------------ learning-rate schedules */
 
 /* Pure functions of the epoch (PyTorch's closed forms, epoch counted from

@@ -1,6 +1,9 @@
 """SGD, Adam, AdamW, RMSprop and Adagrad: torch.optim's hyperparameters,
-defaults and update rules (as in torch 1.13's single-tensor path), each
-step a handful of whole-tensor in-place C operators per parameter."""
+defaults and update rules (as in torch 1.13's single-tensor path).  A
+step is one C call per parameter group (_group_step: libweft's
+weft_sgd_step ..., a fused pass per parameter); _update, a handful of
+whole-tensor in-place operators, serves the parameters the fused step
+does not take (sparse gradients, non-contiguous tensors)."""
 import math
 
 from .. import _C
@@ -18,6 +21,17 @@ def _check(value, name, cls, low=0.0, high=None):
         raise TypeError("%s: %s must be a number, got %s" % (cls, name, type(value).__name__))
     if value < low or (high is not None and value >= high):
         raise ValueError("%s: invalid %s: %s" % (cls, name, value))
+
+
+def _state_list(items, key):
+    """[state[key] or None] of the group's parameters: None entries are
+    created by the C step, then stored back with _keep_state."""
+    return [state.get(key) for _, _, state in items]
+
+
+def _keep_state(items, key, values):
+    for (_, _, state), value in zip(items, values):
+        state[key] = value
 
 
 def _next_step(state):
@@ -51,6 +65,17 @@ class SGD(Optimizer):
                 buf.add_(d_p, alpha=1 - group["dampening"])
             d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
         p.add_(d_p, alpha=-group["lr"])
+
+
+    def _group_step(self, group, items):
+        params = [p for p, _, _ in items]
+        grads = [g for _, g, _ in items]
+        momentum = group["momentum"]
+        bufs = _state_list(items, "momentum_buffer") if momentum != 0 else None
+        _C._sgd_step(params, grads, bufs, group["lr"], momentum, group["dampening"],
+                     group["weight_decay"], group["nesterov"], group["maximize"])
+        if bufs is not None:
+            _keep_state(items, "momentum_buffer", bufs)
 
 
 class Adam(Optimizer):
@@ -102,6 +127,22 @@ class Adam(Optimizer):
         denom.div_(bias_correction2_sqrt)
         denom.add_(group["eps"])
         p.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)
+
+
+    def _group_step(self, group, items):
+        params = [p for p, _, _ in items]
+        grads = [g for _, g, _ in items]
+        keys = ["exp_avg", "exp_avg_sq", "step"]
+        if group["amsgrad"]:
+            keys.append("max_exp_avg_sq")
+        lists = {k: _state_list(items, k) for k in keys}
+        beta1, beta2 = group["betas"]
+        _C._adam_step(params, grads, lists["exp_avg"], lists["exp_avg_sq"],
+                      lists.get("max_exp_avg_sq"), lists["step"], group["lr"], beta1, beta2,
+                      group["eps"], group["weight_decay"], group["amsgrad"], group["maximize"],
+                      self._decoupled)
+        for k in keys:
+            _keep_state(items, k, lists[k])
 
 
 class AdamW(Adam):
@@ -162,6 +203,23 @@ class RMSprop(Optimizer):
             p.addcdiv_(grad, avg, value=-group["lr"])
 
 
+    def _group_step(self, group, items):
+        params = [p for p, _, _ in items]
+        grads = [g for _, g, _ in items]
+        keys = ["square_avg", "step"]
+        if group["momentum"] > 0:
+            keys.append("momentum_buffer")
+        if group["centered"]:
+            keys.append("grad_avg")
+        lists = {k: _state_list(items, k) for k in keys}
+        _C._rmsprop_step(params, grads, lists["square_avg"], lists.get("momentum_buffer"),
+                         lists.get("grad_avg"), lists["step"], group["lr"], group["alpha"],
+                         group["eps"], group["weight_decay"], group["momentum"],
+                         group["centered"], group["maximize"])
+        for k in keys:
+            _keep_state(items, k, lists[k])
+
+
 class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False):
@@ -204,3 +262,13 @@ class Adagrad(Optimizer):
         std = state["sum"].sqrt()
         std.add_(group["eps"])
         p.addcdiv_(grad, std, value=-clr)
+
+    def _group_step(self, group, items):
+        params = [p for p, _, _ in items]
+        grads = [g for _, g, _ in items]
+        lists = {k: _state_list(items, k) for k in ("sum", "step")}
+        _C._adagrad_step(params, grads, lists["sum"], lists["step"], group["lr"],
+                         group["lr_decay"], group["weight_decay"],
+                         group["initial_accumulator_value"], group["eps"], group["maximize"])
+        for k in ("sum", "step"):
+            _keep_state(items, k, lists[k])

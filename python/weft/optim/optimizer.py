@@ -1,11 +1,13 @@
 """weft.optim.Optimizer: parameter groups, per-parameter state and
 state_dict/load_state_dict in torch.optim's shape.
 
-Each algorithm's step updates every parameter with a few whole-tensor
-in-place C operators (add_, mul_, addcmul_, addcdiv_, sqrt ...), one call
-per operator per parameter, outside autograd: Python loops over
-parameters, never over elements.  (libweft's fused C optimizers,
-weft_optimizer_*, are not reachable from the extension yet.)
+Each algorithm's step is one C call per parameter group (_group_step:
+libweft's weft_sgd_step ... weft_adagrad_step, one fused pass per
+parameter), the state staying in self.state[p] as torch keeps it.
+Parameters the fused step does not take (a sparse gradient, a
+non-contiguous tensor) go through _update, a few whole-tensor in-place
+operators per parameter.  Python loops over parameters, never over
+elements.
 """
 import copy
 
@@ -97,14 +99,32 @@ class Optimizer:
                 loss = closure()
         with no_grad():
             for group in self.param_groups:
+                fused = []
                 for p in group["params"]:
-                    if p.grad is None:
+                    grad = p.grad
+                    if grad is None:
                         continue
                     state = self.state.get(p)
                     if state is None:
                         state = self.state[p] = {}
-                    self._update(p, p.grad, state, group)
+                    if self._fusable(p, grad):
+                        fused.append((p, grad, state))
+                    else:
+                        self._update(p, grad, state, group)
+                if fused:
+                    self._group_step(group, fused)
         return loss
+
+    @staticmethod
+    def _fusable(p, grad):
+        return (grad.layout == "strided" and p.is_floating_point() and p.is_contiguous()
+                and grad.is_contiguous() and grad.dtype == p.dtype)
+
+    def _group_step(self, group, items):
+        """One step of [(param, grad, state)] of group; by default each
+        through _update (the algorithms replace it with one C call)."""
+        for p, grad, state in items:
+            self._update(p, grad, state, group)
 
     def _update(self, param, grad, state, group):
         raise NotImplementedError
