@@ -48,10 +48,62 @@ static int tensor_traverse(PyObject *self, visitproc visit, void *arg)
     return 0;
 }
 
+/* An instance of type (weft.Tensor or a Python subclass such as
+ * nn.Parameter) holding a new reference to t; t's reference is taken on
+ * success and on failure. */
+static PyObject *wrap_as(PyTypeObject *type, weft_tensor *t)
+{
+    if (type == wpy_tensor_type)
+        return wpy_wrap(t);
+    /* a subclass: its own allocator, which makes room for its __dict__
+     * and tracks the object for the garbage collector */
+    wpy_tensor *o = (wpy_tensor *)type->tp_alloc(type, 0);
+    if (!o) {
+        weft_tensor_release(t);
+        return NULL;
+    }
+    o->t = t;
+    o->weakrefs = NULL;
+    return (PyObject *)o;
+}
+
 static PyObject *tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    /* weft.Tensor(data) is weft.tensor(data) */
-    return wpy_tensor_from_data(NULL, args, kwargs);
+    /* weft.Tensor(data) is weft.tensor(data); a subclass gets the same
+     * tensor as an instance of itself */
+    PyObject *base = wpy_tensor_from_data(NULL, args, kwargs);
+    if (!base || type == wpy_tensor_type)
+        return base;
+    PyObject *r = wrap_as(type, weft_tensor_retain(WPY_T(base)));
+    Py_DECREF(base);
+    return r;
+}
+
+/* Tensor._make_subclass(cls, data, requires_grad=False): an instance of
+ * cls (a subclass of weft.Tensor) sharing data's memory, detached from
+ * data's history, a leaf that requires grad as asked: nn.Parameter's
+ * constructor, as torch's. */
+static PyObject *m_make_subclass(PyObject *unused, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"cls", "data", "requires_grad", NULL};
+    PyObject *cls, *data;
+    int requires_grad = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|p:_make_subclass", kw, &cls, &data,
+                                     &requires_grad))
+        return NULL;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, wpy_tensor_type))
+        return PyErr_Format(PyExc_TypeError, "_make_subclass: cls must be a subclass of "
+                                             "weft.Tensor, not %R", cls);
+    if (!PyObject_TypeCheck(data, wpy_tensor_type))
+        return PyErr_Format(PyExc_TypeError, "_make_subclass: data must be a weft.Tensor, not %s",
+                            Py_TYPE(data)->tp_name);
+    weft_tensor *t = NULL;
+    int rc = weft_detach(&t, WPY_T(data));
+    if (rc == 0 && (rc = weft_tensor_set_requires_grad(t, requires_grad != 0)) < 0)
+        weft_tensor_release(t);
+    if (rc < 0)
+        return wpy_raise(rc);
+    return wrap_as((PyTypeObject *)cls, t);
 }
 
 /* -------------------------------------------------------------- attributes */
@@ -516,6 +568,8 @@ static PyMethodDef tensor_methods[] = {
      "to(device or dtype, *, dtype=None, device=None, copy=False)"},
     {"view", m_view, METH_VARARGS, NULL},
     {"reshape", m_reshape, METH_VARARGS, NULL},
+    {"_make_subclass", (PyCFunction)(void (*)(void))m_make_subclass,
+     METH_VARARGS | METH_KEYWORDS | METH_STATIC, NULL},
     {"permute", m_permute, METH_VARARGS, NULL},
     {"expand", m_expand, METH_VARARGS, NULL},
     {"transpose", m_transpose, METH_VARARGS, NULL},
@@ -1003,7 +1057,8 @@ int wpy_tensor_init_type(PyObject *module)
     PyType_Spec spec = {
         .name = "weft.Tensor",
         .basicsize = sizeof(wpy_tensor),
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+        /* BASETYPE: nn.Parameter is a Python subclass, as torch's */
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
         .slots = slots,
     };
     wpy_tensor_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &spec, NULL);

@@ -17,7 +17,15 @@ Tensor = _C.Tensor
 def _tensor_new(cls, *args, **kwargs):
     """weft.Tensor(2, 3): uninitialised float32 of that shape;
     weft.Tensor([..]) / weft.Tensor((..)): float32 holding the data;
-    weft.Tensor(): empty (0,), as torch.Tensor."""
+    weft.Tensor(): empty (0,), as torch.Tensor.  A subclass gets the
+    same tensor as an instance of itself."""
+    t = _tensor_make(*args, **kwargs)
+    if cls is Tensor:
+        return t
+    return Tensor._make_subclass(cls, t, t.requires_grad)
+
+
+def _tensor_make(*args, **kwargs):
     dev = kwargs.pop("device", None)
     if kwargs:
         raise TypeError("Tensor() got unexpected keyword arguments %s" % ", ".join(kwargs))

@@ -537,6 +537,40 @@ def assignment_rules():
 
 
 @test
+def parameter_is_a_tensor_subclass():
+    """nn.Parameter subclasses weft.Tensor as torch's: shares data's memory, a leaf;
+    operators give plain tensors; attributes, weakrefs; user subclasses"""
+    import gc
+    import weakref
+    data = weft.arange(0, 6, dtype=weft.float32).reshape([2, 3])
+    p = nn.Parameter(data)
+    eq((type(p) is nn.Parameter, isinstance(p, weft.Tensor), issubclass(nn.Parameter, weft.Tensor)),
+       (True, True, True))
+    eq((p.requires_grad, p.is_leaf, p.data_ptr() == data.data_ptr()), (True, True, True))
+    data[0, 0] = 7.0  # the same memory
+    eq(p[0, 0].item(), 7.0)
+    eq(type(p * 2) is weft.Tensor, True)
+    eq(repr(p).startswith("Parameter containing:"), True)
+    p.note = "x"  # a subclass instance has a __dict__
+    eq(p.note, "x")
+    ref = weakref.ref(p)
+    del p
+    gc.collect()
+    eq(ref(), None)
+    lin = nn.Linear(3, 2)
+    lin.weight.sum().backward()
+    eq((type(lin.weight) is nn.Parameter, lin.weight.grad.shape), (True, (2, 3)))
+    eq(type(lin.to(weft.float64).weight) is nn.Parameter, True)
+    raises(TypeError, weft.Tensor._make_subclass, int, weft.ones([1]), contains="subclass of weft.Tensor")
+
+    class Mine(weft.Tensor):
+        pass
+
+    m = Mine([1.0, 2.0])
+    eq((type(m) is Mine, m.tolist(), type(m + 1) is weft.Tensor), (True, [1.0, 2.0], True))
+
+
+@test
 def bad_input_errors():
     """bad input: RuntimeError naming the module and parameter, TypeError for non-tensors"""
     raises(RuntimeError, nn.Linear(3, 2), weft.randn(4, 5), contains="in_features=3")
