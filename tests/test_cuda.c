@@ -186,6 +186,62 @@ static void gpu_kernels(void)
 
 /* ------------------------------------------ host-side planning (any machine) */
 
+/* The offset of output element i in flip's plan, as the kernel walks it. */
+static int64_t flip_plan_offset(const wfc_flip *f, int64_t i)
+{
+    int64_t off = f->offset;
+    for (int d = f->ndim - 1; d >= 0; d--) {
+        off += (i % f->sizes[d]) * f->strides[d];
+        i /= f->sizes[d];
+    }
+    return off;
+}
+
+/* flip's plan against the definition, element by element: source
+ * coordinate c_d, or size - 1 - c_d along a flipped dim. */
+static void flip_plan_checks(void)
+{
+    static const int64_t sizes[4] = {3, 1, 4, 5};
+    const int64_t contiguous[4] = {20, 20, 5, 1}, transposed[4] = {1, 3, 15, 3 * 4};
+    const int64_t *layouts[2] = {contiguous, transposed};
+    for (int layout = 0; layout < 2; layout++)
+        for (int mask = 0; mask < 16; mask++) {
+            bool flipped[4];
+            for (int d = 0; d < 4; d++)
+                flipped[d] = (mask >> d) & 1;
+            wfc_flip f;
+            bool good = wfc_plan_flip(&f, sizes, layouts[layout], 4, flipped) == 0;
+            for (int64_t i = 0; good && i < 60; i++) {
+                int64_t rest = i, want = 0;
+                for (int d = 3; d >= 0; d--) {
+                    int64_t c = rest % sizes[d];
+                    rest /= sizes[d];
+                    want += (flipped[d] ? sizes[d] - 1 - c : c) * layouts[layout][d];
+                }
+                good = flip_plan_offset(&f, i) == want;
+            }
+            ok(good && f.ndim <= 3, "flip plan: %s [3,1,4,5], dims mask %d, reads every element "
+               "where the definition does (%d dims after merging)",
+               layout ? "a transposed" : "a contiguous", mask, f.ndim);
+        }
+    wfc_flip f;
+    ok(wfc_plan_flip(&f, sizes, contiguous, 4, (const bool[]){false, false, false, false}) == 0 &&
+           f.ndim == 1 && f.sizes[0] == 60 && f.strides[0] == 1 && f.offset == 0,
+       "flip plan: nothing flipped in a contiguous tensor is one run of 60");
+    ok(wfc_plan_flip(&f, sizes, contiguous, 4, (const bool[]){true, true, true, true}) == 0 &&
+           f.ndim == 1 && f.sizes[0] == 60 && f.strides[0] == -1 && f.offset == 59,
+       "flip plan: every dim flipped is one run backwards from the last element");
+    ok(wfc_plan_flip(&f, (const int64_t[]){3, 0}, (const int64_t[]){1, 1}, 2,
+                     (const bool[]){true, true}) == 0 && f.ndim == 1 && f.sizes[0] == 0,
+       "flip plan: an empty tensor reads nothing");
+    int64_t many[10], steps[10];
+    bool every[10];
+    for (int d = 0; d < 10; d++)
+        many[d] = 2, steps[d] = (int64_t)1 << (2 * (9 - d)), every[d] = d % 2 == 0;
+    ok(wfc_plan_flip(&f, many, steps, 10, every) < 0,
+       "flip plan: 10 dims that cannot merge are more than the kernel indexes");
+}
+
 static void plan_checks(void)
 {
     wfc_gemm_operand p;
@@ -824,6 +880,7 @@ static void gpu_training(void)
 int main(void)
 {
     plan_checks();
+    flip_plan_checks();
     pinned_checks();
     weft_load_default_plugins();
     int type = weft_device_type_from_name(TEST_GPU_NAME);

@@ -249,6 +249,19 @@ int wfc_upsample_forward(void *stream, int dtype, void *y, const void *x, const 
 int wfc_upsample_backward(void *stream, int dtype, void *gx, const void *gy,
                           const wfc_upsample *u);
 
+/* Shape kernels (shape.cu), elements moved as words of `elem` bytes (1,
+ * 2, 4 or 8).  wfc_flip_gather: out (contiguous, n elements) from src
+ * (already moved to f->offset) through f's signed strides (plan.h);
+ * wfc_triangle: zeroes in contiguous [n / (rows cols), rows, cols] data
+ * what tril (lower) or triu with this diagonal drops; wfc_scan: each of
+ * nrows contiguous rows of len replaced by its running sum (or product),
+ * float64 or int64 data only (integers wrap). */
+int wfc_flip_gather(void *stream, size_t elem, void *out, const void *src, int64_t n,
+                    const wfc_flip *f);
+int wfc_triangle(void *stream, size_t elem, void *data, int64_t n, int64_t rows, int64_t cols,
+                 int64_t diagonal, bool lower);
+int wfc_scan(void *stream, int dtype, void *data, int64_t nrows, int64_t len, bool product);
+
 /* index.c: index as a contiguous int64 tensor on its device (int32
  * widened); any other dtype is WEFT_EDTYPE naming op and the argument. */
 int wfc_indices_of(const char *op, const char *arg, const weft_tensor *index, weft_tensor **out);
@@ -279,6 +292,7 @@ int wfc_register_scatter(weft_registrar *reg);
 int wfc_register_sort(weft_registrar *reg);
 int wfc_register_index_put(weft_registrar *reg);
 int wfc_register_upsample(weft_registrar *reg);
+int wfc_register_shape(weft_registrar *reg);
 
 /* index.c: the first bad position a check noted in bad (two words, see
  * index.cuh): 1 and *pos when there is one, 0 when none, or an error;

@@ -513,6 +513,8 @@ int wfc_register_kernels(weft_registrar *reg)
 #endif
     if (rc == 0)
         rc = wfc_register_upsample(reg);
+    if (rc == 0)
+        rc = wfc_register_shape(reg);
 #ifdef WEFT_HAVE_CUDNN
     if (rc == 0)
         rc = wfc_register_conv(reg);
