@@ -1151,6 +1151,17 @@ static void gpu_former_fallback_elementwise(weft_generator *g)
                 weft_elu(&got_, ga64, 0.5, 1.2, 2));
     SAME_AS_CPU(2e-3, "elu(1, 1, 1) float16", weft_elu(&want_, h, 1, 1, 1), weft_elu(&got_, gh, 1, 1, 1));
 
+    /* clamp: an integer tensor with a fractional bound computes in float32 */
+    const double lo = -0.5, hi = 0.5, whole_lo = -1, whole_hi = 2;
+    SAME_AS_CPU(0, "clamp(-0.5, 0.5) of int32 (float32)", weft_clamp(&want_, ia, &lo, &hi),
+                weft_clamp(&got_, gia, &lo, &hi));
+    SAME_AS_CPU(0, "clamp(None, 0.5) of int64 (float32)", weft_clamp(&want_, ib, NULL, &hi),
+                weft_clamp(&got_, gib, NULL, &hi));
+    SAME_AS_CPU(0, "clamp(-1, 2) of int32 (int32)", weft_clamp(&want_, ia, &whole_lo, &whole_hi),
+                weft_clamp(&got_, gia, &whole_lo, &whole_hi));
+    SAME_AS_CPU(0, "clamp(-0.5, None) of float32", weft_clamp(&want_, a, &lo, NULL),
+                weft_clamp(&got_, ga, &lo, NULL));
+
     /* the binary functions: broadcast, transposed, integers to float32 */
     weft_tensor *pos = affine(rand_cpu((const int64_t[]){7, 1, 5}, 3, WEFT_FLOAT32, g), 0.5, 1.1);
     weft_tensor *gpos = to(pos, CUDA0), *far = affine(b, 1, 3), *gfar = to(far, CUDA0);
@@ -1192,6 +1203,34 @@ static void gpu_former_fallback_elementwise(weft_generator *g)
     }
 }
 
+/* The integer products (the tiled GEMM; cuBLAS has none): exact, with
+ * int64 wrapping as on the CPU, a transposed operand, an empty k. */
+static void gpu_former_fallback_integer_mm(weft_generator *g)
+{
+    static const weft_dtype dtypes[] = {WEFT_INT64, WEFT_INT32, WEFT_INT16, WEFT_INT8, WEFT_UINT8};
+    for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
+        weft_dtype dt = dtypes[di];
+        const char *dn = weft_dtype_name(dt);
+        weft_tensor *a = whole(affine(rand_cpu((const int64_t[]){37, 19}, 2, WEFT_FLOAT32, g), 10, 0), dt);
+        weft_tensor *bt = whole(affine(rand_cpu((const int64_t[]){23, 19}, 2, WEFT_FLOAT32, g), 10, 0), dt);
+        weft_tensor *b = transposed(bt, 0, 1); /* [19, 23], strided */
+        weft_tensor *ga = to(a, CUDA0), *gb = transposed(to(bt, CUDA0), 0, 1);
+        char what[96];
+        snprintf(what, sizeof what, "mm %s [37,19] x transposed [19,23]", dn);
+        SAME_AS_CPU(0, what, weft_mm(&want_, a, b), weft_mm(&got_, ga, gb));
+        weft_tensor *e0 = rand_cpu((const int64_t[]){4, 0}, 2, WEFT_FLOAT32, g);
+        weft_tensor *e1 = rand_cpu((const int64_t[]){0, 3}, 2, WEFT_FLOAT32, g);
+        weft_tensor *ie0 = as_dtype_cpu(e0, dt), *ie1 = as_dtype_cpu(e1, dt);
+        snprintf(what, sizeof what, "mm %s [4,0] x [0,3] (zeros)", dn);
+        SAME_AS_CPU(0, what, weft_mm(&want_, ie0, ie1), weft_mm(&got_, to(ie0, CUDA0), to(ie1, CUDA0)));
+    }
+    /* int64 products that overflow wrap the same way on both */
+    weft_tensor *big = whole(affine(rand_cpu((const int64_t[]){8, 8}, 2, WEFT_FLOAT64, g), 1e18, 0),
+                             WEFT_INT64);
+    SAME_AS_CPU(0, "mm int64 of values near 1e18 (wrapping)", weft_mm(&want_, big, big),
+                weft_mm(&got_, to(big, CUDA0), to(big, CUDA0)));
+}
+
 /* The former fallbacks, then how many calls still fell back. */
 static void gpu_former_fallbacks(void)
 {
@@ -1200,10 +1239,11 @@ static void gpu_former_fallbacks(void)
     uint64_t before = weft_cpu_fallback_calls();
     gpu_former_fallback_shape(g);
     gpu_former_fallback_elementwise(g);
+    gpu_former_fallback_integer_mm(g);
     is_int((long long)(weft_cpu_fallback_calls() - before), 0,
            "cat, stack, flip, roll, repeat, pad, tril/triu, cumsum/cumprod, the scalar "
-           "comparisons, the logical operators, softplus, elu, atan2, fmod, pow, lerp, addcmul "
-           "and addcdiv ran on the GPU (no fallback call)");
+           "comparisons, the logical operators, softplus, elu, clamp of integers by fractions, atan2, "
+           "fmod, pow, lerp, addcmul, addcdiv and the integer mm ran on the GPU (no fallback call)");
     /* a refused call still goes to the fallback, with the CPU's message */
     weft_tensor *s = rand_cpu(NULL, 0, WEFT_FLOAT32, g), *gs = to(s, CUDA0), *r = NULL;
     char cpu_message[512];
@@ -1212,6 +1252,11 @@ static void gpu_former_fallbacks(void)
     int rc_gpu = weft_cat(&r, (weft_tensor *[]){gs, gs}, 2, 0);
     ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
        "cat of 0-d tensors on the GPU is refused as on the CPU: %s", weft_last_error());
+    rc_cpu = weft_clamp(&r, s, NULL, NULL);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_clamp(&r, gs, NULL, NULL);
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "clamp with neither bound on the GPU is refused as on the CPU: %s", weft_last_error());
     rc_cpu = weft_flip(&r, s, (const int64_t[]){0, 0}, 2);
     snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
     rc_gpu = weft_flip(&r, gs, (const int64_t[]){0, 0}, 2);

@@ -102,6 +102,30 @@ static double bound_arg(const weft_call *call, int i)
     return weft_arg_is_none(call, i) ? NAN : weft_arg_double(call, i);
 }
 
+static bool integral_or_bool(weft_dtype dtype)
+{
+    return dtype == WEFT_BOOL || dtype == WEFT_UINT8 || dtype == WEFT_INT8 ||
+           dtype == WEFT_INT16 || dtype == WEFT_INT32 || dtype == WEFT_INT64;
+}
+
+/* Whether a clamp bound makes an integer tensor compute in float32: the
+ * CPU's Scalar rule (cpu_scalar_result_type), a bound that is neither an
+ * int nor a bool and is not whole. */
+static bool clamp_promotes(const weft_call *call, int after, int bounds, weft_dtype dtype)
+{
+    if (dtype == WEFT_BOOL || !integral_or_bool(dtype))
+        return false;
+    int count = bounds == BOTH_BOUNDS ? 2 : 1;
+    for (int k = 0; k < count; k++) {
+        const weft_value *v = &call->args[after + k];
+        double x = weft_arg_double(call, after + k);
+        if (v->tag != WEFT_VALUE_NONE && v->tag != WEFT_VALUE_BOOL && v->tag != WEFT_VALUE_INT &&
+            x != floor(x))
+            return true;
+    }
+    return false;
+}
+
 /* Whether the family's kernel serves this call's compute dtype. */
 static bool served(const entry_ctx *e, weft_dtype dtype)
 {
@@ -118,12 +142,6 @@ static bool served(const entry_ctx *e, weft_dtype dtype)
     if (e->family == WFC_FAMILY_TERNARY && e->op != WFC_ADDCMUL && !floating)
         return false; /* lerp and addcdiv are for floating tensors */
     return true;
-}
-
-static bool integral_or_bool(weft_dtype dtype)
-{
-    return dtype == WEFT_BOOL || dtype == WEFT_UINT8 || dtype == WEFT_INT8 ||
-           dtype == WEFT_INT16 || dtype == WEFT_INT32 || dtype == WEFT_INT64;
 }
 
 /* Whether a whole number v is a value of the integer dtype (a comparison
@@ -220,9 +238,15 @@ static int elementwise_kernel(weft_call *call, void *ctx)
         if (dtype == WEFT_BOOL)
             local = false;
     }
-    if (e->bounds != NO_BOUNDS && !weft_dtype_is_floating(dtype) &&
-        ((!isnan(s0) && s0 != floor(s0)) || (!isnan(s1) && s1 != floor(s1))))
-        local = false; /* an integer clamped by a fraction promotes in torch */
+    if (e->bounds != NO_BOUNDS && clamp_promotes(call, after, e->bounds, dtype)) {
+        if (strncmp(op, "hardtanh", 8) == 0)
+            local = false; /* hardtanh's own rule for integers: the CPU's */
+        else
+            dtype = result = WEFT_FLOAT32; /* clamp: float32, as on the CPU */
+    }
+    if (e->bounds == BOTH_BOUNDS && isnan(s0) && isnan(s1) && weft_arg_is_none(call, after) &&
+        weft_arg_is_none(call, after + 1))
+        local = false; /* clamp(None, None): the CPU's message */
     if (e->family == WFC_FAMILY_WHERE && weft_tensor_dtype(in[0]) != WEFT_BOOL)
         local = false;
     if (e->family == WFC_FAMILY_TERNARY && !weft_dtype_is_floating(dtype) && alpha != floor(alpha))
