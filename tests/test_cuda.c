@@ -1030,6 +1030,15 @@ static void gpu_former_fallback_shape(weft_generator *g)
     SAME_AS_CPU(0, "pad of int64 by (0, 0)", weft_pad(&want_, i64, (const int64_t[]){0, 0}, 2, "constant", &v),
                 weft_pad(&got_, gi64, (const int64_t[]){0, 0}, 2, "constant", &v));
 
+    SAME_AS_CPU(0, "pad (2, 3, 1, 0) in reflect mode of a transposed view",
+                weft_pad(&want_, at, (const int64_t[]){2, 3, 1, 0}, 4, "reflect", NULL),
+                weft_pad(&got_, gat, (const int64_t[]){2, 3, 1, 0}, 4, "reflect", NULL));
+    SAME_AS_CPU(0, "pad (4, 1) in replicate mode of int64",
+                weft_pad(&want_, i64, (const int64_t[]){4, 1}, 2, "replicate", NULL),
+                weft_pad(&got_, gi64, (const int64_t[]){4, 1}, 2, "replicate", NULL));
+    SAME_AS_CPU(0, "pad of no pairs in reflect mode (a copy)",
+                weft_pad(&want_, a, NULL, 0, "reflect", NULL), weft_pad(&got_, ga, NULL, 0, "reflect", NULL));
+
     /* tril and triu, diagonals inside and beyond the matrix, in place */
     const int64_t diagonals[] = {0, 1, -2, 100, -100};
     for (int k = 0; k < 5; k++) {
@@ -1257,6 +1266,13 @@ static void gpu_former_fallbacks(void)
     rc_gpu = weft_clamp(&r, gs, NULL, NULL);
     ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
        "clamp with neither bound on the GPU is refused as on the CPU: %s", weft_last_error());
+    weft_tensor *m = rand_cpu((const int64_t[]){2, 3}, 2, WEFT_FLOAT32, g), *gm = to(m, CUDA0);
+    rc_cpu = weft_pad(&r, m, (const int64_t[]){3, 0}, 2, "reflect", NULL);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_pad(&r, gm, (const int64_t[]){3, 0}, 2, "reflect", NULL);
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "reflect padding as wide as the dim on the GPU is refused as on the CPU: %s",
+       weft_last_error());
     rc_cpu = weft_flip(&r, s, (const int64_t[]){0, 0}, 2);
     snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
     rc_gpu = weft_flip(&r, gs, (const int64_t[]){0, 0}, 2);

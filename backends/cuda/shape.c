@@ -1,10 +1,10 @@
 /* backends/cuda/shape.c — the shape operators on the device: cat, stack,
- * roll, repeat and pad (constant mode) are the CPU backend's composites
- * (backends/cpu/shape.c) over copy_ and fill_ into views, which run the
- * device's kernels; flip, tril/triu and the scans cumsum/cumprod launch
+ * roll, repeat and pad are the CPU backend's composites (backends/cpu/
+ * shape.c) over copy_, fill_ and index_select, which run the device's
+ * kernels; flip, tril/triu and the scans cumsum/cumprod launch
  * shape.cu.  Every call whose arguments the CPU would refuse, or that is
  * unusual (another device's operand, a dtype the copy kernel has not,
- * reflect/replicate padding, more than 8 non-collapsible dims), goes to
+ * more than 8 non-collapsible dims), goes to
  * the core's CPU fallback, so the results' semantics and every error
  * message stay the CPU backend's. */
 #include <stdlib.h>
@@ -300,9 +300,67 @@ static int repeat_kernel(weft_call *call, void *ctx)
 
 /* ------------------------------------------------------------ pad */
 
+/* The source index of output position o along a dim of size n padded by
+ * `left` (reflect: mirrored without repeating the edge; replicate: the
+ * edge repeated), as the CPU computes it. */
+static int64_t pad_source(bool reflect, int64_t o, int64_t left, int64_t n)
+{
+    int64_t i = o - left;
+    if (!reflect)
+        return i < 0 ? 0 : i >= n ? n - 1 : i;
+    if (i < 0)
+        i = -i;
+    if (i >= n)
+        i = 2 * (n - 1) - i;
+    return i;
+}
+
+/* reflect and replicate: as on the CPU, one index_select per padded dim
+ * (the device's kernel), its index made on the host and copied over. */
+static int pad_by_index(const weft_tensor *self, const int64_t *pads, int npairs, bool reflect,
+                        weft_tensor **out)
+{
+    const int ndim = weft_tensor_ndim(self);
+    weft_tensor *cur = weft_tensor_retain((weft_tensor *)self);
+    int rc = 0;
+    for (int p = 0; rc == 0 && p < npairs; p++) {
+        int d = ndim - 1 - p;
+        int64_t left = pads[2 * p], right = pads[2 * p + 1], n = weft_tensor_sizes(cur)[d];
+        int64_t len = n + left + right;
+        weft_tensor *host = NULL, *index = NULL, *next = NULL;
+        rc = weft_empty(&host, &len, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0) {
+            int64_t *ix = weft_tensor_data_ptr(host);
+            for (int64_t o = 0; o < len; o++)
+                ix[o] = pad_source(reflect, o, left, n);
+            rc = weft_to_device(&index, host, weft_tensor_device(self));
+        }
+        if (rc == 0)
+            rc = weft_index_select(&next, cur, d, index);
+        weft_tensor_release(host);
+        weft_tensor_release(index);
+        if (rc == 0) {
+            weft_tensor_release(cur);
+            cur = next;
+        }
+    }
+    if (rc == 0 && cur == self) { /* no pairs: still a new tensor */
+        rc = weft_new_output(out, self, weft_tensor_sizes(self), ndim, weft_tensor_dtype(self));
+        if (rc == 0 && (rc = weft_copy_(*out, self)) < 0) {
+            weft_tensor_release(*out);
+            *out = NULL;
+        }
+    } else if (rc == 0) {
+        *out = cur;
+        cur = NULL;
+    }
+    weft_tensor_release(cur);
+    return rc;
+}
+
 /* pad in constant mode: the result filled with the value, then self
- * (cropped by negative pads) copied into its window.  reflect and
- * replicate stay with the fallback. */
+ * (cropped by negative pads) copied into its window; reflect and
+ * replicate through index_select (pad_by_index). */
 static int pad_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -311,9 +369,27 @@ static int pad_kernel(weft_call *call, void *ctx)
     const int64_t *pads = weft_arg_ints(call, 1, &len);
     const char *mode = weft_arg_string(call, 2);
     const int ndim = weft_tensor_ndim(self), npairs = len / 2;
-    if (!mode || strcmp(mode, "constant") != 0 || len % 2 || npairs > ndim ||
+    bool constant = mode && strcmp(mode, "constant") == 0;
+    bool reflect = mode && strcmp(mode, "reflect") == 0;
+    bool replicate = mode && strcmp(mode, "replicate") == 0;
+    if ((!constant && !reflect && !replicate) || len % 2 || npairs > ndim ||
         !copyable(weft_tensor_dtype(self)) || !wfc_has_kernel(WFC_FAMILY_FILL, weft_tensor_dtype(self)))
         return weft_call_cpu_fallback(call);
+    if (!constant) {
+        if (!weft_arg_is_none(call, 3))
+            return weft_call_cpu_fallback(call); /* a value with this mode: the CPU's message */
+        for (int p = 0; p < npairs; p++) {
+            int64_t left = pads[2 * p], right = pads[2 * p + 1];
+            int64_t n = weft_tensor_sizes(self)[ndim - 1 - p];
+            if (left < 0 || right < 0 || (reflect && (left >= n || right >= n)) || n == 0)
+                return weft_call_cpu_fallback(call);
+        }
+        weft_tensor *r = NULL;
+        int rc = select_device("pad", weft_tensor_device(self).index);
+        if (rc == 0)
+            rc = pad_by_index(self, pads, npairs, reflect, &r);
+        return rc < 0 ? rc : weft_return_tensor(call, 0, r);
+    }
     double value = weft_arg_is_none(call, 3) ? 0.0 : weft_arg_double(call, 3);
     int64_t sizes[WEFT_MAX_DIMS];
     memcpy(sizes, weft_tensor_sizes(self), (size_t)ndim * sizeof(int64_t));
