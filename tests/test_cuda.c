@@ -1180,6 +1180,17 @@ static void gpu_former_fallback_elementwise(weft_generator *g)
     SAME_AS_CPU(2e-6, "atan2 of int32 and int64 (float32)", weft_atan2(&want_, ia, ib), weft_atan2(&got_, gia, gib));
     SAME_AS_CPU(0, "fmod float32 by divisors away from 0", weft_fmod(&want_, a, far), weft_fmod(&got_, ga, gfar));
     SAME_AS_CPU(0, "fmod float32 by 0 (NaN on both)", weft_fmod(&want_, a, wa), weft_fmod(&got_, ga, gwa));
+    weft_tensor *idiv = whole(far, WEFT_INT64), *gidiv = to(idiv, CUDA0); /* 1 to 5 */
+    weft_tensor *neg = whole(affine(b, -1, -3), WEFT_INT32), *gneg = to(neg, CUDA0); /* -5 to -1 */
+    SAME_AS_CPU(0, "fmod of int32 by int64 divisors (1 to 5)", weft_fmod(&want_, ia, idiv),
+                weft_fmod(&got_, gia, gidiv));
+    SAME_AS_CPU(0, "fmod of int32 by negative divisors, -1 among them", weft_fmod(&want_, ia, neg),
+                weft_fmod(&got_, gia, gneg));
+    SAME_AS_CPU(0, "pow of int32 to int64 exponents, negative ones among them",
+                weft_pow(&want_, ia, ib), weft_pow(&got_, gia, gib));
+    weft_tensor *big = whole(affine(a, 3000, 0), WEFT_INT32), *gbig = to(big, CUDA0);
+    SAME_AS_CPU(0, "pow of int32 up to 6000 to int64 exponents up to 5 (wrapping)",
+                weft_pow(&want_, big, idiv), weft_pow(&got_, gbig, gidiv));
     SAME_AS_CPU(2e-6, "pow of positive float32 bases to tensor exponents", weft_pow(&want_, pos, b),
                 weft_pow(&got_, gpos, gb));
     SAME_AS_CPU(1e-12, "pow float64", weft_pow(&want_, as_dtype_cpu(pos, WEFT_FLOAT64), b64),
@@ -1252,7 +1263,8 @@ static void gpu_former_fallbacks(void)
     is_int((long long)(weft_cpu_fallback_calls() - before), 0,
            "cat, stack, flip, roll, repeat, pad, tril/triu, cumsum/cumprod, the scalar "
            "comparisons, the logical operators, softplus, elu, clamp of integers by fractions, atan2, "
-           "fmod, pow, lerp, addcmul, addcdiv and the integer mm ran on the GPU (no fallback call)");
+           "fmod and pow (integers too), lerp, addcmul, addcdiv and the integer mm ran on the GPU "
+           "(no fallback call)");
     /* a refused call still goes to the fallback, with the CPU's message */
     weft_tensor *s = rand_cpu(NULL, 0, WEFT_FLOAT32, g), *gs = to(s, CUDA0), *r = NULL;
     char cpu_message[512];
@@ -1261,6 +1273,16 @@ static void gpu_former_fallbacks(void)
     int rc_gpu = weft_cat(&r, (weft_tensor *[]){gs, gs}, 2, 0);
     ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
        "cat of 0-d tensors on the GPU is refused as on the CPU: %s", weft_last_error());
+    weft_tensor *num = whole(affine(rand_cpu((const int64_t[]){6}, 1, WEFT_FLOAT32, g), 5, 0), WEFT_INT32);
+    weft_tensor *den = whole(rand_cpu((const int64_t[]){6}, 1, WEFT_FLOAT32, g), WEFT_INT32);
+    weft_tensor *den0 = NULL;
+    weft_mul_scalar(&den0, den, 0.0);
+    keep(den0);
+    rc_cpu = weft_fmod(&r, num, den0);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_fmod(&r, to(num, CUDA0), to(den0, CUDA0));
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "fmod of integers by zero on the GPU is refused as on the CPU: %s", weft_last_error());
     rc_cpu = weft_clamp(&r, s, NULL, NULL);
     snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
     rc_gpu = weft_clamp(&r, gs, NULL, NULL);

@@ -56,10 +56,26 @@ __device__ inline double atan2_(double a, double b) { return atan2(a, b); }
 __device__ inline int64_t atan2_(int64_t a, int64_t) { return a; }
 __device__ inline float fmod_(float a, float b) { return fmodf(a, b); }
 __device__ inline double fmod_(double a, double b) { return fmod(a, b); }
-__device__ inline int64_t fmod_(int64_t a, int64_t) { return a; }
+/* The integers as the CPU's loops (backends/cpu/binary.c): a zero divisor
+ * never reaches the kernel (kernels.c checks first), -1 gives 0 (a % -1
+ * of the most negative value would trap); the operands of every integer
+ * dtype held in int64, so results agree modulo the dtype's width. */
+__device__ inline int64_t fmod_(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
 __device__ inline float pow_(float a, float e) { return powf(a, e); }
 __device__ inline double pow_(double a, double e) { return pow(a, e); }
-__device__ inline int64_t pow_(int64_t a, int64_t) { return a; }
+/* a ** e by squaring, wrapping; a negative e gives 0 but for |a| == 1 */
+__device__ inline int64_t pow_(int64_t a, int64_t e)
+{
+    if (e < 0)
+        return a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t result = 1, base = (uint64_t)a;
+    for (uint64_t k = (uint64_t)e; k; k >>= 1) {
+        if (k & 1)
+            result *= base;
+        base *= base;
+    }
+    return (int64_t)result;
+}
 
 template <typename A> __device__ inline A apply_binary(int op, A a, A b, A s)
 {

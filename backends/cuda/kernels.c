@@ -134,11 +134,9 @@ static bool served(const entry_ctx *e, weft_dtype dtype)
     bool floating = weft_dtype_is_floating(dtype);
     if (e->family == WFC_FAMILY_UNARY && wfc_unary_is_float_only(e->op) && !floating)
         return false; /* torch computes exp(int) in float: the fallback knows how */
-    if (e->family == WFC_FAMILY_BINARY && e->op != WFC_ADD && e->op != WFC_SUB &&
-        e->op != WFC_MUL && e->op != WFC_MAXIMUM && e->op != WFC_MINIMUM &&
-        e->op != WFC_THRESHOLD_BACKWARD && !floating)
-        return false; /* true division, lerp, atan2, and the integer fmod and pow (a zero
-                         divisor, a negative exponent: the CPU's checks and messages) */
+    if (e->family == WFC_FAMILY_BINARY && (e->op == WFC_DIV || e->op == WFC_LERP ||
+                                           e->op == WFC_ATAN2) && !floating)
+        return false; /* true division; lerp and atan2 are for floating tensors */
     if (e->family == WFC_FAMILY_TERNARY && e->op != WFC_ADDCMUL && !floating)
         return false; /* lerp and addcdiv are for floating tensors */
     return true;
@@ -156,6 +154,24 @@ static bool integer_holds(weft_dtype dtype, double v)
     case WEFT_INT64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
     default: return true;
     }
+}
+
+/* Whether an integer divisor has a zero, on the device (eq_scalar, any,
+ * one value read back), as the CPU backend checks before its loop: 1 when
+ * it has (the caller hands the call over, for the CPU's message), 0 when
+ * not, or an error. */
+static int has_zero(const weft_tensor *divisor)
+{
+    weft_tensor *zeros = NULL, *found = NULL;
+    double any = 0;
+    int rc = weft_eq_scalar(&zeros, divisor, 0);
+    if (rc == 0)
+        rc = weft_any(&found, zeros, NULL, 0, false);
+    if (rc == 0)
+        rc = weft_tensor_item(found, &any);
+    weft_tensor_release(zeros);
+    weft_tensor_release(found);
+    return rc < 0 ? rc : any != 0;
 }
 
 static int elementwise_kernel(weft_call *call, void *ctx)
@@ -270,6 +286,11 @@ static int elementwise_kernel(weft_call *call, void *ctx)
                 (same_shape(given, sizes, nd) || weft_tensor_numel(given) == 0);
     if (!local || !served(e, dtype))
         return weft_call_cpu_fallback(call);
+    if (e->family == WFC_FAMILY_BINARY && e->op == WFC_FMOD && integral_or_bool(dtype)) {
+        int zero = has_zero(in[1]);
+        if (zero != 0)
+            return zero < 0 ? zero : weft_call_cpu_fallback(call); /* ZeroDivisionError */
+    }
 
     int rc = cudaSetDevice(index) == cudaSuccess
                  ? 0
