@@ -186,6 +186,62 @@ static void gpu_kernels(void)
 
 /* ------------------------------------------ host-side planning (any machine) */
 
+/* The offset of output element i in flip's plan, as the kernel walks it. */
+static int64_t flip_plan_offset(const wfc_flip *f, int64_t i)
+{
+    int64_t off = f->offset;
+    for (int d = f->ndim - 1; d >= 0; d--) {
+        off += (i % f->sizes[d]) * f->strides[d];
+        i /= f->sizes[d];
+    }
+    return off;
+}
+
+/* flip's plan against the definition, element by element: source
+ * coordinate c_d, or size - 1 - c_d along a flipped dim. */
+static void flip_plan_checks(void)
+{
+    static const int64_t sizes[4] = {3, 1, 4, 5};
+    const int64_t contiguous[4] = {20, 20, 5, 1}, transposed[4] = {1, 3, 15, 3 * 4};
+    const int64_t *layouts[2] = {contiguous, transposed};
+    for (int layout = 0; layout < 2; layout++)
+        for (int mask = 0; mask < 16; mask++) {
+            bool flipped[4];
+            for (int d = 0; d < 4; d++)
+                flipped[d] = (mask >> d) & 1;
+            wfc_flip f;
+            bool good = wfc_plan_flip(&f, sizes, layouts[layout], 4, flipped) == 0;
+            for (int64_t i = 0; good && i < 60; i++) {
+                int64_t rest = i, want = 0;
+                for (int d = 3; d >= 0; d--) {
+                    int64_t c = rest % sizes[d];
+                    rest /= sizes[d];
+                    want += (flipped[d] ? sizes[d] - 1 - c : c) * layouts[layout][d];
+                }
+                good = flip_plan_offset(&f, i) == want;
+            }
+            ok(good && f.ndim <= 3, "flip plan: %s [3,1,4,5], dims mask %d, reads every element "
+               "where the definition does (%d dims after merging)",
+               layout ? "a transposed" : "a contiguous", mask, f.ndim);
+        }
+    wfc_flip f;
+    ok(wfc_plan_flip(&f, sizes, contiguous, 4, (const bool[]){false, false, false, false}) == 0 &&
+           f.ndim == 1 && f.sizes[0] == 60 && f.strides[0] == 1 && f.offset == 0,
+       "flip plan: nothing flipped in a contiguous tensor is one run of 60");
+    ok(wfc_plan_flip(&f, sizes, contiguous, 4, (const bool[]){true, true, true, true}) == 0 &&
+           f.ndim == 1 && f.sizes[0] == 60 && f.strides[0] == -1 && f.offset == 59,
+       "flip plan: every dim flipped is one run backwards from the last element");
+    ok(wfc_plan_flip(&f, (const int64_t[]){3, 0}, (const int64_t[]){1, 1}, 2,
+                     (const bool[]){true, true}) == 0 && f.ndim == 1 && f.sizes[0] == 0,
+       "flip plan: an empty tensor reads nothing");
+    int64_t many[10], steps[10];
+    bool every[10];
+    for (int d = 0; d < 10; d++)
+        many[d] = 2, steps[d] = (int64_t)1 << (2 * (9 - d)), every[d] = d % 2 == 0;
+    ok(wfc_plan_flip(&f, many, steps, 10, every) < 0,
+       "flip plan: 10 dims that cannot merge are more than the kernel indexes");
+}
+
 static void plan_checks(void)
 {
     wfc_gemm_operand p;
@@ -851,9 +907,437 @@ static void gpu_training(void)
     weft_generator_destroy(g);
 }
 
+/* ------------------------------------------------------------------------
+ * The operators that went through the CPU fallback until issue 6's last
+ * round (shape.c, and the new elementwise entries): each against the CPU
+ * backend on the same inputs, then a check that none of them fell back. */
+
+/* gpu's values against cpu's: same dtype and shape, the result on the GPU,
+ * |x - y| / (1 + |y|) within tol everywhere, NaN meeting NaN. */
+static bool matches(const weft_tensor *gpu, const weft_tensor *cpu, double tol, double *worst)
+{
+    *worst = INFINITY;
+    if (!gpu || !cpu || weft_tensor_dtype(gpu) != weft_tensor_dtype(cpu) ||
+        weft_tensor_device(gpu).type != TEST_GPU_TYPE ||
+        weft_tensor_ndim(gpu) != weft_tensor_ndim(cpu))
+        return false;
+    for (int d = 0; d < weft_tensor_ndim(cpu); d++)
+        if (weft_tensor_size(gpu, d) != weft_tensor_size(cpu, d))
+            return false;
+    const weft_tensor *h = to(gpu, WEFT_DEVICE_CPU);
+    const double *x = h ? values_of(h) : NULL, *y = values_of(cpu);
+    if (!x || !y)
+        return false;
+    double m = 0;
+    for (int64_t i = 0; i < weft_tensor_numel(cpu); i++) {
+        if (isnan(x[i]) && isnan(y[i]))
+            continue;
+        double e = fabs(x[i] - y[i]) / (1 + fabs(y[i]));
+        if (!(e <= m))
+            m = isnan(e) ? INFINITY : e;
+    }
+    *worst = m;
+    return m <= tol;
+}
+
+/* Runs fn on the CPU inputs and on their GPU copies and compares. */
+#define SAME_AS_CPU(tol, what, call_cpu, call_gpu)                                             \
+    do {                                                                                       \
+        weft_tensor *want_ = NULL, *got_ = NULL;                                               \
+        int rc_cpu_ = (call_cpu), rc_gpu_ = (call_gpu);                                        \
+        keep(want_);                                                                           \
+        keep(got_);                                                                            \
+        double worst_ = INFINITY;                                                              \
+        bool good_ = rc_cpu_ == 0 && rc_gpu_ == 0 && matches(got_, want_, tol, &worst_);       \
+        ok(good_, "%s matches the CPU (worst %g)", what, worst_);                              \
+        if (!good_)                                                                            \
+            diag("cpu rc %d, gpu rc %d: %s", rc_cpu_, rc_gpu_, weft_last_error());             \
+    } while (0)
+
+static weft_tensor *as_dtype_cpu(const weft_tensor *t, weft_dtype dtype)
+{
+    weft_tensor *r = NULL;
+    return weft_to_dtype(&r, t, dtype) == 0 ? keep(r) : NULL;
+}
+
+/* t rounded to whole numbers (many zeros among uniform(-2, 2)), as dtype */
+static weft_tensor *whole(const weft_tensor *t, weft_dtype dtype)
+{
+    weft_tensor *r = NULL;
+    return weft_round(&r, t) == 0 ? as_dtype_cpu(keep(r), dtype) : NULL;
+}
+
+static weft_tensor *transposed(const weft_tensor *t, int d0, int d1)
+{
+    weft_tensor *r = NULL;
+    return weft_transpose(&r, t, d0, d1) == 0 ? keep(r) : NULL;
+}
+
+static weft_tensor *affine(const weft_tensor *t, double mul, double add)
+{
+    weft_tensor *m = NULL, *r = NULL;
+    if (weft_mul_scalar(&m, t, mul) != 0)
+        return NULL;
+    keep(m);
+    return weft_add_scalar(&r, m, add) == 0 ? keep(r) : NULL;
+}
+
+static void gpu_former_fallback_shape(weft_generator *g)
+{
+    weft_tensor *a = rand_cpu((const int64_t[]){4, 5, 6}, 3, WEFT_FLOAT32, g);
+    weft_tensor *b = as_dtype_cpu(rand_cpu((const int64_t[]){4, 3, 6}, 3, WEFT_FLOAT32, g), WEFT_FLOAT64);
+    weft_tensor *e = rand_cpu((const int64_t[]){4, 0, 6}, 3, WEFT_FLOAT32, g);
+    weft_tensor *skip1 = rand_cpu((const int64_t[]){0}, 1, WEFT_FLOAT32, g);
+    weft_tensor *at = transposed(a, 0, 2); /* [6, 5, 4], strided */
+    weft_tensor *ga = to(a, CUDA0), *gb = to(b, CUDA0), *ge = to(e, CUDA0), *gs = to(skip1, CUDA0);
+    weft_tensor *gat = transposed(ga, 0, 2);
+
+    /* cat: promotion, an empty part, the legacy skipped [0], negative dim */
+    weft_tensor *cl[4] = {a, b, e, skip1}, *gl[4] = {ga, gb, ge, gs};
+    SAME_AS_CPU(0, "cat of float32 [4,5,6], float64 [4,3,6], [4,0,6] and [0] along dim 1",
+                weft_cat(&want_, cl, 4, 1), weft_cat(&got_, gl, 4, 1));
+    SAME_AS_CPU(0, "cat along dim -1 of a tensor and itself",
+                weft_cat(&want_, (weft_tensor *[]){a, a}, 2, -1),
+                weft_cat(&got_, (weft_tensor *[]){ga, ga}, 2, -1));
+    SAME_AS_CPU(0, "cat of transposed views along dim 0",
+                weft_cat(&want_, (weft_tensor *[]){at, at}, 2, 0),
+                weft_cat(&got_, (weft_tensor *[]){gat, gat}, 2, 0));
+    SAME_AS_CPU(0, "cat of nothing but skipped [0] tensors",
+                weft_cat(&want_, (weft_tensor *[]){skip1, skip1}, 2, 0),
+                weft_cat(&got_, (weft_tensor *[]){gs, gs}, 2, 0));
+    /* stack at every position, and of 0-d tensors */
+    for (int64_t dim = -4; dim <= 3; dim += 2) {
+        char what[64];
+        snprintf(what, sizeof what, "stack of three [4,5,6] at dim %lld", (long long)dim);
+        SAME_AS_CPU(0, what, weft_stack(&want_, (weft_tensor *[]){a, a, a}, 3, dim),
+                    weft_stack(&got_, (weft_tensor *[]){ga, ga, ga}, 3, dim));
+    }
+    weft_tensor *s0 = rand_cpu(NULL, 0, WEFT_FLOAT32, g), *gs0 = to(s0, CUDA0);
+    SAME_AS_CPU(0, "stack of two 0-d tensors",
+                weft_stack(&want_, (weft_tensor *[]){s0, s0}, 2, 0),
+                weft_stack(&got_, (weft_tensor *[]){gs0, gs0}, 2, 0));
+
+    /* flip, any dims, strided, other dtypes */
+    weft_tensor *i64 = whole(affine(a, 1000, 0), WEFT_INT64), *gi64 = to(i64, CUDA0);
+    weft_tensor *f16 = as_dtype_cpu(a, WEFT_FLOAT16), *gf16 = to(f16, CUDA0);
+    SAME_AS_CPU(0, "flip dims {0, 2} of [4,5,6]", weft_flip(&want_, a, (const int64_t[]){0, 2}, 2),
+                weft_flip(&got_, ga, (const int64_t[]){0, 2}, 2));
+    SAME_AS_CPU(0, "flip dim -1 of a transposed view", weft_flip(&want_, at, (const int64_t[]){-1}, 1),
+                weft_flip(&got_, gat, (const int64_t[]){-1}, 1));
+    SAME_AS_CPU(0, "flip of no dims", weft_flip(&want_, a, NULL, 0), weft_flip(&got_, ga, NULL, 0));
+    SAME_AS_CPU(0, "flip of int64, every dim", weft_flip(&want_, i64, (const int64_t[]){0, 1, 2}, 3),
+                weft_flip(&got_, gi64, (const int64_t[]){0, 1, 2}, 3));
+    SAME_AS_CPU(0, "flip of float16 dim 1", weft_flip(&want_, f16, (const int64_t[]){1}, 1),
+                weft_flip(&got_, gf16, (const int64_t[]){1}, 1));
+    SAME_AS_CPU(0, "flip of an empty tensor", weft_flip(&want_, e, (const int64_t[]){1}, 1),
+                weft_flip(&got_, ge, (const int64_t[]){1}, 1));
+
+    /* roll */
+    SAME_AS_CPU(0, "roll by 2 along dim 1", weft_roll(&want_, a, (const int64_t[]){2}, 1, (const int64_t[]){1}, 1),
+                weft_roll(&got_, ga, (const int64_t[]){2}, 1, (const int64_t[]){1}, 1));
+    SAME_AS_CPU(0, "roll by (-3, 7) along dims (0, -1) of a transposed view",
+                weft_roll(&want_, at, (const int64_t[]){-3, 7}, 2, (const int64_t[]){0, -1}, 2),
+                weft_roll(&got_, gat, (const int64_t[]){-3, 7}, 2, (const int64_t[]){0, -1}, 2));
+    SAME_AS_CPU(0, "roll of the flattened tensor by 5", weft_roll(&want_, at, (const int64_t[]){5}, 1, NULL, 0),
+                weft_roll(&got_, gat, (const int64_t[]){5}, 1, NULL, 0));
+
+    /* repeat */
+    SAME_AS_CPU(0, "repeat (2, 1, 3, 1) of [4,5,6]", weft_repeat(&want_, a, (const int64_t[]){2, 1, 3, 1}, 4),
+                weft_repeat(&got_, ga, (const int64_t[]){2, 1, 3, 1}, 4));
+    SAME_AS_CPU(0, "repeat (1, 2, 0) (an empty result)", weft_repeat(&want_, a, (const int64_t[]){1, 2, 0}, 3),
+                weft_repeat(&got_, ga, (const int64_t[]){1, 2, 0}, 3));
+    SAME_AS_CPU(0, "repeat of a transposed int64 view",
+                weft_repeat(&want_, transposed(i64, 0, 1), (const int64_t[]){2, 2, 1}, 3),
+                weft_repeat(&got_, transposed(gi64, 0, 1), (const int64_t[]){2, 2, 1}, 3));
+
+    /* pad, constant mode */
+    double v = 1.5;
+    SAME_AS_CPU(0, "pad (1, 2) with 1.5", weft_pad(&want_, a, (const int64_t[]){1, 2}, 2, "constant", &v),
+                weft_pad(&got_, ga, (const int64_t[]){1, 2}, 2, "constant", &v));
+    SAME_AS_CPU(0, "pad (1, -1, 2, 0, 0, 3), crop and grow, of a transposed view",
+                weft_pad(&want_, at, (const int64_t[]){1, -1, 2, 0, 0, 3}, 6, "constant", NULL),
+                weft_pad(&got_, gat, (const int64_t[]){1, -1, 2, 0, 0, 3}, 6, "constant", NULL));
+    SAME_AS_CPU(0, "pad of int64 by (0, 0)", weft_pad(&want_, i64, (const int64_t[]){0, 0}, 2, "constant", &v),
+                weft_pad(&got_, gi64, (const int64_t[]){0, 0}, 2, "constant", &v));
+
+    SAME_AS_CPU(0, "pad (2, 3, 1, 0) in reflect mode of a transposed view",
+                weft_pad(&want_, at, (const int64_t[]){2, 3, 1, 0}, 4, "reflect", NULL),
+                weft_pad(&got_, gat, (const int64_t[]){2, 3, 1, 0}, 4, "reflect", NULL));
+    SAME_AS_CPU(0, "pad (4, 1) in replicate mode of int64",
+                weft_pad(&want_, i64, (const int64_t[]){4, 1}, 2, "replicate", NULL),
+                weft_pad(&got_, gi64, (const int64_t[]){4, 1}, 2, "replicate", NULL));
+    SAME_AS_CPU(0, "pad of no pairs in reflect mode (a copy)",
+                weft_pad(&want_, a, NULL, 0, "reflect", NULL), weft_pad(&got_, ga, NULL, 0, "reflect", NULL));
+
+    /* tril and triu, diagonals inside and beyond the matrix, in place */
+    const int64_t diagonals[] = {0, 1, -2, 100, -100};
+    for (int k = 0; k < 5; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "tril(%lld) of a transposed [6,5,4]", (long long)diagonals[k]);
+        SAME_AS_CPU(0, what, weft_tril(&want_, at, diagonals[k]), weft_tril(&got_, gat, diagonals[k]));
+        snprintf(what, sizeof what, "triu(%lld) of int64 [4,5,6]", (long long)diagonals[k]);
+        SAME_AS_CPU(0, what, weft_triu(&want_, i64, diagonals[k]), weft_triu(&got_, gi64, diagonals[k]));
+    }
+    {
+        weft_tensor *c = NULL, *gc = NULL;
+        weft_to_dtype(&c, a, WEFT_FLOAT32);
+        keep(c);
+        gc = to(a, CUDA0);
+        int rc_cpu = weft_tril_(c, -1), rc_gpu = gc ? weft_tril_(gc, -1) : -1;
+        double worst = INFINITY;
+        ok(rc_cpu == 0 && rc_gpu == 0 && matches(gc, c, 0, &worst),
+           "tril_(-1) in place matches the CPU (worst %g)", worst);
+        weft_tensor *gt = transposed(to(a, CUDA0), 1, 2), *ct = transposed(as_dtype_cpu(a, WEFT_FLOAT32), 1, 2);
+        rc_cpu = ct ? weft_tril_(ct, 1) : -1;
+        rc_gpu = gt ? weft_tril_(gt, 1) : -1;
+        ok(rc_cpu == 0 && rc_gpu == 0 && matches(gt, ct, 0, &worst),
+           "tril_(1) in place on a transposed (non-contiguous) view matches the CPU (worst %g)", worst);
+    }
+
+    /* cumsum and cumprod: the CPU's order in float64, so the same bits */
+    for (int64_t dim = -1; dim <= 2; dim++) {
+        char what[96];
+        snprintf(what, sizeof what, "cumsum along %lld of a transposed float32 view", (long long)dim);
+        SAME_AS_CPU(0, what, weft_cumsum(&want_, at, dim), weft_cumsum(&got_, gat, dim));
+        snprintf(what, sizeof what, "cumprod along %lld of float32", (long long)dim);
+        SAME_AS_CPU(0, what, weft_cumprod(&want_, a, dim), weft_cumprod(&got_, ga, dim));
+    }
+    weft_tensor *i32 = whole(affine(a, 30, 0), WEFT_INT32), *gi32 = to(i32, CUDA0);
+    SAME_AS_CPU(0, "cumsum of int32 (an int64 result)", weft_cumsum(&want_, i32, 1), weft_cumsum(&got_, gi32, 1));
+    SAME_AS_CPU(0, "cumprod of int32 (wrapping int64)", weft_cumprod(&want_, i32, 2), weft_cumprod(&got_, gi32, 2));
+    SAME_AS_CPU(0, "cumsum of float16 into float32",
+                weft_cumsum_ex(&want_, f16, 0, WEFT_FLOAT32), weft_cumsum_ex(&got_, gf16, 0, WEFT_FLOAT32));
+    SAME_AS_CPU(0, "cumsum of a 0-d tensor", weft_cumsum(&want_, s0, 0), weft_cumsum(&got_, gs0, -1));
+    SAME_AS_CPU(0, "cumsum of an empty tensor", weft_cumsum(&want_, e, 1), weft_cumsum(&got_, ge, 1));
+    {
+        weft_tensor *o = NULL, *go = NULL;
+        weft_empty(&o, (const int64_t[]){4, 5, 6}, 3, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+        keep(o);
+        go = to(o, CUDA0);
+        int rc_cpu = weft_cumsum_out(o, a, 1), rc_gpu = go ? weft_cumsum_out(go, ga, 1) : -1;
+        double worst = INFINITY;
+        ok(rc_cpu == 0 && rc_gpu == 0 && matches(go, o, 0, &worst),
+           "cumsum_out of float32 into float64 matches the CPU (worst %g)", worst);
+    }
+}
+
+static void gpu_former_fallback_elementwise(weft_generator *g)
+{
+    weft_tensor *a = rand_cpu((const int64_t[]){7, 1, 5}, 3, WEFT_FLOAT32, g);
+    weft_tensor *b = rand_cpu((const int64_t[]){9, 5}, 2, WEFT_FLOAT32, g);
+    weft_tensor *a64 = as_dtype_cpu(a, WEFT_FLOAT64), *b64 = as_dtype_cpu(b, WEFT_FLOAT64);
+    weft_tensor *bt_base = rand_cpu((const int64_t[]){5, 9}, 2, WEFT_FLOAT32, g);
+    weft_tensor *bt = transposed(bt_base, 0, 1);
+    weft_tensor *ga = to(a, CUDA0), *gb = to(b, CUDA0), *ga64 = to(a64, CUDA0), *gb64 = to(b64, CUDA0);
+    weft_tensor *gbt = transposed(to(bt_base, CUDA0), 0, 1);
+    weft_tensor *s0 = rand_cpu(NULL, 0, WEFT_FLOAT32, g), *gs0 = to(s0, CUDA0);
+    weft_tensor *e = rand_cpu((const int64_t[]){3, 0}, 2, WEFT_FLOAT32, g), *ge = to(e, CUDA0);
+    weft_tensor *ia = whole(affine(a, 3, 0), WEFT_INT32), *gia = to(ia, CUDA0);
+    weft_tensor *ib = whole(b, WEFT_INT64), *gib = to(ib, CUDA0);
+    weft_tensor *wa = whole(a, WEFT_FLOAT32), *gwa = to(wa, CUDA0); /* many zeros */
+    weft_tensor *bools = as_dtype_cpu(wa, WEFT_BOOL), *gbools = to(bools, CUDA0);
+    weft_tensor *h = as_dtype_cpu(a, WEFT_FLOAT16), *gh = to(h, CUDA0);
+
+    /* the scalar comparisons: float, integers with whole and fractional
+     * scalars, float16 (the scalar rounded to float16 first), bool, 0-d */
+    typedef int (*cmp_fn)(weft_tensor **, const weft_tensor *, double);
+    const cmp_fn cmps[] = {weft_eq_scalar, weft_ne_scalar, weft_lt_scalar, weft_le_scalar,
+                           weft_gt_scalar, weft_ge_scalar};
+    const char *cmp_names[] = {"eq_scalar", "ne_scalar", "lt_scalar", "le_scalar", "gt_scalar", "ge_scalar"};
+    for (int k = 0; k < 6; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s(float32, 0.5)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, a, 0.5), cmps[k](&got_, ga, 0.5));
+        snprintf(what, sizeof what, "%s(whole float32, 1)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, wa, 1), cmps[k](&got_, gwa, 1));
+        snprintf(what, sizeof what, "%s(int32, 2)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, ia, 2), cmps[k](&got_, gia, 2));
+        snprintf(what, sizeof what, "%s(int32, 1.5)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, ia, 1.5), cmps[k](&got_, gia, 1.5));
+        snprintf(what, sizeof what, "%s(float16, 0.1)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, h, 0.1), cmps[k](&got_, gh, 0.1));
+        snprintf(what, sizeof what, "%s(bool, 1)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, bools, 1), cmps[k](&got_, gbools, 1));
+        snprintf(what, sizeof what, "%s(0-d, 0)", cmp_names[k]);
+        SAME_AS_CPU(0, what, cmps[k](&want_, s0, 0), cmps[k](&got_, gs0, 0));
+    }
+    SAME_AS_CPU(0, "gt_scalar of an empty tensor", weft_gt_scalar(&want_, e, 0), weft_gt_scalar(&got_, ge, 0));
+
+    /* the logical operators: mixed dtypes, broadcast, a transposed operand */
+    binary_fn logical[] = {weft_logical_and, weft_logical_or, weft_logical_xor};
+    const char *logical_names[] = {"logical_and", "logical_or", "logical_xor"};
+    for (int k = 0; k < 3; k++) {
+        char what[128];
+        snprintf(what, sizeof what, "%s of whole float32 [7,1,5] and int64 [9,5]", logical_names[k]);
+        SAME_AS_CPU(0, what, logical[k](&want_, wa, ib), logical[k](&got_, gwa, gib));
+        snprintf(what, sizeof what, "%s of bool [7,1,5] and a transposed float32 [9,5]", logical_names[k]);
+        SAME_AS_CPU(0, what, logical[k](&want_, bools, bt), logical[k](&got_, gbools, gbt));
+        snprintf(what, sizeof what, "%s of bool and bool", logical_names[k]);
+        SAME_AS_CPU(0, what, logical[k](&want_, bools, bools), logical[k](&got_, gbools, gbools));
+    }
+    SAME_AS_CPU(0, "logical_not of whole float32", weft_logical_not(&want_, wa), weft_logical_not(&got_, gwa));
+    SAME_AS_CPU(0, "logical_not of bool", weft_logical_not(&want_, bools), weft_logical_not(&got_, gbools));
+    SAME_AS_CPU(0, "logical_not of int32", weft_logical_not(&want_, ia), weft_logical_not(&got_, gia));
+
+    /* the activations with parameters */
+    SAME_AS_CPU(2e-6, "softplus(1, 20) float32", weft_softplus(&want_, a, 1, 20), weft_softplus(&got_, ga, 1, 20));
+    SAME_AS_CPU(2e-6, "softplus(2, 1) float32 (the threshold reached)",
+                weft_softplus(&want_, a, 2, 1), weft_softplus(&got_, ga, 2, 1));
+    SAME_AS_CPU(1e-12, "softplus(0.5, 20) float64", weft_softplus(&want_, a64, 0.5, 20),
+                weft_softplus(&got_, ga64, 0.5, 20));
+    SAME_AS_CPU(2e-6, "elu(1, 1, 1) float32", weft_elu(&want_, a, 1, 1, 1), weft_elu(&got_, ga, 1, 1, 1));
+    SAME_AS_CPU(1e-12, "elu(0.5, 1.2, 2) float64", weft_elu(&want_, a64, 0.5, 1.2, 2),
+                weft_elu(&got_, ga64, 0.5, 1.2, 2));
+    SAME_AS_CPU(2e-3, "elu(1, 1, 1) float16", weft_elu(&want_, h, 1, 1, 1), weft_elu(&got_, gh, 1, 1, 1));
+
+    /* clamp: an integer tensor with a fractional bound computes in float32 */
+    const double lo = -0.5, hi = 0.5, whole_lo = -1, whole_hi = 2;
+    SAME_AS_CPU(0, "clamp(-0.5, 0.5) of int32 (float32)", weft_clamp(&want_, ia, &lo, &hi),
+                weft_clamp(&got_, gia, &lo, &hi));
+    SAME_AS_CPU(0, "clamp(None, 0.5) of int64 (float32)", weft_clamp(&want_, ib, NULL, &hi),
+                weft_clamp(&got_, gib, NULL, &hi));
+    SAME_AS_CPU(0, "clamp(-1, 2) of int32 (int32)", weft_clamp(&want_, ia, &whole_lo, &whole_hi),
+                weft_clamp(&got_, gia, &whole_lo, &whole_hi));
+    SAME_AS_CPU(0, "clamp(-0.5, None) of float32", weft_clamp(&want_, a, &lo, NULL),
+                weft_clamp(&got_, ga, &lo, NULL));
+
+    /* the binary functions: broadcast, transposed, integers to float32 */
+    weft_tensor *pos = affine(rand_cpu((const int64_t[]){7, 1, 5}, 3, WEFT_FLOAT32, g), 0.5, 1.1);
+    weft_tensor *gpos = to(pos, CUDA0), *far = affine(b, 1, 3), *gfar = to(far, CUDA0);
+    SAME_AS_CPU(2e-6, "atan2 float32 [7,1,5] with [9,5]", weft_atan2(&want_, a, b), weft_atan2(&got_, ga, gb));
+    SAME_AS_CPU(2e-6, "atan2 with a transposed operand", weft_atan2(&want_, a, bt), weft_atan2(&got_, ga, gbt));
+    SAME_AS_CPU(1e-12, "atan2 float64", weft_atan2(&want_, a64, b64), weft_atan2(&got_, ga64, gb64));
+    SAME_AS_CPU(2e-6, "atan2 of int32 and int64 (float32)", weft_atan2(&want_, ia, ib), weft_atan2(&got_, gia, gib));
+    SAME_AS_CPU(0, "fmod float32 by divisors away from 0", weft_fmod(&want_, a, far), weft_fmod(&got_, ga, gfar));
+    SAME_AS_CPU(0, "fmod float32 by 0 (NaN on both)", weft_fmod(&want_, a, wa), weft_fmod(&got_, ga, gwa));
+    weft_tensor *idiv = whole(far, WEFT_INT64), *gidiv = to(idiv, CUDA0); /* 1 to 5 */
+    weft_tensor *neg = whole(affine(b, -1, -3), WEFT_INT32), *gneg = to(neg, CUDA0); /* -5 to -1 */
+    SAME_AS_CPU(0, "fmod of int32 by int64 divisors (1 to 5)", weft_fmod(&want_, ia, idiv),
+                weft_fmod(&got_, gia, gidiv));
+    SAME_AS_CPU(0, "fmod of int32 by negative divisors, -1 among them", weft_fmod(&want_, ia, neg),
+                weft_fmod(&got_, gia, gneg));
+    SAME_AS_CPU(0, "pow of int32 to int64 exponents, negative ones among them",
+                weft_pow(&want_, ia, ib), weft_pow(&got_, gia, gib));
+    weft_tensor *big = whole(affine(a, 3000, 0), WEFT_INT32), *gbig = to(big, CUDA0);
+    SAME_AS_CPU(0, "pow of int32 up to 6000 to int64 exponents up to 5 (wrapping)",
+                weft_pow(&want_, big, idiv), weft_pow(&got_, gbig, gidiv));
+    SAME_AS_CPU(2e-6, "pow of positive float32 bases to tensor exponents", weft_pow(&want_, pos, b),
+                weft_pow(&got_, gpos, gb));
+    SAME_AS_CPU(1e-12, "pow float64", weft_pow(&want_, as_dtype_cpu(pos, WEFT_FLOAT64), b64),
+                weft_pow(&got_, to(as_dtype_cpu(pos, WEFT_FLOAT64), CUDA0), gb64));
+
+    /* the ternaries */
+    weft_tensor *w = affine(rand_cpu((const int64_t[]){5}, 1, WEFT_FLOAT32, g), 0.25, 0.5); /* [0, 1] */
+    weft_tensor *gw = to(w, CUDA0);
+    SAME_AS_CPU(2e-6, "lerp with a tensor weight, broadcast [7,1,5], [9,5], [5]",
+                weft_lerp(&want_, a, b, w), weft_lerp(&got_, ga, gb, gw));
+    SAME_AS_CPU(2e-6, "lerp with a transposed end", weft_lerp(&want_, a, bt, w), weft_lerp(&got_, ga, gbt, gw));
+    SAME_AS_CPU(2e-6, "addcmul(value 0.5)", weft_addcmul_ex(&want_, a, b, bt, 0.5),
+                weft_addcmul_ex(&got_, ga, gb, gbt, 0.5));
+    SAME_AS_CPU(0, "addcmul of int32 and int64 (value 3)", weft_addcmul_ex(&want_, ia, ib, ia, 3),
+                weft_addcmul_ex(&got_, gia, gib, gia, 3));
+    SAME_AS_CPU(2e-6, "addcdiv(value -0.5)", weft_addcdiv_ex(&want_, a, b, far, -0.5),
+                weft_addcdiv_ex(&got_, ga, gb, gfar, -0.5));
+    SAME_AS_CPU(1e-12, "addcdiv float64", weft_addcdiv(&want_, a64, b64, as_dtype_cpu(far, WEFT_FLOAT64)),
+                weft_addcdiv(&got_, ga64, gb64, to(as_dtype_cpu(far, WEFT_FLOAT64), CUDA0)));
+    {
+        weft_tensor *c = NULL, *gc = NULL;
+        weft_expand(&c, a, (const int64_t[]){7, 9, 5}, 3);
+        keep(c);
+        weft_tensor *cc = as_dtype_cpu(c, WEFT_FLOAT32); /* a contiguous self to update */
+        gc = to(cc, CUDA0);
+        int rc_cpu = weft_addcdiv_(cc, b, far), rc_gpu = gc ? weft_addcdiv_(gc, gb, gfar) : -1;
+        double worst = INFINITY;
+        ok(rc_cpu == 0 && rc_gpu == 0 && matches(gc, cc, 2e-6, &worst),
+           "addcdiv_ in place matches the CPU (worst %g)", worst);
+    }
+}
+
+/* The integer products (the tiled GEMM; cuBLAS has none): exact, with
+ * int64 wrapping as on the CPU, a transposed operand, an empty k. */
+static void gpu_former_fallback_integer_mm(weft_generator *g)
+{
+    static const weft_dtype dtypes[] = {WEFT_INT64, WEFT_INT32, WEFT_INT16, WEFT_INT8, WEFT_UINT8};
+    for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
+        weft_dtype dt = dtypes[di];
+        const char *dn = weft_dtype_name(dt);
+        weft_tensor *a = whole(affine(rand_cpu((const int64_t[]){37, 19}, 2, WEFT_FLOAT32, g), 10, 0), dt);
+        weft_tensor *bt = whole(affine(rand_cpu((const int64_t[]){23, 19}, 2, WEFT_FLOAT32, g), 10, 0), dt);
+        weft_tensor *b = transposed(bt, 0, 1); /* [19, 23], strided */
+        weft_tensor *ga = to(a, CUDA0), *gb = transposed(to(bt, CUDA0), 0, 1);
+        char what[96];
+        snprintf(what, sizeof what, "mm %s [37,19] x transposed [19,23]", dn);
+        SAME_AS_CPU(0, what, weft_mm(&want_, a, b), weft_mm(&got_, ga, gb));
+        weft_tensor *e0 = rand_cpu((const int64_t[]){4, 0}, 2, WEFT_FLOAT32, g);
+        weft_tensor *e1 = rand_cpu((const int64_t[]){0, 3}, 2, WEFT_FLOAT32, g);
+        weft_tensor *ie0 = as_dtype_cpu(e0, dt), *ie1 = as_dtype_cpu(e1, dt);
+        snprintf(what, sizeof what, "mm %s [4,0] x [0,3] (zeros)", dn);
+        SAME_AS_CPU(0, what, weft_mm(&want_, ie0, ie1), weft_mm(&got_, to(ie0, CUDA0), to(ie1, CUDA0)));
+    }
+    /* int64 products that overflow wrap the same way on both */
+    weft_tensor *big = whole(affine(rand_cpu((const int64_t[]){8, 8}, 2, WEFT_FLOAT64, g), 1e18, 0),
+                             WEFT_INT64);
+    SAME_AS_CPU(0, "mm int64 of values near 1e18 (wrapping)", weft_mm(&want_, big, big),
+                weft_mm(&got_, to(big, CUDA0), to(big, CUDA0)));
+}
+
+/* The former fallbacks, then how many calls still fell back. */
+static void gpu_former_fallbacks(void)
+{
+    weft_generator *g = NULL;
+    weft_generator_create(&g, 23);
+    uint64_t before = weft_cpu_fallback_calls();
+    gpu_former_fallback_shape(g);
+    gpu_former_fallback_elementwise(g);
+    gpu_former_fallback_integer_mm(g);
+    is_int((long long)(weft_cpu_fallback_calls() - before), 0,
+           "cat, stack, flip, roll, repeat, pad, tril/triu, cumsum/cumprod, the scalar "
+           "comparisons, the logical operators, softplus, elu, clamp of integers by fractions, atan2, "
+           "fmod and pow (integers too), lerp, addcmul, addcdiv and the integer mm ran on the GPU "
+           "(no fallback call)");
+    /* a refused call still goes to the fallback, with the CPU's message */
+    weft_tensor *s = rand_cpu(NULL, 0, WEFT_FLOAT32, g), *gs = to(s, CUDA0), *r = NULL;
+    char cpu_message[512];
+    int rc_cpu = weft_cat(&r, (weft_tensor *[]){s, s}, 2, 0);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    int rc_gpu = weft_cat(&r, (weft_tensor *[]){gs, gs}, 2, 0);
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "cat of 0-d tensors on the GPU is refused as on the CPU: %s", weft_last_error());
+    weft_tensor *num = whole(affine(rand_cpu((const int64_t[]){6}, 1, WEFT_FLOAT32, g), 5, 0), WEFT_INT32);
+    weft_tensor *den = whole(rand_cpu((const int64_t[]){6}, 1, WEFT_FLOAT32, g), WEFT_INT32);
+    weft_tensor *den0 = NULL;
+    weft_mul_scalar(&den0, den, 0.0);
+    keep(den0);
+    rc_cpu = weft_fmod(&r, num, den0);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_fmod(&r, to(num, CUDA0), to(den0, CUDA0));
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "fmod of integers by zero on the GPU is refused as on the CPU: %s", weft_last_error());
+    rc_cpu = weft_clamp(&r, s, NULL, NULL);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_clamp(&r, gs, NULL, NULL);
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "clamp with neither bound on the GPU is refused as on the CPU: %s", weft_last_error());
+    weft_tensor *m = rand_cpu((const int64_t[]){2, 3}, 2, WEFT_FLOAT32, g), *gm = to(m, CUDA0);
+    rc_cpu = weft_pad(&r, m, (const int64_t[]){3, 0}, 2, "reflect", NULL);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_pad(&r, gm, (const int64_t[]){3, 0}, 2, "reflect", NULL);
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "reflect padding as wide as the dim on the GPU is refused as on the CPU: %s",
+       weft_last_error());
+    rc_cpu = weft_flip(&r, s, (const int64_t[]){0, 0}, 2);
+    snprintf(cpu_message, sizeof cpu_message, "%s", weft_last_error());
+    rc_gpu = weft_flip(&r, gs, (const int64_t[]){0, 0}, 2);
+    ok(rc_cpu < 0 && rc_gpu == rc_cpu && strcmp(weft_last_error(), cpu_message) == 0,
+       "flip of a repeated dim on the GPU is refused as on the CPU: %s", weft_last_error());
+    drop_all();
+    weft_generator_destroy(g);
+}
+
 int main(void)
 {
     plan_checks();
+    flip_plan_checks();
     pinned_checks();
     weft_load_default_plugins();
     int type = weft_device_type_from_name(TEST_GPU_NAME);
@@ -882,6 +1366,7 @@ int main(void)
     gpu_kernels();
     gpu_blas();
     gpu_elementwise_dtypes();
+    gpu_former_fallbacks();
     gpu_training();
     return done_testing();
 }

@@ -10,6 +10,7 @@
  * thread and device, its workspace taken from the caching allocator for
  * each call on the call's stream. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -166,9 +167,11 @@ typedef struct gemm_args {
     double alpha, beta;
 } gemm_args;
 
+static bool gemm_dtype(weft_dtype d);
+
 static int run_gemm(const gemm_args *g)
 {
-    if (use_tiled)
+    if (use_tiled || !gemm_dtype(g->dtype)) /* the integers: cuBLAS has no product of them */
         return wfc_gemm_tiled(wfc_current_stream(g->index), g->dtype, g->c, g->a, g->b, g->batch,
                               g->n, g->k, g->m, &g->strides, g->alpha, g->beta);
 #if !WFC_HAVE_BLAS_LIBRARY
@@ -214,9 +217,18 @@ static int run_gemm(const gemm_args *g)
 #endif
 }
 
+/* the dtypes cuBLAS multiplies */
 static bool gemm_dtype(weft_dtype d)
 {
     return d == WEFT_FLOAT32 || d == WEFT_FLOAT64 || d == WEFT_FLOAT16 || d == WEFT_BFLOAT16;
+}
+
+/* the integer dtypes the tiled GEMM multiplies (bool has no product, as
+ * on the CPU and in PyTorch) */
+static bool integer_gemm_dtype(weft_dtype d)
+{
+    return d == WEFT_UINT8 || d == WEFT_INT8 || d == WEFT_INT16 || d == WEFT_INT32 ||
+           d == WEFT_INT64;
 }
 
 /* The operand as cuBLAS can read it: itself, or a contiguous copy.
@@ -250,7 +262,7 @@ static int product_into(const char *op, weft_tensor *dest, const weft_tensor *a,
         return 0;
     if (g.k == 0) /* empty sums */
         return beta == 0 ? weft_fill_(dest, 0.0) : beta == 1 ? 0 : weft_mul_scalar_(dest, beta);
-    if (!use_tiled && (g.n > INT_MAX || g.k > INT_MAX || g.m > INT_MAX || g.batch > INT_MAX))
+    if (!use_tiled && gemm_dtype(g.dtype) && (g.n > INT_MAX || g.k > INT_MAX || g.m > INT_MAX || g.batch > INT_MAX))
         return weft_set_error(WEFT_ENOTSUP, "%s: a dimension beyond %d is more than one cuBLAS "
                                             "call takes", op, INT_MAX);
     weft_tensor *ua = NULL, *ub = NULL;
@@ -307,7 +319,8 @@ static int check_operands(const char *op, const weft_tensor *a, const weft_tenso
         return weft_set_error(WEFT_EDTYPE, "%s: expected both operands of one dtype, got %s and %s",
                               op, weft_dtype_name(weft_tensor_dtype(a)),
                               weft_dtype_name(weft_tensor_dtype(b)));
-    return gemm_dtype(weft_tensor_dtype(a)) ? 0 : 1;
+    weft_dtype d = weft_tensor_dtype(a);
+    return gemm_dtype(d) || integer_gemm_dtype(d) ? 0 : 1;
 }
 
 typedef struct {
@@ -375,6 +388,9 @@ static int addmm_kernel(weft_call *call, void *ctx)
     if (rc == 0 && (ds.type != WFC_DEVICE_TYPE || ds.index != weft_tensor_device(a).index ||
                     weft_tensor_dtype(self) != weft_tensor_dtype(a)))
         rc = 1;
+    if (rc == 0 && integer_gemm_dtype(weft_tensor_dtype(a)) &&
+        (beta != floor(beta) || alpha != floor(alpha)))
+        rc = 1; /* integers with a fractional alpha or beta: the CPU's message */
     if (rc == 1)
         return weft_call_cpu_fallback(call);
     if (rc < 0)

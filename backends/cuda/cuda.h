@@ -17,20 +17,31 @@ extern "C" {
 #endif
 
 /* Operators of the elementwise families (elementwise.cu). */
-/* WFC_LERP: a + alpha (b - a), lerp with a scalar weight */
+/* WFC_LERP: a + alpha (b - a), lerp with a scalar weight; WFC_ATAN2,
+ * WFC_FMOD (C's fmod: the dividend's sign) and WFC_POW_TENSOR for
+ * floating dtypes only. */
 enum { WFC_ADD, WFC_SUB, WFC_MUL, WFC_DIV, WFC_MAXIMUM, WFC_MINIMUM, WFC_THRESHOLD_BACKWARD,
-       WFC_LERP };
-enum { WFC_EQ, WFC_NE, WFC_LT, WFC_LE, WFC_GT, WFC_GE };
+       WFC_LERP, WFC_ATAN2, WFC_FMOD, WFC_POW_TENSOR };
+/* comparisons, and the logical operators (nonzero is true), bool out */
+enum { WFC_EQ, WFC_NE, WFC_LT, WFC_LE, WFC_GT, WFC_GE, WFC_LOGICAL_AND, WFC_LOGICAL_OR,
+       WFC_LOGICAL_XOR };
+/* The operators of three tensors (the ternary family), floating or, for
+ * addcmul, integer: lerp(a, b, weight c) from the nearer end as the CPU
+ * computes it, a + s b c, a + s (b / c). */
+enum { WFC_LERP_TENSOR, WFC_ADDCMUL, WFC_ADDCDIV };
 /* WFC_AXPB: a * s0 + s1 (the scalar forms of add, sub and mul);
  * WFC_DIV_SCALAR: a / s0. */
 /* WFC_LEAKY_RELU: slope s0; WFC_POW: exponent s0; WFC_GELU: s0 = 1 for the
- * tanh approximation. */
+ * tanh approximation; WFC_SOFTPLUS: beta s0, threshold s1; WFC_ELU: alpha
+ * s0, scale s1, input_scale s2. */
 enum { WFC_NEG, WFC_ABS, WFC_RELU, WFC_EXP, WFC_LOG, WFC_SQRT, WFC_SIGMOID, WFC_TANH, WFC_CLAMP,
        WFC_IDENTITY, WFC_AXPB, WFC_DIV_SCALAR, WFC_RSQRT, WFC_RECIPROCAL, WFC_SIN, WFC_COS,
        WFC_LOG1P, WFC_EXPM1, WFC_ERF, WFC_SILU, WFC_SIGN, WFC_FLOOR, WFC_CEIL, WFC_ROUND,
-       WFC_LEAKY_RELU, WFC_POW, WFC_GELU };
+       WFC_LEAKY_RELU, WFC_POW, WFC_GELU, WFC_SOFTPLUS, WFC_ELU };
+/* WFC_FAMILY_COMPARE_SCALAR: a comparison of a tensor with a scalar (the
+ * scalar stored in the tensor's dtype first, as the CPU stores it). */
 enum { WFC_FAMILY_BINARY, WFC_FAMILY_COMPARE, WFC_FAMILY_UNARY, WFC_FAMILY_WHERE,
-       WFC_FAMILY_FILL, WFC_FAMILY_COPY };
+       WFC_FAMILY_FILL, WFC_FAMILY_COPY, WFC_FAMILY_COMPARE_SCALAR, WFC_FAMILY_TERNARY };
 
 /* Launchers.  Data pointers are device pointers at element 0 of each
  * operand (operand 0 of g is the output); the launch is asynchronous on
@@ -45,10 +56,15 @@ int wfc_binary(void *stream, int op, int dtype, void *out, const void *a, const 
                double alpha, int64_t n, const wfc_geometry *g);
 int wfc_compare(void *stream, int op, int dtype, void *out, const void *a, const void *b,
                 int64_t n, const wfc_geometry *g);
-/* s0, s1: clamp's bounds (NaN for none), or the scalars of WFC_AXPB and
- * WFC_DIV_SCALAR; unused by the others. */
+/* s0, s1, s2: clamp's bounds (NaN for none), or the scalars of WFC_AXPB,
+ * WFC_DIV_SCALAR, the activations' parameters; unused by the others. */
 int wfc_unary(void *stream, int op, int dtype, void *out, const void *a, double s0, double s1,
-              int64_t n, const wfc_geometry *g);
+              double s2, int64_t n, const wfc_geometry *g);
+int wfc_compare_scalar(void *stream, int op, int dtype, void *out, const void *a, double s,
+                       int64_t n, const wfc_geometry *g);
+/* out, a, b, c all of dtype; s: addcmul's and addcdiv's value. */
+int wfc_ternary(void *stream, int op, int dtype, void *out, const void *a, const void *b,
+                const void *c, double s, int64_t n, const wfc_geometry *g);
 int wfc_where(void *stream, int dtype, void *out, const void *cond, const void *a, const void *b,
               int64_t n, const wfc_geometry *g);
 int wfc_fill(void *stream, int dtype, void *out, double value, int64_t n, const wfc_geometry *g);
@@ -249,6 +265,19 @@ int wfc_upsample_forward(void *stream, int dtype, void *y, const void *x, const 
 int wfc_upsample_backward(void *stream, int dtype, void *gx, const void *gy,
                           const wfc_upsample *u);
 
+/* Shape kernels (shape.cu), elements moved as words of `elem` bytes (1,
+ * 2, 4 or 8).  wfc_flip_gather: out (contiguous, n elements) from src
+ * (already moved to f->offset) through f's signed strides (plan.h);
+ * wfc_triangle: zeroes in contiguous [n / (rows cols), rows, cols] data
+ * what tril (lower) or triu with this diagonal drops; wfc_scan: each of
+ * nrows contiguous rows of len replaced by its running sum (or product),
+ * float64 or int64 data only (integers wrap). */
+int wfc_flip_gather(void *stream, size_t elem, void *out, const void *src, int64_t n,
+                    const wfc_flip *f);
+int wfc_triangle(void *stream, size_t elem, void *data, int64_t n, int64_t rows, int64_t cols,
+                 int64_t diagonal, bool lower);
+int wfc_scan(void *stream, int dtype, void *data, int64_t nrows, int64_t len, bool product);
+
 /* index.c: index as a contiguous int64 tensor on its device (int32
  * widened); any other dtype is WEFT_EDTYPE naming op and the argument. */
 int wfc_indices_of(const char *op, const char *arg, const weft_tensor *index, weft_tensor **out);
@@ -279,6 +308,7 @@ int wfc_register_scatter(weft_registrar *reg);
 int wfc_register_sort(weft_registrar *reg);
 int wfc_register_index_put(weft_registrar *reg);
 int wfc_register_upsample(weft_registrar *reg);
+int wfc_register_shape(weft_registrar *reg);
 
 /* index.c: the first bad position a check noted in bad (two words, see
  * index.cuh): 1 and *pos when there is one, 0 when none, or an error;

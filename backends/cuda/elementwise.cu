@@ -24,33 +24,6 @@ constexpr unsigned MAX_BLOCKS = 8192;
 
 template <typename A> __device__ inline bool isnan_(A a) { return a != a; }
 
-template <typename A> __device__ inline A apply_binary(int op, A a, A b, A s)
-{
-    switch (op) {
-    case WFC_ADD: return a + s * b;
-    case WFC_SUB: return a - s * b;
-    case WFC_MUL: return a * b;
-    case WFC_DIV: return a / b;
-    case WFC_MAXIMUM: return isnan_(a) || a > b ? a : b;
-    case WFC_MINIMUM: return isnan_(a) || a < b ? a : b;
-    case WFC_LERP: return a + s * (b - a);
-    default: /* WFC_THRESHOLD_BACKWARD: a is the gradient, b the input */
-        return b <= s ? A(0) : a;
-    }
-}
-
-template <typename A> __device__ inline bool apply_compare(int op, A a, A b)
-{
-    switch (op) {
-    case WFC_EQ: return a == b;
-    case WFC_NE: return a != b;
-    case WFC_LT: return a < b;
-    case WFC_LE: return a <= b;
-    case WFC_GT: return a > b;
-    default: return a >= b;
-    }
-}
-
 __device__ inline float exp_(float a) { return expf(a); }
 __device__ inline double exp_(double a) { return exp(a); }
 __device__ inline int64_t exp_(int64_t a) { return a; }
@@ -78,9 +51,84 @@ MATH1(erf_, erff, erf)
 MATH1(floor_, floorf, floor)
 MATH1(ceil_, ceilf, ceil)
 MATH1(round_, rintf, rint)
+__device__ inline float atan2_(float a, float b) { return atan2f(a, b); }
+__device__ inline double atan2_(double a, double b) { return atan2(a, b); }
+__device__ inline int64_t atan2_(int64_t a, int64_t) { return a; }
+__device__ inline float fmod_(float a, float b) { return fmodf(a, b); }
+__device__ inline double fmod_(double a, double b) { return fmod(a, b); }
+/* The integers as the CPU's loops (backends/cpu/binary.c): a zero divisor
+ * never reaches the kernel (kernels.c checks first), -1 gives 0 (a % -1
+ * of the most negative value would trap); the operands of every integer
+ * dtype held in int64, so results agree modulo the dtype's width. */
+__device__ inline int64_t fmod_(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
 __device__ inline float pow_(float a, float e) { return powf(a, e); }
 __device__ inline double pow_(double a, double e) { return pow(a, e); }
-__device__ inline int64_t pow_(int64_t a, int64_t) { return a; }
+/* a ** e by squaring, wrapping; a negative e gives 0 but for |a| == 1 */
+__device__ inline int64_t pow_(int64_t a, int64_t e)
+{
+    if (e < 0)
+        return a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t result = 1, base = (uint64_t)a;
+    for (uint64_t k = (uint64_t)e; k; k >>= 1) {
+        if (k & 1)
+            result *= base;
+        base *= base;
+    }
+    return (int64_t)result;
+}
+
+template <typename A> __device__ inline A apply_binary(int op, A a, A b, A s)
+{
+    switch (op) {
+    case WFC_ADD: return a + s * b;
+    case WFC_SUB: return a - s * b;
+    case WFC_MUL: return a * b;
+    case WFC_DIV: return a / b;
+    case WFC_MAXIMUM: return isnan_(a) || a > b ? a : b;
+    case WFC_MINIMUM: return isnan_(a) || a < b ? a : b;
+    case WFC_LERP: return a + s * (b - a);
+    case WFC_ATAN2: return atan2_(a, b);
+    case WFC_FMOD: return fmod_(a, b);
+    case WFC_POW_TENSOR: return pow_(a, b);
+    default: /* WFC_THRESHOLD_BACKWARD: a is the gradient, b the input */
+        return b <= s ? A(0) : a;
+    }
+}
+
+template <typename A> __device__ inline bool apply_compare(int op, A a, A b)
+{
+    switch (op) {
+    case WFC_EQ: return a == b;
+    case WFC_NE: return a != b;
+    case WFC_LT: return a < b;
+    case WFC_LE: return a <= b;
+    case WFC_GT: return a > b;
+    case WFC_GE: return a >= b;
+    case WFC_LOGICAL_AND: return a != A(0) && b != A(0);
+    case WFC_LOGICAL_OR: return a != A(0) || b != A(0);
+    default: /* WFC_LOGICAL_XOR */
+        return (a != A(0)) != (b != A(0));
+    }
+}
+
+/* The ternary operators, as the CPU's loops write them (backends/cpu/
+ * binary.c): lerp from the nearer end, so a weight of 1 gives b. */
+template <typename A> __device__ inline A apply_ternary(int op, A a, A b, A c, A s)
+{
+    switch (op) {
+    case WFC_LERP_TENSOR: return c * c < A(0.25) ? a + c * (b - a) : b - (b - a) * (A(1) - c);
+    case WFC_ADDCMUL: return a + s * b * c;
+    default: /* WFC_ADDCDIV */
+        return a + s * (b / c);
+    }
+}
+/* Integers (addcmul only; the others refuse them) wrap through uint64, as
+ * on the CPU: signed overflow would be undefined. */
+template <> __device__ inline int64_t apply_ternary<int64_t>(int, int64_t a, int64_t b, int64_t c,
+                                                             int64_t s)
+{
+    return (int64_t)((uint64_t)a + (uint64_t)s * (uint64_t)b * (uint64_t)c);
+}
 
 template <typename A> __device__ inline A gelu(A a, bool tanh_form)
 {
@@ -91,8 +139,9 @@ template <typename A> __device__ inline A gelu(A a, bool tanh_form)
     return A(0.5) * a * (A(1) + erf_(a * A(0.7071067811865476)));
 }
 
-/* s0, s1: the scalars of clamp (min, max; NaN for None) and of a fill. */
-template <typename A> __device__ inline A apply_unary(int op, A a, A s0, A s1)
+/* s0, s1: the scalars of clamp (min, max; NaN for None) and of a fill;
+ * s0..s2 the activations' parameters. */
+template <typename A> __device__ inline A apply_unary(int op, A a, A s0, A s1, A s2)
 {
     switch (op) {
     case WFC_NEG: return -a;
@@ -128,6 +177,8 @@ template <typename A> __device__ inline A apply_unary(int op, A a, A s0, A s1)
     case WFC_LEAKY_RELU: return a > A(0) ? a : a * s0;
     case WFC_POW: return pow_(a, s0);
     case WFC_GELU: return gelu<A>(a, s0 != A(0));
+    case WFC_SOFTPLUS: return a * s0 > s1 ? a : log1p_(exp_(a * s0)) / s0;
+    case WFC_ELU: return a > A(0) ? a * s1 : expm1_(a * s2) * s0 * s1;
     default: /* WFC_IDENTITY */
         return a;
     }
@@ -184,15 +235,46 @@ __global__ void compare_kernel(int op, bool *out, const T *a, const T *b, int64_
 }
 
 template <typename T>
-__global__ void unary_kernel(int op, T *out, const T *a, double s0, double s1, int64_t n,
-                             wfc_geometry g)
+__global__ void unary_kernel(int op, T *out, const T *a, double s0, double s1, double s2,
+                             int64_t n, wfc_geometry g)
 {
     typedef typename acc<T>::type A;
-    A c0 = (A)s0, c1 = (A)s1;
+    A c0 = (A)s0, c1 = (A)s1, c2 = (A)s2;
     GRID_STRIDE(i, n) {
         int64_t off[2];
         offsets(g, i, off);
-        out[off[0]] = store<T, A>(apply_unary<A>(op, load<A, T>(a[off[1]]), c0, c1));
+        out[off[0]] = store<T, A>(apply_unary<A>(op, load<A, T>(a[off[1]]), c0, c1, c2));
+    }
+}
+
+/* A comparison with a scalar, stored in T first: the CPU compares with
+ * the scalar as a 0-d tensor of the tensor's dtype (0.1 as float16 is not
+ * 0.1). */
+template <typename T>
+__global__ void compare_scalar_kernel(int op, bool *out, const T *a, double s, int64_t n,
+                                      wfc_geometry g)
+{
+    typedef typename acc<T>::type A;
+    A b = load<A, T>(from_double<T>(s));
+    GRID_STRIDE(i, n) {
+        int64_t off[2];
+        offsets(g, i, off);
+        out[off[0]] = apply_compare<A>(op, load<A, T>(a[off[1]]), b);
+    }
+}
+
+template <typename T>
+__global__ void ternary_kernel(int op, T *out, const T *a, const T *b, const T *c, double s,
+                               int64_t n, wfc_geometry g)
+{
+    typedef typename acc<T>::type A;
+    /* the value as the CPU holds it: stored in T, computed in A */
+    A v = load<A, T>(from_double<T>(s));
+    GRID_STRIDE(i, n) {
+        int64_t off[4];
+        offsets(g, i, off);
+        out[off[0]] = store<T, A>(apply_ternary<A>(op, load<A, T>(a[off[1]]), load<A, T>(b[off[2]]),
+                                                   load<A, T>(c[off[3]]), v));
     }
 }
 
@@ -304,13 +386,32 @@ void launch_compare(cudaStream_t st, int op, void *out, const void *a, const voi
                                                      n, g);
 }
 
-typedef void (*unary_launch)(cudaStream_t, int, void *, const void *, double, double, int64_t,
-                             const wfc_geometry &);
+typedef void (*unary_launch)(cudaStream_t, int, void *, const void *, double, double, double,
+                             int64_t, const wfc_geometry &);
 template <typename T>
 void launch_unary(cudaStream_t st, int op, void *out, const void *a, double s0, double s1,
-                  int64_t n, const wfc_geometry &g)
+                  double s2, int64_t n, const wfc_geometry &g)
 {
-    unary_kernel<T><<<blocks(n), THREADS, 0, st>>>(op, (T *)out, (const T *)a, s0, s1, n, g);
+    unary_kernel<T><<<blocks(n), THREADS, 0, st>>>(op, (T *)out, (const T *)a, s0, s1, s2, n, g);
+}
+
+typedef void (*compare_scalar_launch)(cudaStream_t, int, void *, const void *, double, int64_t,
+                                      const wfc_geometry &);
+template <typename T>
+void launch_compare_scalar(cudaStream_t st, int op, void *out, const void *a, double s, int64_t n,
+                           const wfc_geometry &g)
+{
+    compare_scalar_kernel<T><<<blocks(n), THREADS, 0, st>>>(op, (bool *)out, (const T *)a, s, n, g);
+}
+
+typedef void (*ternary_launch)(cudaStream_t, int, void *, const void *, const void *,
+                               const void *, double, int64_t, const wfc_geometry &);
+template <typename T>
+void launch_ternary(cudaStream_t st, int op, void *out, const void *a, const void *b,
+                    const void *c, double s, int64_t n, const wfc_geometry &g)
+{
+    ternary_kernel<T><<<blocks(n), THREADS, 0, st>>>(op, (T *)out, (const T *)a, (const T *)b,
+                                                     (const T *)c, s, n, g);
 }
 
 typedef void (*where_launch)(cudaStream_t, void *, const void *, const void *, const void *,
@@ -351,8 +452,10 @@ void launch_convert(cudaStream_t st, void *out, const void *src, int src_dtype, 
         fn<__nv_bfloat16>, fn<float>, fn<double>, nullptr, nullptr
 
 const binary_launch binary_table[WEFT_NUM_DTYPES] = {NUMBERS(launch_binary)};
-const compare_launch compare_table[WEFT_NUM_DTYPES] = {NUMBERS(launch_compare)};
+const compare_launch compare_table[WEFT_NUM_DTYPES] = {ALL(launch_compare)};
+const compare_scalar_launch compare_scalar_table[WEFT_NUM_DTYPES] = {ALL(launch_compare_scalar)};
 const unary_launch unary_table[WEFT_NUM_DTYPES] = {NUMBERS(launch_unary)};
+const ternary_launch ternary_table[WEFT_NUM_DTYPES] = {NUMBERS(launch_ternary)};
 const where_launch where_table[WEFT_NUM_DTYPES] = {ALL(launch_where)};
 const fill_launch fill_table[WEFT_NUM_DTYPES] = {ALL(launch_fill)};
 const convert_launch convert_table[WEFT_NUM_DTYPES] = {ALL(launch_convert)};
@@ -378,7 +481,7 @@ extern "C" bool wfc_unary_is_float_only(int op)
            op == WFC_TANH || op == WFC_DIV_SCALAR || op == WFC_RSQRT || op == WFC_RECIPROCAL ||
            op == WFC_SIN || op == WFC_COS || op == WFC_LOG1P || op == WFC_EXPM1 ||
            op == WFC_ERF || op == WFC_SILU || op == WFC_LEAKY_RELU || op == WFC_POW ||
-           op == WFC_GELU;
+           op == WFC_GELU || op == WFC_SOFTPLUS || op == WFC_ELU;
 }
 
 extern "C" bool wfc_has_kernel(int family, int dtype)
@@ -391,6 +494,8 @@ extern "C" bool wfc_has_kernel(int family, int dtype)
     case WFC_FAMILY_UNARY: return unary_table[dtype] != nullptr;
     case WFC_FAMILY_WHERE: return where_table[dtype] != nullptr;
     case WFC_FAMILY_FILL: return fill_table[dtype] != nullptr;
+    case WFC_FAMILY_COMPARE_SCALAR: return compare_scalar_table[dtype] != nullptr;
+    case WFC_FAMILY_TERNARY: return ternary_table[dtype] != nullptr;
     default: return convert_table[dtype] != nullptr;
     }
 }
@@ -418,14 +523,37 @@ extern "C" int wfc_compare(void *stream, int op, int dtype, void *out, const voi
 }
 
 extern "C" int wfc_unary(void *stream, int op, int dtype, void *out, const void *a, double s0,
-                         double s1, int64_t n, const wfc_geometry *g)
+                         double s1, double s2, int64_t n, const wfc_geometry *g)
 {
     if (!in_range(dtype) || !unary_table[dtype])
         return unsupported("a unary operator", dtype);
     if (n == 0)
         return 0;
-    unary_table[dtype]((cudaStream_t)stream, op, out, a, s0, s1, n, *g);
+    unary_table[dtype]((cudaStream_t)stream, op, out, a, s0, s1, s2, n, *g);
     return launched("a unary kernel");
+}
+
+extern "C" int wfc_compare_scalar(void *stream, int op, int dtype, void *out, const void *a,
+                                  double s, int64_t n, const wfc_geometry *g)
+{
+    if (!in_range(dtype) || !compare_scalar_table[dtype])
+        return unsupported("a comparison with a scalar", dtype);
+    if (n == 0)
+        return 0;
+    compare_scalar_table[dtype]((cudaStream_t)stream, op, out, a, s, n, *g);
+    return launched("a comparison with a scalar");
+}
+
+extern "C" int wfc_ternary(void *stream, int op, int dtype, void *out, const void *a,
+                           const void *b, const void *c, double s, int64_t n,
+                           const wfc_geometry *g)
+{
+    if (!in_range(dtype) || !ternary_table[dtype])
+        return unsupported("an operator of three tensors", dtype);
+    if (n == 0)
+        return 0;
+    ternary_table[dtype]((cudaStream_t)stream, op, out, a, b, c, s, n, *g);
+    return launched("a kernel of three tensors");
 }
 
 extern "C" int wfc_where(void *stream, int dtype, void *out, const void *cond, const void *a,

@@ -5,9 +5,13 @@
  * shared-memory tiled product: 16x16 tiles of each operand per step, any
  * strides (a transposed view goes in as it is), float32 accumulation for
  * the 16-bit types as cuBLAS's, float64 for float64.  Each output element
- * sums its k products in order, so results are the same every run.  Slower
+ * sums its k products in order, so results are the same every run.  The
+ * integer products (cuBLAS has none) run here in every build: int64
+ * arithmetic that wraps through uint64, as the CPU's does.  Slower
  * than a vendor library by far; it exists so products stay on the device. */
 #include "gpu.h"
+
+#include <type_traits>
 
 #include "cuda.h"
 #include "index.cuh"
@@ -19,6 +23,25 @@ using namespace wfc;
 constexpr int TILE = 16;
 /* CUDA's (and HIP's portable) limit on a grid's y and z extents */
 constexpr int64_t MAX_GRID_YZ = 65535;
+
+/* x + y z; integers wrap (signed overflow would be undefined) */
+template <typename A> __device__ inline A multiply_add(A x, A y, A z)
+{
+    if constexpr (std::is_integral<A>::value)
+        return (A)((uint64_t)x + (uint64_t)y * (uint64_t)z);
+    else
+        return x + y * z;
+}
+
+/* alpha and beta in A: integers through int64 (the caller checked that
+ * they are whole) */
+template <typename A> __device__ inline A scalar_of(double v)
+{
+    if constexpr (std::is_integral<A>::value)
+        return (A)(int64_t)v;
+    else
+        return (A)v;
+}
 
 template <typename T>
 __global__ void gemm_kernel(T *c, const T *a, const T *b, int64_t n, int64_t k, int64_t m,
@@ -41,14 +64,14 @@ __global__ void gemm_kernel(T *c, const T *a, const T *b, int64_t n, int64_t k, 
             kb < k && col < m ? load<A>(b[kb * s.row_b + col * s.col_b]) : A(0);
         __syncthreads();
         for (int j = 0; j < TILE; j++)
-            sum += tile_a[threadIdx.y][j] * tile_b[j][threadIdx.x];
+            sum = multiply_add<A>(sum, tile_a[threadIdx.y][j], tile_b[j][threadIdx.x]);
         __syncthreads();
     }
     if (row < n && col < m) {
-        A r = (A)alpha * sum;
+        A r = multiply_add<A>(A(0), scalar_of<A>(alpha), sum);
         /* beta 0: c is not read (it may hold anything, NaN included) */
         if (beta != 0)
-            r += (A)beta * load<A>(c[row * m + col]);
+            r = multiply_add<A>(r, scalar_of<A>(beta), load<A>(c[row * m + col]));
         c[row * m + col] = store<T>(r);
     }
 }
@@ -73,6 +96,11 @@ gemm_launch launcher(int dtype)
     case WEFT_BFLOAT16: return launch<__nv_bfloat16>;
     case WEFT_FLOAT32: return launch<float>;
     case WEFT_FLOAT64: return launch<double>;
+    case WEFT_UINT8: return launch<uint8_t>;
+    case WEFT_INT8: return launch<int8_t>;
+    case WEFT_INT16: return launch<int16_t>;
+    case WEFT_INT32: return launch<int32_t>;
+    case WEFT_INT64: return launch<int64_t>;
     default: return nullptr;
     }
 }

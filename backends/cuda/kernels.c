@@ -31,8 +31,12 @@ typedef struct {
 
 /* SCALAR_PARAM: the scalar after the inputs is the operator's parameter
  * (s0: leaky_relu's slope, pow's exponent); SCALAR_GELU: the approximate
- * keyword ('none' or 'tanh') as s0 = 0 or 1. */
-enum { NO_SCALAR, SCALAR_ADD, SCALAR_SUB, SCALAR_MUL, SCALAR_DIV, SCALAR_PARAM, SCALAR_GELU };
+ * keyword ('none' or 'tanh') as s0 = 0 or 1; SCALAR_PARAM2, SCALAR_PARAM3:
+ * two or three parameters (softplus, elu) in s0..s2; SCALAR_COMPARE: the
+ * scalar a comparison is with; SCALAR_ZERO: none, s0 = 0 (logical_not is
+ * eq_scalar(self, 0)). */
+enum { NO_SCALAR, SCALAR_ADD, SCALAR_SUB, SCALAR_MUL, SCALAR_DIV, SCALAR_PARAM, SCALAR_GELU,
+       SCALAR_PARAM2, SCALAR_PARAM3, SCALAR_COMPARE, SCALAR_ZERO };
 
 static bool on_device(const weft_tensor *t, int index)
 {
@@ -98,6 +102,30 @@ static double bound_arg(const weft_call *call, int i)
     return weft_arg_is_none(call, i) ? NAN : weft_arg_double(call, i);
 }
 
+static bool integral_or_bool(weft_dtype dtype)
+{
+    return dtype == WEFT_BOOL || dtype == WEFT_UINT8 || dtype == WEFT_INT8 ||
+           dtype == WEFT_INT16 || dtype == WEFT_INT32 || dtype == WEFT_INT64;
+}
+
+/* Whether a clamp bound makes an integer tensor compute in float32: the
+ * CPU's Scalar rule (cpu_scalar_result_type), a bound that is neither an
+ * int nor a bool and is not whole. */
+static bool clamp_promotes(const weft_call *call, int after, int bounds, weft_dtype dtype)
+{
+    if (dtype == WEFT_BOOL || !integral_or_bool(dtype))
+        return false;
+    int count = bounds == BOTH_BOUNDS ? 2 : 1;
+    for (int k = 0; k < count; k++) {
+        const weft_value *v = &call->args[after + k];
+        double x = weft_arg_double(call, after + k);
+        if (v->tag != WEFT_VALUE_NONE && v->tag != WEFT_VALUE_BOOL && v->tag != WEFT_VALUE_INT &&
+            x != floor(x))
+            return true;
+    }
+    return false;
+}
+
 /* Whether the family's kernel serves this call's compute dtype. */
 static bool served(const entry_ctx *e, weft_dtype dtype)
 {
@@ -106,9 +134,44 @@ static bool served(const entry_ctx *e, weft_dtype dtype)
     bool floating = weft_dtype_is_floating(dtype);
     if (e->family == WFC_FAMILY_UNARY && wfc_unary_is_float_only(e->op) && !floating)
         return false; /* torch computes exp(int) in float: the fallback knows how */
-    if (e->family == WFC_FAMILY_BINARY && (e->op == WFC_DIV || e->op == WFC_LERP) && !floating)
-        return false; /* true division; lerp is for floating tensors */
+    if (e->family == WFC_FAMILY_BINARY && (e->op == WFC_DIV || e->op == WFC_LERP ||
+                                           e->op == WFC_ATAN2) && !floating)
+        return false; /* true division; lerp and atan2 are for floating tensors */
+    if (e->family == WFC_FAMILY_TERNARY && e->op != WFC_ADDCMUL && !floating)
+        return false; /* lerp and addcdiv are for floating tensors */
     return true;
+}
+
+/* Whether a whole number v is a value of the integer dtype (a comparison
+ * of int8 with 300 is left to the fallback's rules). */
+static bool integer_holds(weft_dtype dtype, double v)
+{
+    switch (dtype) {
+    case WEFT_UINT8: return v >= 0 && v <= 255;
+    case WEFT_INT8: return v >= -128 && v <= 127;
+    case WEFT_INT16: return v >= -32768 && v <= 32767;
+    case WEFT_INT32: return v >= -2147483648.0 && v <= 2147483647.0;
+    case WEFT_INT64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    default: return true;
+    }
+}
+
+/* Whether an integer divisor has a zero, on the device (eq_scalar, any,
+ * one value read back), as the CPU backend checks before its loop: 1 when
+ * it has (the caller hands the call over, for the CPU's message), 0 when
+ * not, or an error. */
+static int has_zero(const weft_tensor *divisor)
+{
+    weft_tensor *zeros = NULL, *found = NULL;
+    double any = 0;
+    int rc = weft_eq_scalar(&zeros, divisor, 0);
+    if (rc == 0)
+        rc = weft_any(&found, zeros, NULL, 0, false);
+    if (rc == 0)
+        rc = weft_tensor_item(found, &any);
+    weft_tensor_release(zeros);
+    weft_tensor_release(found);
+    return rc < 0 ? rc : any != 0;
 }
 
 static int elementwise_kernel(weft_call *call, void *ctx)
@@ -130,9 +193,32 @@ static int elementwise_kernel(weft_call *call, void *ctx)
     weft_dtype dtype = weft_tensor_dtype(in[vfirst]);
     for (int k = vfirst + 1; k < e->ninputs; k++)
         dtype = weft_promote_types(dtype, weft_tensor_dtype(in[k]));
-    weft_dtype result = e->family == WFC_FAMILY_COMPARE ? WEFT_BOOL : dtype;
-    double s0 = 0, s1 = 0, alpha = 1;
     int after = first + e->ninputs;
+    double s0 = 0, s1 = 0, s2 = 0, alpha = 1;
+    /* atan2 of integers is computed in float32, as on the CPU */
+    if (e->family == WFC_FAMILY_BINARY && e->op == WFC_ATAN2 && integral_or_bool(dtype))
+        dtype = WEFT_FLOAT32;
+    if (e->scalar == SCALAR_COMPARE) {
+        /* the CPU's scalar promotion (cpu_scalar_result_type): an integer
+         * or bool tensor with a fractional scalar compares in float32, a
+         * bool one with a number in int64 */
+        const weft_value *v = &call->args[after];
+        s0 = weft_arg_double(call, after);
+        if (v->tag != WEFT_VALUE_BOOL && integral_or_bool(dtype)) {
+            if (v->tag != WEFT_VALUE_INT && s0 != floor(s0))
+                dtype = WEFT_FLOAT32;
+            else if (dtype == WEFT_BOOL)
+                dtype = WEFT_INT64;
+        }
+        if (integral_or_bool(dtype) && dtype != WEFT_BOOL && !integer_holds(dtype, s0))
+            local = false; /* complex has no comparison kernel: served() hands it over */
+    }
+    if (e->family == WFC_FAMILY_TERNARY && e->op == WFC_LERP_TENSOR)
+        for (int k = 1; k < e->ninputs; k++)
+            if (weft_tensor_dtype(in[k]) != weft_tensor_dtype(in[0]))
+                local = false; /* the CPU names the dtypes */
+    bool compares = e->family == WFC_FAMILY_COMPARE || e->family == WFC_FAMILY_COMPARE_SCALAR;
+    weft_dtype result = compares ? WEFT_BOOL : dtype;
     if (e->has_alpha || e->has_scalar)
         alpha = weft_arg_double(call, after);
     if (e->bounds == BOTH_BOUNDS)
@@ -141,8 +227,12 @@ static int elementwise_kernel(weft_call *call, void *ctx)
         s0 = weft_arg_double(call, after), s1 = NAN;
     else if (e->bounds == MAX_BOUND)
         s0 = NAN, s1 = weft_arg_double(call, after);
-    if (e->scalar == SCALAR_PARAM) {
+    if (e->scalar == SCALAR_PARAM || e->scalar == SCALAR_PARAM2 || e->scalar == SCALAR_PARAM3) {
         s0 = weft_arg_double(call, after);
+        s1 = e->scalar != SCALAR_PARAM ? weft_arg_double(call, after + 1) : 0.0;
+        s2 = e->scalar == SCALAR_PARAM3 ? weft_arg_double(call, after + 2) : 0.0;
+    } else if (e->scalar == SCALAR_COMPARE || e->scalar == SCALAR_ZERO) {
+        /* s0 read above (0 for logical_not) */
     } else if (e->scalar == SCALAR_GELU) {
         const char *approximate = weft_arg_string(call, after);
         bool tanh_form = approximate && strcmp(approximate, "tanh") == 0;
@@ -164,11 +254,19 @@ static int elementwise_kernel(weft_call *call, void *ctx)
         if (dtype == WEFT_BOOL)
             local = false;
     }
-    if (e->bounds != NO_BOUNDS && !weft_dtype_is_floating(dtype) &&
-        ((!isnan(s0) && s0 != floor(s0)) || (!isnan(s1) && s1 != floor(s1))))
-        local = false; /* an integer clamped by a fraction promotes in torch */
+    if (e->bounds != NO_BOUNDS && clamp_promotes(call, after, e->bounds, dtype)) {
+        if (strncmp(op, "hardtanh", 8) == 0)
+            local = false; /* hardtanh's own rule for integers: the CPU's */
+        else
+            dtype = result = WEFT_FLOAT32; /* clamp: float32, as on the CPU */
+    }
+    if (e->bounds == BOTH_BOUNDS && isnan(s0) && isnan(s1) && weft_arg_is_none(call, after) &&
+        weft_arg_is_none(call, after + 1))
+        local = false; /* clamp(None, None): the CPU's message */
     if (e->family == WFC_FAMILY_WHERE && weft_tensor_dtype(in[0]) != WEFT_BOOL)
         local = false;
+    if (e->family == WFC_FAMILY_TERNARY && !weft_dtype_is_floating(dtype) && alpha != floor(alpha))
+        local = false; /* addcmul of integers with a fractional value: the CPU refuses it */
     int64_t sizes[WEFT_MAX_DIMS];
     int nd = weft_tensor_ndim(in[0]);
     memcpy(sizes, weft_tensor_sizes(in[0]), sizeof(int64_t) * (size_t)nd);
@@ -188,6 +286,11 @@ static int elementwise_kernel(weft_call *call, void *ctx)
                 (same_shape(given, sizes, nd) || weft_tensor_numel(given) == 0);
     if (!local || !served(e, dtype))
         return weft_call_cpu_fallback(call);
+    if (e->family == WFC_FAMILY_BINARY && e->op == WFC_FMOD && integral_or_bool(dtype)) {
+        int zero = has_zero(in[1]);
+        if (zero != 0)
+            return zero < 0 ? zero : weft_call_cpu_fallback(call); /* ZeroDivisionError */
+    }
 
     int rc = cudaSetDevice(index) == cudaSuccess
                  ? 0
@@ -217,7 +320,13 @@ static int elementwise_kernel(weft_call *call, void *ctx)
         switch (e->family) {
         case WFC_FAMILY_BINARY: rc = wfc_binary(st, e->op, dtype, out, a, b, alpha, n, &g); break;
         case WFC_FAMILY_COMPARE: rc = wfc_compare(st, e->op, dtype, out, a, b, n, &g); break;
-        case WFC_FAMILY_UNARY: rc = wfc_unary(st, e->op, dtype, out, a, s0, s1, n, &g); break;
+        case WFC_FAMILY_UNARY: rc = wfc_unary(st, e->op, dtype, out, a, s0, s1, s2, n, &g); break;
+        case WFC_FAMILY_COMPARE_SCALAR:
+            rc = wfc_compare_scalar(st, e->op, dtype, out, a, s0, n, &g);
+            break;
+        case WFC_FAMILY_TERNARY:
+            rc = wfc_ternary(st, e->op, dtype, out, a, b, weft_tensor_data_ptr(conv[2]), alpha, n, &g);
+            break;
         default:
             rc = wfc_where(st, dtype, out, a, b, weft_tensor_data_ptr(conv[2]), n, &g);
         }
@@ -420,6 +529,17 @@ static int clone_kernel(weft_call *call, void *ctx)
         {#name "_out", elementwise_kernel, {WFC_FAMILY_UNARY, uop, OUT, 1, false, false, NO_BOUNDS, kind}}
 #define LERP(name, form)                                                                \
     {name, elementwise_kernel, {WFC_FAMILY_BINARY, WFC_LERP, form, 2, false, true, NO_BOUNDS, NO_SCALAR}}
+#define COMPARE_SCALAR(name, opc)                                                        \
+    {#name "_scalar", elementwise_kernel,                                                 \
+     {WFC_FAMILY_COMPARE_SCALAR, opc, FUNCTIONAL, 1, false, false, NO_BOUNDS, SCALAR_COMPARE}}, \
+        {#name "_scalar_", elementwise_kernel,                                            \
+         {WFC_FAMILY_COMPARE_SCALAR, opc, INPLACE, 1, false, false, NO_BOUNDS, SCALAR_COMPARE}}
+#define UNARY_PARAMS(name, uop, kind, form)                                              \
+    {name, elementwise_kernel, {WFC_FAMILY_UNARY, uop, form, 1, false, false, NO_BOUNDS, kind}}
+#define TERNARY(name, opc, value)                                                        \
+    {#name, elementwise_kernel, {WFC_FAMILY_TERNARY, opc, FUNCTIONAL, 3, false, value, NO_BOUNDS, NO_SCALAR}}, \
+        {#name "_", elementwise_kernel, {WFC_FAMILY_TERNARY, opc, INPLACE, 3, false, value, NO_BOUNDS, NO_SCALAR}}, \
+        {#name "_out", elementwise_kernel, {WFC_FAMILY_TERNARY, opc, OUT, 3, false, value, NO_BOUNDS, NO_SCALAR}}
 #define CLAMP(name, bounds)                                                              \
     {#name, elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, FUNCTIONAL, 1, false, false, bounds, NO_SCALAR}}, \
         {#name "_", elementwise_kernel, {WFC_FAMILY_UNARY, WFC_CLAMP, INPLACE, 1, false, false, bounds, NO_SCALAR}}, \
@@ -477,6 +597,32 @@ static const struct {
     CLAMP(clamp_min, MIN_BOUND),
     CLAMP(clamp_max, MAX_BOUND),
     FORMS2(where, WFC_FAMILY_WHERE, 0, 3),
+    FORMS3(atan2, WFC_FAMILY_BINARY, WFC_ATAN2, 2, false),
+    FORMS3(fmod, WFC_FAMILY_BINARY, WFC_FMOD, 2, false),
+    FORMS3(pow, WFC_FAMILY_BINARY, WFC_POW_TENSOR, 2, false),
+    FORMS3(logical_and, WFC_FAMILY_COMPARE, WFC_LOGICAL_AND, 2, false),
+    FORMS3(logical_or, WFC_FAMILY_COMPARE, WFC_LOGICAL_OR, 2, false),
+    FORMS3(logical_xor, WFC_FAMILY_COMPARE, WFC_LOGICAL_XOR, 2, false),
+    {"logical_not", elementwise_kernel,
+     {WFC_FAMILY_COMPARE_SCALAR, WFC_EQ, FUNCTIONAL, 1, false, false, NO_BOUNDS, SCALAR_ZERO}},
+    {"logical_not_", elementwise_kernel,
+     {WFC_FAMILY_COMPARE_SCALAR, WFC_EQ, INPLACE, 1, false, false, NO_BOUNDS, SCALAR_ZERO}},
+    {"logical_not_out", elementwise_kernel,
+     {WFC_FAMILY_COMPARE_SCALAR, WFC_EQ, OUT, 1, false, false, NO_BOUNDS, SCALAR_ZERO}},
+    COMPARE_SCALAR(eq, WFC_EQ),
+    COMPARE_SCALAR(ne, WFC_NE),
+    COMPARE_SCALAR(lt, WFC_LT),
+    COMPARE_SCALAR(le, WFC_LE),
+    COMPARE_SCALAR(gt, WFC_GT),
+    COMPARE_SCALAR(ge, WFC_GE),
+    UNARY_PARAMS("softplus", WFC_SOFTPLUS, SCALAR_PARAM2, FUNCTIONAL),
+    UNARY_PARAMS("softplus_out", WFC_SOFTPLUS, SCALAR_PARAM2, OUT),
+    UNARY_PARAMS("elu", WFC_ELU, SCALAR_PARAM3, FUNCTIONAL),
+    UNARY_PARAMS("elu_", WFC_ELU, SCALAR_PARAM3, INPLACE),
+    UNARY_PARAMS("elu_out", WFC_ELU, SCALAR_PARAM3, OUT),
+    TERNARY(lerp, WFC_LERP_TENSOR, false),
+    TERNARY(addcmul, WFC_ADDCMUL, true),
+    TERNARY(addcdiv, WFC_ADDCDIV, true),
     {"fill_", fill_kernel, {WFC_FAMILY_FILL, 0, INPLACE, 1, false, false, NO_BOUNDS, NO_SCALAR}},
     {"copy_", copy_kernel, {WFC_FAMILY_COPY, 0, INPLACE, 1, false, false, NO_BOUNDS, NO_SCALAR}},
     {"clone", clone_kernel, {WFC_FAMILY_COPY, 0, FUNCTIONAL, 1, false, false, NO_BOUNDS, NO_SCALAR}},
@@ -513,6 +659,8 @@ int wfc_register_kernels(weft_registrar *reg)
 #endif
     if (rc == 0)
         rc = wfc_register_upsample(reg);
+    if (rc == 0)
+        rc = wfc_register_shape(reg);
 #ifdef WEFT_HAVE_CUDNN
     if (rc == 0)
         rc = wfc_register_conv(reg);

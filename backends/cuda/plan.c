@@ -102,6 +102,39 @@ unsigned wfc_plan_blocks(int64_t n, unsigned threads, unsigned max_blocks)
     return b > (int64_t)max_blocks ? max_blocks : (unsigned)b;
 }
 
+int wfc_plan_flip(wfc_flip *f, const int64_t *sizes, const int64_t *strides, int nd,
+                  const bool *flipped)
+{
+    f->ndim = 0;
+    f->offset = 0;
+    for (int d = 0; d < nd; d++)
+        if (sizes[d] == 0) { /* nothing to read: one empty dim */
+            f->ndim = 1;
+            f->sizes[0] = 0;
+            f->strides[0] = 1;
+            return 0;
+        }
+    for (int d = 0; d < nd; d++) {
+        if (sizes[d] == 1)
+            continue;
+        int64_t step = flipped[d] ? -strides[d] : strides[d];
+        if (flipped[d])
+            f->offset += (sizes[d] - 1) * strides[d];
+        int last = f->ndim - 1;
+        if (last >= 0 && f->strides[last] == step * sizes[d]) { /* one run with the outer dim */
+            f->sizes[last] *= sizes[d];
+            f->strides[last] = step;
+            continue;
+        }
+        if (f->ndim == WFC_MAX_DIMS)
+            return -1;
+        f->sizes[f->ndim] = sizes[d];
+        f->strides[f->ndim] = step;
+        f->ndim++;
+    }
+    return 0;
+}
+
 int wfc_plan_gemm_operand(wfc_gemm_operand *op, int64_t rows, int64_t cols, int64_t s0,
                           int64_t s1)
 {

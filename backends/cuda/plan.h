@@ -277,6 +277,22 @@ typedef struct wfc_bn_plan {
  * keeps it on the composed path. */
 bool wfc_plan_batch_norm(wfc_bn_plan *p, const wfc_bn_query *q, const char **why);
 
+/* flip's gather (shape.cu): out[i] = src[offset + sum_d c_d strides[d]],
+ * c the coordinates of i in sizes.  wfc_plan_flip fills it from the
+ * source's sizes and strides (nd of them) and the dims to flip: a flipped
+ * dim starts at its last element (offset) and steps backwards (a negative
+ * stride); size-1 dims go and dims that step as one run merge, as in the
+ * elementwise geometry.  Returns 0, or -1 when more than WFC_MAX_DIMS dims
+ * remain (the caller hands the call over). */
+typedef struct wfc_flip {
+    int ndim;
+    int64_t offset;
+    int64_t sizes[WFC_MAX_DIMS];
+    int64_t strides[WFC_MAX_DIMS];
+} wfc_flip;
+int wfc_plan_flip(wfc_flip *f, const int64_t *sizes, const int64_t *strides, int nd,
+                  const bool *flipped);
+
 #ifdef __cplusplus
 }
 #endif
