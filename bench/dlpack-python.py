@@ -27,6 +27,10 @@ rows = [
      "torch.from_dlpack(np_array)", lambda: torch.from_dlpack(a)),
     ("import from the other framework", "weft.from_dlpack(torch_tensor)", lambda: weft.from_dlpack(t),
      "torch.from_dlpack(weft_tensor)", lambda: torch.from_dlpack(w)),
+    # the same producer for both importers: what each consumer adds to a
+    # torch tensor's own (slow, Python-level) __dlpack__
+    ("import of a torch tensor", "weft.from_dlpack(torch_tensor)", lambda: weft.from_dlpack(t),
+     "torch.from_dlpack(torch_tensor)", lambda: torch.from_dlpack(t)),
     ("NumPy importing", "np.from_dlpack(weft_tensor)", lambda: np.from_dlpack(w),
      "np.from_dlpack(torch_tensor)", lambda: np.from_dlpack(t)),
     ("the producer's share", "weft_tensor.__dlpack__()", lambda: w.__dlpack__(),
