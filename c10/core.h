@@ -159,6 +159,10 @@ int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op);
  * is in it already, else through strided and the layout's from_strided (no
  * autograd).  The plugin's result is checked (layout, shape, dtype,
  * device); ENOTSUP when the layout has no from_strided. */
+/* weft_to_device of a plugin layout's tensor: t itself when already on
+ * device, else its layout's to_device (checked like the conversions);
+ * WEFT_ENOTSUP naming the layout when it has none. */
+int wf__layout_to_device(weft_tensor **out, const weft_tensor *t, weft_device device);
 int wf__layout_from_strided(weft_tensor **out, const weft_tensor *t, int layout, const char *op);
 
 /* ----- the layer above (c10/hooks.c)

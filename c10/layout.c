@@ -131,6 +131,44 @@ int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op)
     return rc;
 }
 
+int wf__layout_to_device(weft_tensor **out, const weft_tensor *t, weft_device device)
+{
+    *out = NULL;
+    if (weft_device_equal(device, t->device)) {
+        *out = weft_tensor_retain(t);
+        return 0;
+    }
+    int rc = wf__check_device(device, "to_device");
+    if (rc < 0)
+        return rc;
+    const wf_layout *l = &wf__layouts[t->layout];
+    if (!l->iface.to_device)
+        return wf__errorf(WEFT_ENOTSUP,
+                          "to_device: layout '%s' cannot move between devices (its plugin has "
+                          "no to_device); convert the tensor with to_strided first",
+                          l->name);
+    rc = l->iface.to_device(out, t, device);
+    if (rc < 0) {
+        *out = NULL;
+        return rc;
+    }
+    /* the same checks as a conversion's, on a twin that is on device */
+    const char *bad = !*out                       ? "nothing"
+                      : (*out)->layout != t->layout ? "a tensor of another layout"
+                      : (*out)->dtype != t->dtype   ? "another dtype"
+                      : !weft_device_equal((*out)->device, device) ? "another device"
+                      : (*out)->ndim != t->ndim ||
+                              memcmp((*out)->sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t))
+                          ? "another shape"
+                          : NULL;
+    if (!bad)
+        return 0;
+    weft_tensor_release(*out);
+    *out = NULL;
+    return wf__errorf(WEFT_EINTERNAL, "to_device: layout '%s''s to_device returned %s", l->name,
+                      bad);
+}
+
 int wf__layout_from_strided(weft_tensor **out, const weft_tensor *t, int layout, const char *op)
 {
     *out = NULL;

@@ -129,6 +129,8 @@ static int stage_to_host(weft_tensor **out, const weft_tensor *t)
 
 WEFT_API int weft_to_device(weft_tensor **out, const weft_tensor *t, weft_device device)
 {
+    if (out && t && t->layout != WEFT_LAYOUT_STRIDED)
+        return wf__layout_to_device(out, t, device);
     WF_CHECK_TENSOR_ARGS("to_device", out, t);
     if (weft_device_equal(device, t->device)) {
         *out = weft_tensor_retain(t);

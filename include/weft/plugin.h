@@ -530,6 +530,11 @@ typedef struct weft_layout_interface {
     int (*describe)(const weft_tensor *t, char *buf, size_t size);
     /* The bytes t's payload holds (optional; 0 when NULL). */
     int64_t (*nbytes)(const weft_tensor *t);
+    /* Appended for issue 16's CUDA sparse tensors: makes a new tensor of
+     * this layout holding t's payload moved to device (weft_to_device of a
+     * tensor of this layout calls it; device differs from t's).  Optional:
+     * without it weft_to_device refuses the layout by name. */
+    int (*to_device)(weft_tensor **out, const weft_tensor *t, weft_device device);
 } weft_layout_interface;
 
 /* Registers a layout; *layout_out receives its id (1..WEFT_MAX_LAYOUTS),

@@ -63,9 +63,62 @@ static int64_t csr_nbytes(const weft_tensor *t)
            weft_tensor_nbytes(p->values);
 }
 
+/* The kernels here read the payload on the host, so a tensor on another
+ * device goes through the to_dense operator instead: the kernel a device's
+ * sparse plugin registered for this layout there (libweft-sparse-cuda.so),
+ * or the dispatcher's error naming the layout and the device.  Never back
+ * here: a device's to_dense does not call weft_to_strided. */
 static int any_to_strided(weft_tensor **out, const weft_tensor *t)
 {
+    if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
+        const weft_op *op;
+        int rc = weft_op_find(&op, "to_dense");
+        if (rc < 0)
+            return rc;
+        weft_value arg = {.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}, ret = {0};
+        rc = weft_call_boxed(op, &arg, 1, &ret, 1);
+        *out = rc < 0 ? NULL : ret.u.tensor;
+        return rc;
+    }
     return sp__is_coo(t) ? sp__coo_to_dense(out, t) : sp__csr_to_dense(out, t);
+}
+
+/* Moves the components, which are strided tensors, with weft_to_device; the
+ * pattern's flags (coalesced, validated) go with them unchanged, as
+ * nothing about the pattern changes. */
+static int any_to_device(weft_tensor **out, const weft_tensor *t, weft_device device)
+{
+    weft_tensor *c[3] = {NULL, NULL, NULL};
+    weft_tensor *src[3];
+    int n;
+    if (sp__is_coo(t)) {
+        src[0] = sp__coo_of(t)->indices;
+        src[1] = sp__coo_of(t)->values;
+        n = 2;
+    } else {
+        src[0] = sp__csr_of(t)->crow;
+        src[1] = sp__csr_of(t)->col;
+        src[2] = sp__csr_of(t)->values;
+        n = 3;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = weft_to_device(&c[i], src[i], device);
+    if (rc < 0) {
+        for (int i = 0; i < n; i++)
+            weft_tensor_release(c[i]);
+        return rc;
+    }
+    if (sp__is_coo(t)) {
+        const sp__coo *p = sp__coo_of(t);
+        rc = sp__coo_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t), c[0], c[1],
+                          p->sparse_dim, p->coalesced);
+    } else {
+        rc = sp__csr_wrap(out, weft_tensor_sizes(t), weft_tensor_ndim(t), c[0], c[1], c[2]);
+    }
+    if (rc == 0)
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
 }
 
 /* ------------------------------------------------------------ operators */
@@ -76,13 +129,33 @@ static const char *const schemas[] = {
 #include "layouts/sparse/schemas.h"
 };
 
+/* The CPU constructors read the indices on the host; components on a
+ * device are a device sparse plugin's (libweft-sparse-cuda.so), whose
+ * kernels take the call before this composite when it is loaded. */
+static int on_cpu(const char *op, const weft_tensor *const *ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (weft_tensor_device(ts[i]).type != WEFT_DEVICE_TYPE_CPU) {
+            char dev[32];
+            weft_device_to_string(weft_tensor_device(ts[i]), dev, sizeof dev);
+            return weft_set_error(WEFT_EDEVICE,
+                                  "%s: components on %s need that device's sparse plugin "
+                                  "(libweft-sparse-cuda.so for CUDA), which is not loaded; "
+                                  "this one builds sparse tensors on the CPU",
+                                  op, dev);
+        }
+    return 0;
+}
+
 static int coo_tensor_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *indices = weft_arg_tensor(call, 0), *values = weft_arg_tensor(call, 1);
     int ndim;
     const int64_t *sizes = weft_arg_ints(call, 2, &ndim);
-    int rc = sp__coo_check("sparse_coo_tensor", indices, values, sizes, ndim,
+    int rc = on_cpu("sparse_coo_tensor", (const weft_tensor *[]){indices, values}, 2);
+    if (rc == 0)
+        rc = sp__coo_check("sparse_coo_tensor", indices, values, sizes, ndim,
                            weft_arg_bool(call, 3));
     weft_tensor *ix = NULL, *v = NULL, *out;
     if (rc == 0)
@@ -106,7 +179,9 @@ static int csr_tensor_kernel(weft_call *call, void *ctx)
                       *values = weft_arg_tensor(call, 2);
     int ndim;
     const int64_t *sizes = weft_arg_ints(call, 3, &ndim);
-    int rc = sp__csr_check("sparse_csr_tensor", crow, col, values, sizes, ndim,
+    int rc = on_cpu("sparse_csr_tensor", (const weft_tensor *[]){crow, col, values}, 3);
+    if (rc == 0)
+        rc = sp__csr_check("sparse_csr_tensor", crow, col, values, sizes, ndim,
                            weft_arg_bool(call, 4));
     weft_tensor *c0 = NULL, *c1 = NULL, *v = NULL, *out;
     if (rc == 0)
@@ -274,31 +349,32 @@ static int accessor_kernel(weft_call *call, void *ctx)
 int sp__register_construct(weft_registrar *reg)
 {
     int coo = weft_layout_key(sp__coo_layout), csr = weft_layout_key(sp__csr_layout);
-    int cpu = WEFT_DEVICE_TYPE_CPU;
     struct {
         const char *op;
         weft_kernel_fn fn;
         intptr_t ctx;
         bool composite, on_coo, on_csr;
+        bool any_device; /* reads only the payload's metadata */
     } rows[] = {
-        {"sparse_coo_tensor", coo_tensor_kernel, 0, true, false, false},
-        {"sparse_csr_tensor", csr_tensor_kernel, 0, true, false, false},
-        {"to_sparse", to_sparse_kernel, 0, true, true, true},
-        {"to_sparse_csr", to_sparse_csr_kernel, 0, true, true, true},
-        {"to_dense", to_dense_kernel, 0, true, true, true},
-        {"coalesce", coalesce_kernel, 0, false, true, false},
-        {"is_coalesced", is_coalesced_kernel, 0, false, true, false},
-        {"indices", accessor_kernel, ACC_INDICES, false, true, false},
-        {"values", accessor_kernel, ACC_VALUES, false, true, true},
-        {"crow_indices", accessor_kernel, ACC_CROW, false, false, true},
-        {"col_indices", accessor_kernel, ACC_COL, false, false, true},
-        {"_nnz", nnz_kernel, 0, false, true, true},
-        {"sparse_dim", sparse_dim_kernel, 0, false, true, true},
-        {"dense_dim", sparse_dim_kernel, 1, false, true, true},
+        {"sparse_coo_tensor", coo_tensor_kernel, 0, true, false, false, false},
+        {"sparse_csr_tensor", csr_tensor_kernel, 0, true, false, false, false},
+        {"to_sparse", to_sparse_kernel, 0, true, true, true, false},
+        {"to_sparse_csr", to_sparse_csr_kernel, 0, true, true, true, false},
+        {"to_dense", to_dense_kernel, 0, true, true, true, false},
+        {"coalesce", coalesce_kernel, 0, false, true, false, false},
+        {"is_coalesced", is_coalesced_kernel, 0, false, true, false, true},
+        {"indices", accessor_kernel, ACC_INDICES, false, true, false, true},
+        {"values", accessor_kernel, ACC_VALUES, false, true, true, true},
+        {"crow_indices", accessor_kernel, ACC_CROW, false, false, true, true},
+        {"col_indices", accessor_kernel, ACC_COL, false, false, true, true},
+        {"_nnz", nnz_kernel, 0, false, true, true, true},
+        {"sparse_dim", sparse_dim_kernel, 0, false, true, true, true},
+        {"dense_dim", sparse_dim_kernel, 1, false, true, true, true},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof rows / sizeof *rows; i++) {
         void *ctx = (void *)rows[i].ctx;
+        int cpu = rows[i].any_device ? WEFT_ALL_BACKENDS : WEFT_DEVICE_TYPE_CPU;
         if (rows[i].composite)
             rc = weft_register_kernel(reg, rows[i].op, WEFT_KEY_COMPOSITE, cpu, rows[i].fn, ctx,
                                       NULL);
@@ -320,6 +396,7 @@ static int init(weft_registrar *reg)
         .from_strided = coo_from_strided,
         .describe = coo_describe,
         .nbytes = coo_nbytes,
+        .to_device = any_to_device,
     };
     static const weft_layout_interface csr_iface = {
         .struct_size = sizeof csr_iface,
@@ -329,6 +406,7 @@ static int init(weft_registrar *reg)
         .from_strided = sp__dense_to_csr,
         .describe = csr_describe,
         .nbytes = csr_nbytes,
+        .to_device = any_to_device,
     };
     int rc = weft_register_layout(reg, &coo_iface, &sp__coo_layout);
     if (rc == 0)

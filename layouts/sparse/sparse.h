@@ -83,8 +83,11 @@ int sp__require_valid(const weft_tensor *t, const char *op);
  * pass a pattern on without addressing memory through it). */
 void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n);
 
-/* Full checks of a constructor's arguments (see construct.c); `op` names
- * the caller in the messages. */
+/* Full checks of a constructor's arguments (check.c); `op` names the
+ * caller in the messages.  Only shapes, dtypes and sizes are read from
+ * values; with check_invariants the index tensors are read on the host, so
+ * they must be CPU tensors then (the CUDA plugin passes host copies).
+ * Devices are not checked here: the callers do it. */
 int sp__coo_check(const char *op, const weft_tensor *indices, const weft_tensor *values,
                   const int64_t *sizes, int ndim, bool check_invariants);
 int sp__csr_check(const char *op, const weft_tensor *crow, const weft_tensor *col,
