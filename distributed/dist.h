@@ -55,6 +55,12 @@ typedef struct wdist_state {
 
 extern wdist_state wdist__state;
 
+/* What a version-1 backend leaves out reads as its version-1 meaning:
+ * the device type whose memory the backend moves (the CPU: host buffers)
+ * and its WEFT_DIST_CAP_* bits (none). */
+int wdist__backend_device_type(void);
+uint32_t wdist__backend_caps(void);
+
 /* The name of a kind in messages ("all_reduce"). */
 const char *wdist__kind_name(int kind);
 

@@ -77,6 +77,20 @@ int wdist__agree_start(weft_work *w)
     if (!w->peers || !w->ctl)
         return work_fail(w, WEFT_ENOMEM, "%s: out of memory", wdist__kind_name(w->mine.kind));
     w->peers[g->rank] = w->mine;
+    if (g->size > 1 && be->version >= 2 && be->exchange) {
+        /* one gather of every record (nccl: an all_gather on the device);
+         * a world of one has nobody to agree with */
+        int rc = be->exchange(&w->ctl[0], g->comm, &w->mine, w->peers, sizeof(wdist_meta),
+                              &w->desc);
+        if (rc < 0) {
+            snprintf(g->broken, sizeof g->broken, "%s is unusable: the agreement step of %s failed: %s",
+                     g->name, wdist__kind_name(w->mine.kind), weft_last_error());
+            return work_fail(w, rc, "%s", g->broken);
+        }
+        w->exchanged = 1;
+        w->phase = WDIST_AGREE;
+        return 0;
+    }
     int tag = (int)(w->mine.seq & 0xfffff);
     for (int r = 0; r < g->size; r++) {
         if (r == g->rank)
@@ -269,7 +283,7 @@ static void work_timeout(weft_work *w)
     const char *what = wdist__kind_name(w->desc.kind);
     char ranks[160] = "";
     int n = 0;
-    if (w->phase == WDIST_AGREE)
+    if (w->phase == WDIST_AGREE && !w->exchanged)
         for (int r = 0; r < g->size; r++)
             if (r != g->rank && w->ctl[2 * r]) {
                 size_t len = strlen(ranks);
@@ -281,6 +295,13 @@ static void work_timeout(weft_work *w)
                  "%s on %s timed out after %lld ms: rank %d did not answer (tag %d, %s)", what,
                  g->name, (long long)g->timeout_ms, w->desc.root, w->desc.tag,
                  weft_dtype_name((weft_dtype)w->desc.dtype));
+    else if (w->phase == WDIST_AGREE && w->exchanged)
+        /* a gather completes for all or for none: the backend cannot say
+         * whose record is missing, only that one is */
+        snprintf(msg, sizeof msg,
+                 "%s on %s timed out after %lld ms in the agreement step: at least one of the "
+                 "%d other ranks did not call it (or died); backend %s cannot tell which",
+                 what, g->name, (long long)g->timeout_ms, g->size - 1, be->name);
     else if (n)
         snprintf(msg, sizeof msg,
                  "%s on %s timed out after %lld ms: rank%s %s did not answer (never called it, or "

@@ -20,6 +20,7 @@ struct weft_work {
     wdist_meta *peers;  /* every member's record (size entries) */
     void **ctl;         /* the agreement's requests: 2 per peer, NULL when done */
     int refuse;         /* this rank refused its arguments with this code */
+    int exchanged;      /* the records come by the backend's exchange (ctl[0]) */
     weft_dist_request_desc desc;
     void *request; /* the backend's, while the data moves */
     /* the tensors whose bytes desc points at (owned references), and where
