@@ -60,6 +60,9 @@ extern wdist_state wdist__state;
  * and its WEFT_DIST_CAP_* bits (none). */
 int wdist__backend_device_type(void);
 uint32_t wdist__backend_caps(void);
+/* Whether the backend matches every request by order alone (it has an
+ * exchange: nccl), so that the core must start them in call order. */
+int wdist__backend_ordered(void);
 
 /* The name of a kind in messages ("all_reduce"). */
 const char *wdist__kind_name(int kind);

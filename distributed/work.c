@@ -77,18 +77,12 @@ int wdist__agree_start(weft_work *w)
     if (!w->peers || !w->ctl)
         return work_fail(w, WEFT_ENOMEM, "%s: out of memory", wdist__kind_name(w->mine.kind));
     w->peers[g->rank] = w->mine;
-    if (g->size > 1 && be->version >= 2 && be->exchange) {
-        /* one gather of every record (nccl: an all_gather on the device);
-         * a world of one has nobody to agree with */
-        int rc = be->exchange(&w->ctl[0], g->comm, &w->mine, w->peers, sizeof(wdist_meta),
-                              &w->desc);
-        if (rc < 0) {
-            snprintf(g->broken, sizeof g->broken, "%s is unusable: the agreement step of %s failed: %s",
-                     g->name, wdist__kind_name(w->mine.kind), weft_last_error());
-            return work_fail(w, rc, "%s", g->broken);
-        }
+    if (g->size > 1 && wdist__backend_ordered()) {
+        /* one gather of every record (nccl: an all_gather on the device),
+         * posted by wdist__progress in call order; a world of one has
+         * nobody to agree with */
         w->exchanged = 1;
-        w->phase = WDIST_AGREE;
+        w->phase = WDIST_BEHIND;
         return 0;
     }
     int tag = (int)(w->mine.seq & 0xfffff);
@@ -113,6 +107,27 @@ int wdist__agree_start(weft_work *w)
     }
     w->phase = WDIST_AGREE;
     return 0;
+}
+
+int wdist__backend_ordered(void)
+{
+    const weft_dist_backend *be = wdist__state.backend;
+    return be && be->version >= 2 && be->exchange;
+}
+
+/* Posts w's exchange of the agreement records (an ordered backend). */
+static void exchange_start(weft_work *w)
+{
+    weft_process_group *g = w->group;
+    const weft_dist_backend *be = wdist__state.backend;
+    int rc = be->exchange(&w->ctl[0], g->comm, &w->mine, w->peers, sizeof(wdist_meta), &w->desc);
+    if (rc < 0) {
+        snprintf(g->broken, sizeof g->broken, "%s is unusable: the agreement step of %s failed: %s",
+                 g->name, wdist__kind_name(w->mine.kind), weft_last_error());
+        work_fail(w, rc, "%s", g->broken);
+        return;
+    }
+    w->phase = WDIST_AGREE;
 }
 
 /* The verdict on the records: the same on every rank, since every rank
@@ -216,13 +231,21 @@ static int work_finish(weft_work *w)
 /* Advances every queued work of g as far as it can go without waiting.
  * Data transfers start in call order (the backend matches them by order);
  * a work whose agreement is still out holds back the data of later ones.
- * Called with the lock held. */
+ * An ordered backend (nccl) matches *every* request by order, its
+ * agreement's gathers and send/recv included: a rank whose first
+ * agreement finished early would otherwise start that call's data before
+ * the next call's gather while another rank did the reverse.  So there a
+ * work's exchange waits for every earlier work's data to start, and
+ * send/recv keep their place in the queue.  Called with the lock held. */
 void wdist__progress(weft_process_group *g)
 {
     const weft_dist_backend *be = wdist__state.backend;
+    int ordered = wdist__backend_ordered();
     int may_start = 1;
     for (weft_work *w = g->queue_head, *next; w; w = next) {
         next = w->next;
+        if (w->phase == WDIST_BEHIND && may_start)
+            exchange_start(w);
         if (w->phase == WDIST_AGREE) {
             int pending = 0;
             for (int i = 0; i < 2 * g->size; i++) {
@@ -246,8 +269,10 @@ void wdist__progress(weft_process_group *g)
                 agree_verdict(w);
         }
         int p2p = w->desc.kind == WEFT_DIST_SEND || w->desc.kind == WEFT_DIST_RECV;
-        /* point-to-point messages match by peer and tag, not by order */
-        if (w->phase == WDIST_READY && (may_start || p2p)) {
+        /* point-to-point messages match by peer and tag, not by order,
+         * except on an ordered backend */
+        int bypass = p2p && !ordered;
+        if (w->phase == WDIST_READY && (may_start || bypass)) {
             int rc = be->start(&w->request, g->comm, &w->desc);
             if (rc < 0)
                 work_fail(w, rc, "%s on %s: %s", wdist__kind_name(w->desc.kind), g->name,
@@ -267,7 +292,7 @@ void wdist__progress(weft_process_group *g)
         }
         if (w->phase == WDIST_DONE)
             queue_remove(w);
-        else if (w->phase != WDIST_DATA && !p2p)
+        else if (w->phase != WDIST_DATA && !bypass)
             may_start = 0;
     }
 }
@@ -307,7 +332,7 @@ static void work_timeout(weft_work *w)
                  "%s on %s timed out after %lld ms: rank%s %s did not answer (never called it, or "
                  "died)",
                  what, g->name, (long long)g->timeout_ms, n > 1 ? "s" : "", ranks);
-    else if (w->phase == WDIST_READY)
+    else if (w->phase == WDIST_READY || w->phase == WDIST_BEHIND)
         snprintf(msg, sizeof msg,
                  "%s on %s timed out after %lld ms behind an earlier collective of the group that "
                  "did not finish",

@@ -8,7 +8,9 @@
 
 #include "distributed/dist.h"
 
-enum { WDIST_AGREE = 1, WDIST_READY, WDIST_DATA, WDIST_DONE };
+/* BEHIND: the agreement's exchange waits until every earlier call of the
+ * group has started its data (a backend that matches by order alone). */
+enum { WDIST_AGREE = 1, WDIST_READY, WDIST_DATA, WDIST_DONE, WDIST_BEHIND };
 
 struct weft_work {
     weft_process_group *group;

@@ -350,7 +350,11 @@ typedef struct weft_dist_backend {
      * with test().  The core's agreement step uses it instead of 2(n-1)
      * control send/recv, which a backend that matches messages by order
      * alone (NCCL) cannot keep apart from the data.  desc is the call's
-     * (its device and stream).  NULL: control send/recv. */
+     * (its device and stream).  NULL: control send/recv.  A backend with
+     * an exchange is taken to match every request by order alone: the
+     * core then posts a call's exchange only once every earlier call of
+     * the group has started its data, and starts send/recv in call order
+     * with the collectives, so every rank issues the same sequence. */
     int (*exchange)(void **request, void *comm, const void *mine, void *all, size_t bytes,
                     const weft_dist_request_desc *desc);
 } weft_dist_backend;
