@@ -82,15 +82,18 @@ static void env_checks(void)
 {
     int r = -1, n = -1, local = -1;
     clear_launcher();
-    ok(wnccl__env_world(&r, &n, &local) == 0 && r == 0 && n == 1 && local == 0,
+    int rc = wnccl__env_world(&r, &n, &local);
+    ok(rc == 0 && r == 0 && n == 1 && local == 0,
        "env: no launcher is rank 0 of 1 (got %d of %d, local %d)", r, n, local);
     setenv("RANK", "2", 1);
     setenv("WORLD_SIZE", "4", 1);
-    ok(wnccl__env_world(&r, &n, &local) == 0 && r == 2 && n == 4 && local == 2,
+    rc = wnccl__env_world(&r, &n, &local);
+    ok(rc == 0 && r == 2 && n == 4 && local == 2,
        "env: torchrun's RANK/WORLD_SIZE, local rank = rank without LOCAL_RANK (got %d of %d, %d)",
        r, n, local);
     setenv("LOCAL_RANK", "1", 1);
-    ok(wnccl__env_world(&r, &n, &local) == 0 && local == 1, "env: LOCAL_RANK (got %d)", local);
+    rc = wnccl__env_world(&r, &n, &local);
+    ok(rc == 0 && local == 1, "env: LOCAL_RANK (got %d)", local);
     setenv("RANK", "4", 1);
     is_int(wnccl__env_world(&r, &n, &local), WEFT_EINVAL, "env: RANK=4 of WORLD_SIZE=4 is refused");
     like(weft_last_error(), "RANK=4", "  naming the variable");
@@ -105,7 +108,8 @@ static void env_checks(void)
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
-    ok(wnccl__env_world(&r, &n, &local) == 0 && r == 1 && n == 3 && local == 0,
+    rc = wnccl__env_world(&r, &n, &local);
+    ok(rc == 0 && r == 1 && n == 3 && local == 0,
        "env: Open MPI's mpirun (got %d of %d, local %d)", r, n, local);
     clear_launcher();
     is_int(wnccl__pick_device(3, 2), 1, "device: local rank 3 on 2 GPUs is cuda:1");
