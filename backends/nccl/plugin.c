@@ -515,6 +515,7 @@ static int backend_test(void *req)
         if (ncclCommGetAsyncError(q->c->nccl, &async) == ncclSuccess && async != ncclSuccess &&
             async != ncclInProgress) {
             int rc = nccl_error(async, q->c, "the communicator (ncclCommGetAsyncError)");
+            q->buf = NULL; /* a copy into it may still be queued: never reuse it */
             request_free(q);
             return rc;
         }
@@ -522,6 +523,7 @@ static int backend_test(void *req)
     }
     if (e != cudaSuccess) {
         int rc = cuda_error(e, "the collective on the device (cudaEventQuery)");
+        q->buf = NULL;
         request_free(q);
         return rc;
     }
