@@ -1,13 +1,15 @@
 /* distributed.h — process groups and collectives between processes (issue
  * 18), and the interface a collective backend plugin implements.
  *
- * The core knows no transport: a backend ("mpi") is a shared library
+ * The core knows no transport: a backend ("mpi", "nccl") is a shared library
  * libweftdist-NAME.so, opened with dlopen on first use from the plugin
  * search path, that exports one data object, weft_dist_backend_entry.  The
  * core checks arguments, agrees with the other ranks on what is being
  * called (so that a mismatch is an error on every rank instead of a hang or
  * garbage), stages non-contiguous tensors, orders the calls and enforces
- * the timeout; the backend moves contiguous host buffers.
+ * the timeout; the backend moves contiguous buffers: host memory (mpi), or
+ * the memory of the one device type it declares (nccl: CUDA tensors, on
+ * the caller's current stream).
  *
  * Conventions (as in weft.h): fallible calls return 0 or a negative WEFT_E*
  * code with the thread's message set (weft_last_error); tensors are
