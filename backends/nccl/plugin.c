@@ -8,6 +8,8 @@
  * timeout the communicator is aborted (ncclCommAbort), which stops its
  * kernels on the GPU; ncclCommGetAsyncError turns a failure inside NCCL
  * into an error instead of a wait until the deadline. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,63 @@ static cudaStream_t stream_of(const comm *c, const weft_dist_request_desc *d)
     return (cudaStream_t)weft_stream_handle(weft_current_stream(dev));
 }
 
+/* ncclCommInitRank waits, without a bound, until every rank has joined.
+ * With more than one rank it runs on a thread of its own while the caller
+ * waits up to the timeout; a thread still waiting then is left behind (as
+ * the mpi backend leaves a collective inside MPI), with its arguments,
+ * and the caller gets ncclInProgress. */
+typedef struct init_call {
+    ncclComm_t comm;
+    ncclUniqueId id;
+    int size, rank, device;
+    ncclResult_t result;
+    _Atomic int done;
+} init_call;
+
+static void *init_thread(void *arg)
+{
+    init_call *call = arg;
+    /* the device is per thread in CUDA */
+    call->result = cudaSetDevice(call->device) == cudaSuccess
+                       ? ncclCommInitRank(&call->comm, call->size, call->id, call->rank)
+                       : ncclUnhandledCudaError;
+    atomic_store(&call->done, 1);
+    return NULL;
+}
+
+static ncclResult_t init_bounded(ncclComm_t *out, int size, ncclUniqueId id, int rank,
+                                 int device)
+{
+    init_call *call = calloc(1, sizeof *call);
+    if (!call)
+        return ncclSystemError;
+    call->id = id;
+    call->size = size;
+    call->rank = rank;
+    call->device = device;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, init_thread, call) != 0) {
+        free(call);
+        return ncclSystemError;
+    }
+    struct timespec t0, now, pause = {0, 1000 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t limit = wnccl__timeout_ms();
+    while (!atomic_load(&call->done)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > limit) {
+            pthread_detach(thread); /* call stays allocated for it */
+            return ncclInProgress;
+        }
+        nanosleep(&pause, NULL);
+    }
+    pthread_join(thread, NULL);
+    ncclResult_t r = call->result;
+    *out = call->comm;
+    free(call);
+    return r;
+}
+
 static int comm_new(comm **out, int size, ncclUniqueId id, int rank, int device)
 {
     comm *c = calloc(1, sizeof *c);
@@ -106,8 +165,15 @@ static int comm_new(comm **out, int size, ncclUniqueId id, int rank, int device)
         free(c);
         return rc;
     }
-    ncclResult_t r = ncclCommInitRank(&c->nccl, size, id, rank);
-    if (r != ncclSuccess) {
+    ncclResult_t r = size == 1 ? ncclCommInitRank(&c->nccl, size, id, rank)
+                               : init_bounded(&c->nccl, size, id, rank, device);
+    if (r == ncclInProgress) {
+        rc = weft_set_error(WEFT_EIO,
+                            "nccl: ncclCommInitRank (rank %d of %d) did not finish within %lld ms: "
+                            "not every rank joined (were they all started, with the same "
+                            "WEFT_NCCL_ID_FILE?)",
+                            rank, size, (long long)wnccl__timeout_ms());
+    } else if (r != ncclSuccess) {
         rc = nccl_error(r, NULL, "ncclCommInitRank");
     } else {
         cudaError_t e = cudaMalloc((void **)&c->scratch, sizeof *c->scratch);
