@@ -109,6 +109,12 @@ uint32_t wdist__backend_caps(void)
     return be && be->version >= 2 ? be->caps : 0;
 }
 
+int wdist__backend_ordered(void)
+{
+    const weft_dist_backend *be = wdist__state.backend;
+    return be && be->version >= 2 && be->exchange;
+}
+
 static weft_process_group *group_alloc(int size)
 {
     weft_process_group *g = calloc(1, sizeof *g);

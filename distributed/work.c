@@ -109,12 +109,6 @@ int wdist__agree_start(weft_work *w)
     return 0;
 }
 
-int wdist__backend_ordered(void)
-{
-    const weft_dist_backend *be = wdist__state.backend;
-    return be && be->version >= 2 && be->exchange;
-}
-
 /* Posts w's exchange of the agreement records (an ordered backend). */
 static void exchange_start(weft_work *w)
 {
