@@ -113,7 +113,9 @@ else
     build='if [ ! -f config.status ] || ! grep -q "S\\[\"HAVE_CUDA_TRUE\"\\]=\"\"" config.status; then
     autoreconf -fi && ./configure --with-cuda CUDA_ARCHS="${CUDA_ARCHS:-90}" || exit 1
 fi
-make -j"$0"'
+make -j"$0" || exit 1
+# the nccl backend'"'"'s test program, where configure found NCCL
+if grep -q "S\\[\"HAVE_NCCL_TRUE\"\\]=\"\"" config.status; then make -j"$0" tests/test_nccl; fi'
     if ! step build 300 "$out/build.log" sh -c "$build" "$jobs"; then
         tail -40 "$out/build.log" >>"$out/summary.txt"
         cat "$out/summary.txt"

@@ -32,6 +32,9 @@ grep -q 'S\["HAVE_CUDA_TRUE"\]=""' config.status 2>/dev/null || {
     exit 1
 }
 make -j"$(nproc)" >/dev/null
+if grep -q 'S\["HAVE_NCCL_TRUE"\]=""' config.status; then
+    make -j"$(nproc)" tests/test_nccl >/dev/null
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/deps" "$tmp/deps-cuda" "$tmp/data"
