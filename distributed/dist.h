@@ -51,6 +51,9 @@ typedef struct wdist_state {
     weft_process_group *world;
     weft_process_group *groups; /* every live group, the world included */
     int next_group_id;
+    /* works abandoned at a timeout: the backend may still write them, so
+     * they live on, here rather than nowhere */
+    weft_work *abandoned;
 } wdist_state;
 
 extern wdist_state wdist__state;

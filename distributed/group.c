@@ -13,7 +13,7 @@
 
 #include "distributed/work.h"
 
-wdist_state wdist__state = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, NULL, 1};
+wdist_state wdist__state = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, NULL, 1, NULL};
 
 static const char *const reduce_names[WEFT_REDUCE_NUM_OPS] = {"sum", "avg", "max", "min", "prod"};
 

@@ -409,9 +409,13 @@ int weft_work_test(weft_work *w)
 void wdist__work_destroy(weft_work *w)
 {
     /* abandoned: the backend may still read or write its records and
-     * buffers until the process ends */
-    if (w->leak)
+     * buffers until the process ends (kept on a list, so that a leak
+     * checker sees them held, not lost) */
+    if (w->leak) {
+        w->next = wdist__state.abandoned;
+        wdist__state.abandoned = w;
         return;
+    }
     {
         weft_tensor_release(w->send_stage);
         weft_tensor_release(w->result);

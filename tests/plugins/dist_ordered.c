@@ -45,9 +45,12 @@ static int fake_group_create(void **out, void *parent, const int *ranks, int n)
     return *out ? 0 : weft_set_error(WEFT_ENOMEM, "ordered: out of memory");
 }
 
+static char world_comm;
+
 static void fake_group_destroy(void *comm)
 {
-    free(comm);
+    if (comm != &world_comm)
+        free(comm);
 }
 
 static request *request_new(int polls)
@@ -135,8 +138,9 @@ static int fake_init(void **world, int *rank, int *size)
     if (type < 0)
         return weft_set_error(WEFT_ENOTFOUND, "ordered: load the hostdev test plugin first");
     weft_dist_backend_entry.device_type = type;
-    *world = malloc(1);
+    /* static: the core never destroys a group a timeout broke */
+    *world = &world_comm;
     *rank = 0;
     *size = 2;
-    return *world ? 0 : weft_set_error(WEFT_ENOMEM, "ordered: out of memory");
+    return 0;
 }
