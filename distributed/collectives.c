@@ -40,8 +40,19 @@ static int check_tensor(weft_work *w, const weft_tensor *t, const char *role)
         return refuse(w, WEFT_EINVAL, "%s: %s is a %s tensor; collectives take strided tensors",
                       what(w), role, weft_layout_name(weft_tensor_layout(t)));
     /* one device per call; a device other than the host's is staged
-     * through host memory, since the backend moves host buffers */
+     * through host memory when the backend moves host buffers, while a
+     * device backend (nccl) takes its own device's tensors and no other */
     weft_device dev = weft_tensor_device(t);
+    int backend_type = wdist__backend_device_type();
+    if (backend_type != WEFT_DEVICE_TYPE_CPU && dev.type != backend_type) {
+        char a[32];
+        weft_device_to_string(dev, a, sizeof a);
+        return refuse(w, WEFT_EDEVICE,
+                      "%s: %s is on %s, but backend %s moves only %s tensors (move it with "
+                      "weft_to_device first)",
+                      what(w), role, a, wdist__state.backend->name,
+                      weft_device_type_name(backend_type));
+    }
     if (w->device.type < 0) {
         w->device = dev;
     } else if (!weft_device_equal(dev, w->device)) {
@@ -108,16 +119,27 @@ static int staging_failed(weft_work *w, int rc)
     return refuse(w, rc, "%s: staging the tensors: %s", what(w), weft_last_error());
 }
 
+/* Where the backend's buffers live: the call's device when the backend
+ * moves that device's memory itself, else host memory. */
+static weft_device stage_device(const weft_work *w)
+{
+    if (w->device.type >= 0 && w->device.type != WEFT_DEVICE_TYPE_CPU &&
+        w->device.type == wdist__backend_device_type())
+        return w->device;
+    return WEFT_DEVICE_CPU;
+}
+
 /* result = t when it is contiguous (the backend writes it directly), else
  * a contiguous tensor of its shape, copied back into t at the end; with
  * copy_in its elements are copied first (in-place collectives). */
 static int stage_result(weft_work *w, weft_tensor *t, bool copy_in, bool copy_back)
 {
     int rc;
-    if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
-        rc = copy_in ? weft_to_device(&w->result, t, WEFT_DEVICE_CPU)
+    weft_device at = stage_device(w);
+    if (!weft_device_equal(weft_tensor_device(t), at)) {
+        rc = copy_in ? weft_to_device(&w->result, t, at)
                      : weft_empty(&w->result, weft_tensor_sizes(t), weft_tensor_ndim(t),
-                                  weft_tensor_dtype(t), WEFT_DEVICE_CPU);
+                                  weft_tensor_dtype(t), at);
         if (rc == 0 && !weft_tensor_is_contiguous(w->result)) {
             weft_tensor *c = NULL;
             rc = weft_contiguous(&c, w->result);
@@ -144,10 +166,11 @@ static int stage_result(weft_work *w, weft_tensor *t, bool copy_in, bool copy_ba
 /* send = t's elements, contiguous. */
 static int stage_send(weft_work *w, const weft_tensor *t)
 {
+    weft_device at = stage_device(w);
     int rc = weft_contiguous(&w->send_stage, t);
-    if (rc == 0 && weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
+    if (rc == 0 && !weft_device_equal(weft_tensor_device(t), at)) {
         weft_tensor *host = NULL;
-        rc = weft_to_device(&host, w->send_stage, WEFT_DEVICE_CPU);
+        rc = weft_to_device(&host, w->send_stage, at);
         weft_tensor_release(w->send_stage);
         w->send_stage = host;
         if (rc == 0 && !weft_tensor_is_contiguous(host)) {
@@ -165,7 +188,7 @@ static int stage_send(weft_work *w, const weft_tensor *t)
 static int stage_flat(weft_tensor **out, weft_work *w, weft_tensor *const *list)
 {
     int64_t n = (int64_t)w->group->size * w->mine.count;
-    int rc = weft_empty(out, &n, 1, (weft_dtype)w->mine.dtype, WEFT_DEVICE_CPU);
+    int rc = weft_empty(out, &n, 1, (weft_dtype)w->mine.dtype, stage_device(w));
     bool grad = weft_set_grad_enabled(false);
     for (int i = 0; rc == 0 && list && i < w->group->size; i++) {
         weft_tensor *chunk = NULL, *shaped = NULL;
@@ -247,6 +270,13 @@ static int submit(weft_work *w, weft_work **out)
     w->desc.dtype = (int)(w->mine.dtype < 0 ? WEFT_UINT8 : w->mine.dtype);
     w->desc.op = w->mine.op == WEFT_REDUCE_AVG ? WEFT_REDUCE_SUM : (int)(w->mine.op < 0 ? 0 : w->mine.op);
     w->desc.count = w->mine.count;
+    if (w->mine.op == WEFT_REDUCE_AVG && (wdist__backend_caps() & WEFT_DIST_CAP_AVG)) {
+        w->desc.op = WEFT_REDUCE_AVG; /* the backend divides (ncclAvg) */
+        w->avg_divisor = 0;
+    }
+    w->desc.device = w->device.type < 0 ? w->device : stage_device(w);
+    if (w->desc.device.type > WEFT_DEVICE_TYPE_CPU)
+        w->desc.stream = weft_stream_handle(weft_current_stream(w->desc.device));
     if (!p2p)
         w->desc.root = (int)w->mine.root;
     if (p2p && w->refuse) {

@@ -51,9 +51,21 @@ typedef struct wdist_state {
     weft_process_group *world;
     weft_process_group *groups; /* every live group, the world included */
     int next_group_id;
+    /* works abandoned at a timeout: the backend may still write them, so
+     * they live on, here rather than nowhere */
+    weft_work *abandoned;
 } wdist_state;
 
 extern wdist_state wdist__state;
+
+/* What a version-1 backend leaves out reads as its version-1 meaning:
+ * the device type whose memory the backend moves (the CPU: host buffers)
+ * and its WEFT_DIST_CAP_* bits (none). */
+int wdist__backend_device_type(void);
+uint32_t wdist__backend_caps(void);
+/* Whether the backend matches every request by order alone (it has an
+ * exchange: nccl), so that the core must start them in call order. */
+int wdist__backend_ordered(void);
 
 /* The name of a kind in messages ("all_reduce"). */
 const char *wdist__kind_name(int kind);

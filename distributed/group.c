@@ -6,13 +6,14 @@
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "distributed/work.h"
 
-wdist_state wdist__state = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, NULL, 1};
+wdist_state wdist__state = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, NULL, NULL, 1, NULL};
 
 static const char *const reduce_names[WEFT_REDUCE_NUM_OPS] = {"sum", "avg", "max", "min", "prod"};
 
@@ -80,18 +81,38 @@ static int load_backend(const char *name)
                               "dist_init: no backend '%s' (libweftdist-%s.so) in %s", name,
                               name, looked);
     const weft_dist_backend *be = dlsym(h, WEFT_DIST_BACKEND_SYMBOL);
-    if (!be || be->struct_size < sizeof *be || be->version != WEFT_DIST_BACKEND_VERSION ||
+    /* version 1 ends at finalize; version 2 grows the struct at the end */
+    size_t need = be && be->version >= 2 ? sizeof *be : offsetof(weft_dist_backend, device_type);
+    if (!be || be->struct_size < need || be->version < 1 || be->version > WEFT_DIST_BACKEND_VERSION ||
         !be->init || !be->group_create || !be->group_destroy || !be->start || !be->test ||
         !be->abandon || !be->finalize) {
         dlclose(h);
         return weft_set_error(WEFT_EPLUGIN,
                               "dist_init: libweftdist-%s.so has no usable %s (missing, version "
-                              "other than %d, or a NULL function)",
+                              "other than 1..%d, or a NULL function)",
                               name, WEFT_DIST_BACKEND_SYMBOL, WEFT_DIST_BACKEND_VERSION);
     }
     wdist__state.library = h;
     wdist__state.backend = be;
     return 0;
+}
+
+int wdist__backend_device_type(void)
+{
+    const weft_dist_backend *be = wdist__state.backend;
+    return be && be->version >= 2 ? be->device_type : WEFT_DEVICE_TYPE_CPU;
+}
+
+uint32_t wdist__backend_caps(void)
+{
+    const weft_dist_backend *be = wdist__state.backend;
+    return be && be->version >= 2 ? be->caps : 0;
+}
+
+int wdist__backend_ordered(void)
+{
+    const weft_dist_backend *be = wdist__state.backend;
+    return be && be->version >= 2 && be->exchange;
 }
 
 static weft_process_group *group_alloc(int size)

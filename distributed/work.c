@@ -77,6 +77,14 @@ int wdist__agree_start(weft_work *w)
     if (!w->peers || !w->ctl)
         return work_fail(w, WEFT_ENOMEM, "%s: out of memory", wdist__kind_name(w->mine.kind));
     w->peers[g->rank] = w->mine;
+    if (g->size > 1 && wdist__backend_ordered()) {
+        /* one gather of every record (nccl: an all_gather on the device),
+         * posted by wdist__progress in call order; a world of one has
+         * nobody to agree with */
+        w->exchanged = 1;
+        w->phase = WDIST_BEHIND;
+        return 0;
+    }
     int tag = (int)(w->mine.seq & 0xfffff);
     for (int r = 0; r < g->size; r++) {
         if (r == g->rank)
@@ -99,6 +107,21 @@ int wdist__agree_start(weft_work *w)
     }
     w->phase = WDIST_AGREE;
     return 0;
+}
+
+/* Posts w's exchange of the agreement records (an ordered backend). */
+static void exchange_start(weft_work *w)
+{
+    weft_process_group *g = w->group;
+    const weft_dist_backend *be = wdist__state.backend;
+    int rc = be->exchange(&w->ctl[0], g->comm, &w->mine, w->peers, sizeof(wdist_meta), &w->desc);
+    if (rc < 0) {
+        snprintf(g->broken, sizeof g->broken, "%s is unusable: the agreement step of %s failed: %s",
+                 g->name, wdist__kind_name(w->mine.kind), weft_last_error());
+        work_fail(w, rc, "%s", g->broken);
+        return;
+    }
+    w->phase = WDIST_AGREE;
 }
 
 /* The verdict on the records: the same on every rank, since every rank
@@ -202,13 +225,21 @@ static int work_finish(weft_work *w)
 /* Advances every queued work of g as far as it can go without waiting.
  * Data transfers start in call order (the backend matches them by order);
  * a work whose agreement is still out holds back the data of later ones.
- * Called with the lock held. */
+ * An ordered backend (nccl) matches *every* request by order, its
+ * agreement's gathers and send/recv included: a rank whose first
+ * agreement finished early would otherwise start that call's data before
+ * the next call's gather while another rank did the reverse.  So there a
+ * work's exchange waits for every earlier work's data to start, and
+ * send/recv keep their place in the queue.  Called with the lock held. */
 void wdist__progress(weft_process_group *g)
 {
     const weft_dist_backend *be = wdist__state.backend;
+    int ordered = wdist__backend_ordered();
     int may_start = 1;
     for (weft_work *w = g->queue_head, *next; w; w = next) {
         next = w->next;
+        if (w->phase == WDIST_BEHIND && may_start)
+            exchange_start(w);
         if (w->phase == WDIST_AGREE) {
             int pending = 0;
             for (int i = 0; i < 2 * g->size; i++) {
@@ -232,8 +263,10 @@ void wdist__progress(weft_process_group *g)
                 agree_verdict(w);
         }
         int p2p = w->desc.kind == WEFT_DIST_SEND || w->desc.kind == WEFT_DIST_RECV;
-        /* point-to-point messages match by peer and tag, not by order */
-        if (w->phase == WDIST_READY && (may_start || p2p)) {
+        /* point-to-point messages match by peer and tag, not by order,
+         * except on an ordered backend */
+        int bypass = p2p && !ordered;
+        if (w->phase == WDIST_READY && (may_start || bypass)) {
             int rc = be->start(&w->request, g->comm, &w->desc);
             if (rc < 0)
                 work_fail(w, rc, "%s on %s: %s", wdist__kind_name(w->desc.kind), g->name,
@@ -253,7 +286,7 @@ void wdist__progress(weft_process_group *g)
         }
         if (w->phase == WDIST_DONE)
             queue_remove(w);
-        else if (w->phase != WDIST_DATA && !p2p)
+        else if (w->phase != WDIST_DATA && !bypass)
             may_start = 0;
     }
 }
@@ -269,7 +302,7 @@ static void work_timeout(weft_work *w)
     const char *what = wdist__kind_name(w->desc.kind);
     char ranks[160] = "";
     int n = 0;
-    if (w->phase == WDIST_AGREE)
+    if (w->phase == WDIST_AGREE && !w->exchanged)
         for (int r = 0; r < g->size; r++)
             if (r != g->rank && w->ctl[2 * r]) {
                 size_t len = strlen(ranks);
@@ -281,12 +314,19 @@ static void work_timeout(weft_work *w)
                  "%s on %s timed out after %lld ms: rank %d did not answer (tag %d, %s)", what,
                  g->name, (long long)g->timeout_ms, w->desc.root, w->desc.tag,
                  weft_dtype_name((weft_dtype)w->desc.dtype));
+    else if (w->phase == WDIST_AGREE && w->exchanged)
+        /* a gather completes for all or for none: the backend cannot say
+         * whose record is missing, only that one is */
+        snprintf(msg, sizeof msg,
+                 "%s on %s timed out after %lld ms in the agreement step: at least one of the "
+                 "%d other ranks did not call it (or died); backend %s cannot tell which",
+                 what, g->name, (long long)g->timeout_ms, g->size - 1, be->name);
     else if (n)
         snprintf(msg, sizeof msg,
                  "%s on %s timed out after %lld ms: rank%s %s did not answer (never called it, or "
                  "died)",
                  what, g->name, (long long)g->timeout_ms, n > 1 ? "s" : "", ranks);
-    else if (w->phase == WDIST_READY)
+    else if (w->phase == WDIST_READY || w->phase == WDIST_BEHIND)
         snprintf(msg, sizeof msg,
                  "%s on %s timed out after %lld ms behind an earlier collective of the group that "
                  "did not finish",
@@ -369,9 +409,13 @@ int weft_work_test(weft_work *w)
 void wdist__work_destroy(weft_work *w)
 {
     /* abandoned: the backend may still read or write its records and
-     * buffers until the process ends */
-    if (w->leak)
+     * buffers until the process ends (kept on a list, so that a leak
+     * checker sees them held, not lost) */
+    if (w->leak) {
+        w->next = wdist__state.abandoned;
+        wdist__state.abandoned = w;
         return;
+    }
     {
         weft_tensor_release(w->send_stage);
         weft_tensor_release(w->result);

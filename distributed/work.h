@@ -8,7 +8,9 @@
 
 #include "distributed/dist.h"
 
-enum { WDIST_AGREE = 1, WDIST_READY, WDIST_DATA, WDIST_DONE };
+/* BEHIND: the agreement's exchange waits until every earlier call of the
+ * group has started its data (a backend that matches by order alone). */
+enum { WDIST_AGREE = 1, WDIST_READY, WDIST_DATA, WDIST_DONE, WDIST_BEHIND };
 
 struct weft_work {
     weft_process_group *group;
@@ -20,6 +22,7 @@ struct weft_work {
     wdist_meta *peers;  /* every member's record (size entries) */
     void **ctl;         /* the agreement's requests: 2 per peer, NULL when done */
     int refuse;         /* this rank refused its arguments with this code */
+    int exchanged;      /* the records come by the backend's exchange (ctl[0]) */
     weft_dist_request_desc desc;
     void *request; /* the backend's, while the data moves */
     /* the tensors whose bytes desc points at (owned references), and where

@@ -11,7 +11,7 @@
 #
 #   summary.txt  one line per step: its status and seconds
 #   build.log    configure and make
-#   tests.log    test_cuda, test_cuda_nn, test_cuda_index (TAP) and the Python
+#   tests.log    test_cuda, test_cuda_nn, test_cuda_index, test_nccl (TAP) and the Python
 #                DLPack test
 #   conformance.log  weft-conformance cuda:0
 #   bench.jsonl  bench/cuda-bench rows, then bench/cuda-torch.py's
@@ -87,7 +87,7 @@ if [ -n "$pre" ]; then
     # the CUDA libraries where this image keeps them: the toolkit's
     # folder, else the pip wheels beside its PyTorch
     cudalibs=
-    for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+    for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
         d=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null |
             while read -r d; do [ -e "$d/$so" ] && echo "$d" && break; done)
         [ -n "$d" ] || d=$(find /usr/local /opt /usr/lib -name "$so" 2>/dev/null | head -1 | xargs -r dirname)
@@ -113,7 +113,9 @@ else
     build='if [ ! -f config.status ] || ! grep -q "S\\[\"HAVE_CUDA_TRUE\"\\]=\"\"" config.status; then
     autoreconf -fi && ./configure --with-cuda CUDA_ARCHS="${CUDA_ARCHS:-90}" || exit 1
 fi
-make -j"$0"'
+make -j"$0" || exit 1
+# the nccl backend'"'"'s test program, where configure found NCCL
+if grep -q "S\\[\"HAVE_NCCL_TRUE\"\\]=\"\"" config.status; then make -j"$0" tests/test_nccl; fi'
     if ! step build 300 "$out/build.log" sh -c "$build" "$jobs"; then
         tail -40 "$out/build.log" >>"$out/summary.txt"
         cat "$out/summary.txt"
@@ -153,6 +155,10 @@ step test_cuda_nn 90 "$out/tests.log" $lb "$(P tests/test_cuda_nn)"
 # the convolutions again with cuDNN's algorithms timed for every problem
 step test_cuda_nn_cudnn_find 90 "$out/tests.log" env WEFT_CUDNN_FIND=always $lb "$(P tests/test_cuda_nn)"
 step test_cuda_index 60 "$out/tests.log" $lb "$(P tests/test_cuda_index)"
+# the nccl collective backend in a world of one (where it was built)
+if [ -x "$(P tests/test_nccl)" ]; then
+    step test_nccl 90 "$out/tests.log" $lb "$(P tests/test_nccl)"
+fi
 grep -c '^ok' "$out/tests.log" | sed 's/^/tests: ok lines /' >>"$out/summary.txt"
 grep '^not ok' "$out/tests.log" | head -40 >>"$out/summary.txt"
 
@@ -170,6 +176,8 @@ step train_torch 60 "$out/train.log" "$py" bench/cuda-train-torch.py --data "$da
 step conformance 45 "$out/conformance.log" "$(P weft-conformance)" cuda:0
 grep '^not ok' "$out/conformance.log" | head -20 >>"$out/summary.txt"
 step dlpack_torch_cuda 30 "$out/tests.log" "$py" tests/python/test_torch_cuda.py
+# weft.distributed on nccl, a world of one (SKIPs where nccl was not built)
+step nccl_python 30 "$out/tests.log" "$py" tests/python/test_nccl.py
 # the products again through gemm.cu's tiled GEMM, the one the HIP build
 # (no hipBLAS) runs: an NVIDIA GPU is where that kernel can be checked
 step test_cuda_tiled_gemm 40 "$out/tests.log" env WEFT_CUDA_GEMM=tiled "$(P tests/test_cuda)"

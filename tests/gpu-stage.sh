@@ -14,7 +14,8 @@
 #   bin/      the real programs behind libtool's wrappers: the CUDA TAP
 #             programs, weft-info, weft-train, weft-conformance, cuda-bench
 #   lib/      libweft.so.1 and the plugins (cpu and its variants, cuda,
-#             sparse; quantized is left out: it needs oneDNN)
+#             sparse; quantized is left out: it needs oneDNN), and the
+#             nccl collective backend when built (test_nccl in bin/)
 #   deps/     OpenBLAS, libgfortran, libquadmath (what the CPU plugin links)
 #   deps-cuda/ libcudart.so.13, used only when the machine has none
 #   data/     Debian's FashionMNIST IDX files, for weft-train
@@ -31,6 +32,9 @@ grep -q 'S\["HAVE_CUDA_TRUE"\]=""' config.status 2>/dev/null || {
     exit 1
 }
 make -j"$(nproc)" >/dev/null
+if grep -q 'S\["HAVE_NCCL_TRUE"\]=""' config.status; then
+    make -j"$(nproc)" tests/test_nccl >/dev/null
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/deps" "$tmp/deps-cuda" "$tmp/data"
@@ -40,6 +44,13 @@ for p in tests/.libs/test_cuda tests/.libs/test_cuda_nn tests/.libs/test_cuda_in
     cp "$p" "$tmp/bin/"
 done
 cp .libs/libweft.so.1 "$tmp/lib/"
+# the nccl collective backend and its test, where configure found NCCL;
+# libnccl.so.2 itself (200 MB) does not travel: gpu-session.sh finds the
+# machine's (the toolkit's, or the wheel beside its PyTorch)
+if [ -x tests/.libs/test_nccl ] && [ -f .libs/libweftdist-nccl.so ]; then
+    cp tests/.libs/test_nccl "$tmp/bin/"
+    cp .libs/libweftdist-nccl.so "$tmp/lib/"
+fi
 for p in cpu cpu-avx2 cpu-avx512 cuda sparse; do
     cp ".libs/libweft-$p.so" "$tmp/lib/"
 done

@@ -88,6 +88,8 @@ run "optim (PyTorch peer)" "$peer" test_optim.py
 run "utils.data" "$peer" test_data.py
 # the profiler (issue 19): its table beside torch.profiler's where the peer has torch
 run "profiler" "$peer" test_profiler.py
+# the nccl collective backend in a world of one; SKIPs without a GPU or NCCL
+run "distributed on nccl" "$python" test_nccl.py
 # weft.datasets.FashionMNIST against the raw files (issue 15)
 run "datasets" "$python" test_datasets.py
 # weft.save/weft.load of an optimizer's state_dict (issue 15)

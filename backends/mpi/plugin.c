@@ -444,4 +444,7 @@ static int backend_finalize(void)
 __attribute__((visibility("default"))) const weft_dist_backend weft_dist_backend_entry = {
     sizeof(weft_dist_backend), WEFT_DIST_BACKEND_VERSION, "mpi",
     backend_init, backend_group_create, backend_group_destroy, backend_start, backend_test,
-    backend_abandon, backend_finalize};
+    backend_abandon, backend_finalize,
+    /* host buffers; the core divides for avg and sends the agreement's
+     * records as control messages */
+    WEFT_DEVICE_TYPE_CPU, 0, NULL};

@@ -1,13 +1,15 @@
 /* distributed.h — process groups and collectives between processes (issue
  * 18), and the interface a collective backend plugin implements.
  *
- * The core knows no transport: a backend ("mpi") is a shared library
+ * The core knows no transport: a backend ("mpi", "nccl") is a shared library
  * libweftdist-NAME.so, opened with dlopen on first use from the plugin
  * search path, that exports one data object, weft_dist_backend_entry.  The
  * core checks arguments, agrees with the other ranks on what is being
  * called (so that a mismatch is an error on every rank instead of a hang or
  * garbage), stages non-contiguous tensors, orders the calls and enforces
- * the timeout; the backend moves contiguous host buffers.
+ * the timeout; the backend moves contiguous buffers: host memory (mpi), or
+ * the memory of the one device type it declares (nccl: CUDA tensors, on
+ * the caller's current stream).
  *
  * Conventions (as in weft.h): fallible calls return 0 or a negative WEFT_E*
  * code with the thread's message set (weft_last_error); tensors are
@@ -45,7 +47,7 @@ WEFT_API const char *weft_reduce_op_name(int op);
 
 typedef struct weft_dist_options {
     uint32_t struct_size; /* sizeof(weft_dist_options) */
-    /* "mpi"; NULL: $WEFT_DIST_BACKEND, else "mpi" */
+    /* "mpi" or "nccl"; NULL: $WEFT_DIST_BACKEND, else "mpi" */
     const char *backend;
     /* -1: from the backend's environment (what mpirun sets).  Given, they
      * must agree with what the backend reports, else WEFT_EINVAL naming
@@ -106,8 +108,10 @@ WEFT_API int weft_dist_set_timeout(weft_process_group *group, int64_t timeout_ms
 
 /* Collectives.  Every one takes tensors of one dtype (every weft dtype) and
  * one device (any strides: non-contiguous tensors are staged; tensors of a
- * device other than the CPU are staged through host memory, as the mpi
- * backend moves host buffers), and a last argument
+ * device other than the CPU are staged through host memory when the
+ * backend moves host buffers, as mpi does; the nccl backend takes CUDA
+ * tensors in place, on the caller's current stream, and refuses every
+ * other device with WEFT_EDEVICE), and a last argument
  * work: NULL makes the call blocking (it returns when done, or fails at the
  * group's timeout); otherwise *work receives a handle and the call returns
  * once it is started — the tensors must then stay alive and untouched until
@@ -115,9 +119,10 @@ WEFT_API int weft_dist_set_timeout(weft_process_group *group, int64_t timeout_ms
  * rank alike: WEFT_EINVAL (NULL argument, not a member, root or peer out of
  * range, a rank whose arguments the others do not match: another
  * collective, dtype, element count, reduction or root — the message names
- * the ranks and both values), WEFT_EDTYPE (a reduction the dtype lacks),
- * WEFT_ESHAPE (output sizes that do not fit), WEFT_EDEVICE (tensors of
- * two devices in one call), WEFT_ENOTSUP (the mpi backend: more than
+ * the ranks and both values), WEFT_EDTYPE (a reduction the dtype lacks;
+ * nccl: int16 reductions, complex prod), WEFT_ESHAPE (output sizes that
+ * do not fit), WEFT_EDEVICE (tensors of two devices in one call; a device
+ * the backend does not move), WEFT_ENOTSUP (the mpi backend: more than
  * 2^31-1 elements per rank, except for all_reduce, broadcast and reduce,
  * which it splits), WEFT_EIO (timeout: the message names the collective, the group
  * and the ranks that did not answer; the group is unusable afterwards),
@@ -260,7 +265,9 @@ WEFT_API void weft_ddp_destroy(weft_ddp *ddp);
  * Like every plugin-facing struct it starts with its size and version and
  * only grows at the end.  The core calls it under its lock, one call at a
  * time.  Communicators and requests are the backend's opaque pointers. */
-#define WEFT_DIST_BACKEND_VERSION 1
+/* 1: init..finalize; 2: device_type, caps, exchange (and the request
+ * description's device and stream).  The core loads both. */
+#define WEFT_DIST_BACKEND_VERSION 2
 #define WEFT_DIST_BACKEND_SYMBOL "weft_dist_backend_entry"
 
 /* What a request does, on contiguous host buffers of dtype. */
@@ -292,7 +299,23 @@ typedef struct weft_dist_request_desc {
     /* true: a message of the core's agreement step, on a channel of its
      * own that never matches the application's send/recv */
     int control;
+    /* Version 2.  The device of send and recv: the CPU, or the backend's
+     * device_type (below) when it moves device memory itself; type -1 for
+     * a barrier, which has no tensors. */
+    weft_device device;
+    /* The plugin's handle (weft_stream_handle) of the caller's current
+     * stream on device when the call was made (NULL: the default stream):
+     * a device backend queues its transfer there, after the core's staging
+     * copies and before the caller's later kernels. */
+    void *stream;
 } weft_dist_request_desc;
+
+/* Bits of weft_dist_backend.caps (version 2). */
+enum {
+    /* start() takes op WEFT_REDUCE_AVG (floating dtypes) and divides
+     * itself, instead of the core's sum then division */
+    WEFT_DIST_CAP_AVG = 1u << 0
+};
 
 typedef struct weft_dist_backend {
     uint32_t struct_size; /* sizeof(weft_dist_backend) as compiled */
@@ -315,6 +338,27 @@ typedef struct weft_dist_backend {
     void (*abandon)(void *request);
     /* Shuts the backend down (after every communicator is destroyed). */
     int (*finalize)(void);
+    /* ---- version 2: read only when version >= 2 ---- */
+    /* The device type whose memory start() moves.  WEFT_DEVICE_TYPE_CPU
+     * (what version 1 means): host buffers, and the core stages tensors of
+     * other devices through host memory.  Another type (nccl:
+     * WEFT_DEVICE_TYPE_CUDA): the core hands that device's tensors over in
+     * place (non-contiguous ones through a contiguous copy on the same
+     * device) and refuses every other device with WEFT_EDEVICE. */
+    int device_type;
+    uint32_t caps; /* WEFT_DIST_CAP_* */
+    /* Optional: gathers every member's record (bytes of host memory at
+     * mine) into all (size records, in rank order), as one request tested
+     * with test().  The core's agreement step uses it instead of 2(n-1)
+     * control send/recv, which a backend that matches messages by order
+     * alone (NCCL) cannot keep apart from the data.  desc is the call's
+     * (its device and stream).  NULL: control send/recv.  A backend with
+     * an exchange is taken to match every request by order alone: the
+     * core then posts a call's exchange only once every earlier call of
+     * the group has started its data, and starts send/recv in call order
+     * with the collectives, so every rank issues the same sequence. */
+    int (*exchange)(void **request, void *comm, const void *mine, void *all, size_t bytes,
+                    const weft_dist_request_desc *desc);
 } weft_dist_backend;
 
 #ifdef __cplusplus

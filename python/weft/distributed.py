@@ -71,13 +71,16 @@ def _group(group):
 
 def init_process_group(backend="mpi", init_method=None, timeout=None, world_size=-1, rank=-1,
                        store=None, group_name=""):
-    """Starts the world group on backend ("mpi"), with rank and size from
-    mpirun's environment; given ones must agree with it.  timeout: a
-    timedelta (default 30 minutes) for every blocking call."""
+    """Starts the world group on backend ("mpi" for CPU tensors, "nccl"
+    for CUDA tensors), with rank and size from the launcher's environment
+    (mpirun's; nccl also reads torchrun's RANK/WORLD_SIZE, and takes NCCL's
+    id from the file $WEFT_NCCL_ID_FILE when there is more than one rank);
+    given ones must agree with it.  timeout: a timedelta (default 30
+    minutes) for every blocking call."""
     global _world, _backend
     if init_method is not None or store is not None:
-        raise ValueError("init_process_group: the mpi backend takes its ranks from mpirun; "
-                         "init_method and store are not used")
+        raise ValueError("init_process_group: weft's backends take their ranks from the "
+                         "launcher's environment; init_method and store are not used")
     ms = 0 if timeout is None else int(timeout / datetime.timedelta(milliseconds=1))
     handle = _C._dist_init(backend, rank, world_size, ms)
     size = _C._dist_rank_size(handle)[1]
