@@ -87,7 +87,8 @@ if [ -n "$pre" ]; then
     # the CUDA libraries where this image keeps them: the toolkit's
     # folder, else the pip wheels beside its PyTorch
     cudalibs=
-    for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+    for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2 \
+        libcusparse.so.12; do
         d=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null |
             while read -r d; do [ -e "$d/$so" ] && echo "$d" && break; done)
         [ -n "$d" ] || d=$(find /usr/local /opt /usr/lib -name "$so" 2>/dev/null | head -1 | xargs -r dirname)
@@ -115,7 +116,8 @@ else
 fi
 make -j"$0" || exit 1
 # the nccl backend'"'"'s test program, where configure found NCCL
-if grep -q "S\\[\"HAVE_NCCL_TRUE\"\\]=\"\"" config.status; then make -j"$0" tests/test_nccl; fi'
+if grep -q "S\\[\"HAVE_NCCL_TRUE\"\\]=\"\"" config.status; then make -j"$0" tests/test_nccl; fi
+make -j"$0" tests/test_sparse_cuda'
     if ! step build 300 "$out/build.log" sh -c "$build" "$jobs"; then
         tail -40 "$out/build.log" >>"$out/summary.txt"
         cat "$out/summary.txt"
@@ -155,6 +157,8 @@ step test_cuda_nn 90 "$out/tests.log" $lb "$(P tests/test_cuda_nn)"
 # the convolutions again with cuDNN's algorithms timed for every problem
 step test_cuda_nn_cudnn_find 90 "$out/tests.log" env WEFT_CUDNN_FIND=always $lb "$(P tests/test_cuda_nn)"
 step test_cuda_index 60 "$out/tests.log" $lb "$(P tests/test_cuda_index)"
+# the sparse layouts on CUDA (libweft-sparse_cuda.so, cuSPARSE)
+step test_sparse_cuda 60 "$out/tests.log" $lb "$(P tests/test_sparse_cuda)"
 # the nccl collective backend in a world of one (where it was built)
 if [ -x "$(P tests/test_nccl)" ]; then
     step test_nccl 90 "$out/tests.log" $lb "$(P tests/test_nccl)"

@@ -14,7 +14,8 @@
 #   bin/      the real programs behind libtool's wrappers: the CUDA TAP
 #             programs, weft-info, weft-train, weft-conformance, cuda-bench
 #   lib/      libweft.so.1 and the plugins (cpu and its variants, cuda,
-#             sparse; quantized is left out: it needs oneDNN), and the
+#             sparse, sparse_cuda; quantized is left out: it needs oneDNN),
+#             test_sparse_cuda, and the
 #             nccl collective backend when built (test_nccl in bin/)
 #   deps/     OpenBLAS, libgfortran, libquadmath (what the CPU plugin links)
 #   deps-cuda/ libcudart.so.13, used only when the machine has none
@@ -35,6 +36,7 @@ make -j"$(nproc)" >/dev/null
 if grep -q 'S\["HAVE_NCCL_TRUE"\]=""' config.status; then
     make -j"$(nproc)" tests/test_nccl >/dev/null
 fi
+make -j"$(nproc)" tests/test_sparse_cuda >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/deps" "$tmp/deps-cuda" "$tmp/data"
@@ -51,9 +53,11 @@ if [ -x tests/.libs/test_nccl ] && [ -f .libs/libweftdist-nccl.so ]; then
     cp tests/.libs/test_nccl "$tmp/bin/"
     cp .libs/libweftdist-nccl.so "$tmp/lib/"
 fi
-for p in cpu cpu-avx2 cpu-avx512 cuda sparse; do
+for p in cpu cpu-avx2 cpu-avx512 cuda sparse sparse_cuda; do
     cp ".libs/libweft-$p.so" "$tmp/lib/"
 done
+# the sparse layouts on CUDA (cuSPARSE: the machine's own, like NCCL)
+cp tests/.libs/test_sparse_cuda "$tmp/bin/"
 # a library by its soname, from where this machine's loader finds it
 dep() {
     f=$(ldd .libs/libweft-cpu.so .libs/libweft-cuda.so | awk -v n="$1" '$1 == n { print $3; exit }')
