@@ -83,8 +83,10 @@ static double max_diff(weft_tensor *a, weft_tensor *b)
 static weft_tensor *ints(const int64_t *v, int64_t r, int64_t c, weft_dtype dt)
 {
     weft_tensor *b = NULL, *t = NULL;
-    weft_from_blob(&b, (void *)v, c ? (int64_t[]){r, c} : (int64_t[]){r}, NULL, c ? 2 : 1,
-                   WEFT_INT64, WEFT_DEVICE_CPU, NULL, NULL);
+    /* always [r, c]: an nnz-0 pattern's indices are [2, 0], not 1-D (the
+     * 1-D form made both devices refuse the empty case, seen on an H200) */
+    weft_from_blob(&b, (void *)v, (int64_t[]){r, c}, NULL, 2, WEFT_INT64, WEFT_DEVICE_CPU, NULL,
+                   NULL);
     if (b)
         weft_to_dtype(&t, b, dt);
     weft_tensor_release(b);

@@ -408,8 +408,12 @@ static int coalesce_coo(weft_tensor **out, const weft_tensor *t, const char *op)
         weft_tensor_release(row);
         row = NULL;
     }
+    /* every result pointer is required, counts too (seen on an H200:
+     * "the result pointer 'out2' is NULL"); the empty counts go at once */
+    weft_tensor *counts = NULL;
     if (rc == 0)
-        rc = weft_unique(&keys, &inv, NULL, key, true, true, false, NULL);
+        rc = weft_unique(&keys, &inv, &counts, key, true, true, false, NULL);
+    weft_tensor_release(counts);
     int64_t u = rc == 0 ? weft_tensor_size(keys, 0) : 0;
     int64_t vs[WEFT_MAX_DIMS];
     memcpy(vs, weft_tensor_sizes(p->values), (size_t)weft_tensor_ndim(p->values) * sizeof *vs);
