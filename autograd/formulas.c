@@ -1036,6 +1036,9 @@ static const char *const nondifferentiable[] = {
      * differentiable; bernoulli's gradient for p is zero); the in-place
      * random fills have formulas in formulas_reduce.c instead */
     "bernoulli", "multinomial", "unique",
+    /* the optimizers' fused updates (nn/optim_foreach.c): a step is not
+     * part of any graph, as torch's optimizers run under no_grad */
+    "_fused_sgd_", "_fused_adam_", "_fused_rmsprop_", "_fused_adagrad_",
 };
 
 void wa__autograd_register(void)
