@@ -948,6 +948,10 @@ int main(void)
     }
     /* These tests provide fake CUDA and HIP devices of their own; a real
      * CUDA or HIP plugin (built where its toolkit is installed) makes way. */
+    /* the sparse layouts' CUDA plugin holds kernels for the cuda device
+     * type, which keeps the cuda plugin loaded: it goes first */
+    if (weft_unload_plugin("sparse_cuda") == 0)
+        diag("unloaded the sparse_cuda plugin, which holds cuda kernels");
     if (weft_device_count(WEFT_DEVICE_TYPE_CUDA) >= 0 && weft_unload_plugin("cuda") == 0)
         diag("unloaded the cuda plugin: the CUDA cases use a fake device");
     if (weft_device_count(WEFT_DEVICE_TYPE_HIP) >= 0 && weft_unload_plugin("hip") == 0)
