@@ -6,7 +6,7 @@
 builddir=${WEFT_BUILDDIR:-.}
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${WEFT_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 n=0
 fail=0
 check() { # check DESCRIPTION COMMAND...

@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
 #include <cuda_runtime.h>
 /* cusparse.h marks its legacy API deprecated; only the generic one and
  * Xcoo2csr/Xcsr2coo are used here */
@@ -19,6 +23,72 @@
 #include <cusparse.h>
 
 #include "layouts/sparse/sparse.h"
+
+/* cuSPARSE is opened with dlopen at the first sparse operation on a GPU,
+ * not linked: a machine without a GPU (CI) never maps it, as the CUDA
+ * plugin does with cuBLAS and cuDNN (backends/cuda/libs.c), and valgrind
+ * does not see glibc read past the end of its $ORIGIN runpath while the
+ * plugin loads (tests/install.sh ran the guide's program under valgrind
+ * and failed on exactly that).  The calls below keep their names: each is
+ * a macro for the table's pointer, filled before the first handle. */
+#define SPC_CUSPARSE_FUNCTIONS(X)                                                         \
+    X(cusparseGetErrorString) X(cusparseCreate) X(cusparseSetStream) X(cusparseCreateCsr) \
+    X(cusparseCreateCoo) X(cusparseCreateDnMat) X(cusparseCreateDnVec)                    \
+    X(cusparseDestroySpMat) X(cusparseDestroyDnMat) X(cusparseDestroyDnVec)               \
+    X(cusparseSpMM_bufferSize) X(cusparseSpMM) X(cusparseSpMV_bufferSize) X(cusparseSpMV) \
+    X(cusparseXcoo2csr) X(cusparseXcsr2coo)
+#define SPC_MEMBER(f) __typeof__(&f) p_##f;
+static struct {
+    SPC_CUSPARSE_FUNCTIONS(SPC_MEMBER)
+} cs;
+#define SPC_NAME(f) #f,
+static const char *const cs_names[] = {SPC_CUSPARSE_FUNCTIONS(SPC_NAME)};
+#define SPC_STR(x) #x
+#define SPC_XSTR(x) SPC_STR(x)
+#define SPC_SONAME "libcusparse.so." SPC_XSTR(CUSPARSE_VER_MAJOR)
+
+static pthread_once_t cs_once = PTHREAD_ONCE_INIT;
+static char cs_why[256]; /* empty when the table is filled */
+
+static void cs_open(void)
+{
+    void *h = dlopen(SPC_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(cs_why, sizeof cs_why, "cannot open " SPC_SONAME ": %s", dlerror());
+        return;
+    }
+    void **slots = (void **)&cs;
+    for (size_t i = 0; i < sizeof cs_names / sizeof *cs_names; i++)
+        if (!(slots[i] = dlsym(h, cs_names[i]))) {
+            snprintf(cs_why, sizeof cs_why, SPC_SONAME " has no %s", cs_names[i]);
+            dlclose(h);
+            return;
+        }
+}
+
+static int cs_load(const char *op)
+{
+    pthread_once(&cs_once, cs_open);
+    return cs_why[0] ? weft_set_error(WEFT_ENOTSUP, "%s: %s", op, cs_why) : 0;
+}
+
+#define SPC_CALL(f) (cs.p_##f)
+#define cusparseGetErrorString SPC_CALL(cusparseGetErrorString)
+#define cusparseCreate SPC_CALL(cusparseCreate)
+#define cusparseSetStream SPC_CALL(cusparseSetStream)
+#define cusparseCreateCsr SPC_CALL(cusparseCreateCsr)
+#define cusparseCreateCoo SPC_CALL(cusparseCreateCoo)
+#define cusparseCreateDnMat SPC_CALL(cusparseCreateDnMat)
+#define cusparseCreateDnVec SPC_CALL(cusparseCreateDnVec)
+#define cusparseDestroySpMat SPC_CALL(cusparseDestroySpMat)
+#define cusparseDestroyDnMat SPC_CALL(cusparseDestroyDnMat)
+#define cusparseDestroyDnVec SPC_CALL(cusparseDestroyDnVec)
+#define cusparseSpMM_bufferSize SPC_CALL(cusparseSpMM_bufferSize)
+#define cusparseSpMM SPC_CALL(cusparseSpMM)
+#define cusparseSpMV_bufferSize SPC_CALL(cusparseSpMV_bufferSize)
+#define cusparseSpMV SPC_CALL(cusparseSpMV)
+#define cusparseXcoo2csr SPC_CALL(cusparseXcoo2csr)
+#define cusparseXcsr2coo SPC_CALL(cusparseXcsr2coo)
 
 /* sparse.h's payload helpers compare with these ids; here they are looked
  * up by name at init (this library's own hidden copies). */
@@ -47,6 +117,9 @@ static int handle_for(cusparseHandle_t *out, weft_device device, const char *op)
     if (ce != cudaSuccess)
         return weft_set_error(WEFT_EDEVICE, "%s: cudaSetDevice(%d): %s", op, device.index,
                               cudaGetErrorString(ce));
+    int rc = cs_load(op);
+    if (rc < 0)
+        return rc;
     cusparseStatus_t s;
     if (!h[device.index] && (s = cusparseCreate(&h[device.index])) != CUSPARSE_STATUS_SUCCESS)
         return cusparse_error(s, op, "cusparseCreate");
