@@ -316,6 +316,17 @@ static int readable(weft_tensor **out, weft_tensor *t)
     weft_tensor *host = NULL;
     if ((rc = weft_to_device(&host, t, WEFT_DEVICE_CPU)) < 0)
         return wpy_raise_int(rc);
+    /* a plugin layout (sparse) moves between devices as itself: its
+     * elements are read from its strided form (tolist on a sparse tensor
+     * read a NULL data pointer: found by fuzz_python_ops) */
+    if (weft_tensor_layout(host) != WEFT_LAYOUT_STRIDED) {
+        weft_tensor *dense = NULL;
+        rc = weft_to_strided(&dense, host);
+        weft_tensor_release(host);
+        if (rc < 0)
+            return wpy_raise_int(rc);
+        host = dense;
+    }
     weft_dtype d = weft_tensor_dtype(host);
     if (d == WEFT_FLOAT16 || d == WEFT_BFLOAT16) {
         rc = weft_to_dtype(out, host, WEFT_FLOAT32);

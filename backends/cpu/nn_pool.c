@@ -310,6 +310,19 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
                               "got pad=[%lld, %lld] and kernel_size=[%lld, %lld]", op,
                               (long long)g->padding[0], (long long)g->padding[1],
                               (long long)g->kernel[0], (long long)g->kernel[1]);
+    /* a window too large to compute with (kernel, dilation or stride near
+     * 2^63: found by fuzz_call_boxed, a signed overflow in pooled_size) is
+     * refused before any arithmetic on it; no real input comes close */
+    const int64_t big = (int64_t)1 << 40;
+    for (int i = 0; i < 2; i++)
+        if (g->kernel[i] > big || g->dilation[i] > big || g->stride[i] > big || g->padding[i] > big)
+            return weft_set_error(WEFT_EINVAL, "%s: kernel_size, stride, padding and dilation must "
+                                  "be at most 2^40, got kernel [%lld, %lld], stride [%lld, %lld], "
+                                  "padding [%lld, %lld], dilation [%lld, %lld]", op,
+                                  (long long)g->kernel[0], (long long)g->kernel[1],
+                                  (long long)g->stride[0], (long long)g->stride[1],
+                                  (long long)g->padding[0], (long long)g->padding[1],
+                                  (long long)g->dilation[0], (long long)g->dilation[1]);
     g->OH = pooled_size(g->H, g->kernel[0], g->padding[0], g->stride[0], g->dilation[0], ceil_mode);
     g->OW = pooled_size(g->W, g->kernel[1], g->padding[1], g->stride[1], g->dilation[1], ceil_mode);
     if (g->OH < 1 || g->OW < 1)

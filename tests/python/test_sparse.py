@@ -171,6 +171,17 @@ for dt, tol in DTYPES:
 
 
 @test
+def tolist_and_item():
+    """tolist() and item() of a sparse tensor read its dense values (they read a NULL data
+    pointer once sparse tensors could move between devices: found by fuzz_python_ops)"""
+    need_plugin()
+    eq(weft.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse().tolist(), [[0.0, 1.0], [2.0, 0.0]])
+    eq(weft.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse_csr().tolist(), [[0.0, 1.0], [2.0, 0.0]])
+    eq(weft.zeros([0, 4], dtype=weft.float64).to_sparse().tolist(), [])
+    eq(weft.tensor([[5.0]]).to_sparse().item(), 5.0)
+
+
+@test
 def refusals():
     """bad input raises naming what is wrong; unsupported operators name themselves and the layout"""
     need_plugin()
