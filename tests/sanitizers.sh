@@ -130,7 +130,7 @@ for t in $tests; do
     fi
     if [ ! -x "$prog" ]; then
         case $t in
-        test_cuda* | test_hip*)
+        test_cuda* | test_hip* | test_sparse_cuda | test_nccl)
             # nvcc's and hipcc's objects carry no instrumentation, and the
             # GPU drivers map memory where ASan keeps its shadow
             echo "ok $n - $t # SKIP the GPU plugins are not built with sanitizers"
