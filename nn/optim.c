@@ -1,9 +1,11 @@
 /* nn/optim.c — SGD, Adam and AdamW with torch.optim's update rules, as
- * opaque objects over an array of parameters.  Every update is a sequence
- * of weft operators run with grad mode off, so it works on any device; no
- * element is touched directly. */
+ * opaque objects over an array of parameters.  A contiguous CPU parameter
+ * is updated by the fused one-pass operators (_fused_sgd_, _fused_adam_);
+ * any other by a sequence of weft operators run with grad mode off, so it
+ * works on any device.  No element is touched here directly. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <weft/nn.h>
 #include <weft/plugin.h>
@@ -282,6 +284,66 @@ static int adam_update(const weft_optim_group *opt, bool decoupled, param_state 
     return rc;
 }
 
+/* Whether param's update can be the fused one-pass operator: a CPU
+ * plugin kernel exists for it (other devices take the composed update, a
+ * sequence of their own kernels, rather than the CPU fallback's copies),
+ * and the operator's operands are what it takes: contiguous, strided,
+ * one dtype. */
+static bool fusable(const weft_tensor *param, const weft_tensor *grad)
+{
+    return weft_tensor_device(param).type == WEFT_DEVICE_TYPE_CPU &&
+           weft_tensor_device(grad).type == WEFT_DEVICE_TYPE_CPU &&
+           weft_tensor_layout(param) == WEFT_LAYOUT_STRIDED &&
+           weft_tensor_layout(grad) == WEFT_LAYOUT_STRIDED &&
+           weft_tensor_dtype(param) == weft_tensor_dtype(grad) &&
+           weft_tensor_is_contiguous(param) && weft_tensor_is_contiguous(grad) &&
+           weft_tensor_ndim(param) == weft_tensor_ndim(grad) &&
+           memcmp(weft_tensor_sizes(param), weft_tensor_sizes(grad),
+                  (size_t)weft_tensor_ndim(param) * sizeof(int64_t)) == 0;
+}
+
+/* The same updates as sgd_update and adam_update, each one pass over the
+ * parameter, its gradient and its state (backends/cpu/optim.c): the
+ * composed forms read and write the parameter's size two (SGD) to nine
+ * (Adam) times, and a training step's update is memory-bound. */
+static int fused_update(const weft_optimizer *opt, const weft_optim_group *h, param_state *s,
+                        weft_tensor *grad)
+{
+    int rc = 0;
+    if (opt->kind == OPTIM_SGD) {
+        bool first = false;
+        if (h->momentum != 0 && !s->first) {
+            /* the first step writes the whole buffer (buf = d) */
+            rc = weft_empty_like(&s->first, s->param);
+            first = true;
+        }
+        if (rc == 0)
+            rc = weft__fused_sgd_(s->param, grad, h->momentum != 0 ? s->first : NULL, h->lr,
+                                  h->momentum, h->dampening, h->weight_decay, h->nesterov,
+                                  false, first);
+        if (rc < 0 && first) { /* all or nothing: the next step starts afresh */
+            weft_tensor_release(s->first);
+            s->first = NULL;
+        }
+        return rc;
+    }
+    if (!s->first) {
+        rc = new_state(&s->first, s->param, NULL);
+        if (rc == 0)
+            rc = new_state(&s->second, s->param, NULL);
+        if (rc < 0) {
+            weft_tensor_release(s->first);
+            s->first = NULL;
+            return rc;
+        }
+    }
+    rc = weft__fused_adam_(s->param, grad, s->first, s->second, NULL, h->lr, h->beta1, h->beta2,
+                           h->eps, h->weight_decay, s->step + 1, opt->kind == OPTIM_ADAMW, false);
+    if (rc == 0)
+        s->step++;
+    return rc;
+}
+
 int weft_optimizer_step(weft_optimizer *opt)
 {
     if (!opt)
@@ -295,8 +357,11 @@ int weft_optimizer_step(weft_optimizer *opt)
         if (rc < 0 || !grad)
             continue;
         const weft_optim_group *h = &opt->groups[s->group];
-        rc = opt->kind == OPTIM_SGD ? sgd_update(h, s, grad)
-                                    : adam_update(h, opt->kind == OPTIM_ADAMW, s, grad);
+        if (fusable(s->param, grad))
+            rc = fused_update(opt, h, s, grad);
+        else
+            rc = opt->kind == OPTIM_SGD ? sgd_update(h, s, grad)
+                                        : adam_update(h, opt->kind == OPTIM_ADAMW, s, grad);
         weft_tensor_release(grad);
     }
     weft_set_grad_enabled(mode);
