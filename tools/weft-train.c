@@ -116,6 +116,28 @@ static int load_split(dataset *d, const char *dir, const char *prefix, long limi
     return 0;
 }
 
+/* The multiply-adds of one training image, times 2: every product of the
+ * forward pass, the same again for the weight gradients, and the input
+ * gradients of every layer but the first (nothing asks for the image's).
+ * Elementwise work (bias, activations, pooling, the loss, the optimizer)
+ * is left out: this is the count a GEMM peak bounds (bench/train-compare
+ * prints the epoch's rate as a share of bench/gemm-peak's). */
+static double train_flops_per_image(bool cnn)
+{
+    double fwd, first_input_grad;
+    if (cnn) {
+        double conv1 = 16.0 * 28 * 28 * (1 * 3 * 3), conv2 = 32.0 * 14 * 14 * (16 * 3 * 3);
+        double fc = 32.0 * 7 * 7 * 10;
+        fwd = conv1 + conv2 + fc;
+        first_input_grad = conv1;
+    } else {
+        double fc1 = 784.0 * 256, fc2 = 256.0 * 10;
+        fwd = fc1 + fc2;
+        first_input_grad = fc1;
+    }
+    return 2.0 * (3 * fwd - first_input_grad);
+}
+
 /* A batch as tensors: normalised float32 images [b, 784] and int64 labels. */
 static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, const long *order,
                       long start, long b, weft_device device)
@@ -729,10 +751,13 @@ int main(int argc, char **argv)
         printf("{\"model\": \"%s\", \"device\": \"%s\", \"optimizer\": \"%s\", \"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"seed\": %llu, "
                "\"first_loss\": %.6f, \"final_loss\": %.6f, \"test_accuracy\": %.2f, "
                "\"train_seconds\": %.3f, \"train_cpu_seconds\": %.3f, "
-               "\"images_per_second\": %.1f, \"peak_rss_mb\": %.1f%s",
+               "\"images_per_second\": %.1f, \"train_gflop\": %.2f, \"train_gflops\": %.2f, "
+               "\"peak_rss_mb\": %.1f%s",
                o.model, devname, o.optimizer, o.epochs, o.batch_size, o.lr, o.seed, first_loss, last_loss, accuracy,
                train_seconds, train_cpu_seconds,
-               (double)images / train_seconds, rss_mb, o.quantize ? ", " : "}\n");
+               (double)images / train_seconds, (double)images * train_flops_per_image(cnn) / 1e9,
+               (double)images * train_flops_per_image(cnn) / 1e9 / train_seconds, rss_mb,
+               o.quantize ? ", " : "}\n");
     if (o.json && o.quantize)
         printf("\"int8_test_accuracy\": %.2f, \"float_eval_seconds\": %.4f, "
                "\"int8_eval_seconds\": %.4f}\n",
