@@ -235,6 +235,53 @@ static void test_rows(void)
        "cross_entropy of float32 rows matches float64 log-sum-exp");
 }
 
+/* cross_entropy_backward's float32 rows (mean reduction): p_c - [c == t]
+ * over the batch, against float64, for class counts below, at and off the
+ * vector width, with a row that underflows, a -inf logit and a NaN row. */
+static void test_cross_entropy_backward(void)
+{
+    const int counts[] = {3, 8, 10, 17};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        enum { B = 5 };
+        int C = counts[k];
+        float x[B * 17];
+        int64_t tv[B];
+        for (int i = 0; i < B * C; i++)
+            x[i] = (float)uniform(-20, 20);
+        for (int r = 0; r < B; r++)
+            tv[r] = r % C;
+        x[1 * C + C - 1] = -200; /* exp underflows to 0 */
+        x[2 * C + 1] = -INFINITY;
+        x[4 * C + 0] = NAN; /* a NaN row: NaN gradients */
+        int64_t sizes[2] = {B, C};
+        weft_tensor *logits = f32(sizes, 2, x), *grad = NULL, *one = NULL;
+        weft_tensor *target = keep_int64((const int64_t[]){B}, 1, tv);
+        weft_ones(&one, NULL, 0, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+        keep(one);
+        int rc = weft_cross_entropy_backward(&grad, one, logits, target, NULL, "mean", -100, 0.0);
+        keep(grad);
+        int bad = 0;
+        for (int r = 0; rc == 0 && r < B; r++) {
+            const float *row = x + r * C;
+            double mx = -INFINITY, sum = 0;
+            bool nan = false;
+            for (int c = 0; c < C; c++)
+                nan |= isnan(row[c]), mx = row[c] > mx ? row[c] : mx;
+            for (int c = 0; c < C; c++)
+                sum += exp((double)row[c] - mx);
+            for (int c = 0; c < C; c++) {
+                double want = nan ? NAN : (exp((double)row[c] - mx) / sum - (c == tv[r])) / B;
+                float got = ((const float *)weft_tensor_data_ptr(grad))[r * C + c];
+                bool fine = nan ? isnan(got) : fabs(got - want) <= 1e-6 * (1 + fabs(want));
+                if (!fine && bad++ == 0)
+                    diag("C %d row %d class %d: got %.9g, expected %.9g", C, r, c, got, want);
+            }
+        }
+        ok(rc == 0 && bad == 0, "cross_entropy_backward of float32 rows of %d classes matches "
+           "float64 (underflow, -inf, NaN rows)", C);
+    }
+}
+
 int main(void)
 {
     if (weft_load_default_plugins() <= 0)
@@ -243,6 +290,7 @@ int main(void)
     test_negative_zero_in_vector_block();
     test_dense();
     test_rows();
+    test_cross_entropy_backward();
     drop_all();
     return done_testing();
 }

@@ -223,6 +223,20 @@ static inline vec_f32 vec_exp_nonpositive(vec_f32 x)
     return vec_select(tiny, (vec_f32){0}, e);
 }
 
+/* out[i] = exp(x[i] - shift) for i < n, shift at least every x[i] (a
+ * row's log-sum-exp: softmax's probabilities); NaN stays NaN. */
+static inline void vec_exp_shifted(const float *x, int64_t n, float shift, float *out)
+{
+    int64_t i = 0;
+    for (; i + VLANES <= n; i += VLANES) {
+        vec_f32 v = vec_load(x + i) - shift;
+        vec_i32 nan = v != v;
+        vec_store(out + i, vec_select(nan, v, vec_exp_nonpositive(vec_select(nan, (vec_f32){0}, v))));
+    }
+    for (; i < n; i++)
+        out[i] = expf(x[i] - shift);
+}
+
 /* The maximum of x[0..n) and sum of exp(x - max), vectorised; false (and
  * nothing written) when x holds a NaN or an infinite maximum, which the
  * caller's scalar loop handles with libm's semantics. */
