@@ -60,7 +60,11 @@ static int addmm_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
         return rc;
     double alpha = n->scalar, beta;
     memcpy(&beta, &n->info[n->n_info - 1], sizeof beta);
-    if (wants(n, 0) && (rc = weft_mul_scalar(&p, go[0], beta)) == 0) {
+    /* beta 1 (every linear's bias): the gradient as it is, not a copy
+     * scaled by one */
+    if (wants(n, 0) && beta == 1) {
+        rc = fit_grad(&gi[0], n, 0, go[0]);
+    } else if (wants(n, 0) && (rc = weft_mul_scalar(&p, go[0], beta)) == 0) {
         rc = fit_grad(&gi[0], n, 0, p);
         weft_tensor_release(p);
         p = NULL;
