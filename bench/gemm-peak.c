@@ -8,6 +8,7 @@
  *   bench/gemm-peak [THREADS]   (default: every CPU; run through libtool
  *                                --mode=execute with WEFT_PLUGIN_PATH set) */
 #include <cblas.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -16,6 +17,10 @@
 #include <weft/weft.h>
 
 extern void openblas_set_num_threads(int num_threads) __attribute__((weak));
+
+typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *,
+                             int64_t, const float *, int64_t, float, float *, int64_t);
+static dnnl_sgemm_fn dnnl_sgemm;
 
 static double now(void)
 {
@@ -31,16 +36,21 @@ static void die(const char *what)
 }
 
 /* The best GFLOP/s of rounds of reps products n^3, run by one of the two. */
-static double measure(int n, bool use_weft, weft_tensor *a, weft_tensor *b, weft_tensor *c)
+enum { OPENBLAS, ONEDNN, WEFT };
+
+static double measure(int n, int who, weft_tensor *a, weft_tensor *b, weft_tensor *c)
 {
     double flop = 2.0 * n * n * (double)n, best = 0;
     int reps = n >= 2048 ? 2 : 8;
     for (int round = 0; round < 5; round++) {
         double t0 = now();
         for (int r = 0; r < reps; r++) {
-            if (use_weft) {
+            if (who == WEFT) {
                 if (weft_mm_out(c, a, b) < 0)
                     die("weft_mm_out");
+            } else if (who == ONEDNN) {
+                dnnl_sgemm('N', 'N', n, n, n, 1.0f, weft_tensor_data_ptr(a), n,
+                           weft_tensor_data_ptr(b), n, 0.0f, weft_tensor_data_ptr(c), n);
             } else {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
                             weft_tensor_data_ptr(a), n, weft_tensor_data_ptr(b), n, 0.0f,
@@ -64,7 +74,12 @@ int main(int argc, char **argv)
     if (weft_load_default_plugins() < 0)
         die("loading the plugins");
     weft_set_num_threads(threads);
-    double blas = 0, mine = 0;
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    void (*omp_threads)(int) = h ? (void (*)(int))dlsym(h, "omp_set_num_threads") : NULL;
+    dnnl_sgemm = h ? (dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm") : NULL;
+    if (omp_threads)
+        omp_threads(threads);
+    double blas = 0, dnnl = 0, mine = 0;
     const int sizes[] = {1024, 2048};
     for (int s = 0; s < 2; s++) {
         int n = sizes[s];
@@ -78,18 +93,22 @@ int main(int argc, char **argv)
          * pieces; here OpenBLAS runs its own threads, then back to one */
         if (openblas_set_num_threads)
             openblas_set_num_threads(threads);
-        double r = measure(n, false, a, b, c);
+        double r = measure(n, OPENBLAS, a, b, c);
         if (openblas_set_num_threads)
             openblas_set_num_threads(1);
         blas = r > blas ? r : blas;
-        r = measure(n, true, a, b, c);
+        r = dnnl_sgemm && omp_threads ? measure(n, ONEDNN, a, b, c) : 0;
+        dnnl = r > dnnl ? r : dnnl;
+        r = measure(n, WEFT, a, b, c);
         mine = r > mine ? r : mine;
         weft_tensor_release(a);
         weft_tensor_release(b);
         weft_tensor_release(c);
     }
-    printf("{\"threads\": %d, \"openblas_gflops\": %.1f, \"weft_gflops\": %.1f, "
-           "\"peak_gflops\": %.1f}\n",
-           threads, blas, mine, blas > mine ? blas : mine);
+    double peak = blas > dnnl ? blas : dnnl;
+    peak = mine > peak ? mine : peak;
+    printf("{\"threads\": %d, \"openblas_gflops\": %.1f, \"onednn_gflops\": %.1f, "
+           "\"weft_gflops\": %.1f, \"peak_gflops\": %.1f}\n",
+           threads, blas, dnnl, mine, peak);
     return 0;
 }

@@ -72,23 +72,18 @@ static void gemm_pieces(int64_t begin, int64_t end, void *ctx)
             c += (size_t)first * es;
             m = count;
         }
-        enum CBLAS_TRANSPOSE opa = j->ta ? CblasTrans : CblasNoTrans;
-        enum CBLAS_TRANSPOSE opb = j->tb ? CblasTrans : CblasNoTrans;
-        if (j->dtype == WEFT_FLOAT32)
-            cblas_sgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)j->k, (float)j->alpha,
-                        (const float *)a, (int)j->lda, (const float *)b, (int)j->ldb,
-                        (float)j->beta, (float *)c, (int)j->ldc);
-        else
-            cblas_dgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)j->k, j->alpha,
-                        (const double *)a, (int)j->lda, (const double *)b, (int)j->ldb,
-                        j->beta, (double *)c, (int)j->ldc);
+        cpu__gemm_serial(j->dtype, j->ta, j->tb, n, m, j->k, j->alpha, a, j->lda, b, j->ldb,
+                         j->beta, c, j->ldc);
     }
 }
 
-void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
-               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
-               double beta, void *c, int64_t ldc)
+int cpu__gemm(const char *op, weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m,
+              int64_t k, double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+              double beta, void *c, int64_t ldc)
 {
+    int rc = cpu__gemm_library_ready(op);
+    if (rc < 0)
+        return rc;
     gemm_job j = {dtype, ta, tb, n >= m, n, m, k, lda, ldb, ldc, 0, alpha, beta, a, b, c};
     int64_t along = j.by_rows ? n : m;
     double work = (double)n * (double)m * (double)(k > 0 ? k : 1);
@@ -107,6 +102,7 @@ void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t
         gemm_pieces(0, pieces, &j);
     else
         cpu__parallel_for(0, pieces, 1, gemm_pieces, &j);
+    return 0;
 }
 
 /* One operand of a (batched) product: element (b, i, j) is at
@@ -221,12 +217,12 @@ static int blas_product(weft_dtype dtype, const weft_tensor *a, const weft_tenso
         int64_t ldc = p->c.rs > 1 ? p->c.rs : 1;
         ldc = ldc < p->m ? p->m : ldc;
         size_t es = weft_dtype_size(dtype);
-        for (int64_t i = 0; i < p->batch; i++) {
+        for (int64_t i = 0; rc == 0 && i < p->batch; i++) {
             double bi = p->c.bs == 0 && i > 0 ? 1.0 : beta;
-            cpu__gemm(dtype, ta, tb, p->n, p->m, p->k, alpha,
-                      p->a.data + (size_t)(i * p->a.bs) * es, lda,
-                      p->b.data + (size_t)(i * p->b.bs) * es, ldb, bi,
-                      p->c.data + (size_t)(i * p->c.bs) * es, ldc);
+            rc = cpu__gemm("mm", dtype, ta, tb, p->n, p->m, p->k, alpha,
+                           p->a.data + (size_t)(i * p->a.bs) * es, lda,
+                           p->b.data + (size_t)(i * p->b.bs) * es, ldb, bi,
+                           p->c.data + (size_t)(i * p->c.bs) * es, ldc);
         }
     }
     weft_tensor_release(ca);

@@ -319,10 +319,33 @@ int cpu__parse_dims(const char *op, const weft_value *dim, int ndim, bool *reduc
 void cpu__blas_init(int nthreads);
 /* C[n x m] = alpha op(A) op(B) + beta C for float32/float64, row-major,
  * sizes and leading dimensions within int; large products are split by
- * rows or columns of C over the pool (blas.c). */
-void cpu__gemm(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
-               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
-               double beta, void *c, int64_t ldc);
+ * rows or columns of C over the pool (blas.c).  Errors: those of
+ * cpu__gemm_library_ready, named after op. */
+int cpu__gemm(const char *op, weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m,
+              int64_t k, double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+              double beta, void *c, int64_t ldc);
+
+/* The library behind float32 products (gemm_lib.c): WEFT_CPU_GEMM=
+ * openblas|onednn|auto, read by cpu__gemm_library_init at plugin start. */
+typedef enum cpu_gemm_library {
+    CPU_GEMM_AUTO,
+    CPU_GEMM_OPENBLAS,
+    CPU_GEMM_ONEDNN
+} cpu_gemm_library;
+void cpu__gemm_library_init(void);
+void cpu__gemm_library_fini(void);
+/* Resolves the choice (opening oneDNN at the first call that wants it);
+ * call before the first cpu__gemm_serial of a kernel.  Errors: WEFT_EINVAL
+ * for an unknown WEFT_CPU_GEMM, WEFT_ENOTSUP when onednn was asked for and
+ * cannot be opened. */
+int cpu__gemm_library_ready(const char *op);
+/* The library float32 products use (OPENBLAS or ONEDNN), resolved. */
+cpu_gemm_library cpu__gemm_library(void);
+/* One product on the calling thread, through the chosen library (float64
+ * always OpenBLAS); only after cpu__gemm_library_ready succeeded. */
+void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
+                      double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                      double beta, void *c, int64_t ldc);
 
 /* Each file registers its table of kernels for the CPU with the SDK's
  * weft_register_kernel_table (<weft/plugin.h>). */

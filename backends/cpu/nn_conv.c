@@ -56,13 +56,7 @@ static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc)
 {
-    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
-    if (dtype == WEFT_FLOAT32)
-        cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b,
-                    (int)ldb, (float)beta, c, (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b,
-                    (int)ldb, beta, c, (int)ldc);
+    cpu__gemm_serial(dtype, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* Products with a short inner dimension (k <= SMALL_K): a forward with
@@ -335,7 +329,8 @@ static int parse_params(const char *op, const weft_value *args, conv_geometry *g
     if (g->groups < 1)
         return weft_set_error(WEFT_EINVAL, "%s: groups must be positive, got %lld", op,
                               (long long)g->groups);
-    return 0;
+    /* the products below run through the library WEFT_CPU_GEMM chose */
+    return cpu__gemm_library_ready(op);
 }
 
 /* Fills in and checks the geometry from input sizes [N, C, H, W] and
@@ -743,6 +738,8 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
         rc = cpu__pair_arg(op, "output_padding", &a[5], zero, 0, output_padding);
     if (rc == 0)
         rc = cpu__pair_arg(op, "dilation", &a[7], NULL, 1, dilation);
+    if (rc == 0)
+        rc = cpu__gemm_library_ready(op);
     if (rc < 0)
         return rc;
     char bi[128], bw[128];

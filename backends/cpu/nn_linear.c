@@ -55,8 +55,8 @@ static int gemm(weft_dtype dtype, const weft_tensor *a, const weft_tensor *b, we
     if (rc == 0) {
         int64_t n = weft_tensor_size(a, 0), k = weft_tensor_size(a, 1);
         int64_t m = weft_tensor_size(b, 1);
-        cpu__gemm(dtype, ta, tb, n, m, k, alpha, weft_tensor_data_ptr(ua), lda,
-                  weft_tensor_data_ptr(ub), ldb, beta, weft_tensor_data_ptr(c), m > 1 ? m : 1);
+        rc = cpu__gemm("addmm", dtype, ta, tb, n, m, k, alpha, weft_tensor_data_ptr(ua), lda,
+                       weft_tensor_data_ptr(ub), ldb, beta, weft_tensor_data_ptr(c), m > 1 ? m : 1);
     }
     weft_tensor_release(ca);
     weft_tensor_release(cb);

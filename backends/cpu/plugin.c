@@ -46,6 +46,7 @@ static int cpu_init(weft_registrar *reg)
     if (rc < 0)
         return rc;
     cpu__blas_init(cpu__num_threads());
+    cpu__gemm_library_init();
     if ((rc = cpu__register_fill(reg)) < 0 || (rc = cpu__register_elementwise(reg)) < 0 ||
         (rc = cpu__register_unary(reg)) < 0 || (rc = cpu__register_reduce(reg)) < 0 ||
         (rc = cpu__register_blas(reg)) < 0 || (rc = cpu__register_binary(reg)) < 0 ||
@@ -61,6 +62,7 @@ static int cpu_init(weft_registrar *reg)
 static void cpu_fini(void)
 {
     cpu__parallel_shutdown();
+    cpu__gemm_library_fini();
 }
 
 WEFT_PLUGIN_DEFINE("cpu", CPU_VARIANT, "0.1.0", cpu__score, cpu_init, cpu_fini);

@@ -1,0 +1,154 @@
+/* backends/cpu/gemm_lib.c — which library multiplies float32 matrices on
+ * one thread: OpenBLAS (linked, the default) or oneDNN's sgemm, opened
+ * with dlopen at the first product that wants it (the plugin does not map
+ * oneDNN's 40 MB otherwise, so start-up does not pay for it).
+ *
+ * WEFT_CPU_GEMM=openblas|onednn|auto, read once when the plugin starts:
+ *  - openblas: always OpenBLAS;
+ *  - onednn: oneDNN's sgemm for float32 (float64 stays on OpenBLAS: oneDNN
+ *    has no dgemm); a oneDNN that cannot be opened is an error at the
+ *    first product, naming the library;
+ *  - auto (the default): oneDNN in the AVX-512 build of the plugin when
+ *    libdnnl.so.2 opens, OpenBLAS otherwise.  Measured on the AVX2 machine
+ *    (bench/gemm-peak, docs/benchmarks.md): OpenBLAS is as fast or faster
+ *    for the products training runs ([64, 784] x [784, 256]: 69 against 48
+ *    GFLOP/s on one thread), so AVX2 keeps it; Debian 12's OpenBLAS 0.3.21
+ *    chooses its kernels by CPU model and predates the AVX-512 cores of
+ *    recent EPYCs, while oneDNN's sgemm is generated at run time for the
+ *    instruction set the CPU reports.
+ * Either library runs single-threaded here: large products are cut into
+ * pieces over weft's own pool (blas.c), whose workers sleep when idle;
+ * oneDNN's OpenMP is told one thread on every thread that calls it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "cpu.h"
+
+typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k,
+                             float alpha, const float *a, int64_t lda, const float *b,
+                             int64_t ldb, float beta, float *c, int64_t ldc);
+typedef void (*omp_set_num_threads_fn)(int n);
+
+static struct {
+    cpu_gemm_library chosen; /* from the environment; AUTO resolved at open */
+    char bad_value[64];      /* an unknown WEFT_CPU_GEMM, kept for the message */
+    pthread_once_t once;
+    void *handle;
+    dnnl_sgemm_fn sgemm;
+    omp_set_num_threads_fn omp_threads;
+    char open_error[256];
+    cpu_gemm_library active; /* what float32 products use once resolved */
+} lib = {.once = PTHREAD_ONCE_INIT};
+
+/* Whether this thread has told oneDNN's OpenMP to use one thread. */
+static __thread bool omp_single;
+
+void cpu__gemm_library_init(void)
+{
+    const char *v = getenv("WEFT_CPU_GEMM");
+    lib.chosen = CPU_GEMM_AUTO;
+    lib.bad_value[0] = '\0';
+    if (!v || !*v || strcmp(v, "auto") == 0)
+        return;
+    if (strcmp(v, "openblas") == 0)
+        lib.chosen = CPU_GEMM_OPENBLAS;
+    else if (strcmp(v, "onednn") == 0)
+        lib.chosen = CPU_GEMM_ONEDNN;
+    else
+        snprintf(lib.bad_value, sizeof lib.bad_value, "%s", v);
+}
+
+static bool wants_onednn(void)
+{
+    if (lib.chosen == CPU_GEMM_ONEDNN)
+        return true;
+#if defined(__AVX512F__)
+    return lib.chosen == CPU_GEMM_AUTO;
+#else
+    return false;
+#endif
+}
+
+static void open_onednn(void)
+{
+    lib.active = CPU_GEMM_OPENBLAS;
+    if (lib.bad_value[0] || !wants_onednn())
+        return;
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(lib.open_error, sizeof lib.open_error, "%s", dlerror());
+        return;
+    }
+    dnnl_sgemm_fn sgemm = (dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
+    /* oneDNN's OpenMP runtime (libgomp), found through its dependencies */
+    omp_set_num_threads_fn omp = (omp_set_num_threads_fn)dlsym(h, "omp_set_num_threads");
+    if (!sgemm || !omp) {
+        snprintf(lib.open_error, sizeof lib.open_error, "libdnnl.so.2 lacks %s",
+                 sgemm ? "omp_set_num_threads (not the OpenMP build)" : "dnnl_sgemm");
+        dlclose(h);
+        return;
+    }
+    lib.handle = h;
+    lib.sgemm = sgemm;
+    lib.omp_threads = omp;
+    lib.active = CPU_GEMM_ONEDNN;
+}
+
+int cpu__gemm_library_ready(const char *op)
+{
+    if (lib.bad_value[0])
+        return weft_set_error(WEFT_EINVAL, "%s: WEFT_CPU_GEMM='%s': expected openblas, onednn "
+                              "or auto", op, lib.bad_value);
+    pthread_once(&lib.once, open_onednn);
+    if (lib.chosen == CPU_GEMM_ONEDNN && lib.active != CPU_GEMM_ONEDNN)
+        return weft_set_error(WEFT_ENOTSUP, "%s: WEFT_CPU_GEMM=onednn, but oneDNN cannot be "
+                              "used: %s (Debian: apt-get install libdnnl2)", op, lib.open_error);
+    return 0;
+}
+
+cpu_gemm_library cpu__gemm_library(void)
+{
+    pthread_once(&lib.once, open_onednn);
+    return lib.active;
+}
+
+void cpu__gemm_library_fini(void)
+{
+    /* the plugin's fini joins the pool first: nobody is inside oneDNN */
+    if (lib.handle)
+        dlclose(lib.handle);
+    lib.handle = NULL;
+    lib.sgemm = NULL;
+    lib.active = CPU_GEMM_OPENBLAS;
+    lib.once = (pthread_once_t)PTHREAD_ONCE_INIT;
+}
+
+void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
+                      double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                      double beta, void *c, int64_t ldc)
+{
+    if (dtype == WEFT_FLOAT32 && lib.active == CPU_GEMM_ONEDNN) {
+        if (!omp_single) {
+            lib.omp_threads(1);
+            omp_single = true;
+        }
+        /* row-major, as cblas's CblasRowMajor; a status other than success
+         * is an invalid argument, which the callers' checks rule out */
+        lib.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', n, m, k, (float)alpha, a, lda, b, ldb,
+                  (float)beta, c, ldc);
+        return;
+    }
+    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (dtype == WEFT_FLOAT32)
+        cblas_sgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)k, (float)alpha, a, (int)lda, b,
+                    (int)ldb, (float)beta, c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)k, alpha, a, (int)lda, b,
+                    (int)ldb, beta, c, (int)ldc);
+}
