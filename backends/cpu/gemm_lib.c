@@ -18,7 +18,7 @@
  *    instruction set the CPU reports.
  * Either library runs single-threaded here: large products are cut into
  * pieces over weft's own pool (blas.c), whose workers sleep when idle;
- * oneDNN's OpenMP is told one thread on every thread that calls it. */
+ * oneDNN's OpenMP is told one thread for the duration of each call. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -33,6 +33,7 @@ typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int
                              float alpha, const float *a, int64_t lda, const float *b,
                              int64_t ldb, float beta, float *c, int64_t ldc);
 typedef void (*omp_set_num_threads_fn)(int n);
+typedef int (*omp_get_max_threads_fn)(void);
 
 static struct {
     cpu_gemm_library chosen; /* from the environment; AUTO resolved at open */
@@ -41,12 +42,10 @@ static struct {
     void *handle;
     dnnl_sgemm_fn sgemm;
     omp_set_num_threads_fn omp_threads;
+    omp_get_max_threads_fn omp_max;
     char open_error[256];
     cpu_gemm_library active; /* what float32 products use once resolved */
 } lib = {.once = PTHREAD_ONCE_INIT};
-
-/* Whether this thread has told oneDNN's OpenMP to use one thread. */
-static __thread bool omp_single;
 
 void cpu__gemm_library_init(void)
 {
@@ -87,7 +86,8 @@ static void open_onednn(void)
     dnnl_sgemm_fn sgemm = (dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
     /* oneDNN's OpenMP runtime (libgomp), found through its dependencies */
     omp_set_num_threads_fn omp = (omp_set_num_threads_fn)dlsym(h, "omp_set_num_threads");
-    if (!sgemm || !omp) {
+    omp_get_max_threads_fn omp_max = (omp_get_max_threads_fn)dlsym(h, "omp_get_max_threads");
+    if (!sgemm || !omp || !omp_max) {
         snprintf(lib.open_error, sizeof lib.open_error, "libdnnl.so.2 lacks %s",
                  sgemm ? "omp_set_num_threads (not the OpenMP build)" : "dnnl_sgemm");
         dlclose(h);
@@ -96,6 +96,7 @@ static void open_onednn(void)
     lib.handle = h;
     lib.sgemm = sgemm;
     lib.omp_threads = omp;
+    lib.omp_max = omp_max;
     lib.active = CPU_GEMM_ONEDNN;
 }
 
@@ -133,14 +134,16 @@ void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, 
                       double beta, void *c, int64_t ldc)
 {
     if (dtype == WEFT_FLOAT32 && lib.active == CPU_GEMM_ONEDNN) {
-        if (!omp_single) {
-            lib.omp_threads(1);
-            omp_single = true;
-        }
+        /* one OpenMP thread for this call only: the thread's setting is
+         * shared with every other user of oneDNN in the process (the
+         * quantized plugin's int8 primitives want their threads) */
+        int before = lib.omp_max();
+        lib.omp_threads(1);
         /* row-major, as cblas's CblasRowMajor; a status other than success
          * is an invalid argument, which the callers' checks rule out */
         lib.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', n, m, k, (float)alpha, a, lda, b, ldb,
                   (float)beta, c, ldc);
+        lib.omp_threads(before);
         return;
     }
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
