@@ -32,6 +32,13 @@ check "$(awk -v a="$acc" 'BEGIN { print (a > 65) ? "yes" : "no" }')" \
 strip() { echo "$1" | sed 's/"train_seconds".*//'; }
 check "$([ "$valid" = yes ] && [ "$(strip "$out")" = "$(strip "$again")" ] && echo yes)" \
     "the same seed gives the same numbers"
+# batches built on the batch thread (the default) or in the loop: the same
+# images in the same order, so the same numbers; 2 epochs (the thread must
+# not build across the reshuffle) with a last batch of 6000 mod 64 = 48
+noprefetch=$("$builddir/weft-train" --limit 6000 --epochs 2 --seed 7 --json --quiet --no-prefetch 2>&1)
+prefetched=$("$builddir/weft-train" --limit 6000 --epochs 2 --seed 7 --json --quiet 2>&1)
+check "$([ -n "$(strip "$noprefetch")" ] && [ "$(strip "$noprefetch")" = "$(strip "$prefetched")" ] && echo yes)" \
+    "--no-prefetch gives the same numbers as batches built on the batch thread"
 cnn=$("$builddir/weft-train" --model cnn --limit 2000 --epochs 1 --seed 7 --json 2>&1)
 cfirst=$(echo "$cnn" | sed -n 's/.*"first_loss": \([-0-9.e]*\).*/\1/p')
 cfinal=$(echo "$cnn" | sed -n 's/.*"final_loss": \([-0-9.e]*\).*/\1/p')

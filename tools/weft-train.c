@@ -25,6 +25,7 @@
 #include <weft/profiler.h>
 #include <weft/weft.h>
 
+#include "train_prefetch.h"
 #include "train_quantize.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
@@ -35,7 +36,7 @@ typedef struct options {
     long limit;
     double lr, momentum, weight_decay;
     unsigned long long seed;
-    bool json, quiet, quantize, distributed;
+    bool json, quiet, quantize, distributed, no_prefetch;
     const char *profile; /* --profile FILE */
     int profile_steps;
 } options;
@@ -138,10 +139,19 @@ static double train_flops_per_image(bool cnn)
     return 2.0 * (3 * fwd - first_input_grad);
 }
 
-/* A batch as tensors: normalised float32 images [b, 784] and int64 labels. */
-static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, const long *order,
-                      long start, long b, weft_device device)
+/* What a batch is read from: the images and labels, and the order of
+ * this epoch (NULL: in file order). */
+typedef struct batch_source {
+    const dataset *d;
+    const long *order;
+} batch_source;
+
+/* A batch as host tensors: normalised float32 images [b, 784] and int64
+ * labels (a train_batch_fn: also run on weft-train's batch thread). */
+static int host_batch(void *ctx, long start, long b, weft_tensor **x, weft_tensor **labels)
 {
+    const batch_source *src = ctx;
+    const dataset *d = src->d;
     int64_t pixels = (int64_t)d->rows * d->cols;
     int64_t xs[2] = {b, pixels}, ys[1] = {b};
     weft_tensor *hx = NULL, *hy = NULL;
@@ -160,13 +170,22 @@ static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, c
     for (int v = 0; v < 256; v++)
         value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
     for (long i = 0; i < b; i++) {
-        long k = order ? order[start + i] : start + i;
+        long k = src->order ? src->order[start + i] : start + i;
         const unsigned char *img = d->images + (size_t)k * (size_t)pixels;
         for (int64_t p = 0; p < pixels; p++)
             px[i * pixels + p] = value[img[p]];
         py[i] = d->labels[k];
     }
-    rc = weft_to_device(x, hx, device);
+    *x = hx;
+    *labels = hy;
+    return 0;
+}
+
+/* Host tensors hx, hy moved to device into *x, *labels; consumes hx, hy. */
+static int batch_to_device(weft_tensor **x, weft_tensor **labels, weft_tensor *hx, weft_tensor *hy,
+                           weft_device device)
+{
+    int rc = weft_to_device(x, hx, device);
     if (rc == 0 && (rc = weft_to_device(labels, hy, device)) < 0) {
         weft_tensor_release(*x);
         *x = NULL;
@@ -174,6 +193,16 @@ static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, c
     weft_tensor_release(hx);
     weft_tensor_release(hy);
     return rc;
+}
+
+/* A batch as tensors on device, built on the calling thread. */
+static int make_batch(weft_tensor **x, weft_tensor **labels, const dataset *d, const long *order,
+                      long start, long b, weft_device device)
+{
+    batch_source src = {d, order};
+    weft_tensor *hx = NULL, *hy = NULL;
+    int rc = host_batch(&src, start, b, &hx, &hy);
+    return rc < 0 ? rc : batch_to_device(x, labels, hx, hy, device);
 }
 
 /* ----------------------------------------------------------------- model */
@@ -294,6 +323,8 @@ static void usage(FILE *f)
             "  --json                 end with one JSON object of the results on stdout;\n"
             "                         progress goes to stderr\n"
             "  --quiet                no progress lines\n"
+            "  --no-prefetch          build each batch in the training loop instead of on a\n"
+            "                         thread beside it while the previous step runs\n"
             "  --quantize             after training, quantize the model (weights per channel\n"
             "                         qint8, activations per tensor quint8, calibrated on 1000\n"
             "                         training images) and print its test accuracy and the\n"
@@ -347,7 +378,7 @@ static int parse_double(const char *opt, const char *text, bool positive, double
 static int parse(options *o, int argc, char **argv)
 {
     *o = (options){"mlp", "best", DEFAULT_DATA, NULL, "sgd", 2, 64, 0, 100, 0, 0.02, 0.9, 0,
-                   0, false, false, false, false, NULL, 5};
+                   0, false, false, false, false, false, NULL, 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--json") == 0) {
@@ -360,6 +391,10 @@ static int parse(options *o, int argc, char **argv)
         }
         if (strcmp(a, "--quantize") == 0) {
             o->quantize = true;
+            continue;
+        }
+        if (strcmp(a, "--no-prefetch") == 0) {
+            o->no_prefetch = true;
             continue;
         }
         if (strcmp(a, "--distributed") == 0) {
@@ -601,6 +636,12 @@ int main(int argc, char **argv)
             return fail("--profile");
     }
     long profiled_steps = 0;
+    /* the batch thread (--no-prefetch: none); without one, every batch is
+     * built in the loop as before */
+    batch_source source = {&train, order};
+    train_prefetch *prefetch = NULL;
+    if (!o.no_prefetch && train_prefetch_start(&prefetch, host_batch, &source) < 0)
+        prefetch = NULL;
     for (int epoch = 1; epoch <= o.epochs && rc == 0; epoch++) {
         for (long i = 0; i < train.n; i++)
             order[i] = i;
@@ -625,8 +666,20 @@ int main(int argc, char **argv)
             }
             /* this rank's rows of the batch: [lo, hi) */
             long lo = b * rank / world_size, hi = b * (rank + 1) / world_size;
-            if (rc == 0)
-                rc = make_batch(&x, &y, &train, order, start + lo, hi - lo, dev);
+            if (rc == 0) {
+                weft_tensor *hx = NULL, *hy = NULL;
+                rc = train_prefetch_take(prefetch, host_batch, &source, start + lo, hi - lo, &hx,
+                                         &hy);
+                /* the next step's rows, built while this step runs */
+                if (rc == 0 && step + 1 < steps) {
+                    long nstart = (step + 1) * o.batch_size;
+                    long nb = train.n - nstart < o.batch_size ? train.n - nstart : o.batch_size;
+                    train_prefetch_request(prefetch, nstart + nb * rank / world_size,
+                                           nb * (rank + 1) / world_size - nb * rank / world_size);
+                }
+                if (rc == 0)
+                    rc = batch_to_device(&x, &y, hx, hy, dev);
+            }
             if (rc == 0)
                 rc = model_forward(&logits, m, cnn, x);
             if (rc == 0)
@@ -670,6 +723,9 @@ int main(int argc, char **argv)
             for (int i = 0; i < 4; i++)
                 weft_tensor_release(tmp[i]);
         }
+        /* nothing is in flight here: the last step requests nothing, and
+         * an error ends the epochs (the order is reshuffled only after a
+         * whole epoch) */
         train_seconds += now() - t0;
         train_cpu_seconds += cpu_now() - c0;
         if (rc == 0)
@@ -677,6 +733,7 @@ int main(int argc, char **argv)
         if (rc == 0 && progress)
             fprintf(progress, "epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
+    train_prefetch_stop(prefetch);
     if (rc == 0 && o.save && rank == 0) {
         /* FILE.safetensors: the format other frameworks read */
         size_t len = strlen(o.save), ext = strlen(".safetensors");
