@@ -69,6 +69,13 @@ static void gemm(weft_dtype dtype, bool ta, bool tb, int64_t m, int64_t n, int64
  * order.  Element (i, q) of A is a[i * ars + q * acs] (W or W^T without a
  * copy); C starts from bias[i] or 0, so no separate pass sets it. */
 #define SMALL_K 32
+/* The input gradient's product reads W transposed (a column of W per row
+ * of the result, stride C KH KW), which the kernel pays for as k grows:
+ * measured on one thread (process CPU time, the CNN's 64x16x14x14 layer
+ * and others), it beats OpenBLAS by 1.35x at k = 8, ties at 16 and loses
+ * by 1.2-1.6x at 32 (weft-train's second convolution), so the backward
+ * takes it only up to 16. */
+#define SMALL_K_BACKWARD 16
 
 static inline vec_f32 vec_splat(float v)
 {
@@ -525,7 +532,7 @@ static void backward_input_task(const conv_job *j, int64_t t, char *scratch)
         const char *go = j->go + (size_t)((b * g->OC + gr * OCg) * L + oh0 * g->OW) * es;
         char *dst = j->direct ? image + (size_t)(c0 * L + oh0 * g->OW) * es : scratch;
         int64_t ldd = j->direct ? L : cols; /* direct: KK = 1, H W = L */
-        if (j->dt == WEFT_FLOAT32 && OCg <= SMALL_K)
+        if (j->dt == WEFT_FLOAT32 && OCg <= SMALL_K_BACKWARD)
             small_k_gemm((c1 - c0) * KK, cols, OCg, (const float *)a, 1, Rg, (const float *)go,
                          L, NULL, (float *)dst, ldd);
         else
