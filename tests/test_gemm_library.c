@@ -19,6 +19,7 @@
 #include <weft/weft.h>
 
 #include "tests/tap.h"
+#include "tests/dir_entries.h"
 #include "tests/keep.h"
 
 static uint64_t seed = 12345;
@@ -84,13 +85,7 @@ static const char *library_that_ran(void)
 
 static int thread_count(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n;
+    return dir_entries("/proc/self/task");
 }
 
 /* a = [n, k] (or its transpose's view), b = [k, m] likewise; out = a @ b

@@ -22,6 +22,7 @@
 #include <weft/weft.h>
 
 #include "tap.h"
+#include "tests/dir_entries.h"
 #include "tests/host_device.h"
 
 /* ------------------------------------------------ a small JSON reader */
@@ -233,13 +234,8 @@ static weft_tensor *full(double v)
 /* The number of files in tmpdir (a failed export must leave none). */
 static int files_in_tmpdir(void)
 {
-    DIR *d = opendir(tmpdir);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n;
+    int n = dir_entries(tmpdir);
+    return n > 0 ? n : 0;
 }
 
 /* ---------------------------------------------------------------- tests */

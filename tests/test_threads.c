@@ -22,6 +22,7 @@
 #include <weft/ops.h>
 #include <weft/weft.h>
 
+#include "tests/dir_entries.h"
 #include "tests/tap.h"
 #include "tests/keep.h"
 
@@ -115,16 +116,7 @@ static const char *const result_names[N_RESULTS] = {
 /* Threads of this process, the caller included. */
 static int task_count(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
+    return dir_entries("/proc/self/task");
 }
 
 static void test_same_results(void)
