@@ -148,6 +148,20 @@ void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, 
     }
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (beta == 0 && n > 0 && m > 0 && k > 0) {
+        /* OpenBLAS scales C by beta in a pass of its own before it adds
+         * the product (sgemm_beta: 5% of weft-train's MLP epoch); zeroing
+         * C with memset and adding to it is the same sum and cheaper:
+         * 12% for a [256, 64] x [64, 784] weight gradient, 34% for
+         * [64, 10] x [10, 256] (one thread, process CPU time) */
+        size_t es = dtype == WEFT_FLOAT32 ? sizeof(float) : sizeof(double);
+        if (ldc == m)
+            memset(c, 0, (size_t)n * (size_t)m * es);
+        else
+            for (int64_t i = 0; i < n; i++)
+                memset((char *)c + (size_t)i * (size_t)ldc * es, 0, (size_t)m * es);
+        beta = 1;
+    }
     if (dtype == WEFT_FLOAT32)
         cblas_sgemm(CblasRowMajor, opa, opb, (int)n, (int)m, (int)k, (float)alpha, a, (int)lda, b,
                     (int)ldb, (float)beta, c, (int)ldc);
