@@ -775,11 +775,25 @@ static void test_autograd(void)
     weft_tensor *gi = gl ? call1("indices", gl) : NULL, *gv = gl ? call1("values", gl) : NULL;
     ok(gi && !memcmp(weft_tensor_data_ptr(gi), ix, sizeof ix), "with the leaf's indices");
     ok(gv && ((float *)weft_tensor_data_ptr(gv))[1] == 3, "and 3 for each value");
-    /* no formula: a clear refusal instead of a dropped gradient */
-    weft_tensor *c = NULL;
+    /* coalesce passes the gradient through: each duplicate gets its
+     * position's gradient, the leaf's stays sparse */
+    weft_tensor *c = NULL, *cd = NULL, *gc = NULL;
     weft_value a[] = {TV(leaf)};
-    is_int(callop(&c, "coalesce", a, 1), WEFT_ENOTSUP, "coalesce of a tensor requiring grad");
-    like(weft_last_error(), "coalesce: no gradient formula", "says so");
+    weft_tensor_set_grad(leaf, NULL);
+    is_int(callop(&c, "coalesce", a, 1), 0, "coalesce of a tensor requiring grad");
+    ok(c && weft_tensor_requires_grad(c), "records a node");
+    cd = c ? dense(c) : NULL;
+    weft_tensor *cm = NULL, *cy = NULL;
+    weft_mul(&cm, cd, M);
+    weft_sum(&cy, cm, NULL, 0, false);
+    is_int(weft_backward(&cy, 1, NULL, false, false), 0, "backward through coalesce");
+    is_int(weft_tensor_grad(&gc, leaf), 0, "the leaf's gradient");
+    is_int(gc ? weft_tensor_layout(gc) : -1, weft_layout_lookup("sparse_coo"), "is sparse_coo");
+    weft_tensor *gcd = gc ? dense(gc) : NULL;
+    is_double(maxdiff(gcd, M), 0, 0, "and M, the gradient at every position");
+    weft_tensor *all3[] = {c, cd, gc, cm, cy, gcd};
+    for (size_t i = 0; i < sizeof all3 / sizeof *all3; i++)
+        weft_tensor_release(all3[i]);
     /* values() of a strided tensor that requires grad: refused by the
      * layout kernels, as without grad (it crashed reading a payload that a
      * strided tensor has not; found by fuzz_python_ops) */
@@ -792,6 +806,59 @@ static void test_autograd(void)
     weft_tensor *all2[] = {I, V, M, leaf, vv, t3, y, gl, V2, gi, gv};
     for (size_t i = 0; i < sizeof all2 / sizeof *all2; i++)
         weft_tensor_release(all2[i]);
+}
+
+/* weft_mm (the core's operator, through the C API) with a sparse operand
+ * that requires grad: its gradient is sparse on its own pattern, G B^T
+ * sampled at its entries (torch.sparse.mm's); B's is A^T G, dense */
+static void test_product_gradients(void)
+{
+    static const int64_t ix[] = {0, 1, 1, 2, 0, 2}; /* (0,2) (1,0) (1,2) */
+    static const double v[] = {1, 2, 3}, b[] = {1, 2, 3, 4, 5, 6}, g[] = {1, -1, 2, 0.5};
+    weft_tensor *I = i64(ix, 2, 3), *V = NULL, *B = NULL, *G = NULL, *A = NULL, *Y = NULL,
+                *gA = NULL, *gB = NULL, *Bd = NULL, *Gd = NULL;
+    weft_from_blob(&Bd, (void *)b, (int64_t[]){3, 2}, NULL, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU,
+                   NULL, NULL);
+    weft_from_blob(&Gd, (void *)g, (int64_t[]){2, 2}, NULL, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU,
+                   NULL, NULL);
+    weft_clone(&B, Bd);
+    weft_clone(&G, Gd);
+    weft_tensor *Vd = NULL;
+    weft_from_blob(&Vd, (void *)v, (int64_t[]){3}, NULL, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU, NULL,
+                   NULL);
+    weft_clone(&V, Vd);
+    coo(&A, I, V, (int64_t[]){2, 3}, 2, true);
+    weft_tensor_set_requires_grad(A, true);
+    weft_tensor_set_requires_grad(B, true);
+    is_int(weft_mm(&Y, A, B), 0, "weft_mm of a sparse operand requiring grad");
+    ok(Y && weft_tensor_requires_grad(Y), "records a node");
+    is_int(weft_backward(&Y, 1, (weft_tensor *[]){G}, false, false), 0, "backward");
+    weft_tensor_grad(&gA, A);
+    weft_tensor_grad(&gB, B);
+    is_int(gA ? weft_tensor_layout(gA) : -1, weft_layout_lookup("sparse_coo"),
+           "d A is sparse_coo");
+    weft_tensor *gi = gA ? call1("indices", gA) : NULL, *gv = gA ? call1("values", gA) : NULL;
+    /* G B^T = [[1*1-1*2, 1*3-1*4, 1*5-1*6], [2*1+.5*2, 2*3+.5*4, 2*5+.5*6]] at
+     * (0,2) (1,0) (1,2), in coalesced order */
+    const double *pv = gv ? weft_tensor_data_ptr(gv) : NULL;
+    ok(gi && weft_tensor_size(gi, 1) == 3, "on A's three entries");
+    ok(pv && pv[0] == -1 && pv[1] == 3 && pv[2] == 13, "d A = G B^T at them (%g %g %g)",
+       pv ? pv[0] : NAN, pv ? pv[1] : NAN, pv ? pv[2] : NAN);
+    /* A^T G: rows 0: 2*g[1,:] = (4, 1); 1: 0; 2: 1*g[0,:] + 3*g[1,:] = (7, 0.5) */
+    const double *pb = gB ? weft_tensor_data_ptr(gB) : NULL;
+    ok(gB && weft_tensor_layout(gB) == WEFT_LAYOUT_STRIDED && pb[0] == 4 && pb[1] == 1 &&
+           pb[2] == 0 && pb[3] == 0 && pb[4] == 7 && pb[5] == 0.5,
+       "d B = A^T G, dense");
+    /* the fused C step refuses a sparse gradient by layout, changing nothing */
+    weft_tensor *P = NULL;
+    weft_zeros(&P, (int64_t[]){2, 3}, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    weft_sgd_options so = {.lr = 0.1};
+    is_int(weft_sgd_step(&P, &gA, NULL, 1, &so), WEFT_EINVAL, "weft_sgd_step with a sparse grad");
+    like(weft_last_error(), "grads[0] has layout 'sparse_coo'", "names the gradient and its layout");
+    like(weft_last_error(), "row-wise", "and the row-wise way");
+    weft_tensor *all[] = {I, V, Vd, B, Bd, G, Gd, A, Y, gA, gB, gi, gv, P};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
 }
 
 int main(void)
@@ -813,6 +880,7 @@ int main(void)
     test_inplace();
     test_c_sgd();
     test_autograd();
+    test_product_gradients();
     /* libweft-sparse_cuda.so (CUDA builds) registers kernels at the sparse
      * layouts' keys: the layouts' plugin unloads once that one is gone */
     if (weft_unload_plugin("sparse_cuda") < 0)

@@ -29,6 +29,14 @@
         for (int64_t i = 0; i < n; i++)                                                            \
             a[i] *= b[i];                                                                          \
     }                                                                                              \
+    static double dot_##NAME(int64_t n, const void *xv, const void *yv)                          \
+    {                                                                                              \
+        const T *restrict x = xv, *restrict y = yv;                                                \
+        double acc = 0;                                                                            \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            acc += (double)x[i] * (double)y[i];                                                    \
+        return acc;                                                                                \
+    }                                                                                              \
     /* one output row: the row stays in L1 while the nonzeros stream the    \
      * dense operand's rows through it; the loop over n vectorises */          \
     HOT static void spmm_##NAME(int64_t r0, int64_t r1, const void *crowv, const void *colv,     \
@@ -53,7 +61,7 @@
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static const sp__kernels kernels_##NAME = {axpy_##NAME, spmm_##NAME, mul_##NAME};
+    static const sp__kernels kernels_##NAME = {axpy_##NAME, spmm_##NAME, mul_##NAME, dot_##NAME};
 
 DEFINE_KERNELS(float, f32)
 DEFINE_KERNELS(double, f64)

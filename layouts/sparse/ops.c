@@ -144,8 +144,7 @@ static void spmm_chunk(int c, int nchunks, void *ctx)
     j->k->spmm_rows(r0, r1, j->v->crow, j->v->col, j->v->idx32, j->v->val, j->b, j->n, j->out);
 }
 
-/* out = a @ b for sparse 2-D a and strided b (2-D, or 1-D for mv) */
-static int spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, const char *op)
+int sp__spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, const char *op)
 {
     if (!is_sparse(a) || !is_strided(b))
         return weft_set_error(WEFT_ENOTSUP,
@@ -317,22 +316,26 @@ done:
 static int mm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__product_needs_grad(call))
+        return sp__product_autograd(call);
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
     int rc;
     if (sp__is_csr(a) && sp__is_csr(b))
         rc = spgemm(&out, a, b);
     else
-        rc = spmm(&out, a, b, weft_op_name(call->op));
+        rc = sp__spmm(&out, a, b, weft_op_name(call->op));
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
 static int matmul_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__product_needs_grad(call))
+        return sp__product_autograd(call);
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
-    int rc = sp__is_csr(a) && sp__is_csr(b) ? spgemm(&out, a, b) : spmm(&out, a, b, "matmul");
+    int rc = sp__is_csr(a) && sp__is_csr(b) ? spgemm(&out, a, b) : sp__spmm(&out, a, b, "matmul");
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -341,13 +344,15 @@ static int matmul_kernel(weft_call *call, void *ctx)
 static int addmm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__product_needs_grad(call))
+        return sp__product_autograd(call);
     const weft_tensor *self = weft_arg_tensor(call, 0);
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
     if (!is_strided(self))
         return weft_set_error(WEFT_ENOTSUP, "addmm: self must be strided, got layout '%s'",
                               sp__layout_name(self));
     weft_tensor *p, *s = NULL, *out;
-    int rc = spmm(&p, weft_arg_tensor(call, 1), weft_arg_tensor(call, 2), "addmm");
+    int rc = sp__spmm(&p, weft_arg_tensor(call, 1), weft_arg_tensor(call, 2), "addmm");
     if (rc < 0)
         return rc;
     if (beta == 0) {
@@ -1248,16 +1253,13 @@ static int select_kernel(weft_call *call, void *ctx)
 
 /* transpose of two sparse dimensions swaps their index rows; of two dense
  * ones, transposes the values */
-static int transpose_kernel(weft_call *call, void *ctx)
+int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64_t d1)
 {
-    (void)ctx;
-    const weft_tensor *t = weft_arg_tensor(call, 0);
     if (!sp__is_coo(t))
         return weft_set_error(WEFT_ENOTSUP, "sparse_transpose: not supported for layout '%s'",
                               sp__layout_name(t));
     const sp__coo *p = sp__coo_of(t);
     int ndim = weft_tensor_ndim(t);
-    int64_t d0 = weft_arg_int(call, 1), d1 = weft_arg_int(call, 2);
     d0 += d0 < 0 ? ndim : 0;
     d1 += d1 < 0 ? ndim : 0;
     if (d0 < 0 || d0 >= ndim || d1 < 0 || d1 >= ndim)
@@ -1274,7 +1276,7 @@ static int transpose_kernel(weft_call *call, void *ctx)
     int64_t tmp = sizes[d0];
     sizes[d0] = sizes[d1];
     sizes[d1] = tmp;
-    weft_tensor *ix = NULL, *v = NULL, *tv = NULL, *out;
+    weft_tensor *ix = NULL, *v = NULL, *tv = NULL;
     int rc;
     if (s0) {
         rc = sp__copy(&ix, p->indices);
@@ -1300,9 +1302,18 @@ static int transpose_kernel(weft_call *call, void *ctx)
         weft_tensor_release(v);
         return rc;
     }
-    rc = sp__coo_wrap(&out, sizes, ndim, ix, v, p->sparse_dim, p->coalesced && (!s0 || d0 == d1));
+    rc = sp__coo_wrap(out, sizes, ndim, ix, v, p->sparse_dim, p->coalesced && (!s0 || d0 == d1));
     if (rc == 0)
-        sp__inherit_valid(out, &t, 1);
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
+}
+
+static int transpose_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *out;
+    int rc = sp__coo_transpose(&out, weft_arg_tensor(call, 0), weft_arg_int(call, 1),
+                               weft_arg_int(call, 2));
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 

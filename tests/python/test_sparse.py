@@ -236,6 +236,36 @@ def embedding_sparse_training():
 
 
 @test
+def sgd_momentum_on_sparse_gradients():
+    """SGD with momentum (dampening, nesterov, maximize) on sparse embedding gradients matches torch 1.13's; weight_decay is refused by name, as torch's; the momentum buffer stays sparse"""
+    need_plugin()
+    n, d = 40, 4
+    w0 = rng.standard_normal((n, d)).astype(np.float32)
+    batches = [rng.integers(0, n, (5, 3)) for _ in range(4)]
+    for opts in (dict(momentum=0.9), dict(momentum=0.5, dampening=0.3),
+                 dict(momentum=0.9, nesterov=True), dict(momentum=0.9, maximize=True)):
+        e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
+        te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
+        opt = weft.optim.SGD(e.parameters(), lr=0.05, **opts)
+        topt = torch.optim.SGD(te.parameters(), lr=0.05, **opts)
+        for idx in batches:
+            opt.zero_grad()
+            (e(W(idx)) ** 2).sum().backward()
+            opt.step()
+            topt.zero_grad()
+            (te(torch.from_numpy(idx)) ** 2).sum().backward()
+            topt.step()
+        buf = opt.state[e.weight]["momentum_buffer"]
+        eq(buf.layout, "sparse_coo", "%s: the momentum buffer is sparse" % opts)
+        eq(buf._nnz() <= n, True, "%s: and coalesced" % opts)
+        close(e.weight.detach(), te.weight.detach(), 1e-5, str(opts))
+    e = weft.nn.Embedding(n, d, sparse=True)
+    opt = weft.optim.SGD(e.parameters(), lr=0.05, momentum=0.9, weight_decay=0.1)
+    (e(W(batches[0])) ** 2).sum().backward()
+    raises(RuntimeError, opt.step, contains="weight_decay")
+
+
+@test
 def sparse_adam():
     """SparseAdam and Adagrad on an Embedding(sparse=True) match torch's; SparseAdam also takes a dense gradient (lazily)"""
     need_plugin()
@@ -335,6 +365,140 @@ def gradcheck_through_constructor_and_mm():
     eq(weft.autograd.gradcheck(g, (v,)), True)
     h = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).values() * 2.0  # noqa: E731
     eq(weft.autograd.gradcheck(h, (v,)), True)
+
+
+def sparse_operands(dtype):
+    """(name, weft sparse matrix, torch COO of the same entries): COO with
+    nnz 0, with duplicates, coalesced; CSR with int64 and int32 indices"""
+    for name, w, t in list(patterns(dtype))[:3]:
+        yield "coo " + name, w, t
+    d = rng.standard_normal((6, 5)).astype(dtype)
+    d[rng.random((6, 5)) < 0.6] = 0
+    yield "coo coalesced", W(d).to_sparse(), torch.from_numpy(d).to_sparse()
+    csr = W(d).to_sparse_csr()
+    yield "csr int64", csr, torch.from_numpy(d).to_sparse()
+    c32 = weft.sparse_csr_tensor(csr.crow_indices().to(weft.int32),
+                                 csr.col_indices().to(weft.int32), csr.values(), [6, 5])
+    yield "csr int32", c32, torch.from_numpy(d).to_sparse()
+
+
+def with_grad(t):
+    t.requires_grad_(True)
+    return t
+
+
+@test
+def core_products_gradients():
+    """weft.mm, weft.matmul, @, weft.mv and weft.addmm with a sparse operand: its gradient sparse on its pattern (torch.sparse.mm's), the dense one's dense"""
+    need_plugin()
+    for dtype, tol in DTYPES:
+        for name, w, t in sparse_operands(dtype):
+            k = w.shape[1]
+            b = rng.standard_normal((k, 3)).astype(dtype)
+            x = rng.standard_normal(k).astype(dtype)
+            g = rng.standard_normal((w.shape[0], 3)).astype(dtype)
+            tA, tB = t.detach().requires_grad_(True), T(b.copy()).requires_grad_(True)
+            torch.sparse.mm(tA, tB).backward(T(g))
+            for how in ("mm", "matmul", "@", "addmm"):
+                A, B = with_grad(w.clone()), with_grad(W(b.copy()))
+                if how == "mm":
+                    y = weft.mm(A, B)
+                elif how == "matmul":
+                    y = weft.matmul(A, B)
+                elif how == "@":
+                    y = A @ B
+                else:
+                    C = with_grad(W(np.zeros((w.shape[0], 3), dtype)))
+                    y = weft.addmm(C, A, B, beta=0.5, alpha=1.0)
+                y.backward(W(g))
+                what = "%s %s %s" % (np.dtype(dtype).name, name, how)
+                eq(A.grad.layout, A.layout, what + ": d mat1's layout")
+                eq(B.grad.layout, "strided", what + ": d mat2's layout")
+                close(A.grad, tA.grad, tol, what + ": d mat1")
+                close(B.grad, tB.grad, tol, what + ": d mat2")
+                if how == "addmm":
+                    close(C.grad, T(0.5 * g), tol, what + ": d self")
+            # mv: torch.sparse.mm with a column
+            tA2, tx = t.detach().requires_grad_(True), T(x.copy()).requires_grad_(True)
+            torch.sparse.mm(tA2, tx[:, None]).backward(T(g[:, :1]))
+            A, X = with_grad(w.clone()), with_grad(W(x.copy()))
+            weft.mv(A, X).backward(W(g[:, 0].copy()))
+            close(A.grad, tA2.grad, tol, name + " mv: d mat")
+            close(X.grad, tx.grad, tol, name + " mv: d vec")
+
+
+@test
+def core_products_gradcheck():
+    """gradcheck: values -> sparse_coo_tensor / sparse_csr_tensor -> weft.mm, weft.mv, weft.addmm (alpha, beta, broadcast self)"""
+    need_plugin()
+    idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))  # a duplicate at (0, 2)
+    v = with_grad(W(rng.standard_normal(5)))
+    b = with_grad(W(rng.standard_normal((3, 2))))
+    x = with_grad(W(rng.standard_normal(3)))
+    c = with_grad(W(rng.standard_normal(2)))
+    coo = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3])  # noqa: E731
+    eq(weft.autograd.gradcheck(lambda v, b: weft.mm(coo(v), b), (v, b)), True, "mm")
+    eq(weft.autograd.gradcheck(lambda v, x: weft.mv(coo(v), x), (v, x)), True, "mv")
+    eq(weft.autograd.gradcheck(
+        lambda c, v, b: weft.addmm(c, coo(v), b, beta=0.7, alpha=-1.5), (c, v, b)), True,
+        "addmm")
+    crow = W(np.array([0, 2, 3, 3, 4], np.int32))
+    col = W(np.array([0, 2, 1, 0], np.int32))
+    cv = with_grad(W(rng.standard_normal(4)))
+    csr = lambda v: weft.sparse_csr_tensor(crow, col, v, [4, 3])  # noqa: E731
+    eq(weft.autograd.gradcheck(lambda v, b: weft.matmul(csr(v), b), (cv, b)), True, "csr matmul")
+
+
+@test
+def reshaping_and_conversion_gradients():
+    """gradcheck through coalesce, sparse_transpose, sparse_narrow, sparse_select, to_sparse_csr and to_sparse (CSR->COO, dense->hybrid COO); the gradients stay sparse"""
+    need_plugin()
+    idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))
+    v = with_grad(W(rng.standard_normal(5)))
+    coo = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3])  # noqa: E731
+    cases = {
+        "coalesce": lambda v: coo(v).coalesce().to_dense() * 2.0,
+        "transpose": lambda v: weft.sparse_transpose(coo(v), 0, 1).to_dense() * 2.0,
+        "narrow": lambda v: weft.sparse_narrow(coo(v), 0, 1, 2).to_dense() * 2.0,
+        "narrow dim 1": lambda v: weft.sparse_narrow(coo(v), 1, 1, 2).to_dense() * 2.0,
+        "select": lambda v: weft.sparse_select(coo(v), 1, -1).to_dense() * 2.0,
+        "to_sparse_csr": lambda v: coo(v).coalesce().to_sparse_csr().to_dense() * 2.0,
+        "csr to_sparse": lambda v: coo(v).coalesce().to_sparse_csr().to_sparse().to_dense(),
+        "mm after transpose": lambda v: weft.mm(weft.sparse_transpose(coo(v), 0, 1),
+                                                W(np.ones((4, 2)))),
+    }
+    for name, f in cases.items():
+        eq(weft.autograd.gradcheck(f, (v,)), True, name)
+    d = with_grad(W(rng.standard_normal((4, 3, 2))))
+    eq(weft.autograd.gradcheck(lambda d: d.to_sparse(1).to_dense() * 2.0, (d,)), True,
+       "dense to hybrid COO")
+    # the gradient of a sparse leaf through each stays sparse, as torch's
+    for dtype, tol in DTYPES:
+        _, w, t = list(patterns(dtype))[2]  # duplicates
+        A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+        g = rng.standard_normal((5, 6)).astype(dtype)
+        weft.sparse_transpose(A.coalesce(), 0, 1).to_dense().backward(W(g))
+        tA.coalesce().t().to_dense().backward(T(g))
+        eq(A.grad.layout, "sparse_coo", "transpose: the gradient's layout")
+        # torch's to_dense backward masks the gradient to the input's
+        # pattern, weft's (the core's ToStridedBackward) keeps all of it:
+        # compared on the pattern
+        mask = np.zeros((6, 5), dtype)
+        mask[tuple(tA.detach().coalesce().indices().numpy())] = 1
+        close(W(dense_np(A.grad) * mask), tA.grad, tol, "coalesce + transpose")
+
+
+@test
+def product_refusals():
+    """products with no gradient formula refuse by name when an operand requires grad"""
+    need_plugin()
+    d = rng.standard_normal((4, 4))
+    d[d < 0] = 0
+    a = with_grad(W(d).to_sparse_csr())
+    raises(RuntimeError, weft.mm, a, W(d).to_sparse_csr(), contains="'sparse_csr' and 'sparse_csr'")
+    b = with_grad(W(d))
+    raises((NotImplementedError, RuntimeError), weft.mm, b, W(d).to_sparse(),
+           contains="sparse_coo")
 
 
 @test
