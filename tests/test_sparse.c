@@ -15,34 +15,7 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
-#include "tap.h"
-
-#define TV(x) ((weft_value){.tag = WEFT_VALUE_TENSOR, .u.tensor = (x)})
-#define IV(x) ((weft_value){.tag = WEFT_VALUE_INT, .u.i = (x)})
-#define BV(x) ((weft_value){.tag = WEFT_VALUE_BOOL, .u.b = (x)})
-#define LV(p, n) ((weft_value){.tag = WEFT_VALUE_INT_LIST, .len = (n), .u.ints = (p)})
-
-static int callop(weft_tensor **out, const char *name, const weft_value *args, int n)
-{
-    const weft_op *op;
-    int rc = weft_op_find(&op, name);
-    if (rc < 0)
-        return rc;
-    weft_value ret = {0};
-    rc = weft_call_boxed(op, args, n, &ret, 1);
-    if (rc == 0)
-        *out = ret.u.tensor;
-    return rc;
-}
-
-static weft_tensor *call1(const char *name, weft_tensor *t)
-{
-    weft_tensor *out = NULL;
-    weft_value a[] = {TV(t)};
-    if (callop(&out, name, a, 1) < 0)
-        diag("%s: %s", name, weft_last_error());
-    return out;
-}
+#include "sparse_helpers.h"
 
 static double scalar(weft_tensor *t)
 {
