@@ -512,8 +512,22 @@ static void test_elementwise(void)
     is_double(sdiff(r, want), 0, 1e-12, "sum over dim 1 values");
     weft_tensor_release(r);
     weft_tensor_release(want);
-    is_int(weft_sum(&r, SB, (int64_t[]){0, 1}, 2, true), WEFT_ENOTSUP, "keepdim refused");
-    like(weft_last_error(), "keepdim", "naming it");
+    /* keepdim: a summed sparse dim stays, of size 1 */
+    is_int(weft_sum(&r, SB, (int64_t[]){1}, 1, true), 0, "sum over dim 1, keepdim");
+    is_int(weft_tensor_layout(r), weft_layout_lookup("sparse_coo"), "stays sparse");
+    ok(weft_tensor_ndim(r) == 2 && weft_tensor_size(r, 1) == 1, "its dim 1 of size 1");
+    weft_sum(&want, B, (int64_t[]){1}, 1, true);
+    is_double(sdiff(r, want), 0, 1e-12, "sum over dim 1, keepdim, values");
+    weft_tensor_release(r);
+    weft_tensor_release(want);
+    is_int(weft_sum(&r, SB, (int64_t[]){0, 1}, 2, true), 0, "sum over every dim, keepdim");
+    ok(weft_tensor_layout(r) == WEFT_LAYOUT_STRIDED && weft_tensor_ndim(r) == 2 &&
+           weft_tensor_numel(r) == 1,
+       "strided [1, 1]");
+    weft_sum(&want, B, (int64_t[]){0, 1}, 2, true);
+    is_double(sdiff(r, want), 0, 1e-12, "its value");
+    weft_tensor_release(r);
+    weft_tensor_release(want);
     weft_tensor *all[] = {A, B, SA, SB, CA, CB};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);

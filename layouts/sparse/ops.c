@@ -738,9 +738,11 @@ static int sum_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *t = weft_arg_tensor(call, 0);
-    if (weft_arg_bool(call, 2))
-        return weft_set_error(WEFT_ENOTSUP, "sum: keepdim is not supported for layout '%s'",
-                              sp__layout_name(t));
+    /* keepdim (which torch 1.13 has no sparse kernel for): a summed sparse
+     * dim stays as a sparse dim of size 1 (every index 0), a summed dense
+     * dim as a values dim of size 1; all sparse dims summed give a strided
+     * result, as without keepdim, shaped with the ones */
+    bool keepdim = weft_arg_bool(call, 2);
     weft_dtype dt = weft_arg_is_none(call, 3) ? weft_tensor_dtype(t) : call->args[3].u.dtype;
     int ndim = weft_tensor_ndim(t);
     int nd = 0;
@@ -775,12 +777,42 @@ static int sum_kernel(weft_call *call, void *ctx)
         keep_sparse += !drop[d];
     weft_tensor *v = NULL;
     if (nvd)
-        rc = weft_sum_ex(&v, p->values, vd, nvd, false, dt);
+        rc = weft_sum_ex(&v, p->values, vd, nvd, keepdim, dt);
     else
         rc = weft_to_dtype(&v, p->values, dt);
     if (rc == 0 && keep_sparse == 0) {
         /* every sparse dim goes: the result is dense */
         rc = weft_sum_ex(&out, v, (int64_t[]){0}, 1, false, dt);
+        if (rc == 0 && keepdim) {
+            int64_t ks[WEFT_MAX_DIMS];
+            for (int d = 0; d < ndim; d++)
+                ks[d] = drop[d] ? 1 : weft_tensor_size(t, d);
+            weft_tensor *r = NULL;
+            rc = weft_reshape(&r, out, ks, ndim);
+            weft_tensor_release(out);
+            out = rc < 0 ? NULL : r;
+        }
+    } else if (rc == 0 && keepdim) {
+        weft_tensor *ix = NULL, *vc = NULL, *sum = NULL;
+        int64_t ks[WEFT_MAX_DIMS];
+        for (int d = 0; d < ndim; d++)
+            ks[d] = drop[d] ? 1 : weft_tensor_size(t, d);
+        rc = sp__copy(&ix, p->indices);
+        for (int d = 0; rc == 0 && d < sd; d++)
+            if (drop[d])
+                memset((int64_t *)weft_tensor_data_ptr(ix) + d * p->nnz, 0,
+                       (size_t)p->nnz * sizeof(int64_t));
+        if (rc == 0)
+            rc = weft_contiguous(&vc, v);
+        if (rc == 0) {
+            rc = sp__coo_wrap(&sum, ks, ndim, ix, vc, sd, false);
+            ix = vc = NULL;
+        }
+        if (rc == 0)
+            rc = sp__coalesce(&out, sum);
+        weft_tensor_release(sum);
+        weft_tensor_release(ix);
+        weft_tensor_release(vc);
     } else if (rc == 0) {
         weft_tensor *ix = NULL, *kept = NULL, *sum = NULL, *vc = NULL;
         int64_t rowsel[WEFT_MAX_DIMS], osz[WEFT_MAX_DIMS];

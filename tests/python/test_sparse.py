@@ -128,6 +128,14 @@ for dt, tol in DTYPES:
             close(weft.sqrt(weft.abs(w)), torch.sqrt(torch.abs(t)), tol, "sqrt")
             close(weft.sparse.sum(w), torch.sparse.sum(t), tol * 10, "sum")
             close(weft.sparse.sum(w, 0), torch.sparse.sum(t, 0), tol * 10, "sum(0)")
+            # keepdim: torch 1.13 has no sparse kernel; its dense sum is the reference
+            for dims in ([0], [1], [0, 1], list(range(t.ndim))):
+                r = weft.sum(w, dims, True)
+                every_sparse = all(d in dims for d in range(t.sparse_dim()))
+                eq(r.layout, "strided" if every_sparse else "sparse_coo",
+                   "sum keepdim %s layout" % dims)
+                close(r, torch.sum(t.to_dense(), dims, keepdim=True), tol * 10,
+                      "sum keepdim %s" % dims)
             close(w.clone(), t.clone(), tol, "clone")
             close(weft.cat([w, w2], 0), torch.cat([t, t2], 0), tol, "cat")
             ix = np.array([2, 0, 2], np.int64)
