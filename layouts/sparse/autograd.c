@@ -660,9 +660,10 @@ static int unary_apply(weft_call *call, int kind)
 static int unary_autograd(weft_call *call, void *ctx)
 {
     const weft_tensor *self = weft_arg_tensor(call, 0);
-    /* the kernels refuse other layouts; the CUDA plugin's refuse an input
-     * that requires grad (the backward here reads indices on the host) */
-    if (!any_requires_grad(call) || !sp__is_coo(self) ||
+    /* the kernels refuse other layouts (and CSR where they take COO only:
+     * the forward's error then ends the call); the CUDA plugin's refuse an
+     * input that requires grad (the backward here reads indices on the host) */
+    if (!any_requires_grad(call) || !(sp__is_coo(self) || sp__is_csr(self)) ||
         weft_tensor_device(self).type != WEFT_DEVICE_TYPE_CPU)
         return weft_redispatch(call, autograd_done);
     return unary_apply(call, (int)(intptr_t)ctx);

@@ -1034,11 +1034,13 @@ static int cat_kernel(weft_call *call, void *ctx)
                                   "cat: takes sparse_coo tensors only, got layout '%s' at %d",
                                   sp__layout_name(ts[i]), i);
     int sd = sp__coo_of(t0)->sparse_dim;
-    if (dim < 0 || dim >= sd)
-        return weft_set_error(WEFT_ENOTSUP,
-                              "cat: sparse_coo tensors concatenate along a sparse dimension "
-                              "(0..%d), got %lld",
-                              sd - 1, (long long)dim);
+    if (dim < 0 || dim >= ndim)
+        return weft_set_error(WEFT_ERANGE, "cat: dimension %lld out of range for %d-D",
+                              (long long)weft_arg_int(call, 1), ndim);
+    /* along a dense dim every entry's value block is widened, zeros
+     * outside its own tensor's part: the patterns are concatenated as they
+     * are (uncoalesced), as along a sparse dim */
+    bool dense = dim >= sd;
     int64_t sizes[WEFT_MAX_DIMS];
     memcpy(sizes, weft_tensor_sizes(t0), (size_t)ndim * sizeof *sizes);
     sizes[dim] = 0;
@@ -1057,14 +1059,31 @@ static int cat_kernel(weft_call *call, void *ctx)
                                 i, (long long)dim);
             break;
         }
-        rc = sp__copy(&ixs[i], p->indices);
-        if (rc == 0) {
+        rc = dense ? (ixs[i] = weft_tensor_retain(p->indices), 0) : sp__copy(&ixs[i], p->indices);
+        if (rc == 0 && !dense) {
             int64_t *ix = weft_tensor_data_ptr(ixs[i]);
             for (int64_t e = 0; e < p->nnz; e++)
                 ix[dim * p->nnz + e] += sizes[dim];
-            vs[i] = p->values;
-            sizes[dim] += weft_tensor_size(ts[i], (int)dim);
+            vs[i] = weft_tensor_retain(p->values);
         }
+        if (rc == 0)
+            sizes[dim] += weft_tensor_size(ts[i], (int)dim);
+    }
+    int64_t off = 0;
+    for (int i = 0, vdim = (int)dim - sd + 1; rc == 0 && dense && i < n; i++) {
+        const weft_tensor *pv = sp__coo_of(ts[i])->values;
+        int64_t vs_sizes[WEFT_MAX_DIMS + 1];
+        memcpy(vs_sizes, weft_tensor_sizes(pv), (size_t)weft_tensor_ndim(pv) * sizeof *vs_sizes);
+        vs_sizes[vdim] = sizes[dim];
+        weft_tensor *part = NULL;
+        rc = weft_zeros(&vs[i], vs_sizes, weft_tensor_ndim(pv), weft_tensor_dtype(pv),
+                        WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = weft_narrow(&part, vs[i], vdim, off, weft_tensor_size(pv, vdim));
+        if (rc == 0)
+            rc = weft_copy_(part, pv);
+        weft_tensor_release(part);
+        off += weft_tensor_size(pv, vdim);
     }
     weft_tensor *ix = NULL, *v = NULL, *out = NULL;
     if (rc == 0)
@@ -1078,8 +1097,10 @@ static int cat_kernel(weft_call *call, void *ctx)
             sp__inherit_valid(out, (const weft_tensor *const *)ts, n);
     }
     weft_tensor_release(ix);
-    for (int i = 0; ixs && i < n; i++)
+    for (int i = 0; ixs && vs && i < n; i++) {
         weft_tensor_release(ixs[i]);
+        weft_tensor_release(vs[i]);
+    }
     free(ixs);
     free(vs);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
@@ -1185,7 +1206,70 @@ static int remap_from_list(remap *m, int dim, int64_t oldsize, const int64_t *wa
     return 0;
 }
 
-static int sparse_dim_arg(const weft_tensor *t, int64_t *dim, const char *op)
+/* narrow, select and index_select along a dense dimension of COO t: the
+ * strided operator on the values (dimension dim - sparse_dim + 1 there),
+ * the pattern unchanged */
+enum { ALONG_NARROW, ALONG_SELECT, ALONG_INDEX };
+static int along_dense_dim(weft_tensor **out, const weft_tensor *t, int kind, int64_t dim,
+                           int64_t a, int64_t b, const weft_tensor *index)
+{
+    const sp__coo *p = sp__coo_of(t);
+    int vdim = (int)(dim - p->sparse_dim + 1), ndim = weft_tensor_ndim(t);
+    weft_tensor *view = NULL, *v = NULL;
+    int rc = kind == ALONG_NARROW   ? weft_narrow(&view, p->values, vdim, a, b)
+             : kind == ALONG_SELECT ? weft_select(&view, p->values, vdim, a)
+                                    : weft_index_select(&view, p->values, vdim, index);
+    if (rc == 0)
+        rc = weft_contiguous(&v, view);
+    weft_tensor_release(view);
+    if (rc < 0)
+        return rc;
+    int64_t sizes[WEFT_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (d != dim)
+            sizes[n++] = weft_tensor_size(t, d);
+        else if (kind != ALONG_SELECT)
+            sizes[n++] = weft_tensor_size(v, vdim);
+    }
+    rc = sp__coo_wrap(out, sizes, n, weft_tensor_retain(p->indices), v, p->sparse_dim,
+                      p->coalesced);
+    if (rc == 0)
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
+}
+
+/* A CSR operand of narrow, select or index_select goes through COO (one
+ * kernel for both layouts: the same call with the COO form as argument 0);
+ * a 2-D result goes back to CSR, a 1-D one (select) stays COO. */
+static int through_coo(weft_call *call, weft_kernel_fn kernel)
+{
+    weft_tensor *c = NULL;
+    int rc = sp__csr_to_coo(&c, weft_arg_tensor(call, 0));
+    if (rc < 0)
+        return rc;
+    weft_value args[8];
+    int nargs = call->nargs < 8 ? call->nargs : 8;
+    memcpy(args, call->args, (size_t)nargs * sizeof *args);
+    args[0].u.tensor = c;
+    weft_call sub = *call;
+    sub.args = args;
+    rc = kernel(&sub, NULL);
+    weft_tensor_release(c);
+    if (rc < 0)
+        return rc;
+    weft_tensor *r = call->rets[0].u.tensor, *back = NULL;
+    if (weft_tensor_ndim(r) != 2 || sp__coo_of(r)->sparse_dim != 2)
+        return 0;
+    rc = sp__coo_to_csr(&back, r);
+    weft_tensor_release(r);
+    call->rets[0].u.tensor = NULL;
+    return rc < 0 ? rc : weft_return_tensor(call, 0, back);
+}
+
+/* dim of COO t, negative counted from the end: 0 for a sparse dim, 1 for
+ * a dense one, or an error naming op */
+static int dim_arg(const weft_tensor *t, int64_t *dim, const char *op)
 {
     if (!sp__is_coo(t))
         return weft_set_error(WEFT_ENOTSUP, "%s: not supported for layout '%s'", op,
@@ -1195,25 +1279,28 @@ static int sparse_dim_arg(const weft_tensor *t, int64_t *dim, const char *op)
         *dim += ndim;
     if (*dim < 0 || *dim >= ndim)
         return weft_set_error(WEFT_ERANGE, "%s: dimension out of range for %d-D", op, ndim);
-    if (*dim >= sp__coo_of(t)->sparse_dim)
-        return weft_set_error(WEFT_ENOTSUP,
-                              "%s: sparse_coo supports this on sparse dimensions (0..%d), got %lld",
-                              op, sp__coo_of(t)->sparse_dim - 1, (long long)*dim);
-    return 0;
+    return *dim >= sp__coo_of(t)->sparse_dim;
 }
 
 static int index_select_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *t = weft_arg_tensor(call, 0), *index = weft_arg_tensor(call, 2);
+    if (sp__is_csr(t))
+        return through_coo(call, index_select_kernel);
     int64_t dim = weft_arg_int(call, 1);
-    int rc = sparse_dim_arg(t, &dim, "index_select");
+    int rc = dim_arg(t, &dim, "index_select");
     if (rc < 0)
         return rc;
     if (!is_strided(index) || weft_tensor_ndim(index) != 1 ||
         weft_tensor_dtype(index) != WEFT_INT64)
         return weft_set_error(WEFT_EINVAL, "index_select: index must be a 1-D strided int64 "
                                            "tensor");
+    if (rc == 1) { /* a dense dim: the strided index_select checks the range */
+        weft_tensor *out;
+        rc = along_dense_dim(&out, t, ALONG_INDEX, dim, 0, 0, index);
+        return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    }
     weft_tensor *ic;
     if ((rc = weft_contiguous(&ic, index)) < 0)
         return rc;
@@ -1238,12 +1325,16 @@ static int index_select_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+static int narrow_kernel(weft_call *call, void *ctx);
+static int select_kernel(weft_call *call, void *ctx);
 static int narrow_select(weft_call *call, bool select)
 {
     const char *op = select ? "sparse_select" : "sparse_narrow";
     const weft_tensor *t = weft_arg_tensor(call, 0);
+    if (sp__is_csr(t))
+        return through_coo(call, select ? select_kernel : narrow_kernel);
     int64_t dim = weft_arg_int(call, 1), start = weft_arg_int(call, 2);
-    int rc = sparse_dim_arg(t, &dim, op);
+    int rc = dim_arg(t, &dim, op);
     if (rc < 0)
         return rc;
     int64_t size = weft_tensor_size(t, (int)dim);
@@ -1253,6 +1344,12 @@ static int narrow_select(weft_call *call, bool select)
     if (start < 0 || len < 0 || start + len > size)
         return weft_set_error(WEFT_ERANGE, "%s: [%lld, %lld) is out of range for size %lld", op,
                               (long long)start, (long long)(start + len), (long long)size);
+    if (rc == 1) {
+        weft_tensor *out;
+        rc = along_dense_dim(&out, t, select ? ALONG_SELECT : ALONG_NARROW, dim, start, len,
+                             NULL);
+        return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    }
     int64_t *want = malloc((size_t)(len ? len : 1) * sizeof *want);
     if (!want)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);

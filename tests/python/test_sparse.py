@@ -145,9 +145,30 @@ for dt, tol in DTYPES:
             close(weft.sparse_select(w, 0, 1), t.select(0, 1), tol, "select")
             if t.sparse_dim() == 2:
                 close(weft.sparse_transpose(w, 0, 1), t.transpose(0, 1), tol, "transpose")
+            # along the last dimension: a dense one of the hybrid pattern
+            last = t.ndim - 1
+            close(weft.index_select(w, last, W(ix[:2] % t.shape[last])),
+                  torch.index_select(t, last, T(ix[:2] % t.shape[last])), tol,
+                  "index_select, last dim")
+            close(weft.sparse_narrow(w, last, 1, 2), t.narrow_copy(last, 1, 2), tol,
+                  "narrow, last dim")
+            close(weft.sparse_select(w, last, -1), t.select(last, -1), tol, "select, last dim")
+            close(weft.cat([w, w2], last), torch.cat([t, t2], last), tol, "cat, last dim")
+            if t.sparse_dim() == 2:
+                # CSR (torch 1.13 has no index_select for it: the dense
+                # result is the reference)
+                wc, dense = w.to_sparse_csr(), t.to_dense()
+                for d in (0, 1):
+                    r = weft.index_select(wc, d, W(ix[:2]))
+                    eq(r.layout, "sparse_csr", "CSR index_select(%d) stays CSR" % d)
+                    close(r, torch.index_select(dense, d, T(ix[:2])), tol, "CSR index_select")
+                    r = weft.sparse_narrow(wc, d, 1, 2)
+                    eq(r.layout, "sparse_csr", "CSR narrow(%d) stays CSR" % d)
+                    close(r, dense.narrow(d, 1, 2), tol, "CSR narrow")
+                    close(weft.sparse_select(wc, d, 1), dense.select(d, 1), tol, "CSR select")
 
-        operators.__doc__ = "%s %s: add, sub, mul, unary, sum, cat, index_select, narrow, select" % (
-            name, dt.__name__)
+        operators.__doc__ = ("%s %s: add, sub, mul, unary, sum, cat, index_select, narrow, select"
+                             " (sparse and dense dims, COO and CSR)" % (name, dt.__name__))
         test(operators)
 
     def products(dt=dt, tol=tol):
@@ -472,6 +493,10 @@ def reshaping_and_conversion_gradients():
         "select": lambda v: weft.sparse_select(coo(v), 1, -1).to_dense() * 2.0,
         "to_sparse_csr": lambda v: coo(v).coalesce().to_sparse_csr().to_dense() * 2.0,
         "csr to_sparse": lambda v: coo(v).coalesce().to_sparse_csr().to_sparse().to_dense(),
+        "csr narrow": lambda v: weft.sparse_narrow(coo(v).coalesce().to_sparse_csr(), 1, 1,
+                                                   2).to_dense() * 2.0,
+        "csr select": lambda v: weft.sparse_select(coo(v).coalesce().to_sparse_csr(), 0,
+                                                   1).to_dense() * 2.0,
         "mm after transpose": lambda v: weft.mm(weft.sparse_transpose(coo(v), 0, 1),
                                                 W(np.ones((4, 2)))),
     }
