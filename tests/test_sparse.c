@@ -718,6 +718,16 @@ static void test_c_sgd(void)
     int rc = weft_optimizer_step(opt);
     ok(rc < 0, "momentum with a sparse gradient is refused (%d)", rc);
     like(weft_last_error(), "sparse_coo", "naming the layout");
+    like(weft_last_error(), "without momentum", "and the option");
+    weft_optimizer_destroy(opt);
+    opt = NULL;
+    weft_tensor *P1 = NULL;
+    weft_clone(&P1, P);
+    weft_optimizer_adam(&opt, &P, 1, 0.1, 0.9, 0.999, 1e-8, 0);
+    is_int(weft_optimizer_step(opt), WEFT_ENOTSUP, "C Adam refuses a sparse gradient");
+    like(weft_last_error(), "SparseAdam", "naming the row-wise optimizer");
+    is_double(maxdiff(P, P1), 0, 0, "and leaves the parameter alone");
+    weft_tensor_release(P1);
     weft_optimizer_destroy(opt);
     weft_tensor *all[] = {P, P0, G, want, I, V, gd};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
