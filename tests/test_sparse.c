@@ -240,11 +240,23 @@ static void test_bad_coo(void)
     weft_to_dtype(&I, I64, WEFT_INT32);
     is_int(coo(&s, I, V, (int64_t[]){2}, 1, true), WEFT_EDTYPE, "int32 COO indices refused");
     like(weft_last_error(), "indices must be int64", "naming the dtype rule");
-    /* integer values are refused */
-    weft_tensor *IV_ = NULL;
-    weft_to_dtype(&IV_, I64, WEFT_INT64);
-    is_int(coo(&s, I64, IV_, (int64_t[]){2}, 1, true), WEFT_EDTYPE, "int64 values refused");
-    like(weft_last_error(), "float32 or float64", "naming the supported dtypes");
+    /* int32 and int64 values are taken (to_dense sums duplicates in their
+     * dtype), int8 refused */
+    weft_tensor *IV_ = i64((int64_t[]){0, 1, 1}, 3, 0), *s64 = NULL, *d64 = NULL;
+    is_int(coo(&s64, I64, IV_, (int64_t[]){2}, 1, true), 0, "int64 values");
+    d64 = s64 ? dense(s64) : NULL;
+    const int64_t *pd = d64 ? weft_tensor_data_ptr(d64) : NULL;
+    ok(d64 && weft_tensor_dtype(d64) == WEFT_INT64 && pd[0] == 0 && pd[1] == 2,
+       "to_dense: int64, duplicates summed");
+    weft_tensor_release(s64);
+    weft_tensor_release(d64);
+    weft_tensor_release(IV_);
+    IV_ = NULL;
+    weft_tensor *IV64 = i64((int64_t[]){0, 1, 1}, 3, 0);
+    weft_to_dtype(&IV_, IV64, WEFT_INT8);
+    weft_tensor_release(IV64);
+    is_int(coo(&s, I64, IV_, (int64_t[]){2}, 1, true), WEFT_EDTYPE, "int8 values refused");
+    like(weft_last_error(), "float32, float64, int32 or int64", "naming the supported dtypes");
     /* check_invariants=false skips the range scan (not the shape checks) */
     weft_tensor *big = i64((int64_t[]){0, 7, 1}, 1, 3);
     is_int(coo(&s, big, V, (int64_t[]){2}, 1, false), 0, "check_invariants=false: unchecked");

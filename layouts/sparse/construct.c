@@ -113,20 +113,12 @@ int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t)
 
 /* --------------------------------------------------------- from strided */
 
-/* nonzero test of one dense block of `inner` elements */
-static bool block_nonzero(const char *p, int64_t inner, weft_dtype dt)
-{
-    for (int64_t i = 0; i < inner; i++)
-        if (dt == WEFT_FLOAT32 ? ((const float *)p)[i] != 0 : ((const double *)p)[i] != 0)
-            return true;
-    return false;
-}
-
 int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
 {
     int ndim = weft_tensor_ndim(src);
     weft_dtype dt = weft_tensor_dtype(src);
-    if (!sp__kernels_for(dt, "to_sparse"))
+    const sp__kernels *k = sp__kernels_for(dt, "to_sparse");
+    if (!k)
         return WEFT_EDTYPE;
     if (sparse_dim < 1 || sparse_dim > ndim)
         return weft_set_error(WEFT_ERANGE,
@@ -145,7 +137,7 @@ int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
     const char *data = weft_tensor_data_ptr(c);
     int64_t nnz = 0;
     for (int64_t i = 0; i < outer; i++)
-        nnz += block_nonzero(data + (size_t)(i * inner) * es, inner, dt);
+        nnz += k->nonzero(inner, data + (size_t)(i * inner) * es);
     weft_tensor *ix = NULL, *val = NULL;
     int64_t vs[WEFT_MAX_DIMS + 1];
     vs[0] = nnz;
@@ -163,7 +155,7 @@ int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
     char *pv = weft_tensor_data_ptr(val);
     for (int64_t i = 0, e = 0; i < outer; i++) {
         const char *blk = data + (size_t)(i * inner) * es;
-        if (!block_nonzero(blk, inner, dt))
+        if (!k->nonzero(inner, blk))
             continue;
         memcpy(pv + (size_t)(e * inner) * es, blk, (size_t)inner * es);
         for (int64_t s = sparse_dim - 1, rest = i; s >= 0; s--) {
@@ -182,7 +174,8 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
 {
     int ndim = weft_tensor_ndim(src);
     weft_dtype dt = weft_tensor_dtype(src);
-    if (!sp__kernels_for(dt, "to_sparse_csr"))
+    const sp__kernels *k = sp__kernels_for(dt, "to_sparse_csr");
+    if (!k)
         return WEFT_EDTYPE;
     if (ndim != 2 && ndim != 3)
         return weft_set_error(WEFT_ESHAPE,
@@ -204,7 +197,7 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
     for (int64_t bi = 0; bi < nb; bi++) {
         int64_t n = 0;
         for (int64_t i = 0; i < rows * cols; i++)
-            n += block_nonzero(data + (size_t)(bi * rows * cols + i) * es, 1, dt);
+            n += k->nonzero(1, data + (size_t)(bi * rows * cols + i) * es);
         if (nnz >= 0 && n != nnz) {
             weft_tensor_release(c);
             return weft_set_error(WEFT_EINVAL,
@@ -234,7 +227,7 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
             pr[bi * (rows + 1) + r] = e;
             for (int64_t j = 0; j < cols; j++) {
                 const char *x = data + (size_t)((bi * rows + r) * cols + j) * es;
-                if (block_nonzero(x, 1, dt)) {
+                if (k->nonzero(1, x)) {
                     pc[bi * nnz + e] = j;
                     memcpy(pv + (size_t)(bi * nnz + e) * es, x, es);
                     e++;

@@ -220,6 +220,14 @@ static int spgemm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b)
         return rc;
     }
     weft_dtype dt = weft_tensor_dtype(a);
+    /* the accumulator row is double: float values only (torch 1.13 has no
+     * integer sparse x sparse product either) */
+    if (dt != WEFT_FLOAT32 && dt != WEFT_FLOAT64) {
+        rows_done(&va);
+        rows_done(&vb);
+        return weft_set_error(WEFT_EDTYPE, "mm: CSR x CSR takes float32 or float64 values, got %s",
+                              weft_dtype_name(dt));
+    }
     bool f32 = dt == WEFT_FLOAT32;
     int64_t m = weft_tensor_size(a, 0), n = weft_tensor_size(b, 1);
     double *acc = calloc((size_t)(n ? n : 1), sizeof *acc);

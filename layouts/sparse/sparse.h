@@ -127,8 +127,8 @@ int sp__product_autograd(weft_call *call);
  * whose gradient goes back to the input's layout (autograd.c). */
 int sp__conversion_autograd(weft_call *call);
 
-/* float32 and float64 values only: every kernel is written once on this
- * table and instantiated per dtype in kernels.c. */
+/* float32, float64, int32 and int64 values: every kernel is written once on
+ * this table and instantiated per dtype in kernels.c. */
 typedef struct sp__kernels {
     /* y[0..n) += a * x[0..n) */
     void (*axpy)(int64_t n, double a, const void *x, void *y);
@@ -140,6 +140,8 @@ typedef struct sp__kernels {
     void (*mul)(int64_t n, const void *b, void *a);
     /* sum of x[i] * y[i] over [0, n) */
     double (*dot)(int64_t n, const void *x, const void *y);
+    /* whether any of x[0..n) is not zero */
+    bool (*nonzero)(int64_t n, const void *x);
 } sp__kernels;
 /* The table of dtype, or NULL with WEFT_EDTYPE set naming `op`. */
 const sp__kernels *sp__kernels_for(weft_dtype dtype, const char *op);

@@ -535,6 +535,44 @@ def product_refusals():
 
 
 @test
+def integer_values():
+    """int32 and int64 values: construction, to_dense and coalesce (duplicates summed), neg, abs, sign, add, sum, index_select, cat, mm and mv against torch; float-only products refuse by dtype"""
+    need_plugin()
+    for dt in (np.int64, np.int32):
+        idx = np.stack([rng.integers(0, 6, 12), rng.integers(0, 5, 12)]).astype(np.int64)
+        idx = np.concatenate([idx, idx[:, :5]], axis=1)  # duplicates
+        val = rng.integers(-9, 10, idx.shape[1]).astype(dt)
+        w = weft.sparse_coo_tensor(W(idx), W(val), [6, 5])
+        t = torch.sparse_coo_tensor(T(idx), T(val), (6, 5))
+        what = np.dtype(dt).name
+        eq(dense_np(w).dtype, np.dtype(dt), what + ": to_dense keeps the dtype")
+        close(w, t, 0, what + " to_dense")
+        close(w.coalesce(), t.coalesce(), 0, what + " coalesce")
+        eq(w.coalesce()._nnz(), t.coalesce()._nnz(), what + " coalesced nnz")
+        for op in ("neg", "abs", "sign"):
+            close(getattr(weft, op)(w), getattr(torch, op)(t), 0, what + " " + op)
+        close(weft.add(w, w), torch.add(t, t), 0, what + " sparse + sparse")
+        close(weft.sparse.sum(w), torch.sparse.sum(t), 0, what + " sum")
+        close(weft.sparse.sum(w, 1), torch.sparse.sum(t, 1), 0, what + " sum(1)")
+        ix = np.array([4, 0, 4], np.int64)
+        close(weft.index_select(w, 0, W(ix)), torch.index_select(t, 0, T(ix)), 0,
+              what + " index_select")
+        close(weft.cat([w, w], 1), torch.cat([t, t], 1), 0, what + " cat")
+        b = rng.integers(-5, 6, (5, 3)).astype(dt)
+        close(weft.mm(w, W(b)), torch.from_numpy(t.to_dense().numpy() @ b), 0, what + " mm")
+        close(weft.mm(w.to_sparse_csr(), W(b)), torch.from_numpy(t.to_dense().numpy() @ b), 0,
+              what + " CSR mm")
+        x = rng.integers(-5, 6, 5).astype(dt)
+        close(weft.mv(w, W(x)), torch.from_numpy(t.to_dense().numpy() @ x), 0, what + " mv")
+        d = t.to_dense().numpy()
+        close(W(d).to_sparse(), torch.from_numpy(d).to_sparse(), 0, what + " to_sparse")
+        wt = weft.sparse_transpose(w.coalesce(), 0, 1).coalesce().to_sparse_csr()
+        raises(RuntimeError, weft.mm, w.to_sparse_csr(), wt, contains="float32")
+    raises(RuntimeError, weft.sparse_coo_tensor, W(np.zeros((1, 2), np.int64)),
+           W(np.zeros(2, np.int8)), [3], contains="int32 or int64")
+
+
+@test
 def coalesce_is_deterministic():
     """coalesce gives bit-identical sums with 1 and 2 threads"""
     need_plugin()

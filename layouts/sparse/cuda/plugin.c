@@ -575,6 +575,12 @@ static int spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, c
     if (dt != weft_tensor_dtype(b))
         return weft_set_error(WEFT_EDTYPE, "%s: dtypes differ: %s and %s", op,
                               weft_dtype_name(dt), weft_dtype_name(weft_tensor_dtype(b)));
+    /* cuSPARSE's SpMM here is set up for real floats (the CPU plugin also
+     * takes integer values) */
+    if (dt != WEFT_FLOAT32 && dt != WEFT_FLOAT64)
+        return weft_set_error(WEFT_EDTYPE, "%s: sparse products on CUDA take float32 or float64 "
+                                           "values, got %s",
+                              op, weft_dtype_name(dt));
     weft_device dev = weft_tensor_device(a);
     if (!weft_device_equal(dev, weft_tensor_device(b))) {
         char x[32], y[32];
