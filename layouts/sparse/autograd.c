@@ -285,7 +285,7 @@ static int ctor_autograd(weft_call *call, void *ctx)
 /* mm, mv and matmul take (mat1, mat2), addmm (self, mat1, mat2, beta,
  * alpha): mat1 sparse, mat2 strided (the kernels refuse the rest). */
 typedef struct product {
-    weft_call *call; /* forward only */
+    weft_call *call; /* first (rerun_forward); forward only */
     bool addmm;
     double alpha, beta;
 } product;
@@ -295,14 +295,16 @@ bool sp__product_needs_grad(const weft_call *call)
     return any_requires_grad(call);
 }
 
-static int product_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin,
-                           weft_tensor **out, int nout)
+/* The forward of the products' and the reshaping operators' functions:
+ * the call again (grad mode is off here, so it reaches the layout's kernel
+ * below), every input saved.  The user struct starts with the call. */
+static int rerun_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin,
+                         weft_tensor **out, int nout)
 {
     (void)nout;
-    product *p = weft_function_user(ctx);
-    /* grad mode is off here: the call reaches the layout's kernel below */
+    weft_call *call = *(weft_call **)weft_function_user(ctx);
     weft_value ret = {0};
-    int rc = weft_call_boxed(p->call->op, p->call->args, p->call->nargs, &ret, 1);
+    int rc = weft_call_boxed(call->op, call->args, call->nargs, &ret, 1);
     if (rc == 0) {
         *out = ret.u.tensor;
         rc = weft_function_save_for_backward(ctx, in, nin);
@@ -478,7 +480,7 @@ int sp__product_autograd(weft_call *call)
     const char *node = addmm                    ? "SparseAddmmBackward"
                        : strcmp(name, "mv") == 0 ? "SparseMvBackward"
                                                  : "SparseMmBackward";
-    const weft_function fn = {node, product_forward, product_backward, false};
+    const weft_function fn = {node, rerun_forward, product_backward, false};
     weft_tensor *in[3], *out = NULL;
     for (int i = 0; i < o + 2; i++)
         in[i] = weft_arg_tensor(call, i);
@@ -493,24 +495,10 @@ int sp__product_autograd(weft_call *call)
  * onto the input's shape and layout. */
 enum { UN_COALESCE, UN_TRANSPOSE, UN_NARROW, UN_SELECT, UN_CONVERT };
 typedef struct unary {
-    weft_call *call; /* forward only */
+    weft_call *call; /* first (rerun_forward); forward only */
     int kind;
     int64_t arg[2]; /* transpose: dim0, dim1; narrow: dim, start; select: dim, index */
 } unary;
-
-static int unary_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin,
-                         weft_tensor **out, int nout)
-{
-    (void)nout;
-    unary *u = weft_function_user(ctx);
-    weft_value ret = {0};
-    int rc = weft_call_boxed(u->call->op, u->call->args, u->call->nargs, &ret, 1);
-    if (rc == 0) {
-        *out = ret.u.tensor;
-        rc = weft_function_save_for_backward(ctx, in, nin);
-    }
-    return rc;
-}
 
 /* g (any layout) in like's layout: strided, COO of like's sparse_dim, or
  * CSR; a sparse g is never densified on the way to a sparse layout */
@@ -649,7 +637,7 @@ static int unary_apply(weft_call *call, int kind)
     u->kind = kind;
     for (int i = 0; i < 2 && kind >= UN_TRANSPOSE && kind <= UN_SELECT; i++)
         u->arg[i] = weft_arg_int(call, i + 1);
-    const weft_function fn = {names[kind], unary_forward, unary_backward, false};
+    const weft_function fn = {names[kind], rerun_forward, unary_backward, false};
     weft_tensor *in = weft_arg_tensor(call, 0), *out = NULL;
     int rc = weft_function_apply(&out, 1, &fn, u, free, &in, 1);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);

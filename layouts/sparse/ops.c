@@ -800,20 +800,31 @@ static int sum_kernel(weft_call *call, void *ctx)
             weft_tensor_release(out);
             out = rc < 0 ? NULL : r;
         }
-    } else if (rc == 0 && keepdim) {
+    } else if (rc == 0) {
+        /* the kept sparse dims' index rows (with keepdim every row, a
+         * summed dim's zeroed) regroup the entries; coalescing sums them */
         weft_tensor *ix = NULL, *vc = NULL, *sum = NULL;
-        int64_t ks[WEFT_MAX_DIMS];
+        int64_t osz[WEFT_MAX_DIMS], nnz = p->nnz;
+        int no = 0, k = keepdim ? sd : keep_sparse;
         for (int d = 0; d < ndim; d++)
-            ks[d] = drop[d] ? 1 : weft_tensor_size(t, d);
-        rc = sp__copy(&ix, p->indices);
-        for (int d = 0; rc == 0 && d < sd; d++)
-            if (drop[d])
-                memset((int64_t *)weft_tensor_data_ptr(ix) + d * p->nnz, 0,
-                       (size_t)p->nnz * sizeof(int64_t));
+            if (keepdim || !drop[d])
+                osz[no++] = drop[d] ? 1 : weft_tensor_size(t, d);
+        rc = weft_empty(&ix, (int64_t[]){k, nnz}, 2, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0 && nnz) {
+            const int64_t *src = weft_tensor_data_ptr(p->indices);
+            int64_t *dst = weft_tensor_data_ptr(ix);
+            for (int d = 0; d < sd; d++) {
+                if (drop[d] && keepdim)
+                    memset(dst, 0, (size_t)nnz * sizeof *dst);
+                else if (!drop[d])
+                    memcpy(dst, src + d * nnz, (size_t)nnz * sizeof *dst);
+                dst += keepdim || !drop[d] ? nnz : 0;
+            }
+        }
         if (rc == 0)
             rc = weft_contiguous(&vc, v);
         if (rc == 0) {
-            rc = sp__coo_wrap(&sum, ks, ndim, ix, vc, sd, false);
+            rc = sp__coo_wrap(&sum, osz, no, ix, vc, k, false);
             ix = vc = NULL;
         }
         if (rc == 0)
@@ -821,36 +832,6 @@ static int sum_kernel(weft_call *call, void *ctx)
         weft_tensor_release(sum);
         weft_tensor_release(ix);
         weft_tensor_release(vc);
-    } else if (rc == 0) {
-        weft_tensor *ix = NULL, *kept = NULL, *sum = NULL, *vc = NULL;
-        int64_t rowsel[WEFT_MAX_DIMS], osz[WEFT_MAX_DIMS];
-        int k = 0, no = 0;
-        for (int d = 0; d < sd; d++)
-            if (!drop[d])
-                rowsel[k++] = d;
-        for (int d = 0; d < ndim; d++)
-            if (!drop[d])
-                osz[no++] = weft_tensor_size(t, d);
-        weft_tensor *sel = NULL;
-        rc = weft_from_blob(&sel, rowsel, (int64_t[]){k}, NULL, 1, WEFT_INT64, WEFT_DEVICE_CPU,
-                            NULL, NULL);
-        if (rc == 0)
-            rc = weft_index_select(&ix, p->indices, 0, sel);
-        weft_tensor_release(sel);
-        if (rc == 0)
-            rc = weft_contiguous(&kept, ix);
-        if (rc == 0)
-            rc = weft_contiguous(&vc, v);
-        if (rc == 0) {
-            rc = sp__coo_wrap(&sum, osz, no, kept, vc, k, false);
-            kept = vc = NULL;
-        }
-        if (rc == 0)
-            rc = sp__coalesce(&out, sum);
-        weft_tensor_release(sum);
-        weft_tensor_release(kept);
-        weft_tensor_release(vc);
-        weft_tensor_release(ix);
     }
     weft_tensor_release(v);
     weft_tensor_release(c);

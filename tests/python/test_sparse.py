@@ -232,6 +232,25 @@ def refusals():
     raises(BufferError, w.__dlpack__, contains="sparse_coo")
 
 
+def train_both(w0, batches, optimizer, **opts):
+    """Embedding(sparse=True) from w0 in weft and in torch, the same steps
+    of optimizer (its name in weft.optim and torch.optim) on sum(e(idx)^2):
+    (weft embedding, weft optimizer, torch embedding)"""
+    n, d = w0.shape
+    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
+    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
+    opt = getattr(weft.optim, optimizer)(e.parameters(), **opts)
+    topt = getattr(torch.optim, optimizer)(te.parameters(), **opts)
+    for idx in batches:
+        opt.zero_grad()
+        (e(W(idx)) ** 2).sum().backward()
+        opt.step()
+        topt.zero_grad()
+        (te(torch.from_numpy(idx)) ** 2).sum().backward()
+        topt.step()
+    return e, opt, te
+
+
 @test
 def embedding_sparse_training():
     """Embedding(sparse=True) + SGD reaches the same parameters as the dense path and as torch"""
@@ -273,17 +292,7 @@ def sgd_momentum_on_sparse_gradients():
     batches = [rng.integers(0, n, (5, 3)) for _ in range(4)]
     for opts in (dict(momentum=0.9), dict(momentum=0.5, dampening=0.3),
                  dict(momentum=0.9, nesterov=True), dict(momentum=0.9, maximize=True)):
-        e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
-        te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
-        opt = weft.optim.SGD(e.parameters(), lr=0.05, **opts)
-        topt = torch.optim.SGD(te.parameters(), lr=0.05, **opts)
-        for idx in batches:
-            opt.zero_grad()
-            (e(W(idx)) ** 2).sum().backward()
-            opt.step()
-            topt.zero_grad()
-            (te(torch.from_numpy(idx)) ** 2).sum().backward()
-            topt.step()
+        e, opt, te = train_both(w0, batches, "SGD", lr=0.05, **opts)
         buf = opt.state[e.weight]["momentum_buffer"]
         eq(buf.layout, "sparse_coo", "%s: the momentum buffer is sparse" % opts)
         eq(buf._nnz() <= n, True, "%s: and coalesced" % opts)
@@ -301,31 +310,11 @@ def sparse_adam():
     n, d = 40, 6
     w0 = rng.standard_normal((n, d)).astype(np.float32)
     batches = [rng.integers(0, n, (5, 4)) for _ in range(5)]
-    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
-    opt = weft.optim.SparseAdam(e.parameters(), lr=0.01)
-    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
-    topt = torch.optim.SparseAdam(te.parameters(), lr=0.01)
-    for idx in batches:
-        opt.zero_grad()
-        (e(W(idx)) ** 2).sum().backward()
-        opt.step()
-        topt.zero_grad()
-        (te(torch.from_numpy(idx)) ** 2).sum().backward()
-        topt.step()
+    e, _, te = train_both(w0, batches, "SparseAdam", lr=0.01)
     err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
     eq(err < 1e-5, True, "differs from torch by %g" % err)
     # Adagrad takes sparse gradients as torch's does
-    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
-    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
-    opt = weft.optim.Adagrad(e.parameters(), lr=0.1, lr_decay=0.01)
-    topt = torch.optim.Adagrad(te.parameters(), lr=0.1, lr_decay=0.01)
-    for idx in batches:
-        opt.zero_grad()
-        (e(W(idx)) ** 2).sum().backward()
-        opt.step()
-        topt.zero_grad()
-        (te(torch.from_numpy(idx)) ** 2).sum().backward()
-        topt.step()
+    e, _, te = train_both(w0, batches, "Adagrad", lr=0.1, lr_decay=0.01)
     err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
     eq(err < 1e-5, True, "Adagrad differs from torch by %g" % err)
     # a dense gradient: only its nonzero rows move, as a sparse one's would
