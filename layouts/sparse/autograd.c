@@ -425,6 +425,11 @@ static int product_backward(weft_function_ctx *ctx, weft_tensor *const *gout, in
     (void)nout;
     if (!gout[0])
         return 0;
+    /* the kernels below record nothing: a graph of this backward
+     * (create_graph) would drop the second derivative */
+    if (weft_is_grad_enabled())
+        return weft_set_error(WEFT_ENOTSUP, "no double backward through a sparse product "
+                                            "(create_graph): run backward without it");
     const product *p = weft_function_user(ctx);
     int o = p->addmm; /* mat1's input index */
     weft_tensor *self = NULL, *a = NULL, *b = NULL, *gd = NULL, *g = NULL, *bc = NULL;
@@ -592,6 +597,9 @@ static int unary_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int 
     (void)nin;
     if (!gout[0])
         return 0;
+    if (weft_is_grad_enabled() && weft_tensor_requires_grad(gout[0]))
+        return weft_set_error(WEFT_ENOTSUP, "no double backward through sparse reshaping "
+                                            "(create_graph): run backward without it");
     const unary *u = weft_function_user(ctx);
     weft_tensor *self = NULL, *g = gout[0], *coo = NULL, *d = NULL;
     int rc = weft_function_saved(&self, ctx, 0);

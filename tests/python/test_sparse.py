@@ -512,7 +512,7 @@ def reshaping_and_conversion_gradients():
 
 @test
 def product_refusals():
-    """products with no gradient formula refuse by name when an operand requires grad"""
+    """products with no gradient formula refuse by name when an operand requires grad, and so does a double backward through a sparse product"""
     need_plugin()
     d = rng.standard_normal((4, 4))
     d[d < 0] = 0
@@ -521,6 +521,11 @@ def product_refusals():
     b = with_grad(W(d))
     raises((NotImplementedError, RuntimeError), weft.mm, b, W(d).to_sparse(),
            contains="sparse_coo")
+    # create_graph: the second derivative is refused, not dropped
+    s = with_grad(W(d).to_sparse())
+    y = weft.mm(s, b).sum()
+    raises(RuntimeError, weft.autograd.grad, y, [b], create_graph=True,
+           contains="no double backward")
 
 
 @test
