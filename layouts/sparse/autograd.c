@@ -290,7 +290,7 @@ typedef struct product {
     double alpha, beta;
 } product;
 
-bool sp__product_needs_grad(const weft_call *call)
+bool sp__needs_grad(const weft_call *call)
 {
     return any_requires_grad(call);
 }
@@ -498,11 +498,12 @@ int sp__product_autograd(weft_call *call)
 /* coalesce, sparse_transpose, sparse_narrow, sparse_select, to_sparse and
  * to_sparse_csr: one input, one output; backward maps the gradient back
  * onto the input's shape and layout. */
-enum { UN_COALESCE, UN_TRANSPOSE, UN_NARROW, UN_SELECT, UN_CONVERT };
+enum { UN_COALESCE, UN_TRANSPOSE, UN_NARROW, UN_SELECT, UN_CONVERT, UN_INDEX };
 typedef struct unary {
     weft_call *call; /* first (rerun_forward); forward only */
     int kind;
-    int64_t arg[2]; /* transpose: dim0, dim1; narrow: dim, start; select: dim, index */
+    int64_t arg[2]; /* transpose: dim0, dim1; narrow: dim, start; select: dim, index;
+                     * index_select: dim (the index tensor is input 1) */
 } unary;
 
 /* g (any layout) in like's layout: strided, COO of like's sparse_dim, or
@@ -542,7 +543,9 @@ static int unnarrow(weft_tensor **out, const weft_tensor *g, const weft_tensor *
         start += weft_tensor_size(like, (int)dim);
     weft_tensor *coo = NULL, *ix = NULL;
     int rc = 0;
-    if (!sp__is_coo(g)) { /* dense (or CSR) gradient: placed into zeros */
+    /* a dense (or CSR) gradient, or one whose dim is a dense one of its
+     * values: placed into zeros */
+    if (!sp__is_coo(g) || dim >= sp__coo_of(g)->sparse_dim) {
         weft_tensor *d = NULL, *z = NULL, *view = NULL;
         rc = weft_to_strided(&d, g);
         if (rc == 0)
@@ -590,6 +593,63 @@ static int unnarrow(weft_tensor **out, const weft_tensor *g, const weft_tensor *
     return rc;
 }
 
+/* index_select's gradient: g's entries at output position q along dim go
+ * back to position index[q] (repeats add up: the result is uncoalesced);
+ * along a dense dim the values are index_added into blocks of the input's
+ * width */
+static int unselect(weft_tensor **out, const weft_tensor *g, const weft_tensor *like,
+                    int64_t dim, const weft_tensor *index)
+{
+    int ndim = weft_tensor_ndim(like), sd = sp__coo_of(like)->sparse_dim;
+    if (dim < 0)
+        dim += ndim;
+    weft_tensor *coo = NULL, *d = NULL, *ix = NULL, *v = NULL, *res = NULL, *want = NULL;
+    int rc = 0;
+    /* g in COO of like's sparse_dim (the gradient of to_dense comes as
+     * a COO of every dim sparse) */
+    if (sp__is_coo(g) && sp__coo_of(g)->sparse_dim == sd) {
+        coo = weft_tensor_retain(g);
+    } else {
+        rc = weft_to_strided(&d, g);
+        if (rc == 0)
+            rc = sp__dense_to_coo(&coo, d, sd);
+    }
+    if (rc == 0)
+        rc = weft_contiguous(&want, index);
+    if (rc == 0 && dim < sd) {
+        const sp__coo *p = sp__coo_of(coo);
+        rc = sp__copy(&ix, p->indices);
+        if (rc == 0) {
+            int64_t *row = (int64_t *)weft_tensor_data_ptr(ix) + dim * p->nnz;
+            const int64_t *w = weft_tensor_data_ptr(want);
+            for (int64_t e = 0; e < p->nnz; e++)
+                row[e] = w[row[e]];
+            v = weft_tensor_retain(p->values);
+        }
+    } else if (rc == 0) {
+        const sp__coo *p = sp__coo_of(coo);
+        int vdim = (int)(dim - sd + 1);
+        int64_t vs[WEFT_MAX_DIMS + 1];
+        memcpy(vs, weft_tensor_sizes(p->values), (size_t)weft_tensor_ndim(p->values) * sizeof *vs);
+        vs[vdim] = weft_tensor_size(like, (int)dim);
+        ix = weft_tensor_retain(p->indices);
+        rc = weft_zeros(&v, vs, weft_tensor_ndim(p->values), weft_tensor_dtype(p->values),
+                        WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = weft_index_add_(v, vdim, want, p->values);
+    }
+    if (rc == 0) {
+        rc = sp__coo_wrap(&res, weft_tensor_sizes(like), ndim, ix, v, sd, dim >= sd &&
+                          sp__coo_of(coo)->coalesced);
+        ix = v = NULL;
+    }
+    if (rc == 0)
+        rc = in_layout_of(out, res, like);
+    weft_tensor *all[] = {coo, d, ix, v, res, want};
+    sp__release_all(all, 6);
+    return rc;
+}
+
 static int unary_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int nout,
                           weft_tensor **gin, int nin)
 {
@@ -624,6 +684,21 @@ static int unary_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int 
     case UN_SELECT:
         rc = unnarrow(&gin[0], g, self, u->kind, u->arg[0], u->arg[1]);
         break;
+    case UN_INDEX: {
+        weft_tensor *index = NULL, *coo_self = NULL;
+        rc = weft_function_saved(&index, ctx, 1);
+        /* a CSR input's gradient is worked out on its COO form */
+        if (rc == 0)
+            rc = sp__is_csr(self) ? sp__csr_to_coo(&coo_self, self)
+                                  : (coo_self = weft_tensor_retain(self), 0);
+        if (rc == 0)
+            rc = unselect(&coo, g, coo_self, u->arg[0], index);
+        if (rc == 0)
+            rc = in_layout_of(&gin[0], coo, self);
+        weft_tensor_release(index);
+        weft_tensor_release(coo_self);
+        break;
+    }
     default: /* a conversion: back to the input's layout */
         rc = in_layout_of(&gin[0], g, self);
     }
@@ -637,7 +712,7 @@ static int unary_apply(weft_call *call, int kind)
 {
     static const char *const names[] = {"CoalesceBackward", "SparseTransposeBackward",
                                         "SparseNarrowBackward", "SparseSelectBackward",
-                                        "SparseConversionBackward"};
+                                        "SparseConversionBackward", "SparseIndexSelectBackward"};
     unary *u = calloc(1, sizeof *u);
     if (!u)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", weft_op_name(call->op));
@@ -645,9 +720,13 @@ static int unary_apply(weft_call *call, int kind)
     u->kind = kind;
     for (int i = 0; i < 2 && kind >= UN_TRANSPOSE && kind <= UN_SELECT; i++)
         u->arg[i] = weft_arg_int(call, i + 1);
+    if (kind == UN_INDEX)
+        u->arg[0] = weft_arg_int(call, 1);
     const weft_function fn = {names[kind], rerun_forward, unary_backward, false};
-    weft_tensor *in = weft_arg_tensor(call, 0), *out = NULL;
-    int rc = weft_function_apply(&out, 1, &fn, u, free, &in, 1);
+    weft_tensor *in[2] = {weft_arg_tensor(call, 0), kind == UN_INDEX ? weft_arg_tensor(call, 2)
+                                                                     : NULL},
+                *out = NULL;
+    int rc = weft_function_apply(&out, 1, &fn, u, free, in, kind == UN_INDEX ? 2 : 1);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -668,6 +747,11 @@ static int unary_autograd(weft_call *call, void *ctx)
 int sp__conversion_autograd(weft_call *call)
 {
     return unary_apply(call, UN_CONVERT);
+}
+
+int sp__index_select_autograd(weft_call *call)
+{
+    return unary_apply(call, UN_INDEX);
 }
 
 int sp__register_autograd(weft_registrar *reg)

@@ -324,7 +324,7 @@ done:
 static int mm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
-    if (sp__product_needs_grad(call))
+    if (sp__needs_grad(call))
         return sp__product_autograd(call);
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
@@ -339,7 +339,7 @@ static int mm_kernel(weft_call *call, void *ctx)
 static int matmul_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
-    if (sp__product_needs_grad(call))
+    if (sp__needs_grad(call))
         return sp__product_autograd(call);
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
@@ -352,7 +352,7 @@ static int matmul_kernel(weft_call *call, void *ctx)
 static int addmm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
-    if (sp__product_needs_grad(call))
+    if (sp__needs_grad(call))
         return sp__product_autograd(call);
     const weft_tensor *self = weft_arg_tensor(call, 0);
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
@@ -1275,6 +1275,8 @@ static int index_select_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *t = weft_arg_tensor(call, 0), *index = weft_arg_tensor(call, 2);
+    if (sp__needs_grad(call))
+        return sp__index_select_autograd(call);
     if (sp__is_csr(t))
         return through_coo(call, index_select_kernel);
     int64_t dim = weft_arg_int(call, 1);

@@ -114,14 +114,18 @@ int sp__spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, cons
 /* COO t with dimensions d0 and d1 swapped (both sparse or both dense; negative
  * counts from the end): a new tensor sharing nothing it would write. */
 int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64_t d1);
-/* The products (mm, mv, matmul, addmm) under autograd: whether call's sparse
- * operand or dense operands require grad with grad mode on, and the call run
- * as a custom function whose node gives the sparse operand a sparse gradient
- * on its own pattern (torch.sparse.mm's) and the dense ones dense gradients
- * (autograd.c).  The core's formulas leave products with a plugin-layout
- * operand to the layout's kernel (formula layout_records). */
-bool sp__product_needs_grad(const weft_call *call);
+/* Whether a tensor argument of call requires grad with grad mode on: the
+ * core's formulas for mm, mv, addmm and index_select leave a call with a
+ * plugin-layout operand to the layout's kernel (formula layout_records),
+ * which then records its own node (autograd.c): */
+bool sp__needs_grad(const weft_call *call);
+/* the products (mm, mv, matmul, addmm) as a custom function whose node
+ * gives the sparse operand a sparse gradient on its own pattern
+ * (torch.sparse.mm's) and the dense ones dense gradients; */
 int sp__product_autograd(weft_call *call);
+/* index_select of a sparse tensor: the gradient's entries sent back to
+ * the positions they were selected from (a sparse gradient stays sparse). */
+int sp__index_select_autograd(weft_call *call);
 /* A conversion between layouts (to_sparse, to_sparse_csr) that the core's
  * differentiable weft_to_layout does not cover, run as a custom function
  * whose gradient goes back to the input's layout (autograd.c). */

@@ -469,7 +469,7 @@ def core_products_gradcheck():
 
 @test
 def reshaping_and_conversion_gradients():
-    """gradcheck through coalesce, sparse_transpose, sparse_narrow, sparse_select, to_sparse_csr and to_sparse (CSR->COO, dense->hybrid COO); the gradients stay sparse"""
+    """gradcheck through coalesce, sparse_transpose, sparse_narrow, sparse_select, index_select (repeated indices), to_sparse_csr and to_sparse (CSR->COO, dense->hybrid COO), COO and CSR; the gradients stay sparse"""
     need_plugin()
     idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))
     v = with_grad(W(rng.standard_normal(5)))
@@ -482,6 +482,11 @@ def reshaping_and_conversion_gradients():
         "select": lambda v: weft.sparse_select(coo(v), 1, -1).to_dense() * 2.0,
         "to_sparse_csr": lambda v: coo(v).coalesce().to_sparse_csr().to_dense() * 2.0,
         "csr to_sparse": lambda v: coo(v).coalesce().to_sparse_csr().to_sparse().to_dense(),
+        "index_select": lambda v: weft.index_select(coo(v), 0, W(np.array([3, 0, 3]))).to_dense(),
+        "index_select dim 1": lambda v: weft.index_select(coo(v), 1,
+                                                          W(np.array([2, 2]))).to_dense() * 2.0,
+        "csr index_select": lambda v: weft.index_select(coo(v).coalesce().to_sparse_csr(), 1,
+                                                        W(np.array([2, 0]))).to_dense(),
         "csr narrow": lambda v: weft.sparse_narrow(coo(v).coalesce().to_sparse_csr(), 1, 1,
                                                    2).to_dense() * 2.0,
         "csr select": lambda v: weft.sparse_select(coo(v).coalesce().to_sparse_csr(), 0,
@@ -494,6 +499,15 @@ def reshaping_and_conversion_gradients():
     d = with_grad(W(rng.standard_normal((4, 3, 2))))
     eq(weft.autograd.gradcheck(lambda d: d.to_sparse(1).to_dense() * 2.0, (d,)), True,
        "dense to hybrid COO")
+    eq(weft.autograd.gradcheck(lambda d: weft.index_select(d.to_sparse(1), 2, W(
+        np.array([1, 1, 0]))).to_dense(), (d,)), True, "index_select on a dense dim")
+    eq(weft.autograd.gradcheck(lambda d: weft.sparse_narrow(d.to_sparse(1), 1, 1, 2).to_dense(),
+                               (d,)), True, "narrow on a dense dim")
+    eq(weft.autograd.gradcheck(lambda d: weft.sparse_select(d.to_sparse(1), 2, 1).to_dense(),
+                               (d,)), True, "select on a dense dim")
+    h = with_grad(W(rng.standard_normal((4, 3, 2))).to_sparse(1))
+    weft.index_select(h, 0, W(np.array([1, 1, 3]))).to_dense().sum().backward()
+    eq(h.grad.layout, "sparse_coo", "index_select: a sparse leaf's gradient is sparse")
     # the gradient of a sparse leaf through each stays sparse, as torch's
     for dtype, tol in DTYPES:
         _, w, t = list(patterns(dtype))[2]  # duplicates
