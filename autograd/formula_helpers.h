@@ -24,6 +24,12 @@ struct formula {
     record_fn record;
     uint8_t diff;         /* the differentiable tensor arguments, by argument index */
     bool needs_old_self;  /* in-place forms whose formula reads self's old value */
+    /* products (mm, mv, addmm): with a differentiable operand of a plugin
+     * layout that requires grad, the layout's kernel records the node, as
+     * the formula here would give that operand a dense gradient (a sparse
+     * one keeps its pattern, as torch.sparse.mm's) and transpose it, which
+     * no plugin layout can; see wa__autograd_kernel */
+    bool layout_records;
 };
 
 /* The Autograd kernel of every formula (ctx: its formula): runs the

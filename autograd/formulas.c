@@ -885,7 +885,7 @@ static const formula formulas[] = {
     {"sum_out", "SumBackward", sum_backward, record_reduction, 0x2, false},
     {"mean", "MeanBackward", mean_backward, record_reduction, SELF, false},
     {"mean_out", "MeanBackward", mean_backward, record_reduction, 0x2, false},
-    {"mm", "MmBackward", mm_backward, record_operands, BOTH, false},
+    {"mm", "MmBackward", mm_backward, record_operands, BOTH, false, true},
     {"mm_out", "MmBackward", mm_backward, record_operands, 0x6, false},
     {"bmm", "BmmBackward", bmm_backward, record_operands, BOTH, false},
     {"bmm_out", "BmmBackward", bmm_backward, record_operands, 0x6, false},
@@ -912,6 +912,37 @@ int wa__autograd_call_below(weft_call *call)
     return rc;
 }
 
+/* A differentiable operand that requires grad and has a plugin layout. */
+static const weft_tensor *layout_operand(const weft_call *call, const formula *f)
+{
+    for (int i = 0; i < call->nargs; i++) {
+        const weft_value *v = &call->args[i];
+        if ((f->diff >> i) & 1 && v->tag == WEFT_VALUE_TENSOR && v->u.tensor &&
+            v->u.tensor->layout != WEFT_LAYOUT_STRIDED && wa__requires_grad(v->u.tensor))
+            return v->u.tensor;
+    }
+    return NULL;
+}
+
+/* f->layout_records with such an operand: the layout's kernel runs with
+ * grad mode on and records its own node (a custom function).  A layout
+ * that records none would drop the gradient silently: refused, naming it. */
+static int layout_records_call(weft_call *call, const weft_tensor *operand)
+{
+    int rc = weft_redispatch(call, WF_AUTOGRAD_KEYS);
+    if (rc < 0)
+        return rc;
+    if (!wa__requires_grad(call->rets[0].u.tensor)) {
+        weft_tensor_release(call->rets[0].u.tensor);
+        call->rets[0].u.tensor = NULL;
+        return wf__errorf(WEFT_ENOTSUP,
+                          "%s: layout '%s' has no derivative for this operator (its kernel "
+                          "recorded no gradient); detach the operand or go through to_dense",
+                          call->op->schema.name, weft_layout_name(operand->layout));
+    }
+    return 0;
+}
+
 int wa__autograd_kernel(weft_call *call, void *ctx)
 {
     const formula *f = ctx;
@@ -921,6 +952,9 @@ int wa__autograd_kernel(weft_call *call, void *ctx)
     for (int i = 0; i < call->nargs; i++)
         if ((f->diff >> i) & 1 && call->args[i].tag == WEFT_VALUE_TENSOR)
             need |= wa__requires_grad(call->args[i].u.tensor);
+    const weft_tensor *operand = need && f->layout_records ? layout_operand(call, f) : NULL;
+    if (operand && !s->mutating)
+        return layout_records_call(call, operand);
     bool self_tracked = self && wa__requires_grad(self);
     if (is_out_form(call->op) && (need || self_tracked))
         return wf__errorf(WEFT_EINVAL,

@@ -807,7 +807,7 @@ static int upsample_bilinear_backward(wf_node *n, weft_tensor **go, weft_tensor 
 /* ------------------------------------------------------------ the table */
 
 static const formula nn_formulas[] = {
-    {"addmm", "AddmmBackward", addmm_backward, record_addmm, 0x7, false},
+    {"addmm", "AddmmBackward", addmm_backward, record_addmm, 0x7, false, true},
     {"softmax", "SoftmaxBackward", softmax_backward, record_softmax, 0x1, false},
     {"log_softmax", "LogSoftmaxBackward", log_softmax_backward, record_softmax, 0x1, false},
     {"nll_loss", "NllLossBackward", nll_loss_backward, record_loss, 0x1, false},
@@ -827,7 +827,7 @@ static const formula nn_formulas[] = {
     {"dot_out", "DotBackward", dot_backward, record_two, 0x6, false},
     {"vdot", "VdotBackward", dot_backward, record_two, 0x3, false},
     {"vdot_out", "VdotBackward", dot_backward, record_two, 0x6, false},
-    {"mv", "MvBackward", mv_backward, record_two, 0x3, false},
+    {"mv", "MvBackward", mv_backward, record_two, 0x3, false, true},
     {"mv_out", "MvBackward", mv_backward, record_two, 0x6, false},
     {"baddbmm", "BaddbmmBackward", baddbmm_backward, record_addmm, 0x7, false},
     {"baddbmm_", "BaddbmmBackward", baddbmm_backward, record_addmm, 0x7, false},

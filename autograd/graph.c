@@ -344,6 +344,10 @@ static int accumulate_backward(wf_node *node, weft_tensor **grads_out, weft_tens
             m->grad = weft_tensor_retain(g);
             return 0;
         }
+        /* a plugin layout's copy is its clone kernel's (empty_like would
+         * make a strided tensor that copy_ cannot fill from it) */
+        if (g->layout != WEFT_LAYOUT_STRIDED)
+            return weft_clone(&m->grad, g);
         int rc = weft_empty_like(&m->grad, g);
         if (rc == 0 && (rc = weft_copy_(m->grad, g)) < 0) {
             weft_tensor_release(m->grad);

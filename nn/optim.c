@@ -344,6 +344,32 @@ static int fused_update(const weft_optimizer *opt, const weft_optim_group *h, pa
     return rc;
 }
 
+/* A gradient of a plugin layout (sparse) is applied row-wise by plain SGD
+ * (p.add_ of it touches its rows only); every other update here keeps dense
+ * state that it would write whole, materialising the parameter's size the
+ * sparse gradient exists to avoid: refused, naming the option. */
+static int sparse_grad_check(const weft_optimizer *opt, const weft_optim_group *h, int i,
+                             const weft_tensor *grad)
+{
+    if (weft_tensor_layout(grad) == WEFT_LAYOUT_STRIDED)
+        return 0;
+    const char *layout = weft_layout_name(weft_tensor_layout(grad));
+    if (opt->kind != OPTIM_SGD)
+        return weft_set_error(WEFT_ENOTSUP,
+                              "weft_optimizer_step: parameter %d has a '%s' gradient, which "
+                              "%s does not take (its moments are dense); use SGD, or the "
+                              "row-wise SparseAdam/Adagrad of weft.optim",
+                              i, layout, opt->kind == OPTIM_ADAMW ? "AdamW" : "Adam");
+    if (h->momentum != 0 || h->weight_decay != 0)
+        return weft_set_error(WEFT_ENOTSUP,
+                              "weft_optimizer_step: parameter %d has a '%s' gradient: SGD takes "
+                              "it without %s only (here %g); weft.optim.SGD applies momentum "
+                              "on sparse gradients",
+                              i, layout, h->momentum != 0 ? "momentum" : "weight_decay",
+                              h->momentum != 0 ? h->momentum : h->weight_decay);
+    return 0;
+}
+
 int weft_optimizer_step(weft_optimizer *opt)
 {
     if (!opt)
@@ -357,9 +383,10 @@ int weft_optimizer_step(weft_optimizer *opt)
         if (rc < 0 || !grad)
             continue;
         const weft_optim_group *h = &opt->groups[s->group];
-        if (fusable(s->param, grad))
+        rc = sparse_grad_check(opt, h, i, grad);
+        if (rc == 0 && fusable(s->param, grad))
             rc = fused_update(opt, h, s, grad);
-        else
+        else if (rc == 0)
             rc = opt->kind == OPTIM_SGD ? sgd_update(h, s, grad)
                                         : adam_update(h, opt->kind == OPTIM_ADAMW, s, grad);
         weft_tensor_release(grad);

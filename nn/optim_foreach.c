@@ -48,9 +48,15 @@ static int check_entry(const char *fn, const tensor_list *l, int i, const weft_t
                                   weft_tensor_ndim(t), weft_dtype_name(weft_tensor_dtype(t)));
         return 0;
     }
+    /* a sparse gradient is refused rather than densified: the fused step
+     * would write every row of the state, which the sparse gradient exists
+     * to avoid; the Python optimizers apply it row-wise */
     if (weft_tensor_layout(t) != WEFT_LAYOUT_STRIDED)
-        return weft_set_error(WEFT_EINVAL, "%s: %s[%d] is not a strided (dense) tensor", fn,
-                              l->name, i);
+        return weft_set_error(WEFT_EINVAL,
+                              "%s: %s[%d] has layout '%s'; the fused step takes strided (dense) "
+                              "tensors only: apply a sparse gradient row-wise (weft.optim's SGD, "
+                              "Adagrad or SparseAdam) or densify it with weft_to_strided",
+                              fn, l->name, i, weft_layout_name(weft_tensor_layout(t)));
     if (weft_tensor_dtype(t) != weft_tensor_dtype(p))
         return weft_set_error(WEFT_EDTYPE, "%s: %s[%d] has dtype %s, params[%d] has %s", fn,
                               l->name, i, weft_dtype_name(weft_tensor_dtype(t)), i,

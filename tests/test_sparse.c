@@ -15,34 +15,7 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
-#include "tap.h"
-
-#define TV(x) ((weft_value){.tag = WEFT_VALUE_TENSOR, .u.tensor = (x)})
-#define IV(x) ((weft_value){.tag = WEFT_VALUE_INT, .u.i = (x)})
-#define BV(x) ((weft_value){.tag = WEFT_VALUE_BOOL, .u.b = (x)})
-#define LV(p, n) ((weft_value){.tag = WEFT_VALUE_INT_LIST, .len = (n), .u.ints = (p)})
-
-static int callop(weft_tensor **out, const char *name, const weft_value *args, int n)
-{
-    const weft_op *op;
-    int rc = weft_op_find(&op, name);
-    if (rc < 0)
-        return rc;
-    weft_value ret = {0};
-    rc = weft_call_boxed(op, args, n, &ret, 1);
-    if (rc == 0)
-        *out = ret.u.tensor;
-    return rc;
-}
-
-static weft_tensor *call1(const char *name, weft_tensor *t)
-{
-    weft_tensor *out = NULL;
-    weft_value a[] = {TV(t)};
-    if (callop(&out, name, a, 1) < 0)
-        diag("%s: %s", name, weft_last_error());
-    return out;
-}
+#include "sparse_helpers.h"
 
 static double scalar(weft_tensor *t)
 {
@@ -267,11 +240,23 @@ static void test_bad_coo(void)
     weft_to_dtype(&I, I64, WEFT_INT32);
     is_int(coo(&s, I, V, (int64_t[]){2}, 1, true), WEFT_EDTYPE, "int32 COO indices refused");
     like(weft_last_error(), "indices must be int64", "naming the dtype rule");
-    /* integer values are refused */
-    weft_tensor *IV_ = NULL;
-    weft_to_dtype(&IV_, I64, WEFT_INT64);
-    is_int(coo(&s, I64, IV_, (int64_t[]){2}, 1, true), WEFT_EDTYPE, "int64 values refused");
-    like(weft_last_error(), "float32 or float64", "naming the supported dtypes");
+    /* int32 and int64 values are taken (to_dense sums duplicates in their
+     * dtype), int8 refused */
+    weft_tensor *IV_ = i64((int64_t[]){0, 1, 1}, 3, 0), *s64 = NULL, *d64 = NULL;
+    is_int(coo(&s64, I64, IV_, (int64_t[]){2}, 1, true), 0, "int64 values");
+    d64 = s64 ? dense(s64) : NULL;
+    const int64_t *pd = d64 ? weft_tensor_data_ptr(d64) : NULL;
+    ok(d64 && weft_tensor_dtype(d64) == WEFT_INT64 && pd[0] == 0 && pd[1] == 2,
+       "to_dense: int64, duplicates summed");
+    weft_tensor_release(s64);
+    weft_tensor_release(d64);
+    weft_tensor_release(IV_);
+    IV_ = NULL;
+    weft_tensor *IV64 = i64((int64_t[]){0, 1, 1}, 3, 0);
+    weft_to_dtype(&IV_, IV64, WEFT_INT8);
+    weft_tensor_release(IV64);
+    is_int(coo(&s, I64, IV_, (int64_t[]){2}, 1, true), WEFT_EDTYPE, "int8 values refused");
+    like(weft_last_error(), "float32, float64, int32 or int64", "naming the supported dtypes");
     /* check_invariants=false skips the range scan (not the shape checks) */
     weft_tensor *big = i64((int64_t[]){0, 7, 1}, 1, 3);
     is_int(coo(&s, big, V, (int64_t[]){2}, 1, false), 0, "check_invariants=false: unchecked");
@@ -539,8 +524,22 @@ static void test_elementwise(void)
     is_double(sdiff(r, want), 0, 1e-12, "sum over dim 1 values");
     weft_tensor_release(r);
     weft_tensor_release(want);
-    is_int(weft_sum(&r, SB, (int64_t[]){0, 1}, 2, true), WEFT_ENOTSUP, "keepdim refused");
-    like(weft_last_error(), "keepdim", "naming it");
+    /* keepdim: a summed sparse dim stays, of size 1 */
+    is_int(weft_sum(&r, SB, (int64_t[]){1}, 1, true), 0, "sum over dim 1, keepdim");
+    is_int(weft_tensor_layout(r), weft_layout_lookup("sparse_coo"), "stays sparse");
+    ok(weft_tensor_ndim(r) == 2 && weft_tensor_size(r, 1) == 1, "its dim 1 of size 1");
+    weft_sum(&want, B, (int64_t[]){1}, 1, true);
+    is_double(sdiff(r, want), 0, 1e-12, "sum over dim 1, keepdim, values");
+    weft_tensor_release(r);
+    weft_tensor_release(want);
+    is_int(weft_sum(&r, SB, (int64_t[]){0, 1}, 2, true), 0, "sum over every dim, keepdim");
+    ok(weft_tensor_layout(r) == WEFT_LAYOUT_STRIDED && weft_tensor_ndim(r) == 2 &&
+           weft_tensor_numel(r) == 1,
+       "strided [1, 1]");
+    weft_sum(&want, B, (int64_t[]){0, 1}, 2, true);
+    is_double(sdiff(r, want), 0, 1e-12, "its value");
+    weft_tensor_release(r);
+    weft_tensor_release(want);
     weft_tensor *all[] = {A, B, SA, SB, CA, CB};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);
@@ -731,6 +730,16 @@ static void test_c_sgd(void)
     int rc = weft_optimizer_step(opt);
     ok(rc < 0, "momentum with a sparse gradient is refused (%d)", rc);
     like(weft_last_error(), "sparse_coo", "naming the layout");
+    like(weft_last_error(), "without momentum", "and the option");
+    weft_optimizer_destroy(opt);
+    opt = NULL;
+    weft_tensor *P1 = NULL;
+    weft_clone(&P1, P);
+    weft_optimizer_adam(&opt, &P, 1, 0.1, 0.9, 0.999, 1e-8, 0);
+    is_int(weft_optimizer_step(opt), WEFT_ENOTSUP, "C Adam refuses a sparse gradient");
+    like(weft_last_error(), "SparseAdam", "naming the row-wise optimizer");
+    is_double(maxdiff(P, P1), 0, 0, "and leaves the parameter alone");
+    weft_tensor_release(P1);
     weft_optimizer_destroy(opt);
     weft_tensor *all[] = {P, P0, G, want, I, V, gd};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -775,11 +784,25 @@ static void test_autograd(void)
     weft_tensor *gi = gl ? call1("indices", gl) : NULL, *gv = gl ? call1("values", gl) : NULL;
     ok(gi && !memcmp(weft_tensor_data_ptr(gi), ix, sizeof ix), "with the leaf's indices");
     ok(gv && ((float *)weft_tensor_data_ptr(gv))[1] == 3, "and 3 for each value");
-    /* no formula: a clear refusal instead of a dropped gradient */
-    weft_tensor *c = NULL;
+    /* coalesce passes the gradient through: each duplicate gets its
+     * position's gradient, the leaf's stays sparse */
+    weft_tensor *c = NULL, *cd = NULL, *gc = NULL;
     weft_value a[] = {TV(leaf)};
-    is_int(callop(&c, "coalesce", a, 1), WEFT_ENOTSUP, "coalesce of a tensor requiring grad");
-    like(weft_last_error(), "coalesce: no gradient formula", "says so");
+    weft_tensor_set_grad(leaf, NULL);
+    is_int(callop(&c, "coalesce", a, 1), 0, "coalesce of a tensor requiring grad");
+    ok(c && weft_tensor_requires_grad(c), "records a node");
+    cd = c ? dense(c) : NULL;
+    weft_tensor *cm = NULL, *cy = NULL;
+    weft_mul(&cm, cd, M);
+    weft_sum(&cy, cm, NULL, 0, false);
+    is_int(weft_backward(&cy, 1, NULL, false, false), 0, "backward through coalesce");
+    is_int(weft_tensor_grad(&gc, leaf), 0, "the leaf's gradient");
+    is_int(gc ? weft_tensor_layout(gc) : -1, weft_layout_lookup("sparse_coo"), "is sparse_coo");
+    weft_tensor *gcd = gc ? dense(gc) : NULL;
+    is_double(maxdiff(gcd, M), 0, 0, "and M, the gradient at every position");
+    weft_tensor *all3[] = {c, cd, gc, cm, cy, gcd};
+    for (size_t i = 0; i < sizeof all3 / sizeof *all3; i++)
+        weft_tensor_release(all3[i]);
     /* values() of a strided tensor that requires grad: refused by the
      * layout kernels, as without grad (it crashed reading a payload that a
      * strided tensor has not; found by fuzz_python_ops) */
@@ -792,6 +815,59 @@ static void test_autograd(void)
     weft_tensor *all2[] = {I, V, M, leaf, vv, t3, y, gl, V2, gi, gv};
     for (size_t i = 0; i < sizeof all2 / sizeof *all2; i++)
         weft_tensor_release(all2[i]);
+}
+
+/* weft_mm (the core's operator, through the C API) with a sparse operand
+ * that requires grad: its gradient is sparse on its own pattern, G B^T
+ * sampled at its entries (torch.sparse.mm's); B's is A^T G, dense */
+static void test_product_gradients(void)
+{
+    static const int64_t ix[] = {0, 1, 1, 2, 0, 2}; /* (0,2) (1,0) (1,2) */
+    static const double v[] = {1, 2, 3}, b[] = {1, 2, 3, 4, 5, 6}, g[] = {1, -1, 2, 0.5};
+    weft_tensor *I = i64(ix, 2, 3), *V = NULL, *B = NULL, *G = NULL, *A = NULL, *Y = NULL,
+                *gA = NULL, *gB = NULL, *Bd = NULL, *Gd = NULL;
+    weft_from_blob(&Bd, (void *)b, (int64_t[]){3, 2}, NULL, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU,
+                   NULL, NULL);
+    weft_from_blob(&Gd, (void *)g, (int64_t[]){2, 2}, NULL, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU,
+                   NULL, NULL);
+    weft_clone(&B, Bd);
+    weft_clone(&G, Gd);
+    weft_tensor *Vd = NULL;
+    weft_from_blob(&Vd, (void *)v, (int64_t[]){3}, NULL, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU, NULL,
+                   NULL);
+    weft_clone(&V, Vd);
+    coo(&A, I, V, (int64_t[]){2, 3}, 2, true);
+    weft_tensor_set_requires_grad(A, true);
+    weft_tensor_set_requires_grad(B, true);
+    is_int(weft_mm(&Y, A, B), 0, "weft_mm of a sparse operand requiring grad");
+    ok(Y && weft_tensor_requires_grad(Y), "records a node");
+    is_int(weft_backward(&Y, 1, (weft_tensor *[]){G}, false, false), 0, "backward");
+    weft_tensor_grad(&gA, A);
+    weft_tensor_grad(&gB, B);
+    is_int(gA ? weft_tensor_layout(gA) : -1, weft_layout_lookup("sparse_coo"),
+           "d A is sparse_coo");
+    weft_tensor *gi = gA ? call1("indices", gA) : NULL, *gv = gA ? call1("values", gA) : NULL;
+    /* G B^T = [[1*1-1*2, 1*3-1*4, 1*5-1*6], [2*1+.5*2, 2*3+.5*4, 2*5+.5*6]] at
+     * (0,2) (1,0) (1,2), in coalesced order */
+    const double *pv = gv ? weft_tensor_data_ptr(gv) : NULL;
+    ok(gi && weft_tensor_size(gi, 1) == 3, "on A's three entries");
+    ok(pv && pv[0] == -1 && pv[1] == 3 && pv[2] == 13, "d A = G B^T at them (%g %g %g)",
+       pv ? pv[0] : NAN, pv ? pv[1] : NAN, pv ? pv[2] : NAN);
+    /* A^T G: rows 0: 2*g[1,:] = (4, 1); 1: 0; 2: 1*g[0,:] + 3*g[1,:] = (7, 0.5) */
+    const double *pb = gB ? weft_tensor_data_ptr(gB) : NULL;
+    ok(gB && weft_tensor_layout(gB) == WEFT_LAYOUT_STRIDED && pb[0] == 4 && pb[1] == 1 &&
+           pb[2] == 0 && pb[3] == 0 && pb[4] == 7 && pb[5] == 0.5,
+       "d B = A^T G, dense");
+    /* the fused C step refuses a sparse gradient by layout, changing nothing */
+    weft_tensor *P = NULL;
+    weft_zeros(&P, (int64_t[]){2, 3}, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    weft_sgd_options so = {.lr = 0.1};
+    is_int(weft_sgd_step(&P, &gA, NULL, 1, &so), WEFT_EINVAL, "weft_sgd_step with a sparse grad");
+    like(weft_last_error(), "grads[0] has layout 'sparse_coo'", "names the gradient and its layout");
+    like(weft_last_error(), "row-wise", "and the row-wise way");
+    weft_tensor *all[] = {I, V, Vd, B, Bd, G, Gd, A, Y, gA, gB, gi, gv, P};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
 }
 
 int main(void)
@@ -813,6 +889,7 @@ int main(void)
     test_inplace();
     test_c_sgd();
     test_autograd();
+    test_product_gradients();
     /* libweft-sparse_cuda.so (CUDA builds) registers kernels at the sparse
      * layouts' keys: the layouts' plugin unloads once that one is gone */
     if (weft_unload_plugin("sparse_cuda") < 0)

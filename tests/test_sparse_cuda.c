@@ -17,38 +17,9 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
-#include "tap.h"
-
-#define TV(x) ((weft_value){.tag = WEFT_VALUE_TENSOR, .u.tensor = (x)})
-#define IV(x) ((weft_value){.tag = WEFT_VALUE_INT, .u.i = (x)})
-#define BV(x) ((weft_value){.tag = WEFT_VALUE_BOOL, .u.b = (x)})
-#define DV(x) ((weft_value){.tag = WEFT_VALUE_DOUBLE, .u.d = (x)})
-#define LV(p, n) ((weft_value){.tag = WEFT_VALUE_INT_LIST, .len = (n), .u.ints = (p)})
+#include "sparse_helpers.h"
 
 static const weft_device CUDA0 = {.type = WEFT_DEVICE_TYPE_CUDA, .index = 0};
-
-static int callop(weft_tensor **out, const char *name, const weft_value *args, int n)
-{
-    const weft_op *op;
-    int rc = weft_op_find(&op, name);
-    if (rc < 0)
-        return rc;
-    weft_value ret = {0};
-    rc = weft_call_boxed(op, args, n, &ret, 1);
-    if (rc == 0)
-        *out = ret.u.tensor;
-    return rc;
-}
-
-/* op(t) or NULL, with the error in the log */
-static weft_tensor *call1(const char *name, weft_tensor *t)
-{
-    weft_tensor *out = NULL;
-    weft_value a[] = {TV(t)};
-    if (callop(&out, name, a, 1) < 0)
-        diag("%s: %s", name, weft_last_error());
-    return out;
-}
 
 static weft_tensor *to(weft_tensor *t, weft_device d)
 {

@@ -316,7 +316,11 @@ WEFT_API int weft_optimizer_load(weft_optimizer *opt, const char *path,
 
 /* One update of every parameter that has a gradient (those without one are
  * skipped and their state and step count left alone).  Gradients are read,
- * not cleared.  Errors: those of the operators (WEFT_ENOMEM, a device
+ * not cleared.  A sparse gradient (a plugin layout's) is applied row-wise
+ * by SGD without momentum and weight decay; Adam, AdamW and SGD with either
+ * option refuse it with WEFT_ENOTSUP naming the parameter, its layout and
+ * the option (their dense state would be written whole), before touching
+ * that parameter.  Errors: those of the operators (WEFT_ENOMEM, a device
  * error); a step that fails part-way may have updated some parameters
  * already. */
 WEFT_API int weft_optimizer_step(weft_optimizer *opt);
@@ -357,7 +361,8 @@ WEFT_API void weft_optimizer_destroy(weft_optimizer *opt);
  * so a refused call changes nothing.  Errors: WEFT_EINVAL (n < 0, a NULL
  * list, parameter or gradient, a repeated parameter, a hyper-parameter
  * out of range — with torch's checks —, a non-contiguous tensor, shared
- * memory), WEFT_ESHAPE, WEFT_EDTYPE, WEFT_EDEVICE (each naming the list,
+ * memory, a tensor of a plugin layout: a sparse gradient is refused by
+ * its layout, never densified; weft.optim applies it row-wise), WEFT_ESHAPE, WEFT_EDTYPE, WEFT_EDEVICE (each naming the list,
  * the index and both values), WEFT_ENOMEM (state created on this call is
  * released and its entries set back to NULL); a kernel failing part-way
  * (a device error) may leave earlier parameters updated.  Not

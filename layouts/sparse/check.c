@@ -10,8 +10,9 @@
 static int check_common(const char *op, const weft_tensor *values, const int64_t *sizes, int ndim)
 {
     weft_dtype dt = weft_tensor_dtype(values);
-    if (dt != WEFT_FLOAT32 && dt != WEFT_FLOAT64)
-        return weft_set_error(WEFT_EDTYPE, "%s: sparse values must be float32 or float64, got %s",
+    if (dt != WEFT_FLOAT32 && dt != WEFT_FLOAT64 && dt != WEFT_INT32 && dt != WEFT_INT64)
+        return weft_set_error(WEFT_EDTYPE,
+                              "%s: sparse values must be float32, float64, int32 or int64, got %s",
                               op, weft_dtype_name(dt));
     for (int d = 0; d < ndim; d++)
         if (sizes[d] < 0)

@@ -9,12 +9,6 @@
 
 #include "sparse.h"
 
-const char *sp__layout_name(const weft_tensor *t)
-{
-    const char *n = t ? weft_layout_name(weft_tensor_layout(t)) : NULL;
-    return n ? n : "strided";
-}
-
 /* A copy of a payload's tensor: they are contiguous, so one memcpy, and no
  * dispatch (nor autograd) inside a kernel */
 int sp__copy(weft_tensor **out, const weft_tensor *t)
@@ -35,88 +29,6 @@ int sp__copy(weft_tensor **out, const weft_tensor *t)
     weft_tensor_release(src);
     *out = c;
     return 0;
-}
-
-static void release_all(weft_tensor **ts, int n)
-{
-    for (int i = 0; i < n; i++)
-        weft_tensor_release(ts[i]);
-}
-
-int sp__coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *indices,
-                 weft_tensor *values, int sparse_dim, bool coalesced)
-{
-    sp__coo *p = calloc(1, sizeof *p);
-    if (!p) {
-        weft_tensor_release(indices);
-        weft_tensor_release(values);
-        return weft_set_error(WEFT_ENOMEM, "sparse_coo: out of memory");
-    }
-    p->sparse_dim = sparse_dim;
-    p->dense_dim = ndim - sparse_dim;
-    p->nnz = weft_tensor_size(indices, 1);
-    p->coalesced = coalesced || p->nnz < 2;
-    p->valid = true;
-    p->indices = indices;
-    p->values = values;
-    /* from here the core owns p, whatever happens */
-    return weft_tensor_new_layout(out, sp__coo_layout, sizes, ndim, weft_tensor_dtype(values),
-                                  weft_tensor_device(values), p);
-}
-
-int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *crow,
-                 weft_tensor *col, weft_tensor *values)
-{
-    sp__csr *p = calloc(1, sizeof *p);
-    if (!p) {
-        weft_tensor *all[] = {crow, col, values};
-        release_all(all, 3);
-        return weft_set_error(WEFT_ENOMEM, "sparse_csr: out of memory");
-    }
-    p->batch = ndim - 2;
-    p->nnz = weft_tensor_size(col, -1);
-    p->valid = true;
-    p->crow = crow;
-    p->col = col;
-    p->values = values;
-    return weft_tensor_new_layout(out, sp__csr_layout, sizes, ndim, weft_tensor_dtype(values),
-                                  weft_tensor_device(values), p);
-}
-
-/* ---------------------------------------------------------------- checks */
-
-int sp__require_valid(const weft_tensor *t, const char *op)
-{
-    if (sp__is_coo(t)) {
-        sp__coo *p = sp__coo_of(t);
-        if (p->valid)
-            return 0;
-        int rc = sp__coo_check(op, p->indices, p->values, weft_tensor_sizes(t),
-                               weft_tensor_ndim(t), true);
-        if (rc == 0)
-            p->valid = true;
-        return rc;
-    }
-    sp__csr *p = sp__csr_of(t);
-    if (p->valid)
-        return 0;
-    int rc = sp__csr_check(op, p->crow, p->col, p->values, weft_tensor_sizes(t),
-                           weft_tensor_ndim(t), true);
-    if (rc == 0)
-        p->valid = true;
-    return rc;
-}
-
-void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n)
-{
-    bool valid = true;
-    for (int i = 0; i < n; i++)
-        valid = valid && (sp__is_coo(src[i]) ? sp__coo_of(src[i])->valid
-                                             : sp__csr_of(src[i])->valid);
-    if (sp__is_coo(out))
-        sp__coo_of(out)->valid = valid;
-    else
-        sp__csr_of(out)->valid = valid;
 }
 
 static int64_t idx_at(const void *p, bool i32, int64_t k)
@@ -201,20 +113,12 @@ int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t)
 
 /* --------------------------------------------------------- from strided */
 
-/* nonzero test of one dense block of `inner` elements */
-static bool block_nonzero(const char *p, int64_t inner, weft_dtype dt)
-{
-    for (int64_t i = 0; i < inner; i++)
-        if (dt == WEFT_FLOAT32 ? ((const float *)p)[i] != 0 : ((const double *)p)[i] != 0)
-            return true;
-    return false;
-}
-
 int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
 {
     int ndim = weft_tensor_ndim(src);
     weft_dtype dt = weft_tensor_dtype(src);
-    if (!sp__kernels_for(dt, "to_sparse"))
+    const sp__kernels *k = sp__kernels_for(dt, "to_sparse");
+    if (!k)
         return WEFT_EDTYPE;
     if (sparse_dim < 1 || sparse_dim > ndim)
         return weft_set_error(WEFT_ERANGE,
@@ -233,7 +137,7 @@ int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
     const char *data = weft_tensor_data_ptr(c);
     int64_t nnz = 0;
     for (int64_t i = 0; i < outer; i++)
-        nnz += block_nonzero(data + (size_t)(i * inner) * es, inner, dt);
+        nnz += k->nonzero(inner, data + (size_t)(i * inner) * es);
     weft_tensor *ix = NULL, *val = NULL;
     int64_t vs[WEFT_MAX_DIMS + 1];
     vs[0] = nnz;
@@ -251,7 +155,7 @@ int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)
     char *pv = weft_tensor_data_ptr(val);
     for (int64_t i = 0, e = 0; i < outer; i++) {
         const char *blk = data + (size_t)(i * inner) * es;
-        if (!block_nonzero(blk, inner, dt))
+        if (!k->nonzero(inner, blk))
             continue;
         memcpy(pv + (size_t)(e * inner) * es, blk, (size_t)inner * es);
         for (int64_t s = sparse_dim - 1, rest = i; s >= 0; s--) {
@@ -270,7 +174,8 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
 {
     int ndim = weft_tensor_ndim(src);
     weft_dtype dt = weft_tensor_dtype(src);
-    if (!sp__kernels_for(dt, "to_sparse_csr"))
+    const sp__kernels *k = sp__kernels_for(dt, "to_sparse_csr");
+    if (!k)
         return WEFT_EDTYPE;
     if (ndim != 2 && ndim != 3)
         return weft_set_error(WEFT_ESHAPE,
@@ -292,7 +197,7 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
     for (int64_t bi = 0; bi < nb; bi++) {
         int64_t n = 0;
         for (int64_t i = 0; i < rows * cols; i++)
-            n += block_nonzero(data + (size_t)(bi * rows * cols + i) * es, 1, dt);
+            n += k->nonzero(1, data + (size_t)(bi * rows * cols + i) * es);
         if (nnz >= 0 && n != nnz) {
             weft_tensor_release(c);
             return weft_set_error(WEFT_EINVAL,
@@ -311,7 +216,7 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
         rc = weft_empty(&val, b ? cos : cos + 1, b + 1, dt, weft_tensor_device(c));
     if (rc < 0) {
         weft_tensor *all[] = {crow, col, c};
-        release_all(all, 3);
+        sp__release_all(all, 3);
         return rc;
     }
     int64_t *pr = weft_tensor_data_ptr(crow), *pc = weft_tensor_data_ptr(col);
@@ -322,7 +227,7 @@ int sp__dense_to_csr(weft_tensor **out, const weft_tensor *src)
             pr[bi * (rows + 1) + r] = e;
             for (int64_t j = 0; j < cols; j++) {
                 const char *x = data + (size_t)((bi * rows + r) * cols + j) * es;
-                if (block_nonzero(x, 1, dt)) {
+                if (k->nonzero(1, x)) {
                     pc[bi * nnz + e] = j;
                     memcpy(pv + (size_t)(bi * nnz + e) * es, x, es);
                     e++;
@@ -360,7 +265,7 @@ int sp__coo_to_csr(weft_tensor **out, const weft_tensor *t)
         rc = sp__copy(&val, q->values);
     if (rc < 0) {
         weft_tensor *all[] = {crow, col, co};
-        release_all(all, 3);
+        sp__release_all(all, 3);
         return rc;
     }
     int64_t *pr = weft_tensor_data_ptr(crow);

@@ -1,6 +1,6 @@
 /* layouts/sparse/kernels.c — the arithmetic of the sparse kernels, written
- * once as macros over the element type and instantiated for float32 and
- * float64 into one table per dtype.  The hot loop (a CSR row times the dense
+ * once as macros over the element type and instantiated for float32,
+ * float64, int32 and int64 into one table per dtype.  The hot loop (a CSR row times the dense
  * operand) is built twice, for the baseline ISA and for AVX2+FMA, and the
  * loader's ifunc picks the one the machine runs (target_clones): the plugin
  * stays one library that loads on any x86-64 and still fills 256-bit
@@ -29,6 +29,22 @@
         for (int64_t i = 0; i < n; i++)                                                            \
             a[i] *= b[i];                                                                          \
     }                                                                                              \
+    static bool nonzero_##NAME(int64_t n, const void *xv)                                        \
+    {                                                                                              \
+        const T *x = xv;                                                                           \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            if (x[i] != 0)                                                                         \
+                return true;                                                                       \
+        return false;                                                                              \
+    }                                                                                              \
+    static double dot_##NAME(int64_t n, const void *xv, const void *yv)                          \
+    {                                                                                              \
+        const T *restrict x = xv, *restrict y = yv;                                                \
+        double acc = 0;                                                                            \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            acc += (double)x[i] * (double)y[i];                                                    \
+        return acc;                                                                                \
+    }                                                                                              \
     /* one output row: the row stays in L1 while the nonzeros stream the    \
      * dense operand's rows through it; the loop over n vectorises */          \
     HOT static void spmm_##NAME(int64_t r0, int64_t r1, const void *crowv, const void *colv,     \
@@ -53,18 +69,28 @@
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static const sp__kernels kernels_##NAME = {axpy_##NAME, spmm_##NAME, mul_##NAME};
+    static const sp__kernels kernels_##NAME = {axpy_##NAME, spmm_##NAME, mul_##NAME, dot_##NAME, nonzero_##NAME};
 
 DEFINE_KERNELS(float, f32)
 DEFINE_KERNELS(double, f64)
+DEFINE_KERNELS(int32_t, i32)
+DEFINE_KERNELS(int64_t, i64)
 
 const sp__kernels *sp__kernels_for(weft_dtype dtype, const char *op)
 {
-    if (dtype == WEFT_FLOAT32)
+    switch (dtype) {
+    case WEFT_FLOAT32:
         return &kernels_f32;
-    if (dtype == WEFT_FLOAT64)
+    case WEFT_FLOAT64:
         return &kernels_f64;
-    weft_set_error(WEFT_EDTYPE, "%s: sparse values must be float32 or float64, got %s", op,
-                   weft_dtype_name(dtype));
-    return NULL;
+    case WEFT_INT32:
+        return &kernels_i32;
+    case WEFT_INT64:
+        return &kernels_i64;
+    default:
+        weft_set_error(WEFT_EDTYPE,
+                       "%s: sparse values must be float32, float64, int32 or int64, got %s", op,
+                       weft_dtype_name(dtype));
+        return NULL;
+    }
 }

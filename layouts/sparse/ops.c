@@ -144,8 +144,7 @@ static void spmm_chunk(int c, int nchunks, void *ctx)
     j->k->spmm_rows(r0, r1, j->v->crow, j->v->col, j->v->idx32, j->v->val, j->b, j->n, j->out);
 }
 
-/* out = a @ b for sparse 2-D a and strided b (2-D, or 1-D for mv) */
-static int spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, const char *op)
+int sp__spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, const char *op)
 {
     if (!is_sparse(a) || !is_strided(b))
         return weft_set_error(WEFT_ENOTSUP,
@@ -221,6 +220,14 @@ static int spgemm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b)
         return rc;
     }
     weft_dtype dt = weft_tensor_dtype(a);
+    /* the accumulator row is double: float values only (torch 1.13 has no
+     * integer sparse x sparse product either) */
+    if (dt != WEFT_FLOAT32 && dt != WEFT_FLOAT64) {
+        rows_done(&va);
+        rows_done(&vb);
+        return weft_set_error(WEFT_EDTYPE, "mm: CSR x CSR takes float32 or float64 values, got %s",
+                              weft_dtype_name(dt));
+    }
     bool f32 = dt == WEFT_FLOAT32;
     int64_t m = weft_tensor_size(a, 0), n = weft_tensor_size(b, 1);
     double *acc = calloc((size_t)(n ? n : 1), sizeof *acc);
@@ -317,22 +324,26 @@ done:
 static int mm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__needs_grad(call))
+        return sp__product_autograd(call);
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
     int rc;
     if (sp__is_csr(a) && sp__is_csr(b))
         rc = spgemm(&out, a, b);
     else
-        rc = spmm(&out, a, b, weft_op_name(call->op));
+        rc = sp__spmm(&out, a, b, weft_op_name(call->op));
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
 static int matmul_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__needs_grad(call))
+        return sp__product_autograd(call);
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
-    int rc = sp__is_csr(a) && sp__is_csr(b) ? spgemm(&out, a, b) : spmm(&out, a, b, "matmul");
+    int rc = sp__is_csr(a) && sp__is_csr(b) ? spgemm(&out, a, b) : sp__spmm(&out, a, b, "matmul");
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -341,13 +352,15 @@ static int matmul_kernel(weft_call *call, void *ctx)
 static int addmm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__needs_grad(call))
+        return sp__product_autograd(call);
     const weft_tensor *self = weft_arg_tensor(call, 0);
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
     if (!is_strided(self))
         return weft_set_error(WEFT_ENOTSUP, "addmm: self must be strided, got layout '%s'",
                               sp__layout_name(self));
     weft_tensor *p, *s = NULL, *out;
-    int rc = spmm(&p, weft_arg_tensor(call, 1), weft_arg_tensor(call, 2), "addmm");
+    int rc = sp__spmm(&p, weft_arg_tensor(call, 1), weft_arg_tensor(call, 2), "addmm");
     if (rc < 0)
         return rc;
     if (beta == 0) {
@@ -733,9 +746,11 @@ static int sum_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *t = weft_arg_tensor(call, 0);
-    if (weft_arg_bool(call, 2))
-        return weft_set_error(WEFT_ENOTSUP, "sum: keepdim is not supported for layout '%s'",
-                              sp__layout_name(t));
+    /* keepdim (which torch 1.13 has no sparse kernel for): a summed sparse
+     * dim stays as a sparse dim of size 1 (every index 0), a summed dense
+     * dim as a values dim of size 1; all sparse dims summed give a strided
+     * result, as without keepdim, shaped with the ones */
+    bool keepdim = weft_arg_bool(call, 2);
     weft_dtype dt = weft_arg_is_none(call, 3) ? weft_tensor_dtype(t) : call->args[3].u.dtype;
     int ndim = weft_tensor_ndim(t);
     int nd = 0;
@@ -770,42 +785,53 @@ static int sum_kernel(weft_call *call, void *ctx)
         keep_sparse += !drop[d];
     weft_tensor *v = NULL;
     if (nvd)
-        rc = weft_sum_ex(&v, p->values, vd, nvd, false, dt);
+        rc = weft_sum_ex(&v, p->values, vd, nvd, keepdim, dt);
     else
         rc = weft_to_dtype(&v, p->values, dt);
     if (rc == 0 && keep_sparse == 0) {
         /* every sparse dim goes: the result is dense */
         rc = weft_sum_ex(&out, v, (int64_t[]){0}, 1, false, dt);
+        if (rc == 0 && keepdim) {
+            int64_t ks[WEFT_MAX_DIMS];
+            for (int d = 0; d < ndim; d++)
+                ks[d] = drop[d] ? 1 : weft_tensor_size(t, d);
+            weft_tensor *r = NULL;
+            rc = weft_reshape(&r, out, ks, ndim);
+            weft_tensor_release(out);
+            out = rc < 0 ? NULL : r;
+        }
     } else if (rc == 0) {
-        weft_tensor *ix = NULL, *kept = NULL, *sum = NULL, *vc = NULL;
-        int64_t rowsel[WEFT_MAX_DIMS], osz[WEFT_MAX_DIMS];
-        int k = 0, no = 0;
-        for (int d = 0; d < sd; d++)
-            if (!drop[d])
-                rowsel[k++] = d;
+        /* the kept sparse dims' index rows (with keepdim every row, a
+         * summed dim's zeroed) regroup the entries; coalescing sums them */
+        weft_tensor *ix = NULL, *vc = NULL, *sum = NULL;
+        int64_t osz[WEFT_MAX_DIMS], nnz = p->nnz;
+        int no = 0, k = keepdim ? sd : keep_sparse;
         for (int d = 0; d < ndim; d++)
-            if (!drop[d])
-                osz[no++] = weft_tensor_size(t, d);
-        weft_tensor *sel = NULL;
-        rc = weft_from_blob(&sel, rowsel, (int64_t[]){k}, NULL, 1, WEFT_INT64, WEFT_DEVICE_CPU,
-                            NULL, NULL);
-        if (rc == 0)
-            rc = weft_index_select(&ix, p->indices, 0, sel);
-        weft_tensor_release(sel);
-        if (rc == 0)
-            rc = weft_contiguous(&kept, ix);
+            if (keepdim || !drop[d])
+                osz[no++] = drop[d] ? 1 : weft_tensor_size(t, d);
+        rc = weft_empty(&ix, (int64_t[]){k, nnz}, 2, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0 && nnz) {
+            const int64_t *src = weft_tensor_data_ptr(p->indices);
+            int64_t *dst = weft_tensor_data_ptr(ix);
+            for (int d = 0; d < sd; d++) {
+                if (drop[d] && keepdim)
+                    memset(dst, 0, (size_t)nnz * sizeof *dst);
+                else if (!drop[d])
+                    memcpy(dst, src + d * nnz, (size_t)nnz * sizeof *dst);
+                dst += keepdim || !drop[d] ? nnz : 0;
+            }
+        }
         if (rc == 0)
             rc = weft_contiguous(&vc, v);
         if (rc == 0) {
-            rc = sp__coo_wrap(&sum, osz, no, kept, vc, k, false);
-            kept = vc = NULL;
+            rc = sp__coo_wrap(&sum, osz, no, ix, vc, k, false);
+            ix = vc = NULL;
         }
         if (rc == 0)
             rc = sp__coalesce(&out, sum);
         weft_tensor_release(sum);
-        weft_tensor_release(kept);
-        weft_tensor_release(vc);
         weft_tensor_release(ix);
+        weft_tensor_release(vc);
     }
     weft_tensor_release(v);
     weft_tensor_release(c);
@@ -997,11 +1023,13 @@ static int cat_kernel(weft_call *call, void *ctx)
                                   "cat: takes sparse_coo tensors only, got layout '%s' at %d",
                                   sp__layout_name(ts[i]), i);
     int sd = sp__coo_of(t0)->sparse_dim;
-    if (dim < 0 || dim >= sd)
-        return weft_set_error(WEFT_ENOTSUP,
-                              "cat: sparse_coo tensors concatenate along a sparse dimension "
-                              "(0..%d), got %lld",
-                              sd - 1, (long long)dim);
+    if (dim < 0 || dim >= ndim)
+        return weft_set_error(WEFT_ERANGE, "cat: dimension %lld out of range for %d-D",
+                              (long long)weft_arg_int(call, 1), ndim);
+    /* along a dense dim every entry's value block is widened, zeros
+     * outside its own tensor's part: the patterns are concatenated as they
+     * are (uncoalesced), as along a sparse dim */
+    bool dense = dim >= sd;
     int64_t sizes[WEFT_MAX_DIMS];
     memcpy(sizes, weft_tensor_sizes(t0), (size_t)ndim * sizeof *sizes);
     sizes[dim] = 0;
@@ -1020,14 +1048,31 @@ static int cat_kernel(weft_call *call, void *ctx)
                                 i, (long long)dim);
             break;
         }
-        rc = sp__copy(&ixs[i], p->indices);
-        if (rc == 0) {
+        rc = dense ? (ixs[i] = weft_tensor_retain(p->indices), 0) : sp__copy(&ixs[i], p->indices);
+        if (rc == 0 && !dense) {
             int64_t *ix = weft_tensor_data_ptr(ixs[i]);
             for (int64_t e = 0; e < p->nnz; e++)
                 ix[dim * p->nnz + e] += sizes[dim];
-            vs[i] = p->values;
-            sizes[dim] += weft_tensor_size(ts[i], (int)dim);
+            vs[i] = weft_tensor_retain(p->values);
         }
+        if (rc == 0)
+            sizes[dim] += weft_tensor_size(ts[i], (int)dim);
+    }
+    int64_t off = 0;
+    for (int i = 0, vdim = (int)dim - sd + 1; rc == 0 && dense && i < n; i++) {
+        const weft_tensor *pv = sp__coo_of(ts[i])->values;
+        int64_t vs_sizes[WEFT_MAX_DIMS + 1];
+        memcpy(vs_sizes, weft_tensor_sizes(pv), (size_t)weft_tensor_ndim(pv) * sizeof *vs_sizes);
+        vs_sizes[vdim] = sizes[dim];
+        weft_tensor *part = NULL;
+        rc = weft_zeros(&vs[i], vs_sizes, weft_tensor_ndim(pv), weft_tensor_dtype(pv),
+                        WEFT_DEVICE_CPU);
+        if (rc == 0)
+            rc = weft_narrow(&part, vs[i], vdim, off, weft_tensor_size(pv, vdim));
+        if (rc == 0)
+            rc = weft_copy_(part, pv);
+        weft_tensor_release(part);
+        off += weft_tensor_size(pv, vdim);
     }
     weft_tensor *ix = NULL, *v = NULL, *out = NULL;
     if (rc == 0)
@@ -1041,8 +1086,10 @@ static int cat_kernel(weft_call *call, void *ctx)
             sp__inherit_valid(out, (const weft_tensor *const *)ts, n);
     }
     weft_tensor_release(ix);
-    for (int i = 0; ixs && i < n; i++)
+    for (int i = 0; ixs && vs && i < n; i++) {
         weft_tensor_release(ixs[i]);
+        weft_tensor_release(vs[i]);
+    }
     free(ixs);
     free(vs);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
@@ -1148,7 +1195,70 @@ static int remap_from_list(remap *m, int dim, int64_t oldsize, const int64_t *wa
     return 0;
 }
 
-static int sparse_dim_arg(const weft_tensor *t, int64_t *dim, const char *op)
+/* narrow, select and index_select along a dense dimension of COO t: the
+ * strided operator on the values (dimension dim - sparse_dim + 1 there),
+ * the pattern unchanged */
+enum { ALONG_NARROW, ALONG_SELECT, ALONG_INDEX };
+static int along_dense_dim(weft_tensor **out, const weft_tensor *t, int kind, int64_t dim,
+                           int64_t a, int64_t b, const weft_tensor *index)
+{
+    const sp__coo *p = sp__coo_of(t);
+    int vdim = (int)(dim - p->sparse_dim + 1), ndim = weft_tensor_ndim(t);
+    weft_tensor *view = NULL, *v = NULL;
+    int rc = kind == ALONG_NARROW   ? weft_narrow(&view, p->values, vdim, a, b)
+             : kind == ALONG_SELECT ? weft_select(&view, p->values, vdim, a)
+                                    : weft_index_select(&view, p->values, vdim, index);
+    if (rc == 0)
+        rc = weft_contiguous(&v, view);
+    weft_tensor_release(view);
+    if (rc < 0)
+        return rc;
+    int64_t sizes[WEFT_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (d != dim)
+            sizes[n++] = weft_tensor_size(t, d);
+        else if (kind != ALONG_SELECT)
+            sizes[n++] = weft_tensor_size(v, vdim);
+    }
+    rc = sp__coo_wrap(out, sizes, n, weft_tensor_retain(p->indices), v, p->sparse_dim,
+                      p->coalesced);
+    if (rc == 0)
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
+}
+
+/* A CSR operand of narrow, select or index_select goes through COO (one
+ * kernel for both layouts: the same call with the COO form as argument 0);
+ * a 2-D result goes back to CSR, a 1-D one (select) stays COO. */
+static int through_coo(weft_call *call, weft_kernel_fn kernel)
+{
+    weft_tensor *c = NULL;
+    int rc = sp__csr_to_coo(&c, weft_arg_tensor(call, 0));
+    if (rc < 0)
+        return rc;
+    weft_value args[8];
+    int nargs = call->nargs < 8 ? call->nargs : 8;
+    memcpy(args, call->args, (size_t)nargs * sizeof *args);
+    args[0].u.tensor = c;
+    weft_call sub = *call;
+    sub.args = args;
+    rc = kernel(&sub, NULL);
+    weft_tensor_release(c);
+    if (rc < 0)
+        return rc;
+    weft_tensor *r = call->rets[0].u.tensor, *back = NULL;
+    if (weft_tensor_ndim(r) != 2 || sp__coo_of(r)->sparse_dim != 2)
+        return 0;
+    rc = sp__coo_to_csr(&back, r);
+    weft_tensor_release(r);
+    call->rets[0].u.tensor = NULL;
+    return rc < 0 ? rc : weft_return_tensor(call, 0, back);
+}
+
+/* dim of COO t, negative counted from the end: 0 for a sparse dim, 1 for
+ * a dense one, or an error naming op */
+static int dim_arg(const weft_tensor *t, int64_t *dim, const char *op)
 {
     if (!sp__is_coo(t))
         return weft_set_error(WEFT_ENOTSUP, "%s: not supported for layout '%s'", op,
@@ -1158,25 +1268,30 @@ static int sparse_dim_arg(const weft_tensor *t, int64_t *dim, const char *op)
         *dim += ndim;
     if (*dim < 0 || *dim >= ndim)
         return weft_set_error(WEFT_ERANGE, "%s: dimension out of range for %d-D", op, ndim);
-    if (*dim >= sp__coo_of(t)->sparse_dim)
-        return weft_set_error(WEFT_ENOTSUP,
-                              "%s: sparse_coo supports this on sparse dimensions (0..%d), got %lld",
-                              op, sp__coo_of(t)->sparse_dim - 1, (long long)*dim);
-    return 0;
+    return *dim >= sp__coo_of(t)->sparse_dim;
 }
 
 static int index_select_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *t = weft_arg_tensor(call, 0), *index = weft_arg_tensor(call, 2);
+    if (sp__needs_grad(call))
+        return sp__index_select_autograd(call);
+    if (sp__is_csr(t))
+        return through_coo(call, index_select_kernel);
     int64_t dim = weft_arg_int(call, 1);
-    int rc = sparse_dim_arg(t, &dim, "index_select");
+    int rc = dim_arg(t, &dim, "index_select");
     if (rc < 0)
         return rc;
     if (!is_strided(index) || weft_tensor_ndim(index) != 1 ||
         weft_tensor_dtype(index) != WEFT_INT64)
         return weft_set_error(WEFT_EINVAL, "index_select: index must be a 1-D strided int64 "
                                            "tensor");
+    if (rc == 1) { /* a dense dim: the strided index_select checks the range */
+        weft_tensor *out;
+        rc = along_dense_dim(&out, t, ALONG_INDEX, dim, 0, 0, index);
+        return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    }
     weft_tensor *ic;
     if ((rc = weft_contiguous(&ic, index)) < 0)
         return rc;
@@ -1201,12 +1316,16 @@ static int index_select_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+static int narrow_kernel(weft_call *call, void *ctx);
+static int select_kernel(weft_call *call, void *ctx);
 static int narrow_select(weft_call *call, bool select)
 {
     const char *op = select ? "sparse_select" : "sparse_narrow";
     const weft_tensor *t = weft_arg_tensor(call, 0);
+    if (sp__is_csr(t))
+        return through_coo(call, select ? select_kernel : narrow_kernel);
     int64_t dim = weft_arg_int(call, 1), start = weft_arg_int(call, 2);
-    int rc = sparse_dim_arg(t, &dim, op);
+    int rc = dim_arg(t, &dim, op);
     if (rc < 0)
         return rc;
     int64_t size = weft_tensor_size(t, (int)dim);
@@ -1216,6 +1335,12 @@ static int narrow_select(weft_call *call, bool select)
     if (start < 0 || len < 0 || start + len > size)
         return weft_set_error(WEFT_ERANGE, "%s: [%lld, %lld) is out of range for size %lld", op,
                               (long long)start, (long long)(start + len), (long long)size);
+    if (rc == 1) {
+        weft_tensor *out;
+        rc = along_dense_dim(&out, t, select ? ALONG_SELECT : ALONG_NARROW, dim, start, len,
+                             NULL);
+        return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    }
     int64_t *want = malloc((size_t)(len ? len : 1) * sizeof *want);
     if (!want)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
@@ -1248,16 +1373,13 @@ static int select_kernel(weft_call *call, void *ctx)
 
 /* transpose of two sparse dimensions swaps their index rows; of two dense
  * ones, transposes the values */
-static int transpose_kernel(weft_call *call, void *ctx)
+int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64_t d1)
 {
-    (void)ctx;
-    const weft_tensor *t = weft_arg_tensor(call, 0);
     if (!sp__is_coo(t))
         return weft_set_error(WEFT_ENOTSUP, "sparse_transpose: not supported for layout '%s'",
                               sp__layout_name(t));
     const sp__coo *p = sp__coo_of(t);
     int ndim = weft_tensor_ndim(t);
-    int64_t d0 = weft_arg_int(call, 1), d1 = weft_arg_int(call, 2);
     d0 += d0 < 0 ? ndim : 0;
     d1 += d1 < 0 ? ndim : 0;
     if (d0 < 0 || d0 >= ndim || d1 < 0 || d1 >= ndim)
@@ -1274,7 +1396,7 @@ static int transpose_kernel(weft_call *call, void *ctx)
     int64_t tmp = sizes[d0];
     sizes[d0] = sizes[d1];
     sizes[d1] = tmp;
-    weft_tensor *ix = NULL, *v = NULL, *tv = NULL, *out;
+    weft_tensor *ix = NULL, *v = NULL, *tv = NULL;
     int rc;
     if (s0) {
         rc = sp__copy(&ix, p->indices);
@@ -1300,9 +1422,18 @@ static int transpose_kernel(weft_call *call, void *ctx)
         weft_tensor_release(v);
         return rc;
     }
-    rc = sp__coo_wrap(&out, sizes, ndim, ix, v, p->sparse_dim, p->coalesced && (!s0 || d0 == d1));
+    rc = sp__coo_wrap(out, sizes, ndim, ix, v, p->sparse_dim, p->coalesced && (!s0 || d0 == d1));
     if (rc == 0)
-        sp__inherit_valid(out, &t, 1);
+        sp__inherit_valid(*out, &t, 1);
+    return rc;
+}
+
+static int transpose_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *out;
+    int rc = sp__coo_transpose(&out, weft_arg_tensor(call, 0), weft_arg_int(call, 1),
+                               weft_arg_int(call, 2));
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 

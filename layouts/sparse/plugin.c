@@ -201,15 +201,12 @@ static int csr_tensor_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
-/* the conversions between sparse layouts, and to_sparse with fewer sparse
- * dims than dims, have no gradient formula yet */
-static int no_grad_here(const weft_tensor *self, const char *op)
+/* the conversions the core's differentiable weft_to_layout/weft_to_strided
+ * do not cover (between sparse layouts, to_sparse with fewer sparse dims
+ * than dims) record their own node when an input requires grad */
+static bool own_node(const weft_tensor *self)
 {
-    if (weft_is_grad_enabled() && weft_tensor_requires_grad(self))
-        return weft_set_error(WEFT_ENOTSUP,
-                              "%s: no gradient formula for this conversion from layout '%s' yet",
-                              op, sp__layout_name(self));
-    return 0;
+    return weft_is_grad_enabled() && weft_tensor_requires_grad(self);
 }
 
 static int to_sparse_kernel(weft_call *call, void *ctx)
@@ -218,9 +215,8 @@ static int to_sparse_kernel(weft_call *call, void *ctx)
     const weft_tensor *self = weft_arg_tensor(call, 0);
     int64_t sd = weft_arg_int(call, 1);
     bool full = sd == -1 || sd == weft_tensor_ndim(self);
-    if ((!full || weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED) &&
-        no_grad_here(self, "to_sparse") < 0)
-        return WEFT_ENOTSUP;
+    if ((!full || weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED) && own_node(self))
+        return sp__conversion_autograd(call);
     weft_tensor *out = NULL;
     int rc;
     if (sp__is_coo(self)) {
@@ -255,8 +251,8 @@ static int to_sparse_csr_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     const weft_tensor *self = weft_arg_tensor(call, 0);
-    if (weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED && no_grad_here(self, "to_sparse_csr") < 0)
-        return WEFT_ENOTSUP;
+    if (weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED && own_node(self))
+        return sp__conversion_autograd(call);
     weft_tensor *out = NULL;
     int rc;
     if (sp__is_csr(self)) {

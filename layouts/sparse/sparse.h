@@ -60,10 +60,14 @@ static inline sp__csr *sp__csr_of(const weft_tensor *t)
 
 /* The name an error message gives t's layout ("sparse_coo", "strided"). */
 const char *sp__layout_name(const weft_tensor *t);
+/* Releases ts[0..n) (NULL entries are fine). */
+void sp__release_all(weft_tensor *const *ts, int n);
 
 /* Makes a COO tensor of sizes[ndim] taking over one reference each of
- * indices and values (released on failure too).  Shapes are not checked:
- * callers have done it. */
+ * indices and values (released on failure too), on values' device, its
+ * pattern marked valid (a caller wrapping unchecked indices clears the
+ * flag).  Shapes are not checked: callers have done it.  payload.c, shared
+ * by both sparse plugins, as the rest down to sp__inherit_valid. */
 int sp__coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *indices,
                  weft_tensor *values, int sparse_dim, bool coalesced);
 /* Likewise for CSR (crow, col, values taken over). */
@@ -74,7 +78,7 @@ int sp__csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor 
 int sp__copy(weft_tensor **out, const weft_tensor *t);
 
 /* Every kernel that addresses memory through t's indices calls this
- * first: a pattern made with check_invariants=False (or derived from one)
+ * first (indices on a device are checked from one host copy): a pattern made with check_invariants=False (or derived from one)
  * is checked in full once, at its first such use, so bad indices are an
  * error naming `op` rather than a write out of bounds; torch leaves that
  * undefined.  Other patterns cost one load. */
@@ -104,8 +108,31 @@ int sp__csr_to_coo(weft_tensor **out, const weft_tensor *t);
 /* A coalesced copy of COO t (t itself, retained, when already coalesced). */
 int sp__coalesce(weft_tensor **out, const weft_tensor *t);
 
-/* float32 and float64 values only: every kernel is written once on this
- * table and instantiated per dtype in kernels.c. */
+/* out = a @ b for sparse 2-D a (COO or CSR) and strided b (2-D, or 1-D
+ * for mv); a new strided tensor.  `op` names the caller in errors. */
+int sp__spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, const char *op);
+/* COO t with dimensions d0 and d1 swapped (both sparse or both dense; negative
+ * counts from the end): a new tensor sharing nothing it would write. */
+int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64_t d1);
+/* Whether a tensor argument of call requires grad with grad mode on: the
+ * core's formulas for mm, mv, addmm and index_select leave a call with a
+ * plugin-layout operand to the layout's kernel (formula layout_records),
+ * which then records its own node (autograd.c): */
+bool sp__needs_grad(const weft_call *call);
+/* the products (mm, mv, matmul, addmm) as a custom function whose node
+ * gives the sparse operand a sparse gradient on its own pattern
+ * (torch.sparse.mm's) and the dense ones dense gradients; */
+int sp__product_autograd(weft_call *call);
+/* index_select of a sparse tensor: the gradient's entries sent back to
+ * the positions they were selected from (a sparse gradient stays sparse). */
+int sp__index_select_autograd(weft_call *call);
+/* A conversion between layouts (to_sparse, to_sparse_csr) that the core's
+ * differentiable weft_to_layout does not cover, run as a custom function
+ * whose gradient goes back to the input's layout (autograd.c). */
+int sp__conversion_autograd(weft_call *call);
+
+/* float32, float64, int32 and int64 values: every kernel is written once on
+ * this table and instantiated per dtype in kernels.c. */
 typedef struct sp__kernels {
     /* y[0..n) += a * x[0..n) */
     void (*axpy)(int64_t n, double a, const void *x, void *y);
@@ -115,6 +142,10 @@ typedef struct sp__kernels {
                       const void *val, const void *b, int64_t n, void *out);
     /* a[i] *= b[i] */
     void (*mul)(int64_t n, const void *b, void *a);
+    /* sum of x[i] * y[i] over [0, n) */
+    double (*dot)(int64_t n, const void *x, const void *y);
+    /* whether any of x[0..n) is not zero */
+    bool (*nonzero)(int64_t n, const void *x);
 } sp__kernels;
 /* The table of dtype, or NULL with WEFT_EDTYPE set naming `op`. */
 const sp__kernels *sp__kernels_for(weft_dtype dtype, const char *op);

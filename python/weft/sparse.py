@@ -20,59 +20,11 @@ from ._layout import layout
 __all__ = ["mm", "addmm", "sum"]
 
 
-_SparseMM = None
-
-
-def _sparse_mm_function():
-    global _SparseMM
-    if _SparseMM is None:
-        from .autograd import Function
-
-        class SparseMm(Function):
-            """sparse @ dense with torch.sparse.mm's gradients: the dense
-            operand's dense (mat1^T @ grad), the sparse operand's sparse with
-            mat1's own pattern (grad . mat2^T sampled at mat1's entries)."""
-
-            @staticmethod
-            def forward(ctx, mat1, mat2):
-                ctx.save_for_backward(mat1, mat2)
-                return _C.mm(mat1, mat2)
-
-            @staticmethod
-            def backward(ctx, grad):
-                mat1, mat2 = ctx.saved_tensors
-                # the gradient of mat1 is grad @ mat2^T at mat1's positions,
-                # one value per position (torch's sparse_mask of the
-                # coalesced pattern): duplicates must not count it twice
-                from .grad_mode import no_grad
-
-                with no_grad():
-                    coo = mat1 if mat1.layout == "sparse_coo" else mat1.to_sparse()
-                    coo = coo.coalesce()
-                g1 = g2 = None
-                if ctx.needs_input_grad[1]:
-                    g2 = _C.mm(_C.sparse_transpose(coo, 0, 1), grad)
-                if ctx.needs_input_grad[0]:
-                    idx = coo.indices()
-                    rows = _C.index_select(grad, 0, idx[0])
-                    cols = _C.index_select(mat2, 0, idx[1])
-                    vals = (rows * cols).sum(1)
-                    g1 = _C.sparse_coo_tensor(idx, vals, list(mat1.shape), False)
-                    if mat1.layout == "sparse_csr":
-                        g1 = g1.to_sparse_csr()
-                return g1, g2
-
-        _SparseMM = SparseMm
-    return _SparseMM
-
-
 def mm(mat1, mat2):
     """torch.sparse.mm: a sparse matrix (COO or CSR) times a strided one
     (strided result), differentiable as torch's (the sparse operand's
-    gradient keeps its pattern), or CSR times CSR (CSR result)."""
-    if mat1.layout != "strided" and mat2.layout == "strided" and (
-            mat1.requires_grad or mat2.requires_grad) and _C.is_grad_enabled():
-        return _sparse_mm_function().apply(mat1, mat2)
+    gradient keeps its pattern: the plugin's product records it, as for
+    weft.mm), or CSR times CSR (CSR result)."""
     return _C.mm(mat1, mat2)
 
 

@@ -128,6 +128,14 @@ for dt, tol in DTYPES:
             close(weft.sqrt(weft.abs(w)), torch.sqrt(torch.abs(t)), tol, "sqrt")
             close(weft.sparse.sum(w), torch.sparse.sum(t), tol * 10, "sum")
             close(weft.sparse.sum(w, 0), torch.sparse.sum(t, 0), tol * 10, "sum(0)")
+            # keepdim: torch 1.13 has no sparse kernel; its dense sum is the reference
+            for dims in ([0], [1], [0, 1], list(range(t.ndim))):
+                r = weft.sum(w, dims, True)
+                every_sparse = all(d in dims for d in range(t.sparse_dim()))
+                eq(r.layout, "strided" if every_sparse else "sparse_coo",
+                   "sum keepdim %s layout" % dims)
+                close(r, torch.sum(t.to_dense(), dims, keepdim=True), tol * 10,
+                      "sum keepdim %s" % dims)
             close(w.clone(), t.clone(), tol, "clone")
             close(weft.cat([w, w2], 0), torch.cat([t, t2], 0), tol, "cat")
             ix = np.array([2, 0, 2], np.int64)
@@ -137,9 +145,30 @@ for dt, tol in DTYPES:
             close(weft.sparse_select(w, 0, 1), t.select(0, 1), tol, "select")
             if t.sparse_dim() == 2:
                 close(weft.sparse_transpose(w, 0, 1), t.transpose(0, 1), tol, "transpose")
+            # along the last dimension: a dense one of the hybrid pattern
+            last = t.ndim - 1
+            close(weft.index_select(w, last, W(ix[:2] % t.shape[last])),
+                  torch.index_select(t, last, T(ix[:2] % t.shape[last])), tol,
+                  "index_select, last dim")
+            close(weft.sparse_narrow(w, last, 1, 2), t.narrow_copy(last, 1, 2), tol,
+                  "narrow, last dim")
+            close(weft.sparse_select(w, last, -1), t.select(last, -1), tol, "select, last dim")
+            close(weft.cat([w, w2], last), torch.cat([t, t2], last), tol, "cat, last dim")
+            if t.sparse_dim() == 2:
+                # CSR (torch 1.13 has no index_select for it: the dense
+                # result is the reference)
+                wc, dense = w.to_sparse_csr(), t.to_dense()
+                for d in (0, 1):
+                    r = weft.index_select(wc, d, W(ix[:2]))
+                    eq(r.layout, "sparse_csr", "CSR index_select(%d) stays CSR" % d)
+                    close(r, torch.index_select(dense, d, T(ix[:2])), tol, "CSR index_select")
+                    r = weft.sparse_narrow(wc, d, 1, 2)
+                    eq(r.layout, "sparse_csr", "CSR narrow(%d) stays CSR" % d)
+                    close(r, dense.narrow(d, 1, 2), tol, "CSR narrow")
+                    close(weft.sparse_select(wc, d, 1), dense.select(d, 1), tol, "CSR select")
 
-        operators.__doc__ = "%s %s: add, sub, mul, unary, sum, cat, index_select, narrow, select" % (
-            name, dt.__name__)
+        operators.__doc__ = ("%s %s: add, sub, mul, unary, sum, cat, index_select, narrow, select"
+                             " (sparse and dense dims, COO and CSR)" % (name, dt.__name__))
         test(operators)
 
     def products(dt=dt, tol=tol):
@@ -203,6 +232,25 @@ def refusals():
     raises(BufferError, w.__dlpack__, contains="sparse_coo")
 
 
+def train_both(w0, batches, optimizer, **opts):
+    """Embedding(sparse=True) from w0 in weft and in torch, the same steps
+    of optimizer (its name in weft.optim and torch.optim) on sum(e(idx)^2):
+    (weft embedding, weft optimizer, torch embedding)"""
+    n, d = w0.shape
+    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
+    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
+    opt = getattr(weft.optim, optimizer)(e.parameters(), **opts)
+    topt = getattr(torch.optim, optimizer)(te.parameters(), **opts)
+    for idx in batches:
+        opt.zero_grad()
+        (e(W(idx)) ** 2).sum().backward()
+        opt.step()
+        topt.zero_grad()
+        (te(torch.from_numpy(idx)) ** 2).sum().backward()
+        topt.step()
+    return e, opt, te
+
+
 @test
 def embedding_sparse_training():
     """Embedding(sparse=True) + SGD reaches the same parameters as the dense path and as torch"""
@@ -236,37 +284,37 @@ def embedding_sparse_training():
 
 
 @test
+def sgd_momentum_on_sparse_gradients():
+    """SGD with momentum (dampening, nesterov, maximize) on sparse embedding gradients matches torch 1.13's; weight_decay is refused by name, as torch's; the momentum buffer stays sparse"""
+    need_plugin()
+    n, d = 40, 4
+    w0 = rng.standard_normal((n, d)).astype(np.float32)
+    batches = [rng.integers(0, n, (5, 3)) for _ in range(4)]
+    for opts in (dict(momentum=0.9), dict(momentum=0.5, dampening=0.3),
+                 dict(momentum=0.9, nesterov=True), dict(momentum=0.9, maximize=True)):
+        e, opt, te = train_both(w0, batches, "SGD", lr=0.05, **opts)
+        buf = opt.state[e.weight]["momentum_buffer"]
+        eq(buf.layout, "sparse_coo", "%s: the momentum buffer is sparse" % opts)
+        eq(buf._nnz() <= n, True, "%s: and coalesced" % opts)
+        close(e.weight.detach(), te.weight.detach(), 1e-5, str(opts))
+    e = weft.nn.Embedding(n, d, sparse=True)
+    opt = weft.optim.SGD(e.parameters(), lr=0.05, momentum=0.9, weight_decay=0.1)
+    (e(W(batches[0])) ** 2).sum().backward()
+    raises(RuntimeError, opt.step, contains="weight_decay")
+
+
+@test
 def sparse_adam():
     """SparseAdam and Adagrad on an Embedding(sparse=True) match torch's; SparseAdam also takes a dense gradient (lazily)"""
     need_plugin()
     n, d = 40, 6
     w0 = rng.standard_normal((n, d)).astype(np.float32)
     batches = [rng.integers(0, n, (5, 4)) for _ in range(5)]
-    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
-    opt = weft.optim.SparseAdam(e.parameters(), lr=0.01)
-    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
-    topt = torch.optim.SparseAdam(te.parameters(), lr=0.01)
-    for idx in batches:
-        opt.zero_grad()
-        (e(W(idx)) ** 2).sum().backward()
-        opt.step()
-        topt.zero_grad()
-        (te(torch.from_numpy(idx)) ** 2).sum().backward()
-        topt.step()
+    e, _, te = train_both(w0, batches, "SparseAdam", lr=0.01)
     err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
     eq(err < 1e-5, True, "differs from torch by %g" % err)
     # Adagrad takes sparse gradients as torch's does
-    e = weft.nn.Embedding(n, d, sparse=True, _weight=W(w0.copy()))
-    te = torch.nn.Embedding(n, d, sparse=True, _weight=torch.from_numpy(w0.copy()))
-    opt = weft.optim.Adagrad(e.parameters(), lr=0.1, lr_decay=0.01)
-    topt = torch.optim.Adagrad(te.parameters(), lr=0.1, lr_decay=0.01)
-    for idx in batches:
-        opt.zero_grad()
-        (e(W(idx)) ** 2).sum().backward()
-        opt.step()
-        topt.zero_grad()
-        (te(torch.from_numpy(idx)) ** 2).sum().backward()
-        topt.step()
+    e, _, te = train_both(w0, batches, "Adagrad", lr=0.1, lr_decay=0.01)
     err = float(np.max(np.abs(np.from_dlpack(e.weight.detach()) - te.weight.detach().numpy())))
     eq(err < 1e-5, True, "Adagrad differs from torch by %g" % err)
     # a dense gradient: only its nonzero rows move, as a sparse one's would
@@ -335,6 +383,201 @@ def gradcheck_through_constructor_and_mm():
     eq(weft.autograd.gradcheck(g, (v,)), True)
     h = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).values() * 2.0  # noqa: E731
     eq(weft.autograd.gradcheck(h, (v,)), True)
+
+
+def sparse_operands(dtype):
+    """(name, weft sparse matrix, torch COO of the same entries): COO with
+    nnz 0, with duplicates, coalesced; CSR with int64 and int32 indices"""
+    for name, w, t in list(patterns(dtype))[:3]:
+        yield "coo " + name, w, t
+    d = rng.standard_normal((6, 5)).astype(dtype)
+    d[rng.random((6, 5)) < 0.6] = 0
+    yield "coo coalesced", W(d).to_sparse(), torch.from_numpy(d).to_sparse()
+    csr = W(d).to_sparse_csr()
+    yield "csr int64", csr, torch.from_numpy(d).to_sparse()
+    c32 = weft.sparse_csr_tensor(csr.crow_indices().to(weft.int32),
+                                 csr.col_indices().to(weft.int32), csr.values(), [6, 5])
+    yield "csr int32", c32, torch.from_numpy(d).to_sparse()
+
+
+def with_grad(t):
+    t.requires_grad_(True)
+    return t
+
+
+@test
+def core_products_gradients():
+    """weft.mm, weft.matmul, @, weft.mv and weft.addmm with a sparse operand: its gradient sparse on its pattern (torch.sparse.mm's), the dense one's dense"""
+    need_plugin()
+    for dtype, tol in DTYPES:
+        for name, w, t in sparse_operands(dtype):
+            k = w.shape[1]
+            b = rng.standard_normal((k, 3)).astype(dtype)
+            x = rng.standard_normal(k).astype(dtype)
+            g = rng.standard_normal((w.shape[0], 3)).astype(dtype)
+            tA, tB = t.detach().requires_grad_(True), T(b.copy()).requires_grad_(True)
+            torch.sparse.mm(tA, tB).backward(T(g))
+            for how in ("mm", "matmul", "@", "addmm"):
+                A, B = with_grad(w.clone()), with_grad(W(b.copy()))
+                if how == "mm":
+                    y = weft.mm(A, B)
+                elif how == "matmul":
+                    y = weft.matmul(A, B)
+                elif how == "@":
+                    y = A @ B
+                else:
+                    C = with_grad(W(np.zeros((w.shape[0], 3), dtype)))
+                    y = weft.addmm(C, A, B, beta=0.5, alpha=1.0)
+                y.backward(W(g))
+                what = "%s %s %s" % (np.dtype(dtype).name, name, how)
+                eq(A.grad.layout, A.layout, what + ": d mat1's layout")
+                eq(B.grad.layout, "strided", what + ": d mat2's layout")
+                close(A.grad, tA.grad, tol, what + ": d mat1")
+                close(B.grad, tB.grad, tol, what + ": d mat2")
+                if how == "addmm":
+                    close(C.grad, T(0.5 * g), tol, what + ": d self")
+            # mv: torch.sparse.mm with a column
+            tA2, tx = t.detach().requires_grad_(True), T(x.copy()).requires_grad_(True)
+            torch.sparse.mm(tA2, tx[:, None]).backward(T(g[:, :1]))
+            A, X = with_grad(w.clone()), with_grad(W(x.copy()))
+            weft.mv(A, X).backward(W(g[:, 0].copy()))
+            close(A.grad, tA2.grad, tol, name + " mv: d mat")
+            close(X.grad, tx.grad, tol, name + " mv: d vec")
+
+
+@test
+def core_products_gradcheck():
+    """gradcheck: values -> sparse_coo_tensor / sparse_csr_tensor -> weft.mm, weft.mv, weft.addmm (alpha, beta, broadcast self)"""
+    need_plugin()
+    idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))  # a duplicate at (0, 2)
+    v = with_grad(W(rng.standard_normal(5)))
+    b = with_grad(W(rng.standard_normal((3, 2))))
+    x = with_grad(W(rng.standard_normal(3)))
+    c = with_grad(W(rng.standard_normal(2)))
+    coo = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3])  # noqa: E731
+    eq(weft.autograd.gradcheck(lambda v, b: weft.mm(coo(v), b), (v, b)), True, "mm")
+    eq(weft.autograd.gradcheck(lambda v, x: weft.mv(coo(v), x), (v, x)), True, "mv")
+    eq(weft.autograd.gradcheck(
+        lambda c, v, b: weft.addmm(c, coo(v), b, beta=0.7, alpha=-1.5), (c, v, b)), True,
+        "addmm")
+    crow = W(np.array([0, 2, 3, 3, 4], np.int32))
+    col = W(np.array([0, 2, 1, 0], np.int32))
+    cv = with_grad(W(rng.standard_normal(4)))
+    csr = lambda v: weft.sparse_csr_tensor(crow, col, v, [4, 3])  # noqa: E731
+    eq(weft.autograd.gradcheck(lambda v, b: weft.matmul(csr(v), b), (cv, b)), True, "csr matmul")
+
+
+@test
+def reshaping_and_conversion_gradients():
+    """gradcheck through coalesce, sparse_transpose, sparse_narrow, sparse_select, index_select (repeated indices), to_sparse_csr and to_sparse (CSR->COO, dense->hybrid COO), COO and CSR; the gradients stay sparse"""
+    need_plugin()
+    idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))
+    v = with_grad(W(rng.standard_normal(5)))
+    coo = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3])  # noqa: E731
+    cases = {
+        "coalesce": lambda v: coo(v).coalesce().to_dense() * 2.0,
+        "transpose": lambda v: weft.sparse_transpose(coo(v), 0, 1).to_dense() * 2.0,
+        "narrow": lambda v: weft.sparse_narrow(coo(v), 0, 1, 2).to_dense() * 2.0,
+        "narrow dim 1": lambda v: weft.sparse_narrow(coo(v), 1, 1, 2).to_dense() * 2.0,
+        "select": lambda v: weft.sparse_select(coo(v), 1, -1).to_dense() * 2.0,
+        "to_sparse_csr": lambda v: coo(v).coalesce().to_sparse_csr().to_dense() * 2.0,
+        "csr to_sparse": lambda v: coo(v).coalesce().to_sparse_csr().to_sparse().to_dense(),
+        "index_select": lambda v: weft.index_select(coo(v), 0, W(np.array([3, 0, 3]))).to_dense(),
+        "index_select dim 1": lambda v: weft.index_select(coo(v), 1,
+                                                          W(np.array([2, 2]))).to_dense() * 2.0,
+        "csr index_select": lambda v: weft.index_select(coo(v).coalesce().to_sparse_csr(), 1,
+                                                        W(np.array([2, 0]))).to_dense(),
+        "csr narrow": lambda v: weft.sparse_narrow(coo(v).coalesce().to_sparse_csr(), 1, 1,
+                                                   2).to_dense() * 2.0,
+        "csr select": lambda v: weft.sparse_select(coo(v).coalesce().to_sparse_csr(), 0,
+                                                   1).to_dense() * 2.0,
+        "mm after transpose": lambda v: weft.mm(weft.sparse_transpose(coo(v), 0, 1),
+                                                W(np.ones((4, 2)))),
+    }
+    for name, f in cases.items():
+        eq(weft.autograd.gradcheck(f, (v,)), True, name)
+    d = with_grad(W(rng.standard_normal((4, 3, 2))))
+    eq(weft.autograd.gradcheck(lambda d: d.to_sparse(1).to_dense() * 2.0, (d,)), True,
+       "dense to hybrid COO")
+    eq(weft.autograd.gradcheck(lambda d: weft.index_select(d.to_sparse(1), 2, W(
+        np.array([1, 1, 0]))).to_dense(), (d,)), True, "index_select on a dense dim")
+    eq(weft.autograd.gradcheck(lambda d: weft.sparse_narrow(d.to_sparse(1), 1, 1, 2).to_dense(),
+                               (d,)), True, "narrow on a dense dim")
+    eq(weft.autograd.gradcheck(lambda d: weft.sparse_select(d.to_sparse(1), 2, 1).to_dense(),
+                               (d,)), True, "select on a dense dim")
+    h = with_grad(W(rng.standard_normal((4, 3, 2))).to_sparse(1))
+    weft.index_select(h, 0, W(np.array([1, 1, 3]))).to_dense().sum().backward()
+    eq(h.grad.layout, "sparse_coo", "index_select: a sparse leaf's gradient is sparse")
+    # the gradient of a sparse leaf through each stays sparse, as torch's
+    for dtype, tol in DTYPES:
+        _, w, t = list(patterns(dtype))[2]  # duplicates
+        A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+        g = rng.standard_normal((5, 6)).astype(dtype)
+        weft.sparse_transpose(A.coalesce(), 0, 1).to_dense().backward(W(g))
+        tA.coalesce().t().to_dense().backward(T(g))
+        eq(A.grad.layout, "sparse_coo", "transpose: the gradient's layout")
+        # torch's to_dense backward masks the gradient to the input's
+        # pattern, weft's (the core's ToStridedBackward) keeps all of it:
+        # compared on the pattern
+        mask = np.zeros((6, 5), dtype)
+        mask[tuple(tA.detach().coalesce().indices().numpy())] = 1
+        close(W(dense_np(A.grad) * mask), tA.grad, tol, "coalesce + transpose")
+
+
+@test
+def product_refusals():
+    """products with no gradient formula refuse by name when an operand requires grad, and so does a double backward through a sparse product"""
+    need_plugin()
+    d = rng.standard_normal((4, 4))
+    d[d < 0] = 0
+    a = with_grad(W(d).to_sparse_csr())
+    raises(RuntimeError, weft.mm, a, W(d).to_sparse_csr(), contains="'sparse_csr' and 'sparse_csr'")
+    b = with_grad(W(d))
+    raises((NotImplementedError, RuntimeError), weft.mm, b, W(d).to_sparse(),
+           contains="sparse_coo")
+    # create_graph: the second derivative is refused, not dropped
+    s = with_grad(W(d).to_sparse())
+    y = weft.mm(s, b).sum()
+    raises(RuntimeError, weft.autograd.grad, y, [b], create_graph=True,
+           contains="no double backward")
+
+
+@test
+def integer_values():
+    """int32 and int64 values: construction, to_dense and coalesce (duplicates summed), neg, abs, sign, add, sum, index_select, cat, mm and mv against torch; float-only products refuse by dtype"""
+    need_plugin()
+    for dt in (np.int64, np.int32):
+        idx = np.stack([rng.integers(0, 6, 12), rng.integers(0, 5, 12)]).astype(np.int64)
+        idx = np.concatenate([idx, idx[:, :5]], axis=1)  # duplicates
+        val = rng.integers(-9, 10, idx.shape[1]).astype(dt)
+        w = weft.sparse_coo_tensor(W(idx), W(val), [6, 5])
+        t = torch.sparse_coo_tensor(T(idx), T(val), (6, 5))
+        what = np.dtype(dt).name
+        eq(dense_np(w).dtype, np.dtype(dt), what + ": to_dense keeps the dtype")
+        close(w, t, 0, what + " to_dense")
+        close(w.coalesce(), t.coalesce(), 0, what + " coalesce")
+        eq(w.coalesce()._nnz(), t.coalesce()._nnz(), what + " coalesced nnz")
+        for op in ("neg", "abs", "sign"):
+            close(getattr(weft, op)(w), getattr(torch, op)(t), 0, what + " " + op)
+        close(weft.add(w, w), torch.add(t, t), 0, what + " sparse + sparse")
+        close(weft.sparse.sum(w), torch.sparse.sum(t), 0, what + " sum")
+        close(weft.sparse.sum(w, 1), torch.sparse.sum(t, 1), 0, what + " sum(1)")
+        ix = np.array([4, 0, 4], np.int64)
+        close(weft.index_select(w, 0, W(ix)), torch.index_select(t, 0, T(ix)), 0,
+              what + " index_select")
+        close(weft.cat([w, w], 1), torch.cat([t, t], 1), 0, what + " cat")
+        b = rng.integers(-5, 6, (5, 3)).astype(dt)
+        close(weft.mm(w, W(b)), torch.from_numpy(t.to_dense().numpy() @ b), 0, what + " mm")
+        close(weft.mm(w.to_sparse_csr(), W(b)), torch.from_numpy(t.to_dense().numpy() @ b), 0,
+              what + " CSR mm")
+        x = rng.integers(-5, 6, 5).astype(dt)
+        close(weft.mv(w, W(x)), torch.from_numpy(t.to_dense().numpy() @ x), 0, what + " mv")
+        d = t.to_dense().numpy()
+        close(W(d).to_sparse(), torch.from_numpy(d).to_sparse(), 0, what + " to_sparse")
+        wt = weft.sparse_transpose(w.coalesce(), 0, 1).coalesce().to_sparse_csr()
+        raises(RuntimeError, weft.mm, w.to_sparse_csr(), wt, contains="float32")
+    raises(RuntimeError, weft.sparse_coo_tensor, W(np.zeros((1, 2), np.int64)),
+           W(np.zeros(2, np.int8)), [3], contains="int32 or int64")
 
 
 @test

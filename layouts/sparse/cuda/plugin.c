@@ -130,18 +130,6 @@ static int handle_for(cusparseHandle_t *out, weft_device device, const char *op)
     return 0;
 }
 
-static void release_all(weft_tensor **ts, int n)
-{
-    for (int i = 0; i < n; i++)
-        weft_tensor_release(ts[i]);
-}
-
-static const char *layout_name(const weft_tensor *t)
-{
-    const char *n = weft_layout_name(weft_tensor_layout(t));
-    return n ? n : "strided";
-}
-
 /* Every component on one CUDA device (the one of the first). */
 static int same_cuda_device(const char *op, const weft_tensor *const *ts, const char *const *names,
                             int n)
@@ -170,48 +158,8 @@ static int no_grad(const weft_tensor *t, const char *op)
         return weft_set_error(WEFT_ENOTSUP,
                               "%s: no gradient through layout '%s' on CUDA yet; detach it or "
                               "compute on the CPU",
-                              op, layout_name(t));
+                              op, sp__layout_name(t));
     return 0;
-}
-
-static int coo_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *ix,
-                    weft_tensor *val, int sparse_dim, bool coalesced, bool valid)
-{
-    sp__coo *p = calloc(1, sizeof *p);
-    if (!p) {
-        weft_tensor_release(ix);
-        weft_tensor_release(val);
-        return weft_set_error(WEFT_ENOMEM, "sparse_coo: out of memory");
-    }
-    p->sparse_dim = sparse_dim;
-    p->dense_dim = ndim - sparse_dim;
-    p->nnz = weft_tensor_size(ix, 1);
-    p->coalesced = coalesced || p->nnz < 2;
-    p->valid = valid;
-    p->indices = ix;
-    p->values = val;
-    /* the payload is the sparse plugin's struct: its release frees it */
-    return weft_tensor_new_layout(out, sp__coo_layout, sizes, ndim, weft_tensor_dtype(val),
-                                  weft_tensor_device(val), p);
-}
-
-static int csr_wrap(weft_tensor **out, const int64_t *sizes, int ndim, weft_tensor *crow,
-                    weft_tensor *col, weft_tensor *val, bool valid)
-{
-    sp__csr *p = calloc(1, sizeof *p);
-    if (!p) {
-        weft_tensor *all[] = {crow, col, val};
-        release_all(all, 3);
-        return weft_set_error(WEFT_ENOMEM, "sparse_csr: out of memory");
-    }
-    p->batch = ndim - 2;
-    p->nnz = weft_tensor_size(col, -1);
-    p->valid = valid;
-    p->crow = crow;
-    p->col = col;
-    p->values = val;
-    return weft_tensor_new_layout(out, sp__csr_layout, sizes, ndim, weft_tensor_dtype(val),
-                                  weft_tensor_device(val), p);
 }
 
 /* Host copies of index tensors: the one copy a validation costs.  The
@@ -248,7 +196,9 @@ static int coo_tensor_kernel(weft_call *call, void *ctx)
         weft_tensor_release(ix);
         return rc;
     }
-    rc = coo_wrap(&out, sizes, ndim, ix, v, (int)weft_tensor_size(indices, 0), false, check);
+    rc = sp__coo_wrap(&out, sizes, ndim, ix, v, (int)weft_tensor_size(indices, 0), false);
+    if (rc == 0)
+        sp__coo_of(out)->valid = check;
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -283,42 +233,10 @@ static int csr_tensor_kernel(weft_call *call, void *ctx)
         weft_tensor_release(c1);
         return rc;
     }
-    rc = csr_wrap(&out, sizes, ndim, c0, c1, v, check);
+    rc = sp__csr_wrap(&out, sizes, ndim, c0, c1, v);
+    if (rc == 0)
+        sp__csr_of(out)->valid = check;
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
-}
-
-/* A pattern made with check_invariants=False is checked in full, from one
- * host copy of its indices, before any kernel here addresses memory
- * through it (as the CPU plugin's sp__require_valid does). */
-static int require_valid(const weft_tensor *t, const char *op)
-{
-    weft_tensor *a = NULL, *b = NULL;
-    int rc;
-    if (sp__is_coo(t)) {
-        sp__coo *p = sp__coo_of(t);
-        if (p->valid)
-            return 0;
-        rc = to_host(&a, p->indices);
-        if (rc == 0)
-            rc = sp__coo_check(op, a, p->values, weft_tensor_sizes(t), weft_tensor_ndim(t), true);
-        if (rc == 0)
-            p->valid = true;
-    } else {
-        sp__csr *p = sp__csr_of(t);
-        if (p->valid)
-            return 0;
-        rc = to_host(&a, p->crow);
-        if (rc == 0)
-            rc = to_host(&b, p->col);
-        if (rc == 0)
-            rc = sp__csr_check(op, a, b, p->values, weft_tensor_sizes(t), weft_tensor_ndim(t),
-                               true);
-        if (rc == 0)
-            p->valid = true;
-    }
-    weft_tensor_release(a);
-    weft_tensor_release(b);
-    return rc;
 }
 
 /* ---------------------------------------------------------- conversions */
@@ -400,7 +318,7 @@ static int coo_indices_of(weft_tensor **out, const weft_tensor *t, const char *o
     if (rc == 0)
         rc = weft_cat(out, (weft_tensor *const[]){rr, cc}, 2, 0);
     weft_tensor *all[] = {r, c, rr, cc};
-    release_all(all, 4);
+    sp__release_all(all, 4);
     return rc;
 }
 
@@ -416,7 +334,7 @@ static int to_dense_kernel(weft_call *call, void *ctx)
     if (rc == 0)
         rc = refuse_batched(t, op);
     if (rc == 0)
-        rc = require_valid(t, op);
+        rc = sp__require_valid(t, op);
     if (rc < 0)
         return rc;
     int sd = sp__is_coo(t) ? sp__coo_of(t)->sparse_dim : 2;
@@ -430,7 +348,7 @@ static int to_dense_kernel(weft_call *call, void *ctx)
         rc = weft_select(&rows[i], ix, 0, i);
     if (rc == 0 && weft_tensor_size(ix, 1) > 0)
         rc = weft_index_put_(d, rows, sd, val, true);
-    release_all(rows, sd);
+    sp__release_all(rows, sd);
     weft_tensor_release(ix);
     if (rc < 0) {
         weft_tensor_release(d);
@@ -450,7 +368,7 @@ static int coalesce_coo(weft_tensor **out, const weft_tensor *t, const char *op)
         *out = weft_tensor_retain(t);
         return 0;
     }
-    int rc = require_valid(t, op);
+    int rc = sp__require_valid(t, op);
     if (rc < 0)
         return rc;
     int sd = p->sparse_dim;
@@ -507,13 +425,13 @@ static int coalesce_coo(weft_tensor **out, const weft_tensor *t, const char *op)
     if (rc == 0)
         rc = weft_scatter(&ix, tmp, 1, invx, p->indices);
     weft_tensor *all[] = {key, keys, inv, invx, row, tmp};
-    release_all(all, 6);
+    sp__release_all(all, 6);
     if (rc < 0) {
         weft_tensor_release(ix);
         weft_tensor_release(val);
         return rc;
     }
-    return coo_wrap(out, sizes, weft_tensor_ndim(t), ix, val, sd, true, true);
+    return sp__coo_wrap(out, sizes, weft_tensor_ndim(t), ix, val, sd, true);
 }
 
 static int coalesce_kernel(weft_call *call, void *ctx)
@@ -569,13 +487,13 @@ static int coo_to_csr(weft_tensor **out, const weft_tensor *t, const char *op)
         rc = weft_contiguous(&col, r);
     weft_tensor *vals = rc == 0 ? weft_tensor_retain(q->values) : NULL;
     weft_tensor *all[] = {r, r32, crow32, c};
-    release_all(all, 4);
+    sp__release_all(all, 4);
     if (rc < 0) {
         weft_tensor_release(crow);
         weft_tensor_release(col);
         return rc;
     }
-    return csr_wrap(out, weft_tensor_sizes(t), 2, crow, col, vals, true);
+    return sp__csr_wrap(out, weft_tensor_sizes(t), 2, crow, col, vals);
 }
 
 static int to_sparse_csr_kernel(weft_call *call, void *ctx)
@@ -620,14 +538,14 @@ static int to_sparse_kernel(weft_call *call, void *ctx)
                               "to_sparse: a CSR tensor converts to COO with sparse_dim %d, not "
                               "%lld",
                               weft_tensor_ndim(t), (long long)sd);
-    if ((rc = refuse_batched(t, op)) < 0 || (rc = require_valid(t, op)) < 0)
+    if ((rc = refuse_batched(t, op)) < 0 || (rc = sp__require_valid(t, op)) < 0)
         return rc;
     weft_tensor *ix = NULL;
     rc = coo_indices_of(&ix, t, op);
     if (rc < 0)
         return rc;
-    rc = coo_wrap(&out, weft_tensor_sizes(t), 2, ix, weft_tensor_retain(sp__csr_of(t)->values), 2,
-                  true, true);
+    rc = sp__coo_wrap(&out, weft_tensor_sizes(t), 2, ix, weft_tensor_retain(sp__csr_of(t)->values),
+                      2, true);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -642,7 +560,7 @@ static int spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, c
         return weft_set_error(WEFT_ENOTSUP,
                               "%s: on CUDA a sparse matrix multiplies a strided one, got layouts "
                               "'%s' and '%s'",
-                              op, layout_name(a), layout_name(b));
+                              op, sp__layout_name(a), sp__layout_name(b));
     int bd = weft_tensor_ndim(b);
     if (weft_tensor_ndim(a) != 2 || (bd != 1 && bd != 2))
         return weft_set_error(WEFT_ESHAPE,
@@ -657,6 +575,12 @@ static int spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, c
     if (dt != weft_tensor_dtype(b))
         return weft_set_error(WEFT_EDTYPE, "%s: dtypes differ: %s and %s", op,
                               weft_dtype_name(dt), weft_dtype_name(weft_tensor_dtype(b)));
+    /* cuSPARSE's SpMM here is set up for real floats (the CPU plugin also
+     * takes integer values) */
+    if (dt != WEFT_FLOAT32 && dt != WEFT_FLOAT64)
+        return weft_set_error(WEFT_EDTYPE, "%s: sparse products on CUDA take float32 or float64 "
+                                           "values, got %s",
+                              op, weft_dtype_name(dt));
     weft_device dev = weft_tensor_device(a);
     if (!weft_device_equal(dev, weft_tensor_device(b))) {
         char x[32], y[32];
@@ -672,7 +596,7 @@ static int spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, c
         return weft_set_error(WEFT_ESHAPE, "%s: shapes [%lld, %lld] and [%lld, ...] cannot be "
                                            "multiplied",
                               op, (long long)m, (long long)k, (long long)weft_tensor_size(b, 0));
-    int rc = require_valid(a, op);
+    int rc = sp__require_valid(a, op);
     if (rc < 0)
         return rc;
     cudaDataType vt = dt == WEFT_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
@@ -778,12 +702,12 @@ static int mm_kernel(weft_call *call, void *ctx)
         rc = weft_set_error(WEFT_ENOTSUP,
                             "%s: sparse x sparse (layouts '%s' and '%s') is not supported on "
                             "CUDA yet",
-                            op, layout_name(a), layout_name(b));
+                            op, sp__layout_name(a), sp__layout_name(b));
     if (rc == 0 && weft_tensor_layout(a) == WEFT_LAYOUT_STRIDED)
         rc = weft_set_error(WEFT_ENOTSUP,
                             "%s: strided x sparse (layout '%s') is not supported on CUDA; the "
                             "sparse operand goes first",
-                            op, layout_name(b));
+                            op, sp__layout_name(b));
     weft_tensor *out;
     if (rc == 0)
         rc = spmm(&out, a, b, op);
@@ -800,7 +724,7 @@ static int addmm_kernel(weft_call *call, void *ctx)
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
     if (weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED)
         return weft_set_error(WEFT_ENOTSUP, "addmm: self must be strided, got layout '%s'",
-                              layout_name(self));
+                              sp__layout_name(self));
     int rc = no_grad(a, "addmm");
     if (rc == 0)
         rc = no_grad(self, "addmm");

@@ -53,6 +53,8 @@ class SGD(Optimizer):
 
     def _update(self, p, grad, state, group):
         wd, momentum = group["weight_decay"], group["momentum"]
+        if grad.layout != "strided":
+            return self._sparse_update(p, grad, state, group)
         d_p = grad.neg() if group["maximize"] else grad
         if wd != 0:
             d_p = d_p.add(p, alpha=wd)
@@ -66,6 +68,32 @@ class SGD(Optimizer):
             d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
         p.add_(d_p, alpha=-group["lr"])
 
+    @staticmethod
+    def _sparse_update(p, grad, state, group):
+        """torch 1.13's SGD on a sparse gradient: the momentum buffer is a
+        sparse tensor too (the union of the patterns seen, coalesced here so
+        it does not grow with repeats), and only its rows are written into
+        the parameter; weight_decay is refused, as torch refuses it (it
+        would add the whole parameter to the gradient)."""
+        if group["weight_decay"] != 0:
+            raise RuntimeError("SGD: weight_decay does not work with sparse gradients (layout "
+                               "'%s'); torch refuses it too" % grad.layout)
+        if grad.layout != "sparse_coo":
+            grad = grad.to_sparse()
+        d_p = grad.neg() if group["maximize"] else grad
+        momentum = group["momentum"]
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = d_p.clone().coalesce()
+            elif buf.layout == "strided":  # a dense gradient made it before
+                buf.mul_(momentum)
+                buf.add_(d_p, alpha=1 - group["dampening"])
+            else:
+                buf = _C.add(buf * momentum, d_p, alpha=1 - group["dampening"]).coalesce()
+            state["momentum_buffer"] = buf
+            d_p = _C.add(d_p, buf, alpha=momentum) if group["nesterov"] else buf
+        p.add_(d_p, alpha=-group["lr"])
 
     def _group_step(self, group, items):
         params = [p for p, _, _ in items]
