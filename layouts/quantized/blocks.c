@@ -1,9 +1,9 @@
 /* layouts/quantized/blocks.c — ggml's weight-only block formats Q8_0 and
  * Q4_0 as the layouts "q8_0" and "q4_0": conversion from float and back
  * (weft_to_layout / weft_to_strided), and linear and matmul of float32
- * activations by such a weight, which dequantize each block in registers
- * inside the dot product (block_kernels.c) and never build the float
- * weight.  A block tensor's dtype is float32: the values it stands for. */
+ * activations by such a weight, which quantize the activations to 8-bit
+ * blocks once per call and take integer dot products with the weight's
+ * blocks (block_kernels.c), never building the float weight.  A block tensor's dtype is float32: the values it stands for. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -208,10 +208,12 @@ static int64_t nbytes(const weft_tensor *t)
 
 /* ---------------------------------------------------------- the product */
 
-/* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for rows n in [n0, n1). */
+/* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for rows n in [n0, n1),
+ * x given as its quantized blocks (nb per row). */
 typedef struct product {
     const qt_blocks *w;
-    const float *x, *bias;
+    const qt_block_q8_act *x;
+    const float *bias;
     float *y;
     int64_t m;
     int64_t n0, n1;
@@ -224,7 +226,7 @@ static void *product_run(void *arg)
     int64_t nb = w->cols / QT_BLOCK;
     for (int64_t n = p->n0; n < p->n1; n++)
         for (int64_t i = 0; i < p->m; i++) {
-            const float *x = p->x + i * w->cols;
+            const qt_block_q8_act *x = p->x + i * nb;
             float s = w->format == QT_Q8_0
                           ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
                           : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, nb);
@@ -233,12 +235,21 @@ static void *product_run(void *arg)
     return NULL;
 }
 
-/* Splits the weight's rows over weft's intra-op thread count; a thread per
- * slice for this call, enough work each (at least 64 rows) to pay for it. */
+/* Quantizes the m rows of x to 8-bit blocks once (ggml's scheme: the
+ * weight rows then meet integers), then splits the weight's rows over
+ * weft's intra-op thread count; a thread per slice for this call (the CPU
+ * backend's pool is not part of the plugin interface), enough work each
+ * (at least 64 rows) to pay for it. */
 static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
                             int64_t m)
 {
     enum { MAX_THREADS = 64, MIN_ROWS = 64 };
+    int64_t nb = w->cols / QT_BLOCK;
+    qt_block_q8_act *xq = malloc(sizeof *xq * (size_t)(m * nb > 0 ? m * nb : 1));
+    if (!xq)
+        return weft_set_error(WEFT_ENOMEM, "%s linear: no memory to quantize a %lld x %lld input",
+                              format_names[w->format], (long long)m, (long long)w->cols);
+    qt__quantize_activations(x, xq, m * nb);
     int64_t nt = weft_get_num_threads();
     if (nt > MAX_THREADS)
         nt = MAX_THREADS;
@@ -250,7 +261,7 @@ static int product_parallel(const qt_blocks *w, const float *x, const float *bia
     pthread_t tid[MAX_THREADS];
     int started = 0;
     for (int64_t t = 0; t < nt; t++)
-        parts[t] = (product){w, x, bias, y, m, w->rows * t / nt, w->rows * (t + 1) / nt};
+        parts[t] = (product){w, xq, bias, y, m, w->rows * t / nt, w->rows * (t + 1) / nt};
     for (int64_t t = 1; t < nt; t++) {
         if (pthread_create(&tid[t], NULL, product_run, &parts[t]) != 0)
             break;
@@ -262,6 +273,7 @@ static int product_parallel(const qt_blocks *w, const float *x, const float *bia
     product_run(&parts[0]);
     for (int t = 1; t <= started; t++)
         pthread_join(tid[t], NULL);
+    free(xq);
     return 0;
 }
 
