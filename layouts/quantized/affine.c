@@ -464,6 +464,52 @@ static int int_repr_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* copy_(self, src) into a quantized self, as torch's q.copy_(x): the
+ * values of src (float, or quantized: dequantized first unless its
+ * per-tensor quantizer is self's, when its integers are copied as they
+ * are), broadcast to self's shape, quantized with self's quantizer into
+ * self's integers in place.  Writing them moves their version, so a
+ * weight packed for oneDNN (dnnl_linear.c, dnnl_conv.c) repacks at its
+ * next use instead of computing with the old values. */
+static int copy_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *self = weft_arg_tensor(call, 0), *src = weft_arg_tensor(call, 1);
+    const qt_affine *q = weft_tensor_layout_payload(self);
+    if (weft_tensor_layout(self) != qt__affine_layout)
+        return weft_set_error(WEFT_ENOTSUP,
+                              "copy_: a quantized source needs a quantized destination "
+                              "(dequantize() it to copy into a '%s' tensor)",
+                              weft_layout_name(weft_tensor_layout(self)));
+    weft_tensor *values = NULL, *wide = NULL, *quantized = NULL;
+    int rc = 0;
+    if (weft_tensor_layout(src) == qt__affine_layout) {
+        const qt_affine *s = weft_tensor_layout_payload(src);
+        if (q->scheme == QT_PER_TENSOR_AFFINE && s->scheme == QT_PER_TENSOR_AFFINE &&
+            s->scale == q->scale && s->zero_point == q->zero_point &&
+            weft_tensor_dtype(src) == weft_tensor_dtype(self))
+            return weft_copy_(q->repr, s->repr);
+        rc = qt__dequantize(&values, src);
+    } else if (weft_tensor_layout(src) == WEFT_LAYOUT_STRIDED) {
+        values = weft_tensor_retain((weft_tensor *)src);
+    } else {
+        return weft_set_error(WEFT_ENOTSUP,
+                              "copy_: a quantized tensor takes a float or quantized source, got "
+                              "layout '%s'",
+                              weft_layout_name(weft_tensor_layout(src)));
+    }
+    if (rc == 0)
+        rc = weft_expand(&wide, values, weft_tensor_sizes(self), weft_tensor_ndim(self));
+    if (rc == 0)
+        rc = qt__quantize(&quantized, wide, q, weft_tensor_dtype(self));
+    if (rc == 0)
+        rc = weft_copy_(q->repr, ((const qt_affine *)weft_tensor_layout_payload(quantized))->repr);
+    weft_tensor_release(values);
+    weft_tensor_release(wide);
+    weft_tensor_release(quantized);
+    return rc;
+}
+
 /* The parameter readers share one kernel; ctx says which. */
 enum { P_SCALE, P_ZERO_POINT, P_SCALES, P_ZERO_POINTS, P_AXIS };
 static int param_kernel(weft_call *call, void *ctx)
@@ -564,6 +610,7 @@ int qt__register_affine(weft_registrar *reg)
     static const weft_kernel_entry layout[] = {
         {"dequantize", dequantize_kernel, NULL},
         {"int_repr", int_repr_kernel, NULL},
+        {"copy_", copy_kernel, NULL},
         {"q_scale", param_kernel, (void *)(intptr_t)P_SCALE},
         {"q_zero_point", param_kernel, (void *)(intptr_t)P_ZERO_POINT},
         {"q_per_channel_scales", param_kernel, (void *)(intptr_t)P_SCALES},

@@ -1,9 +1,9 @@
 /* layouts/quantized/blocks.c — ggml's weight-only block formats Q8_0 and
  * Q4_0 as the layouts "q8_0" and "q4_0": conversion from float and back
  * (weft_to_layout / weft_to_strided), and linear and matmul of float32
- * activations by such a weight, which dequantize each block in registers
- * inside the dot product (block_kernels.c) and never build the float
- * weight.  A block tensor's dtype is float32: the values it stands for. */
+ * activations by such a weight, which quantize the activations to 8-bit
+ * blocks once per call and take integer dot products with the weight's
+ * blocks (block_kernels.c), never building the float weight.  A block tensor's dtype is float32: the values it stands for. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -208,60 +208,73 @@ static int64_t nbytes(const weft_tensor *t)
 
 /* ---------------------------------------------------------- the product */
 
-/* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for rows n in [n0, n1). */
+/* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for the weight's rows, x
+ * given as its quantized blocks (nb per row).  The threads claim chunks of
+ * rows from one counter instead of fixed slices: on a loaded machine a
+ * thread the scheduler leaves waiting would hold the whole call back,
+ * while with chunks the threads that run do its share. */
+enum { CHUNK_ROWS = 64 };
 typedef struct product {
     const qt_blocks *w;
-    const float *x, *bias;
+    const qt_block_q8_act *x;
+    const float *bias;
     float *y;
     int64_t m;
-    int64_t n0, n1;
+    int64_t next; /* the first row no thread has claimed (atomic) */
 } product;
 
 static void *product_run(void *arg)
 {
-    const product *p = arg;
+    product *p = arg;
     const qt_blocks *w = p->w;
     int64_t nb = w->cols / QT_BLOCK;
-    for (int64_t n = p->n0; n < p->n1; n++)
-        for (int64_t i = 0; i < p->m; i++) {
-            const float *x = p->x + i * w->cols;
-            float s = w->format == QT_Q8_0
-                          ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
-                          : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, nb);
-            p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
-        }
-    return NULL;
+    for (;;) {
+        int64_t n0 = __atomic_fetch_add(&p->next, CHUNK_ROWS, __ATOMIC_RELAXED);
+        if (n0 >= w->rows)
+            return NULL;
+        int64_t n1 = n0 + CHUNK_ROWS < w->rows ? n0 + CHUNK_ROWS : w->rows;
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t i = 0; i < p->m; i++) {
+                const qt_block_q8_act *x = p->x + i * nb;
+                float s = w->format == QT_Q8_0
+                              ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
+                              : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x,
+                                                      nb);
+                p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
+            }
+    }
 }
 
-/* Splits the weight's rows over weft's intra-op thread count; a thread per
- * slice for this call, enough work each (at least 64 rows) to pay for it. */
+/* Quantizes the m rows of x to 8-bit blocks once (ggml's scheme: the
+ * weight rows then meet integers), then runs the rows on weft's intra-op
+ * thread count: threads started for this call (the CPU backend's pool is
+ * not part of the plugin interface), one per chunk of rows at most, the
+ * calling thread one of them. */
 static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
                             int64_t m)
 {
-    enum { MAX_THREADS = 64, MIN_ROWS = 64 };
+    enum { MAX_THREADS = 64 };
+    int64_t nb = w->cols / QT_BLOCK;
+    qt_block_q8_act *xq = malloc(sizeof *xq * (size_t)(m * nb > 0 ? m * nb : 1));
+    if (!xq)
+        return weft_set_error(WEFT_ENOMEM, "%s linear: no memory to quantize a %lld x %lld input",
+                              format_names[w->format], (long long)m, (long long)w->cols);
+    qt__quantize_activations(x, xq, m * nb);
     int64_t nt = weft_get_num_threads();
     if (nt > MAX_THREADS)
         nt = MAX_THREADS;
-    if (nt > w->rows / MIN_ROWS)
-        nt = w->rows / MIN_ROWS;
-    if (nt < 1)
-        nt = 1;
-    product parts[MAX_THREADS];
+    if (nt > (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS)
+        nt = (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    product work = {w, xq, bias, y, m, 0};
     pthread_t tid[MAX_THREADS];
     int started = 0;
-    for (int64_t t = 0; t < nt; t++)
-        parts[t] = (product){w, x, bias, y, m, w->rows * t / nt, w->rows * (t + 1) / nt};
-    for (int64_t t = 1; t < nt; t++) {
-        if (pthread_create(&tid[t], NULL, product_run, &parts[t]) != 0)
-            break;
+    /* a thread that does not start leaves its chunks to the others */
+    for (int64_t t = 1; t < nt && pthread_create(&tid[started], NULL, product_run, &work) == 0; t++)
         started++;
-    }
-    /* slices whose thread did not start run here: same result */
-    for (int64_t t = started + 1; t < nt; t++)
-        product_run(&parts[t]);
-    product_run(&parts[0]);
-    for (int t = 1; t <= started; t++)
+    product_run(&work);
+    for (int t = 0; t < started; t++)
         pthread_join(tid[t], NULL);
+    free(xq);
     return 0;
 }
 

@@ -103,12 +103,30 @@ extern int qt__block_layout[2]; /* ids of "q8_0" and "q4_0" */
 uint16_t qt__fp32_to_fp16(float f);
 float qt__fp16_to_fp32(uint16_t h);
 
-/* Dot products of one row of blocks with float32 x (nblocks * 32 values),
- * written once per ISA; qt__kernels is the variant chosen at load. */
+/* The activations of a product, quantized once per call as ggml does
+ * (its Q8_0 with a float32 scale and the block's integer sum): 32 int8
+ * q[j] = round_half_even(x[j] / d), d = max|x| / 127, so |x[j] - q[j] d| <=
+ * d / 2.  sum = sum_j q[j] lets the Q4_0 kernels multiply the unsigned
+ * nibbles (0..15) and correct by 8 * sum once per block.  A block with a
+ * value that is not finite gets d = NaN, so the dot products it enters are
+ * NaN rather than a number made of a clamped infinity. */
+typedef struct qt_block_q8_act {
+    float d;
+    int32_t sum;
+    int8_t qs[QT_BLOCK];
+} qt_block_q8_act;
+
+void qt__quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblocks);
+
+/* Dot products of one row of weight blocks with quantized activations
+ * (nblocks each), integer products within a block, one float multiply-add
+ * per block; written once per ISA; qt__kernels is the variant chosen at
+ * load.  All variants sum the same integers: they differ only in the order
+ * of the float additions across blocks. */
 typedef struct qt_block_kernels {
     const char *name; /* "scalar", "avx2", "avx512" */
-    float (*dot_q8_0)(const qt_block_q8_0 *w, const float *x, int64_t nblocks);
-    float (*dot_q4_0)(const qt_block_q4_0 *w, const float *x, int64_t nblocks);
+    float (*dot_q8_0)(const qt_block_q8_0 *w, const qt_block_q8_act *x, int64_t nblocks);
+    float (*dot_q4_0)(const qt_block_q4_0 *w, const qt_block_q8_act *x, int64_t nblocks);
 } qt_block_kernels;
 
 extern const qt_block_kernels qt__kernels_scalar;
