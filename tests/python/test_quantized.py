@@ -43,6 +43,55 @@ def to_weft(t):
 
 
 @test
+def tensor_method_views():
+    """Tensor methods on quantized tensors are views that keep the quantizer,
+    as torch's: reshape, view, flatten, transpose, t, T, permute, narrow,
+    select, indexing with ints and slices, contiguous; int_repr equal to
+    torch's after each, a per-channel axis moving with its dimension, and a
+    write through a view reaching the tensor it views"""
+    needs_plugin()
+    x = torch.randn(4, 6, 5)
+    wq = weft.quantize_per_tensor(weft.tensor(x.tolist()), 0.05, 3, weft.quint8)
+    tq = torch.quantize_per_tensor(x, 0.05, 3, torch.quint8)
+    cases = [
+        ("reshape", lambda q: q.reshape(6, 20)), ("reshape -1", lambda q: q.reshape(-1, 5)),
+        ("view", lambda q: q.view(24, 5)), ("flatten", lambda q: q.flatten()),
+        ("flatten(1)", lambda q: q.flatten(1)), ("transpose", lambda q: q.transpose(0, 2)),
+        ("permute", lambda q: q.permute(2, 0, 1)), ("narrow", lambda q: q.narrow(1, 2, 3)),
+        ("select", lambda q: q.select(2, 4)), ("index int", lambda q: q[1]),
+        ("index slices", lambda q: q[1:, ::2, -3:]), ("index mixed", lambda q: q[:, 2, 1:4]),
+        ("t of a matrix", lambda q: q[0].t()), ("T", lambda q: q[0].T),
+        ("contiguous after transpose", lambda q: q.transpose(0, 1).contiguous()),
+    ]
+    for name, f in cases:
+        got, want = f(wq), f(tq)
+        eq(got.is_quantized, True, "%s keeps the quantized layout" % name)
+        eq(tuple(got.shape), tuple(want.shape), "%s: shape" % name)
+        eq((got.q_scale(), got.q_zero_point()), (0.05, 3), "%s keeps scale and zero point" % name)
+        eq(got.int_repr().tolist(), want.int_repr().tolist(), "%s: int_repr equal to torch's" % name)
+    # per channel along dim 1: the axis follows the dimension
+    scales, zps = torch.rand(6) * 0.1 + 0.01, torch.randint(0, 10, (6,))
+    wpc = weft.quantize_per_channel(weft.tensor(x.tolist()), weft.tensor(scales.tolist()),
+                                    weft.tensor(zps.tolist()), 1, weft.quint8)
+    tpc = torch.quantize_per_channel(x, scales, zps, 1, torch.quint8)
+    # (torch 1.13 refuses to transpose or permute a per-channel tensor: its
+    # integers viewed the same way are the reference, the axis by hand)
+    for name, f, axis in [("transpose", lambda q: q.transpose(0, 1), 0),
+                          ("permute", lambda q: q.permute(2, 0, 1), 2),
+                          ("slice of the channels", lambda q: q[:, 1:5], 1)]:
+        got = f(wpc)
+        eq(got.q_per_channel_axis(), axis, "per channel %s: the axis moves to %d" % (name, axis))
+        eq(got.int_repr().tolist(), f(tpc.int_repr()).tolist(), "per channel %s: int_repr" % name)
+    eq(wpc[:, 1:5].q_per_channel_scales().tolist(), tpc.q_per_channel_scales()[1:5].tolist(),
+       "slicing the channels slices their scales")
+    # views share the integers: writing a float block into a slice requantizes there
+    q = weft.quantize_per_tensor(weft.zeros(4, 6), 0.5, 0, weft.qint8)
+    q[1:3].copy_(weft.ones(2, 6) * 2.0)
+    eq(q.int_repr().tolist(), [[0] * 6, [4] * 6, [4] * 6, [0] * 6], "a write through q[1:3] reaches q")
+    raises(RuntimeError, wq.narrow, 1, 4, 3, contains="narrow: start 4 and length 3 do not fit")
+
+
+@test
 def per_tensor_bit_equal():
     """quantize_per_tensor: int_repr bit-equal to torch's for random data, scales, zero points"""
     needs_plugin()
