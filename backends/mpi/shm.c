@@ -20,16 +20,37 @@
  * MPI still decides whether the ranks share a node (MPI_Comm_split_type)
  * and agrees that every rank opened the memory.
  *
- * Nothing here blocks: the barriers are counters in the segments that a
- * rank bumps (release) and then polls (acquire), and an op advances only
- * inside the core's tests (on the caller's thread, under the core's lock),
- * so a rank that never arrives ends at the core's timeout like any other
- * request; the group's path is then broken for good.  Depends on MPI and
+ * Nothing here blocks for long: the barriers are counters in the segments
+ * that a rank bumps (release) and then polls (acquire), sleeping on a
+ * futex for at most a millisecond per test; an op advances only inside
+ * the core's tests (on the caller's thread, under the core's lock), so a
+ * rank that never arrives ends at the core's timeout like any other
+ * request; the group's path is then broken for good.  Elsewhere than
+ * Linux the sleep is a sched_yield.  Depends on MPI and
  * the public API only. */
+#include <limits.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* a count's waiters sleep on it, across processes (not FUTEX_PRIVATE) */
+#define SLEEP_ON(word, seen, limit) syscall(SYS_futex, (word), FUTEX_WAIT, (seen), (limit), NULL, 0)
+#define WAKE_ALL(word) syscall(SYS_futex, (word), FUTEX_WAKE, INT_MAX, NULL, NULL, 0)
+#else
+#define SLEEP_ON(word, seen, limit) sched_yield()
+#define WAKE_ALL(word) ((void)0)
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 
 #include <weft/plugin.h>
 
@@ -42,7 +63,7 @@ struct wmpi__shm {
     int rank, size;
     char **segment;  /* each rank's segment: header, slot 0, slot 1 */
     size_t chunk;    /* bytes per slot */
-    uint64_t epoch;  /* barriers this rank has arrived at */
+    uint32_t epoch;  /* barriers this rank has arrived at */
     uint64_t chunks; /* chunks moved, to alternate the slots */
     int broken;      /* an op was abandoned: peers' positions are unknown */
     wmpi__shm_op *head, *tail;
@@ -60,12 +81,21 @@ struct wmpi__shm_op {
     wmpi__shm_op *next_op;
 };
 
+static int spin_limit = 256;
 /* Below this many bytes MPI's calls carry the collective. */
 static int64_t shm_min_bytes = 0;
 
-static _Atomic uint64_t *counter(const wmpi__shm *s, int rank)
+/* A rank's header: how many barriers it has arrived at, and whether a
+ * peer sleeps on that count.  32 bits, the width of a futex word; counts
+ * compare by their difference, so wrapping around is harmless. */
+typedef struct header {
+    _Atomic uint32_t arrived;
+    _Atomic uint32_t sleepers;
+} header;
+
+static header *header_of(const wmpi__shm *s, int rank)
 {
-    return (_Atomic uint64_t *)s->segment[rank];
+    return (header *)s->segment[rank];
 }
 
 static char *slot(const wmpi__shm *s, int rank)
@@ -73,19 +103,54 @@ static char *slot(const wmpi__shm *s, int rank)
     return s->segment[rank] + HEADER + (s->chunks & 1) * s->chunk;
 }
 
-/* release: this rank's slot writes are visible before its count */
+/* seq_cst store, then the sleepers: with the sleeper's seq_cst store of
+ * its flag and load of the count (peer_arrived), one of the two sees the
+ * other, so no wake-up is lost.  Release: this rank's slot writes are
+ * visible before its count. */
 static void arrive(wmpi__shm *s)
 {
+    header *h = header_of(s, s->rank);
     s->epoch++;
-    atomic_store_explicit(counter(s, s->rank), s->epoch, memory_order_release);
+    atomic_store(&h->arrived, s->epoch);
+    if (atomic_load(&h->sleepers) && atomic_exchange(&h->sleepers, 0))
+        WAKE_ALL(&h->arrived);
 }
 
+static int reached(uint32_t count, uint32_t epoch)
+{
+    return (int32_t)(count - epoch) >= 0;
+}
+
+/* Whether rank q has arrived at this rank's barrier, waiting a little:
+ * spinning first (a peer running on another core arrives within
+ * microseconds), then asleep on its count for at most a millisecond, so
+ * that on a machine with more busy threads than cores the CPU goes to the
+ * peer instead of to polling (the core's wait tests again, and checks its
+ * deadline, when this returns 0). */
+static int peer_arrived(const wmpi__shm *s, int q)
+{
+    header *h = header_of(s, q);
+    for (int spin = 0; spin < spin_limit; spin++) {
+        if (reached(atomic_load_explicit(&h->arrived, memory_order_acquire), s->epoch))
+            return 1;
+        CPU_RELAX();
+    }
+    atomic_store(&h->sleepers, 1);
+    uint32_t seen = atomic_load(&h->arrived);
+    if (reached(seen, s->epoch))
+        return 1;
+    struct timespec limit = {0, 1000000};
+    SLEEP_ON(&h->arrived, seen, &limit);
+    return reached(atomic_load_explicit(&h->arrived, memory_order_acquire), s->epoch);
+}
+
+/* acquire: the peers' slot writes are visible once this returns 1 */
 static int all_arrived(const wmpi__shm *s)
 {
     for (int q = 0; q < s->size; q++)
-        if (atomic_load_explicit(counter(s, q), memory_order_acquire) < s->epoch)
+        if (q != s->rank && !peer_arrived(s, q))
             return 0;
-    return 1; /* acquire: the peers' slot writes are visible from here */
+    return 1;
 }
 
 static int64_t env_bytes(const char *name, int64_t fallback)
@@ -106,6 +171,7 @@ void wmpi__shm_open(wmpi__shm **out, MPI_Comm data)
     if (size < 2 || (use && strcmp(use, "0") == 0))
         return;
     shm_min_bytes = env_bytes("WEFT_MPI_SHM_MIN_BYTES", shm_min_bytes);
+    spin_limit = (int)env_bytes("WEFT_MPI_SHM_SPIN", spin_limit);
     /* 256 KiB per slot: two slots of every rank stay in a core's L2; a
      * multiple of 128 so that every segment starts on its own cache line
      * and every dtype's elements fit whole */
