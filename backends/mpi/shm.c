@@ -289,6 +289,34 @@ static int64_t slice_start(int64_t len, int q, int n)
     return len * q / n;
 }
 
+/* Reduces k elements from lo of the current chunk over every rank's slot,
+ * in rank order, into this rank's slot.  Ranks 0 and 1 accumulate in
+ * place (their slot is an input of the first step); from the third rank
+ * on that would overwrite the rank's own input before its turn, so the
+ * partial results go through a tile on the stack. */
+static void reduce_slice(const wmpi__shm_op *op, int64_t lo, int64_t k)
+{
+    const wmpi__shm *s = op->shm;
+    int64_t es = (int64_t)op->esize;
+    if (s->rank < 2) { /* this rank's slot is one of the first pair: in place */
+        char *acc = slot(s, s->rank) + lo * es;
+        op->kernel(acc, slot(s, 0) + lo * es, slot(s, 1) + lo * es, k);
+        for (int q = 2; q < s->size; q++)
+            op->kernel(acc, acc, slot(s, q) + lo * es, k);
+        return;
+    }
+    _Alignas(64) char tile[16384];
+    for (int64_t done = 0; done < k;) {
+        int64_t m = k - done < (int64_t)sizeof tile / es ? k - done : (int64_t)sizeof tile / es;
+        int64_t at = (lo + done) * es;
+        op->kernel(tile, slot(s, 0) + at, slot(s, 1) + at, m);
+        for (int q = 2; q < s->size; q++)
+            op->kernel(tile, tile, slot(s, q) + at, m);
+        memcpy(slot(s, s->rank) + at, tile, (size_t)(m * es));
+        done += m;
+    }
+}
+
 /* Advances op (the head of its group's queue) as far as the peers allow:
  * 1 finished, 0 waiting for a peer. */
 static int advance(wmpi__shm_op *op)
@@ -314,12 +342,9 @@ static int advance(wmpi__shm_op *op)
         case WAIT_REDUCED:
             if (!all_arrived(s))
                 return 0;
-            if (reduce) { /* my slice, over the ranks in order, into my slot */
-                int64_t lo = slice_start(len, me, n), k = slice_start(len, me + 1, n) - lo;
-                char *acc = slot(s, me) + lo * (int64_t)es;
-                op->kernel(acc, slot(s, 0) + lo * (int64_t)es, slot(s, 1) + lo * (int64_t)es, k);
-                for (int q = 2; q < n; q++)
-                    op->kernel(acc, acc, slot(s, q) + lo * (int64_t)es, k);
+            if (reduce) {
+                int64_t lo = slice_start(len, me, n);
+                reduce_slice(op, lo, slice_start(len, me + 1, n) - lo);
             } else if (me != d->root) {
                 memcpy(out, slot(s, d->root), (size_t)len * es);
             }
