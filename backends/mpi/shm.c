@@ -361,6 +361,11 @@ static int advance(wmpi__shm_op *op)
             op->next += len;
             s->chunks++;
             op->phase = COPY_IN;
+            /* one chunk per test: a test may sleep on a barrier, and the
+             * caller's asynchronous start (which tests once) must return
+             * while the transfer goes on */
+            if (op->next < d->count)
+                return 0;
         }
     }
 }
