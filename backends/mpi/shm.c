@@ -2,12 +2,15 @@
  * node through memory they all map, instead of Open MPI's shared-memory
  * transport: a 64 MB MPI_Sendrecv alone took longer here than gloo's whole
  * all_reduce.  Each rank owns a segment with two staging slots of `chunk`
- * bytes.  Per chunk of the buffer: every rank copies its chunk into its
- * slot; (barrier) each rank reduces its 1/n slice of the chunk across all
- * ranks' slots into its own slot; (barrier) every rank copies the reduced
- * slices out.  Each byte is read from and written to main memory once per
- * rank, the slots stay in cache, and each element is reduced by one rank
- * in rank order, so every rank gets the same bits.  The two slots
+ * bytes.  Per chunk of the buffer: every rank copies into its slot the
+ * slices of the chunk that the other ranks reduce; (barrier) each rank
+ * reduces its own 1/n slice over all ranks in rank order (its own
+ * elements straight from its buffer, the others' from their slots) into
+ * its slot and its output; (barrier) every rank copies the other ranks'
+ * reduced slices out.  Each byte is read from and written to main memory
+ * once per rank, a rank's own slice never passes through the slots, the
+ * slots stay in cache, and each element is reduced by one rank, so every
+ * rank gets the same bits.  The two slots
  * alternate, so a rank may fill the next chunk's slot while slower ranks
  * still copy out of the previous one.
  *
@@ -289,32 +292,25 @@ static int64_t slice_start(int64_t len, int q, int n)
     return len * q / n;
 }
 
-/* Reduces k elements from lo of the current chunk over every rank's slot,
- * in rank order, into this rank's slot.  Ranks 0 and 1 accumulate in
- * place (their slot is an input of the first step); from the third rank
- * on that would overwrite the rank's own input before its turn, so the
- * partial results go through a tile on the stack. */
-static void reduce_slice(const wmpi__shm_op *op, int64_t lo, int64_t k)
+/* Reduces this rank's slice [lo, lo + k) of the chunk that starts at
+ * element `at` of the buffer, over the ranks in rank order: this rank's
+ * own elements straight from its send buffer (only the other ranks'
+ * slices went through its slot), the others' from their slots.  The
+ * result goes into this rank's slot, for the others to copy out, and into
+ * its own output.  Accumulating in the slot is safe: it is no input. */
+static void reduce_slice(const wmpi__shm_op *op, int64_t at, int64_t lo, int64_t k)
 {
     const wmpi__shm *s = op->shm;
     int64_t es = (int64_t)op->esize;
-    if (s->rank < 2) { /* this rank's slot is one of the first pair: in place */
-        char *acc = slot(s, s->rank) + lo * es;
-        op->kernel(acc, slot(s, 0) + lo * es, slot(s, 1) + lo * es, k);
-        for (int q = 2; q < s->size; q++)
-            op->kernel(acc, acc, slot(s, q) + lo * es, k);
-        return;
-    }
-    _Alignas(64) char tile[16384];
-    for (int64_t done = 0; done < k;) {
-        int64_t m = k - done < (int64_t)sizeof tile / es ? k - done : (int64_t)sizeof tile / es;
-        int64_t at = (lo + done) * es;
-        op->kernel(tile, slot(s, 0) + at, slot(s, 1) + at, m);
-        for (int q = 2; q < s->size; q++)
-            op->kernel(tile, tile, slot(s, q) + at, m);
-        memcpy(slot(s, s->rank) + at, tile, (size_t)(m * es));
-        done += m;
-    }
+    const char *mine = (const char *)op->d.send + (at + lo) * es;
+    char *acc = slot(s, s->rank) + lo * es;
+#define SOURCE(q) ((q) == s->rank ? mine : slot(s, (q)) + lo * es)
+    op->kernel(acc, SOURCE(0), SOURCE(1), k);
+    for (int q = 2; q < s->size; q++)
+        op->kernel(acc, acc, SOURCE(q), k);
+#undef SOURCE
+    /* after the kernels: in place, mine is this very output */
+    memcpy((char *)op->d.recv + (at + lo) * es, acc, (size_t)(k * es));
 }
 
 /* Advances op (the head of its group's queue) as far as the peers allow:
@@ -332,9 +328,13 @@ static int advance(wmpi__shm_op *op)
         case COPY_IN:
             if (op->next == d->count)
                 return 1;
-            if (reduce)
-                memcpy(slot(s, me), (const char *)d->send + op->next * (int64_t)es, (size_t)len * es);
-            else if (me == d->root)
+            for (int q = 0; reduce && q < n; q++) { /* the slices others reduce */
+                int64_t lo = slice_start(len, q, n), hi = slice_start(len, q + 1, n);
+                if (q != me)
+                    memcpy(slot(s, me) + lo * (int64_t)es,
+                           (const char *)d->send + (op->next + lo) * (int64_t)es, (size_t)(hi - lo) * es);
+            }
+            if (!reduce && me == d->root)
                 memcpy(slot(s, me), out, (size_t)len * es);
             arrive(s);
             op->phase = WAIT_REDUCED;
@@ -344,7 +344,7 @@ static int advance(wmpi__shm_op *op)
                 return 0;
             if (reduce) {
                 int64_t lo = slice_start(len, me, n);
-                reduce_slice(op, lo, slice_start(len, me + 1, n) - lo);
+                reduce_slice(op, op->next, lo, slice_start(len, me + 1, n) - lo);
             } else if (me != d->root) {
                 memcpy(out, slot(s, d->root), (size_t)len * es);
             }
@@ -356,7 +356,8 @@ static int advance(wmpi__shm_op *op)
                 return 0;
             for (int q = 0; reduce && q < n; q++) {
                 int64_t lo = slice_start(len, q, n), hi = slice_start(len, q + 1, n);
-                memcpy(out + lo * (int64_t)es, slot(s, q) + lo * (int64_t)es, (size_t)(hi - lo) * es);
+                if (q != me)
+                    memcpy(out + lo * (int64_t)es, slot(s, q) + lo * (int64_t)es, (size_t)(hi - lo) * es);
             }
             op->next += len;
             s->chunks++;
