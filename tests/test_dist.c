@@ -113,8 +113,8 @@ static bool op_allowed(int op, weft_dtype dt)
 static void check_all_reduce(weft_process_group *world, weft_dtype dt, int op, int64_t n, int step)
 {
     int64_t all = n * step;
-    double *re = malloc((size_t)(all + 1) * sizeof *re), *im = malloc((size_t)(all + 1) * sizeof *im);
-    double *got_re = malloc((size_t)(all + 1) * sizeof *re), *got_im = malloc((size_t)(all + 1) * sizeof *im);
+    size_t bytes = (size_t)(all + 1) * sizeof(double);
+    double *re = malloc(bytes), *im = malloc(bytes), *got_re = malloc(bytes), *got_im = malloc(bytes);
     for (int64_t i = 0; i < all; i++)
         value(dt, rank, (int)i, &re[i], &im[i]);
     weft_tensor *t = make(dt, re, im, all), *view = NULL;
@@ -145,7 +145,8 @@ static void check_all_reduce(weft_process_group *world, weft_dtype dt, int op, i
                 wim /= size;
             }
         }
-        if (fabs(got_re[i] - wre) > tol * (1 + fabs(wre)) || fabs(got_im[i] - wim) > tol * (1 + fabs(wim)))
+        if (fabs(got_re[i] - wre) > tol * (1 + fabs(wre)) ||
+            fabs(got_im[i] - wim) > tol * (1 + fabs(wim)))
             bad = i;
     }
     if (!ok(rc == 0 && bad < 0, "all_reduce %s on %s, %lld elements%s", on, dn, (long long)n,
@@ -391,15 +392,27 @@ static void test_sizes_and_strides(weft_process_group *world)
     weft_tensor_release(m);
 }
 
+/* all_gather_into's expected element k: block k / gather_block */
+static int64_t gather_block = 1;
+static int gathered_rank(int64_t k) { return (int)(k / gather_block); }
+static int gathered_index(int64_t k) { return (int)(k % gather_block); }
+
 /* The mpi backend's shared-memory path moves buffers in chunks of
  * WEFT_MPI_SHM_CHUNK bytes (256 KiB unless set; tests/dist.sh also runs
  * with 1 KiB): every dtype and op one element under, at and over one
- * chunk and over two, a strided view over a chunk, and a broadcast over
- * a chunk.  Without the path (WEFT_MPI_SHM=0) the same runs through MPI. */
+ * chunk and over two, a strided view over a chunk, and a broadcast and
+ * an all_gather over a chunk.  Without the path (WEFT_MPI_SHM=0) the same
+ * runs through MPI. */
 static void test_chunk_boundaries(weft_process_group *world)
 {
     const char *env = getenv("WEFT_MPI_SHM_CHUNK");
-    int64_t chunk = env && *env ? strtoll(env, NULL, 10) / 16 * 16 : 256 << 10;
+    /* rounded as shm.c rounds it */
+    int64_t chunk = env && *env ? strtoll(env, NULL, 10) / 128 * 128 : 256 << 10;
+    /* without the path, MPI's calls move at most WEFT_MPI_MAX_PIECE
+     * elements, and all_gather is not split (test_pieces) */
+    const char *piece = getenv("WEFT_MPI_MAX_PIECE"), *path = getenv("WEFT_MPI_SHM");
+    int64_t mpi_piece =
+        piece && path && strcmp(path, "0") == 0 ? strtoll(piece, NULL, 10) : INT64_MAX;
     for (int dt = 0; dt < WEFT_NUM_DTYPES; dt++) {
         int64_t c = chunk / (int64_t)weft_dtype_size(dt);
         for (int op = 0; op < WEFT_REDUCE_NUM_OPS; op++) {
@@ -415,6 +428,21 @@ static void test_chunk_boundaries(weft_process_group *world)
         ok(rc == 0 && same_as(dt, t, c + 1, root_rank, plain), "broadcast of %lld %s",
            (long long)(c + 1), weft_dtype_name(dt));
         weft_tensor_release(t);
+        /* all_gather_into of c + 1 elements per rank */
+        weft_tensor *in = filled(dt, rank, c + 1), *out = NULL;
+        int64_t all = (c + 1) * size;
+        weft_empty(&out, &all, 1, dt, WEFT_DEVICE_CPU);
+        gather_block = c + 1;
+        rc = weft_dist_all_gather_into(world, out, in, NULL);
+        if (c + 1 > mpi_piece)
+            is_int(rc, WEFT_ENOTSUP, "all_gather_into of %lld %s per rank through MPI calls of at "
+                   "most %lld elements is refused", (long long)(c + 1), weft_dtype_name(dt),
+                   (long long)mpi_piece);
+        else
+            ok(rc == 0 && same_as(dt, out, all, gathered_rank, gathered_index),
+               "all_gather_into of %lld %s per rank", (long long)(c + 1), weft_dtype_name(dt));
+        weft_tensor_release(out);
+        weft_tensor_release(in);
     }
 }
 

@@ -22,8 +22,8 @@ typedef void wmpi__kernel(void *out, const void *a, const void *b, int64_t n);
  * NULL where there is none (complex max and min, avg, unknown values). */
 wmpi__kernel *wmpi__kernel_of(int op, int dtype);
 
-/* The shared-memory path (shm.c): all_reduce and broadcast between ranks
- * of one node through shared memory, progressed by the caller's tests.
+/* The shared-memory path (shm.c): all_reduce, broadcast and all_gather
+ * between ranks of one node through shared memory, progressed by the caller's tests.
  * NULL shm: the group has none (ranks on several nodes, a world of one,
  * or the memory could not be made), and MPI's calls carry it. */
 typedef struct wmpi__shm wmpi__shm;

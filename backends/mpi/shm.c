@@ -1,6 +1,6 @@
-/* backends/mpi/shm.c — all_reduce and broadcast between the ranks of one
- * node through memory they all map, instead of Open MPI's shared-memory
- * transport: a 64 MB MPI_Sendrecv alone took longer here than gloo's whole
+/* backends/mpi/shm.c — all_reduce, broadcast and all_gather between the
+ * ranks of one node through memory they all map, instead of Open MPI's
+ * shared-memory transport: a 64 MB MPI_Sendrecv alone took longer here than gloo's whole
  * all_reduce.  Each rank owns a segment with two staging slots of `chunk`
  * bytes.  Per chunk of the buffer: every rank copies into its slot the
  * slices of the chunk that the other ranks reduce; (barrier) each rank
@@ -12,7 +12,9 @@
  * slots stay in cache, and each element is reduced by one rank, so every
  * rank gets the same bits.  The two slots
  * alternate, so a rank may fill the next chunk's slot while slower ranks
- * still copy out of the previous one.
+ * still copy out of the previous one.  Broadcast is the root's copy in
+ * and the others' copy out; all_gather each rank's copy of its block in
+ * and of the others' out.
  *
  * The memory is a weft shared-memory tensor (weft_tensor_share_memory on
  * rank 0, its handle broadcast, weft_shm_open elsewhere), not an MPI-3
@@ -247,7 +249,7 @@ int wmpi__shm_takes(const wmpi__shm *s, const weft_dist_request_desc *d)
         return 0;
     if (d->kind == WEFT_DIST_ALL_REDUCE)
         return wmpi__kernel_of(d->op, d->dtype) != NULL;
-    return d->kind == WEFT_DIST_BROADCAST;
+    return d->kind == WEFT_DIST_BROADCAST || d->kind == WEFT_DIST_ALL_GATHER;
 }
 
 int wmpi__shm_start(wmpi__shm_op **out, wmpi__shm *s, const weft_dist_request_desc *d)
@@ -313,6 +315,13 @@ static void reduce_slice(const wmpi__shm_op *op, int64_t at, int64_t lo, int64_t
     memcpy((char *)op->d.recv + (at + lo) * es, acc, (size_t)(k * es));
 }
 
+/* all_gather: where the current chunk of rank q's block goes in the
+ * output (the blocks of count elements end to end in rank order) */
+static char *block_at(const wmpi__shm_op *op, int q)
+{
+    return (char *)op->d.recv + ((int64_t)q * op->d.count + op->next) * (int64_t)op->esize;
+}
+
 /* Advances op (the head of its group's queue) as far as the peers allow:
  * 1 finished, 0 waiting for a peer. */
 static int advance(wmpi__shm_op *op)
@@ -320,7 +329,8 @@ static int advance(wmpi__shm_op *op)
     wmpi__shm *s = op->shm;
     const weft_dist_request_desc *d = &op->d;
     size_t es = op->esize;
-    int reduce = d->kind == WEFT_DIST_ALL_REDUCE, n = s->size, me = s->rank;
+    int reduce = d->kind == WEFT_DIST_ALL_REDUCE, gather = d->kind == WEFT_DIST_ALL_GATHER;
+    int n = s->size, me = s->rank;
     for (;;) {
         int64_t len = d->count - op->next < op->per_chunk ? d->count - op->next : op->per_chunk;
         char *out = (char *)d->recv + op->next * (int64_t)es;
@@ -332,9 +342,15 @@ static int advance(wmpi__shm_op *op)
                 int64_t lo = slice_start(len, q, n), hi = slice_start(len, q + 1, n);
                 if (q != me)
                     memcpy(slot(s, me) + lo * (int64_t)es,
-                           (const char *)d->send + (op->next + lo) * (int64_t)es, (size_t)(hi - lo) * es);
+                           (const char *)d->send + (op->next + lo) * (int64_t)es,
+                           (size_t)(hi - lo) * es);
             }
-            if (!reduce && me == d->root)
+            if (gather) { /* this rank's block: into its slot and its own output */
+                const char *mine = (const char *)d->send + op->next * (int64_t)es;
+                memcpy(slot(s, me), mine, (size_t)len * es);
+                memmove(block_at(op, me), mine, (size_t)len * es);
+            }
+            if (d->kind == WEFT_DIST_BROADCAST && me == d->root)
                 memcpy(slot(s, me), out, (size_t)len * es);
             arrive(s);
             op->phase = WAIT_REDUCED;
@@ -345,6 +361,10 @@ static int advance(wmpi__shm_op *op)
             if (reduce) {
                 int64_t lo = slice_start(len, me, n);
                 reduce_slice(op, op->next, lo, slice_start(len, me + 1, n) - lo);
+            } else if (gather) {
+                for (int q = 0; q < n; q++)
+                    if (q != me)
+                        memcpy(block_at(op, q), slot(s, q), (size_t)len * es);
             } else if (me != d->root) {
                 memcpy(out, slot(s, d->root), (size_t)len * es);
             }
@@ -357,7 +377,8 @@ static int advance(wmpi__shm_op *op)
             for (int q = 0; reduce && q < n; q++) {
                 int64_t lo = slice_start(len, q, n), hi = slice_start(len, q + 1, n);
                 if (q != me)
-                    memcpy(out + lo * (int64_t)es, slot(s, q) + lo * (int64_t)es, (size_t)(hi - lo) * es);
+                    memcpy(out + lo * (int64_t)es, slot(s, q) + lo * (int64_t)es,
+                           (size_t)(hi - lo) * es);
             }
             op->next += len;
             s->chunks++;
