@@ -357,9 +357,18 @@ static void work_timeout(weft_work *w)
     weft_set_error(WEFT_EIO, "%s", msg);
 }
 
+/* microseconds on the monotonic clock, for the wait's sleeping */
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int wdist__wait_locked(weft_work *w)
 {
     int spins = 0;
+    int64_t since = now_us();
     while (w->phase != WDIST_DONE) {
         wdist__progress(w->group);
         if (w->phase == WDIST_DONE)
@@ -369,10 +378,17 @@ int wdist__wait_locked(weft_work *w)
             break;
         }
         /* the backend makes progress only while it is tested: spin, then
-         * let other threads (and an oversubscribed peer) have the CPU */
+         * let other threads (and an oversubscribed peer) have the CPU;
+         * after a millisecond the peer is plainly not running, and
+         * yielding still keeps this thread runnable and competing for the
+         * CPU the peer needs: sleep between polls instead (50 us, small
+         * next to a wait that long) */
         if (++spins % 64 == 0) {
             pthread_mutex_unlock(&wdist__state.lock);
-            sched_yield();
+            if (now_us() - since > 1000)
+                nanosleep(&(struct timespec){0, 50000}, NULL);
+            else
+                sched_yield();
             pthread_mutex_lock(&wdist__state.lock);
         }
     }

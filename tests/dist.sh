@@ -87,14 +87,19 @@ mpi_run() {
     fi
 }
 
-for np in 2 3; do
-    mpi_run "np=$np" $np "$tmp/np$np" "$prog"
-done
+# all_reduce and broadcast through the shared window (every size), in
+# 256 KiB chunks with 2 ranks and in 1 KiB chunks with 3 (thousands of
+# chunks per large buffer, the slots reused around the ring)
+mpi_run "np=2" 2 "$tmp/np2" "$prog"
+mpi_run "np=3 1 KiB chunks" 3 "$tmp/np3" env WEFT_MPI_SHM_CHUNK=1024 "$prog"
+# without the window: MPI's calls carry every collective
+mpi_run "np=3 no shm" 3 "$tmp/np3mpi" env WEFT_MPI_SHM=0 "$prog"
 
 # the same with every collective on the mpi backend's worker thread (by
 # default only buffers of 1 MiB and more go there), and MPI calls limited
 # to 1000 elements, so that the splitting of larger ones runs
-mpi_run "np=2 worker" 2 "$tmp/worker" env WEFT_MPI_WORKER_MIN_BYTES=0 WEFT_MPI_MAX_PIECE=1000 "$prog"
+mpi_run "np=2 worker" 2 "$tmp/worker" env WEFT_MPI_SHM=0 WEFT_MPI_WORKER_MIN_BYTES=0 \
+    WEFT_MPI_MAX_PIECE=1000 "$prog"
 
 # data-parallel training: N ranks against one process, for N = 1, 2, 3
 for np in 1 2 3; do

@@ -106,47 +106,67 @@ static bool op_allowed(int op, weft_dtype dt)
     return true;
 }
 
+/* all_reduce with op of every step-th of n * step elements of dtype dt
+ * (rank r's element i is value(dt, r, i)): the reduced elements against
+ * values computed here, the others untouched.  Refused pairs are checked
+ * to be refused by name. */
+static void check_all_reduce(weft_process_group *world, weft_dtype dt, int op, int64_t n, int step)
+{
+    int64_t all = n * step;
+    size_t bytes = (size_t)(all + 1) * sizeof(double);
+    double *re = malloc(bytes), *im = malloc(bytes), *got_re = malloc(bytes), *got_im = malloc(bytes);
+    for (int64_t i = 0; i < all; i++)
+        value(dt, rank, (int)i, &re[i], &im[i]);
+    weft_tensor *t = make(dt, re, im, all), *view = NULL;
+    weft_slice(&view, t, 0, 0, all, step);
+    int rc = weft_dist_all_reduce(world, view, op, NULL);
+    const char *dn = weft_dtype_name(dt), *on = weft_reduce_op_name(op);
+    if (!op_allowed(op, dt)) {
+        is_int(rc, WEFT_EDTYPE, "all_reduce %s on %s is refused", on, dn);
+        ok(strstr(weft_last_error(), on) != NULL, "... naming %s: %s", on, weft_last_error());
+        goto out;
+    }
+    read_values(t, got_re, got_im, all);
+    double tol = dt == WEFT_FLOAT16 || dt == WEFT_BFLOAT16 ? 1e-2 : 1e-6;
+    int64_t bad = -1;
+    double wre = 0, wim = 0;
+    for (int64_t i = 0; i < all && bad < 0; i++) {
+        if (i % step) { /* not in the view: this rank's own value */
+            value(dt, rank, (int)i, &wre, &wim);
+        } else {
+            value(dt, 0, (int)i, &wre, &wim);
+            for (int r = 1; r < size; r++) {
+                double b, c;
+                value(dt, r, (int)i, &b, &c);
+                combine(op, dt, &wre, &wim, b, c);
+            }
+            if (op == WEFT_REDUCE_AVG) {
+                wre /= size;
+                wim /= size;
+            }
+        }
+        if (fabs(got_re[i] - wre) > tol * (1 + fabs(wre)) ||
+            fabs(got_im[i] - wim) > tol * (1 + fabs(wim)))
+            bad = i;
+    }
+    if (!ok(rc == 0 && bad < 0, "all_reduce %s on %s, %lld elements%s", on, dn, (long long)n,
+            step > 1 ? ", strided" : ""))
+        diag("rc %d (%s); element %lld got %g%+gi, want %g%+gi", rc, weft_last_error(),
+             (long long)bad, bad < 0 ? 0 : got_re[bad], bad < 0 ? 0 : got_im[bad], wre, wim);
+out:
+    weft_tensor_release(view);
+    weft_tensor_release(t);
+    free(re);
+    free(im);
+    free(got_re);
+    free(got_im);
+}
+
 static void test_all_reduce_every_dtype(weft_process_group *world)
 {
-    enum { N = 5 };
-    for (int dt = 0; dt < WEFT_NUM_DTYPES; dt++) {
-        for (int op = 0; op < WEFT_REDUCE_NUM_OPS; op++) {
-            double re[N], im[N], wre[N], wim[N];
-            for (int i = 0; i < N; i++) {
-                value(dt, rank, i, &re[i], &im[i]);
-                value(dt, 0, i, &wre[i], &wim[i]);
-                for (int r = 1; r < size; r++) {
-                    double b, c;
-                    value(dt, r, i, &b, &c);
-                    combine(op, dt, &wre[i], &wim[i], b, c);
-                }
-                if (op == WEFT_REDUCE_AVG) {
-                    wre[i] /= size;
-                    wim[i] /= size;
-                }
-            }
-            weft_tensor *t = make(dt, re, im, N);
-            int rc = weft_dist_all_reduce(world, t, op, NULL);
-            const char *dn = weft_dtype_name(dt), *on = weft_reduce_op_name(op);
-            if (!op_allowed(op, dt)) {
-                is_int(rc, WEFT_EDTYPE, "all_reduce %s on %s is refused", on, dn);
-                ok(strstr(weft_last_error(), on) != NULL, "... naming %s: %s", on, weft_last_error());
-                weft_tensor_release(t);
-                continue;
-            }
-            double gre[N], gim[N];
-            read_values(t, gre, gim, N);
-            double tol = dt == WEFT_FLOAT16 || dt == WEFT_BFLOAT16 ? 1e-2 : 1e-6;
-            int same = rc == 0;
-            for (int i = 0; i < N && same; i++)
-                same = fabs(gre[i] - wre[i]) <= tol * (1 + fabs(wre[i])) &&
-                       fabs(gim[i] - wim[i]) <= tol * (1 + fabs(wim[i]));
-            if (!ok(same, "all_reduce %s on %s", on, dn))
-                diag("rc %d (%s); element 0 got %g%+gi, want %g%+gi", rc, weft_last_error(), gre[0],
-                     gim[0], wre[0], wim[0]);
-            weft_tensor_release(t);
-        }
-    }
+    for (int dt = 0; dt < WEFT_NUM_DTYPES; dt++)
+        for (int op = 0; op < WEFT_REDUCE_NUM_OPS; op++)
+            check_all_reduce(world, dt, op, 5, 1);
 }
 
 /* Every other collective on every dtype: rank r's element i is
@@ -182,10 +202,13 @@ static int scatter_index(int64_t k) { return rank * B + (int)k; }
 
 static weft_tensor *filled(weft_dtype dt, int r, int64_t n)
 {
-    double re[64], im[64];
+    double *re = malloc((size_t)(n + 1) * sizeof *re), *im = malloc((size_t)(n + 1) * sizeof *im);
     for (int64_t i = 0; i < n; i++)
         value(dt, r, (int)i, &re[i], &im[i]);
-    return make(dt, re, im, n);
+    weft_tensor *t = make(dt, re, im, n);
+    free(re);
+    free(im);
+    return t;
 }
 
 static void test_every_dtype(weft_process_group *world)
@@ -367,6 +390,60 @@ static void test_sizes_and_strides(weft_process_group *world)
     weft_tensor_release(tr);
     weft_tensor_release(m2);
     weft_tensor_release(m);
+}
+
+/* all_gather_into's expected element k: block k / gather_block */
+static int64_t gather_block = 1;
+static int gathered_rank(int64_t k) { return (int)(k / gather_block); }
+static int gathered_index(int64_t k) { return (int)(k % gather_block); }
+
+/* The mpi backend's shared-memory path moves buffers in chunks of
+ * WEFT_MPI_SHM_CHUNK bytes (256 KiB unless set; tests/dist.sh also runs
+ * with 1 KiB): every dtype and op one element under, at and over one
+ * chunk and over two, a strided view over a chunk, and a broadcast and
+ * an all_gather over a chunk.  Without the path (WEFT_MPI_SHM=0) the same
+ * runs through MPI. */
+static void test_chunk_boundaries(weft_process_group *world)
+{
+    const char *env = getenv("WEFT_MPI_SHM_CHUNK");
+    /* rounded as shm.c rounds it */
+    int64_t chunk = env && *env ? strtoll(env, NULL, 10) / 128 * 128 : 256 << 10;
+    /* without the path, MPI's calls move at most WEFT_MPI_MAX_PIECE
+     * elements, and all_gather is not split (test_pieces) */
+    const char *piece = getenv("WEFT_MPI_MAX_PIECE"), *path = getenv("WEFT_MPI_SHM");
+    int64_t mpi_piece =
+        piece && path && strcmp(path, "0") == 0 ? strtoll(piece, NULL, 10) : INT64_MAX;
+    for (int dt = 0; dt < WEFT_NUM_DTYPES; dt++) {
+        int64_t c = chunk / (int64_t)weft_dtype_size(dt);
+        for (int op = 0; op < WEFT_REDUCE_NUM_OPS; op++) {
+            if (!op_allowed(op, dt))
+                continue;
+            const int64_t sizes[] = {c - 1, c, c + 1, 2 * c + 1};
+            for (int k = 0; k < 4; k++)
+                check_all_reduce(world, dt, op, sizes[k], 1);
+            check_all_reduce(world, dt, op, c + 1, 3);
+        }
+        weft_tensor *t = filled(dt, rank, c + 1);
+        int rc = weft_dist_broadcast(world, t, size - 1, NULL);
+        ok(rc == 0 && same_as(dt, t, c + 1, root_rank, plain), "broadcast of %lld %s",
+           (long long)(c + 1), weft_dtype_name(dt));
+        weft_tensor_release(t);
+        /* all_gather_into of c + 1 elements per rank */
+        weft_tensor *in = filled(dt, rank, c + 1), *out = NULL;
+        int64_t all = (c + 1) * size;
+        weft_empty(&out, &all, 1, dt, WEFT_DEVICE_CPU);
+        gather_block = c + 1;
+        rc = weft_dist_all_gather_into(world, out, in, NULL);
+        if (c + 1 > mpi_piece)
+            is_int(rc, WEFT_ENOTSUP, "all_gather_into of %lld %s per rank through MPI calls of at "
+                   "most %lld elements is refused", (long long)(c + 1), weft_dtype_name(dt),
+                   (long long)mpi_piece);
+        else
+            ok(rc == 0 && same_as(dt, out, all, gathered_rank, gathered_index),
+               "all_gather_into of %lld %s per rank", (long long)(c + 1), weft_dtype_name(dt));
+        weft_tensor_release(out);
+        weft_tensor_release(in);
+    }
 }
 
 static void test_collectives(weft_process_group *world)
@@ -775,6 +852,7 @@ int main(int argc, char **argv)
     test_all_reduce_every_dtype(world);
     test_every_dtype(world);
     test_sizes_and_strides(world);
+    test_chunk_boundaries(world);
     test_collectives(world);
     test_subgroups(world);
     test_bad_input(world);

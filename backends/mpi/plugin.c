@@ -9,7 +9,9 @@
  * took 6x the blocking MPI_Allreduce's time for 1 MB here, while the
  * blocking ones use the tuned algorithms.  That needs MPI_THREAD_MULTIPLE;
  * an MPI without it gets the nonblocking calls instead, and so do buffers
- * under 1 MiB (worker_min_bytes). */
+ * under 1 MiB (worker_min_bytes).  all_reduce and broadcast between ranks
+ * of one node take neither: they run through a shared window (shm.c),
+ * advanced by the core's tests. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +28,7 @@
 typedef struct comm {
     MPI_Comm data, control;
     int rank;
+    wmpi__shm *shm; /* NULL: the ranks do not share a node (or one rank) */
 } comm;
 
 typedef struct request {
@@ -34,6 +37,7 @@ typedef struct request {
     int64_t expected; /* a receive's element count */
     MPI_Datatype type;
     int peer;
+    wmpi__shm_op *shm_op; /* carried by the shared window */
     /* a collective for the worker thread: its arguments, and its state */
     int on_worker;
     comm *comm;
@@ -92,6 +96,7 @@ static int comm_wrap(void **out, MPI_Comm base, int dup)
     MPI_Comm_set_errhandler(c->data, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(c->control, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->data, &c->rank);
+    wmpi__shm_open(&c->shm, c->data);
     *out = c;
     return 0;
 }
@@ -153,6 +158,7 @@ static int backend_group_create(void **out, void *parent, const int *ranks, int 
 static void backend_group_destroy(void *handle)
 {
     comm *c = handle;
+    wmpi__shm_close(c->shm);
     MPI_Comm_free(&c->control);
     MPI_Comm_free(&c->data);
     free(c);
@@ -310,6 +316,14 @@ static int backend_start(void **out, void *handle, const weft_dist_request_desc 
     r->expected = d->count;
     r->peer = d->root;
     int rc;
+    if (wmpi__shm_takes(c->shm, d)) {
+        if ((rc = wmpi__shm_start(&r->shm_op, c->shm, d)) < 0) {
+            free(r);
+            return rc;
+        }
+        *out = r;
+        return 0;
+    }
     if (d->kind == WEFT_DIST_SEND || d->kind == WEFT_DIST_RECV) {
         MPI_Comm chan = d->control ? c->control : c->data;
         rc = d->kind == WEFT_DIST_SEND
@@ -342,6 +356,12 @@ static int backend_start(void **out, void *handle, const weft_dist_request_desc 
 static int backend_test(void *handle)
 {
     request *r = handle;
+    if (r->shm_op) {
+        int rc = wmpi__shm_test(r->shm_op);
+        if (rc != 0)
+            free(r);
+        return rc;
+    }
     if (r->on_worker) {
         if (atomic_load(&r->state) != DONE)
             return 0;
@@ -386,6 +406,11 @@ static int backend_test(void *handle)
 static void backend_abandon(void *handle)
 {
     request *r = handle;
+    if (r->shm_op) {
+        wmpi__shm_abandon(r->shm_op);
+        free(r);
+        return;
+    }
     if (r->on_worker) {
         /* still queued: take it out; inside MPI: the worker frees it if
          * that call ever returns */

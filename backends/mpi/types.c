@@ -1,8 +1,12 @@
-/* backends/mpi/types.c — weft dtypes and reductions as MPI sees them.
- * MPI's own types and operations cover every dtype but float16 and
- * bfloat16; for those two, one reduction body per operation is
- * instantiated for each format through a table, computing in float32 and
- * rounding back once per element, as torch's CPU kernels do. */
+/* backends/mpi/types.c — weft dtypes and reductions as MPI sees them, and
+ * as the shared-memory path (shm.c) computes them itself.  MPI's own types
+ * and operations cover every dtype but float16 and bfloat16; for those
+ * two, one reduction body per operation is instantiated for each format
+ * through a table, computing in float32 and rounding back once per
+ * element, as torch's CPU kernels do.  The shared-memory path's kernels
+ * (out = a op b over n elements) are one body per operation too,
+ * instantiated per dtype into one table, with the same results as MPI's
+ * operations (integers wrap, bool is logical, NaN propagates). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -77,23 +81,75 @@ static float op_max(float a, float b) { return isnan(a) || a > b ? a : b; }
 static float op_min(float a, float b) { return isnan(a) || a < b ? a : b; }
 static float op_prod(float a, float b) { return a * b; }
 
-/* inout[i] = in[i] (op) inout[i], in the 16-bit format FMT */
-#define HALF_REDUCTION(FMT, OP)                                                             \
-    static void reduce_##FMT##_##OP(void *in, void *inout, int *len, MPI_Datatype *type)  \
-    {                                                                                       \
-        const uint16_t *a = in;                                                             \
-        uint16_t *b = inout;                                                                \
-        for (int i = 0; i < *len; i++)                                                      \
-            b[i] = float_to_##FMT(op_##OP(FMT##_to_float(a[i]), FMT##_to_float(b[i])));     \
+/* The shared-memory path's kernels.  out may alias a or b (a rank reduces
+ * in place into its own slot).  Integers compute in an unsigned type of at
+ * least int's width, so that overflow wraps as MPI's does instead of being
+ * undefined; the loops are plain so that the compiler vectorises them. */
+#define ELEMENTWISE(NAME, T, EXPR)                                             \
+    static void NAME(void *out_, const void *a_, const void *b_, int64_t n)    \
+    {                                                                          \
+        T *out = out_;                                                         \
+        const T *a = a_, *b = b_;                                              \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            T x = a[i], y = b[i];                                              \
+            out[i] = EXPR;                                                     \
+        }                                                                      \
     }
-HALF_REDUCTION(f16, sum)
-HALF_REDUCTION(f16, max)
-HALF_REDUCTION(f16, min)
-HALF_REDUCTION(f16, prod)
-HALF_REDUCTION(bf16, sum)
-HALF_REDUCTION(bf16, max)
-HALF_REDUCTION(bf16, min)
-HALF_REDUCTION(bf16, prod)
+/* x != x: NaN wins, as in op_max/op_min above */
+#define PLAIN_KERNELS(TAG, T, U)                                               \
+    ELEMENTWISE(sum_##TAG, T, (T)((U)x + (U)y))                                \
+    ELEMENTWISE(prod_##TAG, T, (T)((U)x * (U)y))                               \
+    ELEMENTWISE(max_##TAG, T, (x != x || x > y) ? x : y)                       \
+    ELEMENTWISE(min_##TAG, T, (x != x || x < y) ? x : y)
+PLAIN_KERNELS(u8, uint8_t, uint32_t)
+PLAIN_KERNELS(i8, int8_t, uint32_t)
+PLAIN_KERNELS(i16, int16_t, uint32_t)
+PLAIN_KERNELS(i32, int32_t, uint32_t)
+PLAIN_KERNELS(i64, int64_t, uint64_t)
+PLAIN_KERNELS(f32, float, float)
+PLAIN_KERNELS(f64, double, double)
+/* float16 and bfloat16: in float32, rounded back once */
+#define HALF_KERNEL(FMT, OP) \
+    ELEMENTWISE(OP##_##FMT, uint16_t, float_to_##FMT(op_##OP(FMT##_to_float(x), FMT##_to_float(y))))
+#define HALF_KERNELS(FMT) \
+    HALF_KERNEL(FMT, sum) HALF_KERNEL(FMT, max) HALF_KERNEL(FMT, min) HALF_KERNEL(FMT, prod)
+HALF_KERNELS(f16)
+HALF_KERNELS(bf16)
+/* bool: sum and max are any, prod and min all (MPI_LOR, MPI_LAND) */
+ELEMENTWISE(any_bool, uint8_t, (uint8_t)((x | y) != 0))
+ELEMENTWISE(all_bool, uint8_t, (uint8_t)(x != 0 && y != 0))
+/* complex: the product by the formula (MPI's, without C99 Annex G's
+ * NaN recovery), the sum as the real kernel over twice the elements */
+#define COMPLEX_KERNELS(TAG, T, REAL)                                                 \
+    static void prod_##TAG(void *out_, const void *a_, const void *b_, int64_t n) \
+    {                                                                          \
+        T *out = out_;                                                         \
+        const T *a = a_, *b = b_;                                              \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            T re = a[2 * i] * b[2 * i] - a[2 * i + 1] * b[2 * i + 1];          \
+            T im = a[2 * i] * b[2 * i + 1] + a[2 * i + 1] * b[2 * i];          \
+            out[2 * i] = re;                                                   \
+            out[2 * i + 1] = im;                                               \
+        }                                                                      \
+    }                                                                          \
+    static void sum_##TAG(void *out, const void *a, const void *b, int64_t n)  \
+    {                                                                          \
+        sum_##REAL(out, a, b, 2 * n);                                          \
+    }
+COMPLEX_KERNELS(c64, float, f32)
+COMPLEX_KERNELS(c128, double, f64)
+
+/* MPI's user reductions for float16 and bfloat16 are the same kernels:
+ * inout[i] = in[i] (op) inout[i] */
+#define HALF_REDUCTION(FMT, OP)                                                            \
+    static void reduce_##FMT##_##OP(void *in, void *inout, int *len, MPI_Datatype *type) \
+    {                                                                                      \
+        OP##_##FMT(inout, in, inout, *len);                                                \
+    }
+#define HALF_REDUCTIONS(FMT) \
+    HALF_REDUCTION(FMT, sum) HALF_REDUCTION(FMT, max) HALF_REDUCTION(FMT, min) HALF_REDUCTION(FMT, prod)
+HALF_REDUCTIONS(f16)
+HALF_REDUCTIONS(bf16)
 
 static MPI_User_function *const half_functions[2][4] = {
     {reduce_f16_sum, reduce_f16_max, reduce_f16_min, reduce_f16_prod},
@@ -127,6 +183,37 @@ void wmpi__half_fini(void)
     half_type = bf16_type = MPI_DATATYPE_NULL;
 }
 
+/* [dtype][sum, max, min, prod]; NULL: not reduced here (complex max/min) */
+static wmpi__kernel *const kernels[WEFT_NUM_DTYPES][4] = {
+    [WEFT_BOOL] = {any_bool, any_bool, all_bool, all_bool},
+    [WEFT_UINT8] = {sum_u8, max_u8, min_u8, prod_u8},
+    [WEFT_INT8] = {sum_i8, max_i8, min_i8, prod_i8},
+    [WEFT_INT16] = {sum_i16, max_i16, min_i16, prod_i16},
+    [WEFT_INT32] = {sum_i32, max_i32, min_i32, prod_i32},
+    [WEFT_INT64] = {sum_i64, max_i64, min_i64, prod_i64},
+    [WEFT_FLOAT16] = {sum_f16, max_f16, min_f16, prod_f16},
+    [WEFT_BFLOAT16] = {sum_bf16, max_bf16, min_bf16, prod_bf16},
+    [WEFT_FLOAT32] = {sum_f32, max_f32, min_f32, prod_f32},
+    [WEFT_FLOAT64] = {sum_f64, max_f64, min_f64, prod_f64},
+    [WEFT_COMPLEX64] = {sum_c64, NULL, NULL, prod_c64},
+    [WEFT_COMPLEX128] = {sum_c128, NULL, NULL, prod_c128},
+};
+
+/* sum, max, min, prod as the rows above (and half_ops) index them */
+static int op_slot(int op)
+{
+    return op == WEFT_REDUCE_SUM ? 0 : op == WEFT_REDUCE_MAX ? 1 : op == WEFT_REDUCE_MIN ? 2
+         : op == WEFT_REDUCE_PROD ? 3 : -1;
+}
+
+wmpi__kernel *wmpi__kernel_of(int op, int dtype)
+{
+    int slot = op_slot(op);
+    if (slot < 0 || dtype < 0 || dtype >= WEFT_NUM_DTYPES)
+        return NULL;
+    return kernels[dtype][slot];
+}
+
 MPI_Datatype wmpi__datatype(int dtype)
 {
     switch (dtype) {
@@ -148,9 +235,7 @@ MPI_Datatype wmpi__datatype(int dtype)
 
 MPI_Op wmpi__op(int op, int dtype)
 {
-    /* index into half_ops' rows */
-    int slot = op == WEFT_REDUCE_SUM ? 0 : op == WEFT_REDUCE_MAX ? 1 : op == WEFT_REDUCE_MIN ? 2
-             : op == WEFT_REDUCE_PROD ? 3 : -1;
+    int slot = op_slot(op);
     if (slot < 0)
         return MPI_OP_NULL;
     if (dtype == WEFT_FLOAT16 || dtype == WEFT_BFLOAT16)
