@@ -534,11 +534,27 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
         const int64_t *ix = weft_tensor_data_ptr(p->indices);
         const char *vals = weft_tensor_data_ptr(p->values);
         char *dst = weft_tensor_data_ptr(self);
+        const int64_t *sizes = weft_tensor_sizes(self);
+        const size_t row_bytes = (size_t)inner * es;
+        /* the rows an embedding's gradient touches are scattered over a
+         * parameter far larger than the caches: each entry's row is
+         * fetched from memory, so the rows AHEAD entries on are asked for
+         * while this one is added (the step's update ran at one miss per
+         * entry, 31 of its 51 ms, before) */
+        enum { AHEAD = 8 };
         for (int64_t e = 0; e < p->nnz; e++) {
+            if (e + AHEAD < p->nnz) {
+                int64_t next = 0;
+                for (int d = 0; d < p->sparse_dim; d++)
+                    next = next * sizes[d] + ix[d * p->nnz + e + AHEAD];
+                const char *row = dst + (size_t)next * row_bytes;
+                for (size_t b = 0; b < row_bytes; b += 64)
+                    __builtin_prefetch(row + b, 1);
+            }
             int64_t lin = 0;
             for (int d = 0; d < p->sparse_dim; d++)
-                lin = lin * weft_tensor_size(self, d) + ix[d * p->nnz + e];
-            k->axpy(inner, alpha, vals + (size_t)(e * inner) * es, dst + (size_t)(lin * inner) * es);
+                lin = lin * sizes[d] + ix[d * p->nnz + e];
+            k->axpy(inner, alpha, vals + (size_t)e * row_bytes, dst + (size_t)lin * row_bytes);
         }
     } else if (p->sparse_dim == 1) {
         weft_tensor *row = NULL;
