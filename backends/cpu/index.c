@@ -54,21 +54,40 @@ static int copy_of(const weft_tensor *t, weft_tensor **out)
  * embedding looks up lie anywhere in a table far larger than the caches:
  * each is a miss, so the row AHEAD lookups on is asked for while this one
  * is copied (a 4096 x 20 lookup in a 1M x 64 table: 14-25 ms -> 7-11 ms,
- * bench/sparse-python.py's embedding step). */
+ * bench/sparse-python.py's embedding step), and large gathers are split
+ * over the pool (the misses of two threads overlap). */
+typedef struct take_job {
+    char *dst;
+    const char *src;
+    int64_t src_len, n;
+    const int64_t *idx;
+    size_t row_bytes;
+} take_job;
+
+static void take_range(int64_t begin, int64_t end, void *ctx)
+{
+    const take_job *t = ctx;
+    enum { AHEAD = 8 };
+    for (int64_t r = begin; r < end; r++) { /* r = o * n + j */
+        int64_t o = r / t->n, j = r % t->n;
+        if (j + AHEAD < t->n && t->row_bytes <= 1024) {
+            const char *row = t->src + (o * t->src_len + t->idx[j + AHEAD]) * (int64_t)t->row_bytes;
+            for (size_t b = 0; b < t->row_bytes; b += 64)
+                __builtin_prefetch(row + b, 0);
+        }
+        memcpy(t->dst + r * (int64_t)t->row_bytes,
+               t->src + (o * t->src_len + t->idx[j]) * (int64_t)t->row_bytes, t->row_bytes);
+    }
+}
+
 static void take_rows(char *dst, const char *src, int64_t outer, int64_t src_len,
                       const int64_t *idx, int64_t n, size_t row_bytes)
 {
-    enum { AHEAD = 8 };
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < n; j++) {
-            if (j + AHEAD < n && row_bytes <= 1024) {
-                const char *row = src + (o * src_len + idx[j + AHEAD]) * (int64_t)row_bytes;
-                for (size_t b = 0; b < row_bytes; b += 64)
-                    __builtin_prefetch(row + b, 0);
-            }
-            memcpy(dst + (o * n + j) * (int64_t)row_bytes,
-                   src + (o * src_len + idx[j]) * (int64_t)row_bytes, row_bytes);
-        }
+    take_job t = {dst, src, src_len, n, idx, row_bytes};
+    /* rows of at least 64 KiB per piece: below that a wake-up costs more */
+    int64_t grain = (int64_t)(65536 / (row_bytes ? row_bytes : 1)) + 1;
+    if (n > 0)
+        cpu__parallel_for(0, outer * n, grain, take_range, &t);
 }
 
 /* ------------------------------------------------------------ index_select */
