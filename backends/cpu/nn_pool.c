@@ -372,17 +372,19 @@ static int pool_kernel(weft_call *call, void *ctx)
         cpu__parallel_for(0, g.planes, grain_of(&g), forward_loops[dt], &j);
     }
     weft_tensor_release(x);
-    if (rc == 0 && (rc = cpu__set_result(call, 0, y, weft_tensor_dtype(self))) == 0 && ind) {
+    if (rc == 0) {
+        /* cpu__set_result takes y, whether it succeeds or not (a failed
+         * conversion to a float16 self's dtype released it: releasing it
+         * here again was a use after free the fuzzer found) */
+        rc = cpu__set_result(call, 0, y, weft_tensor_dtype(self));
+        y = NULL;
+    }
+    if (rc == 0 && ind) {
         call->rets[1].tag = WEFT_VALUE_TENSOR;
         call->rets[1].u.tensor = ind;
         return 0;
     }
-    if (rc < 0 && call->rets[0].tag == WEFT_VALUE_TENSOR) {
-        weft_tensor_release(call->rets[0].u.tensor);
-        call->rets[0].u.tensor = NULL;
-    } else if (rc < 0) {
-        weft_tensor_release(y);
-    }
+    weft_tensor_release(y);
     weft_tensor_release(ind);
     return rc;
 }
