@@ -207,6 +207,23 @@ static int new_state(weft_tensor **out, const weft_tensor *like, const weft_tens
     return rc;
 }
 
+/* Adam's and AdamW's exp_avg and exp_avg_sq, zeros, made at the
+ * parameter's first step (both or neither: on an error the next step
+ * starts afresh). */
+static int adam_state(param_state *s)
+{
+    if (s->first)
+        return 0;
+    int rc = new_state(&s->first, s->param, NULL);
+    if (rc == 0)
+        rc = new_state(&s->second, s->param, NULL);
+    if (rc < 0) {
+        weft_tensor_release(s->first);
+        s->first = NULL;
+    }
+    return rc;
+}
+
 /* torch.optim.SGD's _single_tensor_sgd for one parameter. */
 static int sgd_update(const weft_optim_group *opt, param_state *s, weft_tensor *grad)
 {
@@ -246,16 +263,8 @@ static int adam_update(const weft_optim_group *opt, bool decoupled, param_state 
 {
     weft_tensor *g = NULL, *denom = NULL;
     int rc = 0;
-    if (!s->first) {
-        rc = new_state(&s->first, s->param, NULL);
-        if (rc == 0)
-            rc = new_state(&s->second, s->param, NULL);
-        if (rc < 0) { /* all or nothing: the next step starts afresh */
-            weft_tensor_release(s->first);
-            s->first = NULL;
-            return rc;
-        }
-    }
+    if ((rc = adam_state(s)) < 0)
+        return rc;
     s->step++;
     if (opt->weight_decay != 0 && decoupled)
         rc = weft_mul_scalar_(s->param, 1.0 - opt->lr * opt->weight_decay);
@@ -327,16 +336,8 @@ static int fused_update(const weft_optimizer *opt, const weft_optim_group *h, pa
         }
         return rc;
     }
-    if (!s->first) {
-        rc = new_state(&s->first, s->param, NULL);
-        if (rc == 0)
-            rc = new_state(&s->second, s->param, NULL);
-        if (rc < 0) {
-            weft_tensor_release(s->first);
-            s->first = NULL;
-            return rc;
-        }
-    }
+    if ((rc = adam_state(s)) < 0)
+        return rc;
     rc = weft__fused_adam_(s->param, grad, s->first, s->second, NULL, h->lr, h->beta1, h->beta2,
                            h->eps, h->weight_decay, s->step + 1, opt->kind == OPTIM_ADAMW, false);
     if (rc == 0)

@@ -339,8 +339,6 @@ void cpu__gemm_library_fini(void);
  * for an unknown WEFT_CPU_GEMM, WEFT_ENOTSUP when onednn was asked for and
  * cannot be opened. */
 int cpu__gemm_library_ready(const char *op);
-/* The library float32 products use (OPENBLAS or ONEDNN), resolved. */
-cpu_gemm_library cpu__gemm_library(void);
 /* One product on the calling thread, through the chosen library (float64
  * always OpenBLAS); only after cpu__gemm_library_ready succeeded. */
 void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,

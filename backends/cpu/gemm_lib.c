@@ -112,12 +112,6 @@ int cpu__gemm_library_ready(const char *op)
     return 0;
 }
 
-cpu_gemm_library cpu__gemm_library(void)
-{
-    pthread_once(&lib.once, open_onednn);
-    return lib.active;
-}
-
 void cpu__gemm_library_fini(void)
 {
     /* the plugin's fini joins the pool first: nobody is inside oneDNN */
