@@ -706,8 +706,8 @@ static void test_inplace(void)
 }
 
 /* the C library's SGD applies a sparse gradient through add_: the rows the
- * gradient holds move, the others stay; momentum needs whole-tensor
- * operators a sparse buffer does not have, and says so */
+ * gradient holds move, the others stay; momentum keeps a sparse buffer
+ * (torch 1.13's rule); weight_decay and Adam are refused by name */
 static void test_c_sgd(void)
 {
     weft_tensor *P = randn(6, 2, WEFT_FLOAT32), *P0 = NULL, *G = NULL, *want = NULL;
@@ -726,11 +726,37 @@ static void test_c_sgd(void)
     is_double(maxdiff(P, want), 0, 1e-6, "P - lr * grad, rows 1 and 4 (twice) only");
     weft_optimizer_destroy(opt);
     opt = NULL;
-    weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, 0, 0, false);
+    /* momentum as torch 1.13: a sparse buffer, buf = g, then
+     * 0.9 buf + (1 - 0.1) g = 1.8 g; two steps move P by 0.5 (g + 1.8 g) */
+    struct {
+        double dampening;
+        bool nesterov;
+        double moved; /* the two steps' total, in units of lr * g */
+        const char *what;
+    } cases[] = {{0.1, false, 1.0 + 1.8, "momentum 0.9, dampening 0.1"},
+                 /* nesterov: d = g + 0.9 buf: 1.9 g, then buf = 1.9 g, 2.71 g */
+                 {0, true, 1.9 + 2.71, "nesterov momentum 0.9"}};
+    for (int c = 0; c < 2; c++) {
+        weft_tensor *start = NULL, *w = NULL;
+        weft_clone(&start, P);
+        opt = NULL;
+        is_int(weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, cases[c].dampening, 0, cases[c].nesterov),
+               0, "C SGD with %s", cases[c].what);
+        is_int(weft_optimizer_step(opt), 0, "step 1 with a sparse gradient");
+        is_int(weft_optimizer_step(opt), 0, "step 2 (the buffer is sparse and coalesced)");
+        weft_add_ex(&w, start, gd, -0.5 * cases[c].moved);
+        is_double(maxdiff(P, w), 0, 1e-5, "P moved by lr * %.2f g, rows 1 and 4 only",
+                  cases[c].moved);
+        weft_optimizer_destroy(opt);
+        weft_tensor_release(start);
+        weft_tensor_release(w);
+    }
+    opt = NULL;
+    weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, 0, 0.01, false);
     int rc = weft_optimizer_step(opt);
-    ok(rc < 0, "momentum with a sparse gradient is refused (%d)", rc);
+    ok(rc < 0, "weight_decay with a sparse gradient is refused, as torch's (%d)", rc);
     like(weft_last_error(), "sparse_coo", "naming the layout");
-    like(weft_last_error(), "without momentum", "and the option");
+    like(weft_last_error(), "without weight_decay", "and the option");
     weft_optimizer_destroy(opt);
     opt = NULL;
     weft_tensor *P1 = NULL;

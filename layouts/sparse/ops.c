@@ -766,6 +766,8 @@ static int sum_kernel(weft_call *call, void *ctx)
      * dim stays as a sparse dim of size 1 (every index 0), a summed dense
      * dim as a values dim of size 1; all sparse dims summed give a strided
      * result, as without keepdim, shaped with the ones */
+    if (sp__needs_grad(call))
+        return sp__sum_autograd(call);
     bool keepdim = weft_arg_bool(call, 2);
     weft_dtype dt = weft_arg_is_none(call, 3) ? weft_tensor_dtype(t) : call->args[3].u.dtype;
     int ndim = weft_tensor_ndim(t);
@@ -1024,6 +1026,8 @@ static int fill_kernel(weft_call *call, void *ctx)
 static int cat_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__needs_grad(call))
+        return sp__cat_autograd(call);
     int n;
     weft_tensor *const *ts = weft_arg_tensors(call, 0, &n);
     int64_t dim = weft_arg_int(call, 1);
