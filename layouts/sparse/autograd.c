@@ -104,6 +104,16 @@ static int values_autograd(weft_call *call, void *ctx)
 
 /* ------------------------------------------------- to_dense, sparse_mask */
 
+/* The backward passes here record nothing themselves: under create_graph
+ * they refuse rather than drop the second derivative. */
+static int no_double_backward(const weft_tensor *g, const char *op)
+{
+    if (weft_is_grad_enabled() && weft_tensor_requires_grad(g))
+        return weft_set_error(WEFT_ENOTSUP, "%s: no double backward of a sparse input "
+                                            "(create_graph): run backward without it", op);
+    return 0;
+}
+
 /* to_dense of a sparse CPU tensor: the gradient is the incoming one read
  * at the input's entries, grad.sparse_mask(input) as torch's (which
  * coalesces the input first, as sparse_mask does): it keeps the input's
@@ -125,11 +135,10 @@ static int to_dense_backward(weft_function_ctx *ctx, weft_tensor *const *gout, i
     (void)nin;
     if (!gout[0])
         return 0;
-    if (weft_is_grad_enabled() && weft_tensor_requires_grad(gout[0]))
-        return weft_set_error(WEFT_ENOTSUP, "to_dense: no double backward of a sparse input "
-                                            "(create_graph): run backward without it");
+    int rc = no_double_backward(gout[0], "to_dense");
     weft_tensor *self = NULL, *g = NULL;
-    int rc = weft_function_saved(&self, ctx, 0);
+    if (rc == 0)
+        rc = weft_function_saved(&self, ctx, 0);
     if (rc == 0)
         rc = weft_to_strided(&g, gout[0]);
     if (rc == 0)
@@ -696,12 +705,12 @@ static int unary_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int 
     (void)nin;
     if (!gout[0])
         return 0;
-    if (weft_is_grad_enabled() && weft_tensor_requires_grad(gout[0]))
-        return weft_set_error(WEFT_ENOTSUP, "no double backward through sparse reshaping "
-                                            "(create_graph): run backward without it");
+    int rc = no_double_backward(gout[0], "sparse reshaping");
+    if (rc < 0)
+        return rc;
     const unary *u = weft_function_user(ctx);
     weft_tensor *self = NULL, *g = gout[0], *coo = NULL, *d = NULL;
-    int rc = weft_function_saved(&self, ctx, 0);
+    rc = weft_function_saved(&self, ctx, 0);
     if (rc < 0)
         return rc;
     switch (u->kind) {
@@ -794,14 +803,6 @@ int sp__index_select_autograd(weft_call *call)
 }
 
 /* ------------------------------------------------------------ sum, cat */
-
-static int no_double_backward(const weft_tensor *g, const char *op)
-{
-    if (weft_is_grad_enabled() && weft_tensor_requires_grad(g))
-        return weft_set_error(WEFT_ENOTSUP, "%s: no double backward of a sparse input "
-                                            "(create_graph): run backward without it", op);
-    return 0;
-}
 
 typedef struct sum_fn {
     weft_call *call; /* first (rerun_forward); forward only */
