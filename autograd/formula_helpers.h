@@ -24,7 +24,7 @@ struct formula {
     record_fn record;
     uint8_t diff;         /* the differentiable tensor arguments, by argument index */
     bool needs_old_self;  /* in-place forms whose formula reads self's old value */
-    /* products (mm, mv, addmm): with a differentiable operand of a plugin
+    /* products (mm, mv, addmm) and sum: with a differentiable operand of a plugin
      * layout that requires grad, the layout's kernel records the node, as
      * the formula here would give that operand a dense gradient (a sparse
      * one keeps its pattern, as torch.sparse.mm's) and transpose it, which
@@ -35,6 +35,12 @@ struct formula {
 /* The Autograd kernel of every formula (ctx: its formula): runs the
  * operator below the Autograd key, then records the node (autograd/formulas.c). */
 int wa__autograd_kernel(weft_call *call, void *ctx);
+/* A formula's call (f->layout_records) or cat's with an operand of a
+ * plugin layout that requires grad: the layout's kernel runs with grad
+ * mode on and records its own node (a custom function).  A layout that
+ * records none would drop the gradient silently: refused, naming it
+ * (autograd/formulas.c). */
+int wa__layout_records_call(weft_call *call, const weft_tensor *operand);
 /* Runs the operator below the Autograd key: nested operator calls inside
  * the kernels see the key excluded, as with grad mode off
  * (autograd/formulas.c). */

@@ -881,7 +881,7 @@ static const formula formulas[] = {
     {"gelu_out", "GeluBackward", gelu_backward, record_gelu, 0x2, false},
     {"pow_scalar", "PowBackward", pow_scalar_backward, record_input, SELF, false},
     {"pow_scalar_", "PowBackward", pow_scalar_backward, record_input, SELF, true},
-    {"sum", "SumBackward", sum_backward, record_reduction, SELF, false},
+    {"sum", "SumBackward", sum_backward, record_reduction, SELF, false, true},
     {"sum_out", "SumBackward", sum_backward, record_reduction, 0x2, false},
     {"mean", "MeanBackward", mean_backward, record_reduction, SELF, false},
     {"mean_out", "MeanBackward", mean_backward, record_reduction, 0x2, false},
@@ -924,10 +924,7 @@ static const weft_tensor *layout_operand(const weft_call *call, const formula *f
     return NULL;
 }
 
-/* f->layout_records with such an operand: the layout's kernel runs with
- * grad mode on and records its own node (a custom function).  A layout
- * that records none would drop the gradient silently: refused, naming it. */
-static int layout_records_call(weft_call *call, const weft_tensor *operand)
+int wa__layout_records_call(weft_call *call, const weft_tensor *operand)
 {
     int rc = weft_redispatch(call, WF_AUTOGRAD_KEYS);
     if (rc < 0)
@@ -954,7 +951,7 @@ int wa__autograd_kernel(weft_call *call, void *ctx)
             need |= wa__requires_grad(call->args[i].u.tensor);
     const weft_tensor *operand = need && f->layout_records ? layout_operand(call, f) : NULL;
     if (operand && !s->mutating)
-        return layout_records_call(call, operand);
+        return wa__layout_records_call(call, operand);
     bool self_tracked = self && wa__requires_grad(self);
     if (is_out_form(call->op) && (need || self_tracked))
         return wf__errorf(WEFT_EINVAL,

@@ -518,6 +518,11 @@ static int list_autograd_kernel(weft_call *call, void *ctx)
     bool need = false;
     for (int k = 0; k < count; k++)
         need |= wa__requires_grad(ts[k]);
+    /* a sparse gradient cannot be narrowed here: the layout's cat records
+     * its own node, as the products do (stack has no layout kernels) */
+    for (int k = 0; need && !stack && k < count; k++)
+        if (ts[k] && ts[k]->layout != WEFT_LAYOUT_STRIDED && wa__requires_grad(ts[k]))
+            return wa__layout_records_call(call, ts[k]);
     int rc = wa__autograd_call_below(call);
     if (rc < 0 || !need)
         return rc;

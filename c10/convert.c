@@ -176,6 +176,15 @@ typedef struct bytes16 {
             memcpy(d, s, (size_t)n * sizeof(type));                                        \
             return;                                                                        \
         }                                                                                  \
+        if (ds == (int64_t)sizeof(type) && ss == 0) {                                      \
+            /* a broadcast source (an expanded gradient made contiguous): one             \
+             * value stored n times, a loop the compiler vectorises */                     \
+            type v;                                                                        \
+            memcpy(&v, s, sizeof v);                                                       \
+            for (int64_t i = 0; i < n; i++)                                                \
+                memcpy(d + i * (int64_t)sizeof(type), &v, sizeof(type));                   \
+            return;                                                                        \
+        }                                                                                  \
         for (int64_t i = 0; i < n; i++)                                                    \
             memcpy(d + i * ds, s + i * ss, sizeof(type));                                  \
     }

@@ -225,6 +225,51 @@ static int adam_state(param_state *s)
 }
 
 /* torch.optim.SGD's _single_tensor_sgd for one parameter. */
+/* t through its layout's coalesce operator (a plugin operator, found by
+ * name: the core knows no sparse layout) */
+static int coalesce_of(weft_tensor **out, const weft_tensor *t)
+{
+    const weft_op *op = NULL;
+    weft_value arg = {.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}, ret = {0};
+    int rc = weft_op_find(&op, "coalesce");
+    if (rc < 0)
+        return weft_set_error(rc, "SGD: momentum on a '%s' gradient needs its layout's coalesce "
+                                  "operator, which is not loaded",
+                              weft_layout_name(weft_tensor_layout(t)));
+    rc = weft_call_boxed(op, &arg, 1, &ret, 1);
+    *out = rc == 0 ? ret.u.tensor : NULL;
+    return rc;
+}
+
+/* torch 1.13's SGD momentum on a sparse gradient d: the buffer is sparse
+ * too, a copy of the first gradient, then momentum * buf + (1 - dampening)
+ * * d, so only the rows gradients have touched are ever written; it is
+ * coalesced each step so that it holds one entry per row seen instead of
+ * growing by the gradient's entries every step.  A buffer made dense by
+ * an earlier dense gradient stays dense (updated in place). */
+static int sparse_momentum(const weft_optim_group *opt, param_state *s, const weft_tensor *d)
+{
+    weft_tensor *scaled = NULL, *sum = NULL, *buf = NULL;
+    int rc;
+    if (s->first && weft_tensor_layout(s->first) == WEFT_LAYOUT_STRIDED) {
+        rc = weft_mul_scalar_(s->first, opt->momentum);
+        return rc < 0 ? rc : weft_add_ex_(s->first, d, 1.0 - opt->dampening);
+    }
+    if (!s->first) /* a new tensor (the gradient itself may be emptied by zero_grad) */
+        rc = weft_mul_scalar(&sum, d, 1.0);
+    else if ((rc = weft_mul_scalar(&scaled, s->first, opt->momentum)) == 0)
+        rc = weft_add_ex(&sum, scaled, d, 1.0 - opt->dampening);
+    if (rc == 0)
+        rc = coalesce_of(&buf, sum);
+    if (rc == 0) {
+        weft_tensor_release(s->first);
+        s->first = buf;
+    }
+    weft_tensor_release(scaled);
+    weft_tensor_release(sum);
+    return rc;
+}
+
 static int sgd_update(const weft_optim_group *opt, param_state *s, weft_tensor *grad)
 {
     weft_tensor *d = NULL, *nesterov = NULL;
@@ -234,7 +279,9 @@ static int sgd_update(const weft_optim_group *opt, param_state *s, weft_tensor *
     else
         d = weft_tensor_retain(grad);
     if (rc == 0 && opt->momentum != 0) {
-        if (!s->first) {
+        if (weft_tensor_layout(d) != WEFT_LAYOUT_STRIDED) {
+            rc = sparse_momentum(opt, s, d);
+        } else if (!s->first) {
             rc = new_state(&s->first, d, d);
         } else if (opt->dampening == 0) {
             /* buf = momentum * buf + d in one pass over buf instead of two:
@@ -345,10 +392,12 @@ static int fused_update(const weft_optimizer *opt, const weft_optim_group *h, pa
     return rc;
 }
 
-/* A gradient of a plugin layout (sparse) is applied row-wise by plain SGD
- * (p.add_ of it touches its rows only); every other update here keeps dense
- * state that it would write whole, materialising the parameter's size the
- * sparse gradient exists to avoid: refused, naming the option. */
+/* A gradient of a plugin layout (sparse) is applied row-wise by SGD (p.add_
+ * of it touches its rows only; momentum keeps a sparse buffer, as torch
+ * 1.13); Adam's dense moments would be written whole, materialising the
+ * parameter's size the sparse gradient exists to avoid, and weight_decay
+ * would add the whole parameter to the gradient (torch refuses both):
+ * refused, naming the option. */
 static int sparse_grad_check(const weft_optimizer *opt, const weft_optim_group *h, int i,
                              const weft_tensor *grad)
 {
@@ -361,13 +410,11 @@ static int sparse_grad_check(const weft_optimizer *opt, const weft_optim_group *
                               "%s does not take (its moments are dense); use SGD, or the "
                               "row-wise SparseAdam/Adagrad of weft.optim",
                               i, layout, opt->kind == OPTIM_ADAMW ? "AdamW" : "Adam");
-    if (h->momentum != 0 || h->weight_decay != 0)
+    if (h->weight_decay != 0)
         return weft_set_error(WEFT_ENOTSUP,
                               "weft_optimizer_step: parameter %d has a '%s' gradient: SGD takes "
-                              "it without %s only (here %g); weft.optim.SGD applies momentum "
-                              "on sparse gradients",
-                              i, layout, h->momentum != 0 ? "momentum" : "weight_decay",
-                              h->momentum != 0 ? h->momentum : h->weight_decay);
+                              "it without weight_decay only (here %g), as torch's SGD",
+                              i, layout, h->weight_decay);
     return 0;
 }
 

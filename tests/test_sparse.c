@@ -692,6 +692,23 @@ static void test_inplace(void)
     weft_tensor_release(qwant);
     weft_tensor_release(Qt);
     weft_tensor_release(Q);
+    /* a scatter far larger than the prefetch distance, every row 8 times
+     * (the rows a few entries ahead are prefetched) */
+    enum { BIG_ROWS = 5000, BIG_NNZ = 40000, WIDTH = 8 };
+    int64_t *bi = malloc(BIG_NNZ * sizeof *bi);
+    for (int64_t e = 0; e < BIG_NNZ; e++)
+        bi[e] = (e * 7919) % BIG_ROWS;
+    weft_tensor *BI = i64(bi, 1, BIG_NNZ), *BV = randn(BIG_NNZ, WIDTH, WEFT_FLOAT32), *BS = NULL,
+                *BT = randn(BIG_ROWS, WIDTH, WEFT_FLOAT32), *bwant = NULL, *bd = NULL;
+    free(bi);
+    coo(&BS, BI, BV, (int64_t[]){BIG_ROWS, WIDTH}, 2, true);
+    bd = dense(BS);
+    weft_add_ex(&bwant, BT, bd, -0.25);
+    is_int(weft_add_ex_(BT, BS, -0.25), 0, "a 1.3 MB scatter with repeated rows");
+    is_double(maxdiff(BT, bwant), 0, 1e-5, "matches the dense sum");
+    weft_tensor *big[] = {BI, BV, BS, BT, bwant, bd};
+    for (size_t i = 0; i < sizeof big / sizeof *big; i++)
+        weft_tensor_release(big[i]);
     is_int(weft_add_(S1, P), WEFT_ENOTSUP, "sparse.add_ refused");
     like(weft_last_error(), "add_: takes a strided self and a sparse other", "naming the layouts");
     is_int(weft_fill_(S1, 0.0), 0, "fill_(sparse, 0)");
@@ -706,8 +723,8 @@ static void test_inplace(void)
 }
 
 /* the C library's SGD applies a sparse gradient through add_: the rows the
- * gradient holds move, the others stay; momentum needs whole-tensor
- * operators a sparse buffer does not have, and says so */
+ * gradient holds move, the others stay; momentum keeps a sparse buffer
+ * (torch 1.13's rule); weight_decay and Adam are refused by name */
 static void test_c_sgd(void)
 {
     weft_tensor *P = randn(6, 2, WEFT_FLOAT32), *P0 = NULL, *G = NULL, *want = NULL;
@@ -726,11 +743,37 @@ static void test_c_sgd(void)
     is_double(maxdiff(P, want), 0, 1e-6, "P - lr * grad, rows 1 and 4 (twice) only");
     weft_optimizer_destroy(opt);
     opt = NULL;
-    weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, 0, 0, false);
+    /* momentum as torch 1.13: a sparse buffer, buf = g, then
+     * 0.9 buf + (1 - 0.1) g = 1.8 g; two steps move P by 0.5 (g + 1.8 g) */
+    struct {
+        double dampening;
+        bool nesterov;
+        double moved; /* the two steps' total, in units of lr * g */
+        const char *what;
+    } cases[] = {{0.1, false, 1.0 + 1.8, "momentum 0.9, dampening 0.1"},
+                 /* nesterov: d = g + 0.9 buf: 1.9 g, then buf = 1.9 g, 2.71 g */
+                 {0, true, 1.9 + 2.71, "nesterov momentum 0.9"}};
+    for (int c = 0; c < 2; c++) {
+        weft_tensor *start = NULL, *w = NULL;
+        weft_clone(&start, P);
+        opt = NULL;
+        is_int(weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, cases[c].dampening, 0, cases[c].nesterov),
+               0, "C SGD with %s", cases[c].what);
+        is_int(weft_optimizer_step(opt), 0, "step 1 with a sparse gradient");
+        is_int(weft_optimizer_step(opt), 0, "step 2 (the buffer is sparse and coalesced)");
+        weft_add_ex(&w, start, gd, -0.5 * cases[c].moved);
+        is_double(maxdiff(P, w), 0, 1e-5, "P moved by lr * %.2f g, rows 1 and 4 only",
+                  cases[c].moved);
+        weft_optimizer_destroy(opt);
+        weft_tensor_release(start);
+        weft_tensor_release(w);
+    }
+    opt = NULL;
+    weft_optimizer_sgd(&opt, &P, 1, 0.5, 0.9, 0, 0.01, false);
     int rc = weft_optimizer_step(opt);
-    ok(rc < 0, "momentum with a sparse gradient is refused (%d)", rc);
+    ok(rc < 0, "weight_decay with a sparse gradient is refused, as torch's (%d)", rc);
     like(weft_last_error(), "sparse_coo", "naming the layout");
-    like(weft_last_error(), "without momentum", "and the option");
+    like(weft_last_error(), "without weight_decay", "and the option");
     weft_optimizer_destroy(opt);
     opt = NULL;
     weft_tensor *P1 = NULL;

@@ -317,10 +317,13 @@ WEFT_API int weft_optimizer_load(weft_optimizer *opt, const char *path,
 /* One update of every parameter that has a gradient (those without one are
  * skipped and their state and step count left alone).  Gradients are read,
  * not cleared.  A sparse gradient (a plugin layout's) is applied row-wise
- * by SGD without momentum and weight decay; Adam, AdamW and SGD with either
- * option refuse it with WEFT_ENOTSUP naming the parameter, its layout and
- * the option (their dense state would be written whole), before touching
- * that parameter.  Errors: those of the operators (WEFT_ENOMEM, a device
+ * by SGD; with momentum the buffer is sparse too, as torch 1.13's (a copy
+ * of the first gradient, coalesced through the layout's `coalesce`
+ * operator each step), so only rows a gradient touched are written.
+ * Adam, AdamW (dense moments) and SGD with weight_decay (torch refuses it
+ * too) refuse it with WEFT_ENOTSUP naming the parameter, its layout and
+ * the option, before touching that parameter.  Errors: those of the
+ * operators (WEFT_ENOMEM, a device
  * error); a step that fails part-way may have updated some parameters
  * already. */
 WEFT_API int weft_optimizer_step(weft_optimizer *opt);

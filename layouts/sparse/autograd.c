@@ -32,10 +32,14 @@ static bool any_requires_grad(const weft_call *call)
 {
     if (!weft_is_grad_enabled())
         return false;
-    for (int i = 0; i < call->nargs; i++)
-        if (call->args[i].tag == WEFT_VALUE_TENSOR && call->args[i].u.tensor &&
-            weft_tensor_requires_grad(call->args[i].u.tensor))
+    for (int i = 0; i < call->nargs; i++) {
+        const weft_value *v = &call->args[i];
+        if (v->tag == WEFT_VALUE_TENSOR && v->u.tensor && weft_tensor_requires_grad(v->u.tensor))
             return true;
+        for (int k = 0; v->tag == WEFT_VALUE_TENSOR_LIST && k < v->len; k++)
+            if (v->u.tensors[k] && weft_tensor_requires_grad(v->u.tensors[k]))
+                return true;
+    }
     return false;
 }
 
@@ -98,6 +102,100 @@ static int values_autograd(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* ------------------------------------------------- to_dense, sparse_mask */
+
+/* The backward passes here record nothing themselves: under create_graph
+ * they refuse rather than drop the second derivative. */
+static int no_double_backward(const weft_tensor *g, const char *op)
+{
+    if (weft_is_grad_enabled() && weft_tensor_requires_grad(g))
+        return weft_set_error(WEFT_ENOTSUP, "%s: no double backward of a sparse input "
+                                            "(create_graph): run backward without it", op);
+    return 0;
+}
+
+/* to_dense of a sparse CPU tensor: the gradient is the incoming one read
+ * at the input's entries, grad.sparse_mask(input) as torch's (which
+ * coalesces the input first, as sparse_mask does): it keeps the input's
+ * pattern, where the core's conversion backward would turn every nonzero
+ * of the dense gradient into an entry.  (torch 1.13 refuses a CSR input;
+ * here it gets a CSR gradient on its pattern.) */
+static int to_dense_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin,
+                            weft_tensor **out, int nout)
+{
+    (void)nout;
+    int rc = weft_to_strided(out, in[0]); /* grad mode is off: no node */
+    return rc < 0 ? rc : weft_function_save_for_backward(ctx, in, nin);
+}
+
+static int to_dense_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int nout,
+                             weft_tensor **gin, int nin)
+{
+    (void)nout;
+    (void)nin;
+    if (!gout[0])
+        return 0;
+    int rc = no_double_backward(gout[0], "to_dense");
+    weft_tensor *self = NULL, *g = NULL;
+    if (rc == 0)
+        rc = weft_function_saved(&self, ctx, 0);
+    if (rc == 0)
+        rc = weft_to_strided(&g, gout[0]);
+    if (rc == 0)
+        rc = sp__sparse_mask(&gin[0], g, self);
+    weft_tensor_release(g);
+    weft_tensor_release(self);
+    return rc;
+}
+
+/* the Autograd kernel of to_dense; other inputs (strided, or on another
+ * device) go on to the composite, the core's differentiable conversion */
+static int to_dense_autograd(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *self = weft_arg_tensor(call, 0);
+    if (!any_requires_grad(call) || !(sp__is_coo(self) || sp__is_csr(self)) ||
+        weft_tensor_device(self).type != WEFT_DEVICE_TYPE_CPU)
+        return weft_redispatch(call, autograd_done);
+    static const weft_function fn = {"ToDenseBackward", to_dense_forward, to_dense_backward,
+                                     false};
+    weft_tensor *out = NULL;
+    int rc = weft_function_apply(&out, 1, &fn, NULL, NULL, &self, 1);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+/* sparse_mask(self, mask): self's gradient is the incoming one made dense
+ * (torch's grad.to_dense()); the mask is not differentiable, as torch's */
+static int mask_forward(weft_function_ctx *ctx, weft_tensor *const *in, int nin,
+                        weft_tensor **out, int nout)
+{
+    (void)nin;
+    (void)nout;
+    return sp__sparse_mask(out, in[0], weft_function_user(ctx));
+}
+
+static int mask_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int nout,
+                         weft_tensor **gin, int nin)
+{
+    (void)ctx;
+    (void)nout;
+    (void)nin;
+    return gout[0] ? weft_to_strided(&gin[0], gout[0]) : 0;
+}
+
+static int sparse_mask_autograd(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *self = weft_arg_tensor(call, 0);
+    if (!weft_is_grad_enabled() || !weft_tensor_requires_grad(self))
+        return weft_redispatch(call, autograd_done);
+    static const weft_function fn = {"SparseMaskBackward", mask_forward, mask_backward, false};
+    weft_tensor *out = NULL;
+    /* the mask is read in forward only (no free: the node never uses it) */
+    int rc = weft_function_apply(&out, 1, &fn, weft_arg_tensor(call, 1), NULL, &self, 1);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
 /* ---------------------------------------------------------- constructors */
 
 /* what the constructor's backward needs: the size (the index tensors are
@@ -141,7 +239,7 @@ static int ctor_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int n
     if (!gout[0] || !weft_function_needs_input_grad(ctx, nin - 1))
         return 0;
     const ctor *c = weft_function_user(ctx);
-    weft_tensor *ix[2] = {NULL, NULL}, *gd = NULL, *gc = NULL, *gv = NULL;
+    weft_tensor *ix[2] = {NULL, NULL}, *gd = NULL;
     int rc = 0;
     for (int i = 0; rc == 0 && i < nin - 1; i++) {
         weft_tensor *saved = NULL;
@@ -195,60 +293,10 @@ static int ctor_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int n
     if (rc == 0)
         rc = weft_to_strided(&gd, gout[0]);
     if (rc == 0)
-        rc = weft_contiguous(&gc, gd);
-    int64_t nnz = 0, inner = 1, lead = 0;
-    if (rc == 0 && !c->csr) {
-        lead = weft_tensor_size(ix[0], 0);
-        nnz = weft_tensor_size(ix[0], 1);
-        for (int d = (int)lead; d < c->ndim; d++)
-            inner *= c->sizes[d];
-    } else if (rc == 0) {
-        nnz = weft_tensor_numel(ix[1]);
-    }
-    int64_t vs[WEFT_MAX_DIMS + 1];
-    int vnd = 1;
-    vs[0] = nnz;
-    if (!c->csr)
-        for (int d = (int)lead; d < c->ndim; d++)
-            vs[vnd++] = c->sizes[d];
-    if (rc == 0)
-        rc = weft_empty(&gv, vs, vnd, weft_tensor_dtype(gc), WEFT_DEVICE_CPU);
-    if (rc == 0) {
-        size_t es = weft_dtype_size(weft_tensor_dtype(gc));
-        const char *src = weft_tensor_data_ptr(gc);
-        char *dst = weft_tensor_data_ptr(gv);
-        if (!c->csr) {
-            for (int64_t e = 0; e < nnz; e++) {
-                int64_t lin = 0;
-                for (int s = 0; s < lead; s++)
-                    lin = lin * c->sizes[s] + at(ix[0], s * nnz + e);
-                memcpy(dst + (size_t)(e * inner) * es, src + (size_t)(lin * inner) * es,
-                       (size_t)inner * es);
-            }
-        } else {
-            int b = c->ndim - 2;
-            int64_t nb = b ? c->sizes[0] : 1, rows = c->sizes[b], cols = c->sizes[b + 1];
-            int64_t per = nnz / (nb ? nb : 1);
-            for (int64_t bi = 0; bi < nb; bi++)
-                for (int64_t r = 0; r < rows; r++)
-                    for (int64_t k = at(ix[0], bi * (rows + 1) + r);
-                         k < at(ix[0], bi * (rows + 1) + r + 1); k++) {
-                        int64_t lin = (bi * rows + r) * cols + at(ix[1], bi * per + k);
-                        memcpy(dst + (size_t)(bi * per + k) * es, src + (size_t)lin * es, es);
-                    }
-            weft_tensor *shaped = NULL;
-            rc = weft_reshape(&shaped, gv, b ? (int64_t[]){nb, per} : (int64_t[]){per}, b + 1);
-            weft_tensor_release(gv);
-            gv = shaped;
-        }
-        if (rc == 0) {
-            gin[nin - 1] = gv;
-            gv = NULL;
-        }
-    }
-    weft_tensor *all[] = {ix[0], ix[1], gd, gc, gv};
-    for (int i = 0; i < 5; i++)
-        weft_tensor_release(all[i]);
+        rc = sp__gather_pattern(&gin[nin - 1], gd, ix[0], c->csr ? ix[1] : NULL, c->sizes,
+                                c->ndim);
+    weft_tensor *all[] = {ix[0], ix[1], gd};
+    sp__release_all(all, 3);
     return rc;
 }
 
@@ -657,12 +705,12 @@ static int unary_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int 
     (void)nin;
     if (!gout[0])
         return 0;
-    if (weft_is_grad_enabled() && weft_tensor_requires_grad(gout[0]))
-        return weft_set_error(WEFT_ENOTSUP, "no double backward through sparse reshaping "
-                                            "(create_graph): run backward without it");
+    int rc = no_double_backward(gout[0], "sparse reshaping");
+    if (rc < 0)
+        return rc;
     const unary *u = weft_function_user(ctx);
     weft_tensor *self = NULL, *g = gout[0], *coo = NULL, *d = NULL;
-    int rc = weft_function_saved(&self, ctx, 0);
+    rc = weft_function_saved(&self, ctx, 0);
     if (rc < 0)
         return rc;
     switch (u->kind) {
@@ -754,6 +802,149 @@ int sp__index_select_autograd(weft_call *call)
     return unary_apply(call, UN_INDEX);
 }
 
+/* ------------------------------------------------------------ sum, cat */
+
+typedef struct sum_fn {
+    weft_call *call; /* first (rerun_forward); forward only */
+    bool keepdim;
+    bool drop[WEFT_MAX_DIMS];
+} sum_fn;
+
+/* the incoming gradient (output-shaped: small, a vector for a matrix)
+ * made dense, given back its summed dims as ones, expanded (a view) to
+ * the input's shape and read at the input's entries */
+static int sum_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int nout,
+                        weft_tensor **gin, int nin)
+{
+    (void)nout;
+    (void)nin;
+    if (!gout[0])
+        return 0;
+    int rc = no_double_backward(gout[0], "sum");
+    if (rc < 0)
+        return rc;
+    const sum_fn *f = weft_function_user(ctx);
+    weft_tensor *self = NULL, *gd = NULL, *gt = NULL, *kept = NULL, *wide = NULL;
+    rc = weft_function_saved(&self, ctx, 0);
+    int ndim = rc == 0 ? weft_tensor_ndim(self) : 0;
+    int64_t ones[WEFT_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        ones[d] = f->drop[d] ? 1 : weft_tensor_size(self, d);
+    if (rc == 0)
+        rc = weft_to_strided(&gd, gout[0]);
+    if (rc == 0) /* sum(dtype=) may have widened it */
+        rc = weft_to_dtype(&gt, gd, weft_tensor_dtype(self));
+    if (rc == 0)
+        rc = weft_reshape(&kept, gt, ones, ndim);
+    if (rc == 0)
+        rc = weft_expand(&wide, kept, weft_tensor_sizes(self), ndim);
+    if (rc == 0)
+        rc = sp__sparse_mask(&gin[0], wide, self);
+    weft_tensor *all[] = {self, gd, gt, kept, wide};
+    sp__release_all(all, 5);
+    return rc;
+}
+
+int sp__sum_autograd(weft_call *call)
+{
+    const weft_tensor *self = weft_arg_tensor(call, 0);
+    sum_fn *f = calloc(1, sizeof *f);
+    if (!f)
+        return weft_set_error(WEFT_ENOMEM, "sum: out of memory");
+    f->call = call;
+    f->keepdim = weft_arg_bool(call, 2);
+    int ndim = weft_tensor_ndim(self), nd = 0;
+    const int64_t *dims = weft_arg_is_none(call, 1) ? NULL : weft_arg_ints(call, 1, &nd);
+    for (int i = 0; i < nd; i++) {
+        int64_t d = dims[i] < 0 ? dims[i] + ndim : dims[i];
+        if (d >= 0 && d < ndim) /* the forward refuses the others */
+            f->drop[d] = true;
+    }
+    for (int d = 0; nd == 0 && d < ndim; d++)
+        f->drop[d] = true;
+    static const weft_function fn = {"SparseSumBackward", rerun_forward, sum_backward, false};
+    weft_tensor *in[1] = {weft_arg_tensor(call, 0)}, *out = NULL;
+    int rc = weft_function_apply(&out, 1, &fn, f, free, in, 1);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+typedef struct cat_fn {
+    weft_call *call; /* first (rerun_forward); forward only */
+    int64_t dim;
+} cat_fn;
+
+/* g[start, start + len) along dim, in like's layout: a COO gradient
+ * through the plugin's own sparse_narrow, a dense one as a view */
+static int slice_of(weft_tensor **out, const weft_tensor *g, const weft_tensor *like, int64_t dim,
+                    int64_t start, int64_t len)
+{
+    weft_tensor *part = NULL, *d = NULL;
+    int rc;
+    if (sp__is_coo(g)) {
+        const weft_op *op = NULL;
+        weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)g},
+                              {.tag = WEFT_VALUE_INT, .u.i = dim},
+                              {.tag = WEFT_VALUE_INT, .u.i = start},
+                              {.tag = WEFT_VALUE_INT, .u.i = len}};
+        weft_value ret = {0};
+        rc = weft_op_find(&op, "sparse_narrow");
+        if (rc == 0)
+            rc = weft_call_boxed(op, args, 4, &ret, 1);
+        part = rc == 0 ? ret.u.tensor : NULL;
+    } else {
+        rc = weft_to_strided(&d, g);
+        if (rc == 0)
+            rc = weft_narrow(&part, d, (int)dim, start, len);
+    }
+    if (rc == 0)
+        rc = in_layout_of(out, part, like);
+    weft_tensor_release(part);
+    weft_tensor_release(d);
+    return rc;
+}
+
+static int cat_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int nout,
+                        weft_tensor **gin, int nin)
+{
+    (void)nout;
+    if (!gout[0])
+        return 0;
+    int rc = no_double_backward(gout[0], "cat");
+    const cat_fn *f = weft_function_user(ctx);
+    int64_t at = 0;
+    for (int k = 0; rc == 0 && k < nin; k++) {
+        weft_tensor *in = NULL;
+        rc = weft_function_saved(&in, ctx, k);
+        int64_t len = rc == 0 ? weft_tensor_size(in, (int)f->dim) : 0;
+        if (rc == 0 && weft_function_needs_input_grad(ctx, k))
+            rc = slice_of(&gin[k], gout[0], in, f->dim, at, len);
+        at += len;
+        weft_tensor_release(in);
+    }
+    return rc;
+}
+
+int sp__cat_autograd(weft_call *call)
+{
+    int n;
+    weft_tensor *const *ts = weft_arg_tensors(call, 0, &n);
+    if (n < 1)
+        return weft_set_error(WEFT_EINVAL, "cat: needs at least one tensor");
+    int64_t dim = weft_arg_int(call, 1), ndim = weft_tensor_ndim(ts[0]);
+    if (dim < -ndim || dim >= ndim)
+        return weft_set_error(WEFT_ERANGE, "cat: dimension %lld out of range for %lld-D",
+                              (long long)dim, (long long)ndim);
+    cat_fn *f = calloc(1, sizeof *f);
+    if (!f)
+        return weft_set_error(WEFT_ENOMEM, "cat: out of memory");
+    f->call = call;
+    f->dim = dim < 0 ? dim + ndim : dim;
+    static const weft_function fn = {"SparseCatBackward", rerun_forward, cat_backward, false};
+    weft_tensor *out = NULL;
+    int rc = weft_function_apply(&out, 1, &fn, f, free, ts, n);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
 int sp__register_autograd(weft_registrar *reg)
 {
     static const struct {
@@ -769,6 +960,8 @@ int sp__register_autograd(weft_registrar *reg)
         {"sparse_dim", passthrough_kernel, 0},
         {"dense_dim", passthrough_kernel, 0},
         {"values", values_autograd, 0},
+        {"to_dense", to_dense_autograd, 0},
+        {"sparse_mask", sparse_mask_autograd, 0},
         {"sparse_coo_tensor", ctor_autograd, 2},
         {"sparse_csr_tensor", ctor_autograd, 3},
         {"coalesce", unary_autograd, UN_COALESCE},

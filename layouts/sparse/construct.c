@@ -111,6 +111,129 @@ int sp__csr_to_dense(weft_tensor **out, const weft_tensor *t)
     return 0;
 }
 
+/* The offset (in elements) of the block of dense dims [from, ndim) of
+ * strided t at element j of that block, row-major: t may be a broadcast
+ * view (stride 0), so nothing assumes contiguity */
+static int64_t block_offset(const weft_tensor *t, int from, int64_t j)
+{
+    int64_t off = 0;
+    for (int d = weft_tensor_ndim(t) - 1; d >= from; d--) {
+        int64_t n = weft_tensor_size(t, d);
+        off += (j % n) * weft_tensor_strides(t)[d];
+        j /= n;
+    }
+    return off;
+}
+
+/* The reverse of to_dense on one pattern: what src holds at each entry.
+ * src is read through its strides (the gradient of a sum is an expanded
+ * view: it is never made contiguous at the input's size).  The pattern's
+ * indices must be in range (checked by the callers). */
+int sp__gather_pattern(weft_tensor **out, const weft_tensor *src, const weft_tensor *ix,
+                       const weft_tensor *col, const int64_t *sizes, int ndim)
+{
+    *out = NULL;
+    weft_tensor *v = NULL;
+    size_t es = weft_dtype_size(weft_tensor_dtype(src));
+    const char *s = weft_tensor_data_ptr(src);
+    const int64_t *st = weft_tensor_strides(src);
+    int64_t vs[WEFT_MAX_DIMS + 1];
+    int rc;
+    if (!col) { /* COO: a block of the dense dims per entry */
+        int sd = (int)weft_tensor_size(ix, 0), vnd = 1;
+        int64_t nnz = weft_tensor_size(ix, 1), inner = prod(sizes + sd, ndim - sd);
+        vs[0] = nnz;
+        for (int d = sd; d < ndim; d++)
+            vs[vnd++] = sizes[d];
+        /* whether each block is one run of memory (a row-major tail) */
+        bool rows = true;
+        for (int d = ndim - 1, want = 1; d >= sd; want *= (int)sizes[d], d--)
+            rows &= sizes[d] == 1 || st[d] == want;
+        rc = weft_empty(&v, vs, vnd, weft_tensor_dtype(src), weft_tensor_device(src));
+        const int64_t *p = rc == 0 ? weft_tensor_data_ptr(ix) : NULL;
+        char *dst = rc == 0 ? weft_tensor_data_ptr(v) : NULL;
+        for (int64_t e = 0; rc == 0 && e < nnz; e++) {
+            int64_t at = 0;
+            for (int d = 0; d < sd; d++)
+                at += p[d * nnz + e] * st[d];
+            char *to = dst + (size_t)(e * inner) * es;
+            if (rows)
+                memcpy(to, s + (size_t)at * es, (size_t)inner * es);
+            else
+                for (int64_t j = 0; j < inner; j++)
+                    memcpy(to + (size_t)j * es, s + (size_t)(at + block_offset(src, sd, j)) * es,
+                           es);
+        }
+    } else { /* CSR: one element per entry, [B?, nnz] */
+        int b = ndim - 2;
+        int64_t nb = b ? sizes[0] : 1, rows = sizes[b];
+        int64_t per = weft_tensor_numel(col) / (nb ? nb : 1);
+        bool i32 = weft_tensor_dtype(ix) == WEFT_INT32;
+        const void *cr = weft_tensor_data_ptr(ix), *cc = weft_tensor_data_ptr(col);
+        vs[0] = nb;
+        vs[1] = per;
+        rc = weft_empty(&v, vs + !b, b + 1, weft_tensor_dtype(src), weft_tensor_device(src));
+        char *dst = rc == 0 ? weft_tensor_data_ptr(v) : NULL;
+        for (int64_t bi = 0; rc == 0 && bi < nb; bi++)
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t k = idx_at(cr, i32, bi * (rows + 1) + r);
+                     k < idx_at(cr, i32, bi * (rows + 1) + r + 1); k++) {
+                    int64_t at = (b ? bi * st[0] : 0) + r * st[b] +
+                                 idx_at(cc, i32, bi * per + k) * st[b + 1];
+                    memcpy(dst + (size_t)(bi * per + k) * es, s + (size_t)at * es, es);
+                }
+    }
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+int sp__sparse_mask(weft_tensor **out, const weft_tensor *self, const weft_tensor *mask)
+{
+    *out = NULL;
+    const char *op = "sparse_mask";
+    if (weft_tensor_layout(self) != WEFT_LAYOUT_STRIDED || !(sp__is_coo(mask) || sp__is_csr(mask)))
+        return weft_set_error(WEFT_ENOTSUP,
+                              "%s: takes a strided self and a sparse mask, got layouts '%s' and "
+                              "'%s'",
+                              op, sp__layout_name(self), sp__layout_name(mask));
+    int ndim = weft_tensor_ndim(mask);
+    if (weft_tensor_ndim(self) != ndim ||
+        memcmp(weft_tensor_sizes(self), weft_tensor_sizes(mask), (size_t)ndim * sizeof(int64_t)))
+        return weft_set_error(WEFT_ESHAPE, "%s: self and mask must have the same shape", op);
+    if (weft_tensor_device(self).type != WEFT_DEVICE_TYPE_CPU ||
+        weft_tensor_device(mask).type != WEFT_DEVICE_TYPE_CPU)
+        return weft_set_error(WEFT_EDEVICE, "%s: takes CPU tensors", op);
+    if (!sp__kernels_for(weft_tensor_dtype(self), op))
+        return WEFT_EDTYPE;
+    /* duplicates in the mask would hand out one position's value twice
+     * (doubled in any sum): the pattern is the mask's coalesced one, as
+     * torch's to_dense backward uses (torch 1.13's sparse_mask refuses an
+     * uncoalesced mask instead) */
+    weft_tensor *m = NULL, *v = NULL;
+    int rc = sp__require_valid(mask, op);
+    if (rc == 0)
+        rc = sp__is_coo(mask) ? sp__coalesce(&m, mask) : (m = weft_tensor_retain(mask), 0);
+    if (rc < 0)
+        return rc;
+    const int64_t *sizes = weft_tensor_sizes(m);
+    if (sp__is_coo(m)) {
+        const sp__coo *p = sp__coo_of(m);
+        rc = sp__gather_pattern(&v, self, p->indices, NULL, sizes, ndim);
+        if (rc == 0)
+            rc = sp__coo_wrap(out, sizes, ndim, weft_tensor_retain(p->indices), v, p->sparse_dim,
+                              true);
+    } else {
+        const sp__csr *p = sp__csr_of(m);
+        rc = sp__gather_pattern(&v, self, p->crow, p->col, sizes, ndim);
+        if (rc == 0)
+            rc = sp__csr_wrap(out, sizes, ndim, weft_tensor_retain(p->crow),
+                              weft_tensor_retain(p->col), v);
+    }
+    weft_tensor_release(m);
+    return rc;
+}
+
 /* --------------------------------------------------------- from strided */
 
 int sp__dense_to_coo(weft_tensor **out, const weft_tensor *src, int sparse_dim)

@@ -761,6 +761,8 @@ static int mul_kernel(weft_call *call, void *ctx)
 static int sum_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__needs_grad(call)) /* records its node, then runs again below */
+        return sp__sum_autograd(call);
     const weft_tensor *t = weft_arg_tensor(call, 0);
     /* keepdim (which torch 1.13 has no sparse kernel for): a summed sparse
      * dim stays as a sparse dim of size 1 (every index 0), a summed dense
@@ -1024,6 +1026,8 @@ static int fill_kernel(weft_call *call, void *ctx)
 static int cat_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    if (sp__needs_grad(call))
+        return sp__cat_autograd(call);
     int n;
     weft_tensor *const *ts = weft_arg_tensors(call, 0, &n);
     int64_t dim = weft_arg_int(call, 1);

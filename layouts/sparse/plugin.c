@@ -291,6 +291,14 @@ static int coalesce_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+static int sparse_mask_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    weft_tensor *out;
+    int rc = sp__sparse_mask(&out, weft_arg_tensor(call, 0), weft_arg_tensor(call, 1));
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
 static int scalar_result(weft_call *call, double v, weft_dtype dt)
 {
     weft_tensor *out;
@@ -358,6 +366,7 @@ int sp__register_construct(weft_registrar *reg)
         {"to_sparse_csr", to_sparse_csr_kernel, 0, true, true, true, false},
         {"to_dense", to_dense_kernel, 0, true, true, true, false},
         {"coalesce", coalesce_kernel, 0, false, true, false, false},
+        {"sparse_mask", sparse_mask_kernel, 0, false, true, true, false},
         {"is_coalesced", is_coalesced_kernel, 0, false, true, false, true},
         {"indices", accessor_kernel, ACC_INDICES, false, true, false, true},
         {"values", accessor_kernel, ACC_VALUES, false, true, true, true},

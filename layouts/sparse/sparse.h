@@ -107,6 +107,19 @@ int sp__coo_to_csr(weft_tensor **out, const weft_tensor *t);
 int sp__csr_to_coo(weft_tensor **out, const weft_tensor *t);
 /* A coalesced copy of COO t (t itself, retained, when already coalesced). */
 int sp__coalesce(weft_tensor **out, const weft_tensor *t);
+/* What strided src holds at each entry of a pattern, one value block per
+ * entry (duplicates each get their position's whole value): COO when col
+ * is NULL (ix: int64 indices [sparse_dim, nnz]; values [nnz, dense sizes]),
+ * CSR otherwise (ix: crow, int32 or int64; values [B?, nnz]); sizes[ndim]
+ * is the pattern's shape, src's too.  The indices must be in range.  A new
+ * contiguous tensor of src's dtype: the constructors' backward and
+ * sparse_mask. */
+int sp__gather_pattern(weft_tensor **out, const weft_tensor *src, const weft_tensor *ix,
+                       const weft_tensor *col, const int64_t *sizes, int ndim);
+/* sparse_mask: strided self read at mask's entries, a new tensor in mask's
+ * layout with mask's pattern (COO: its coalesced pattern, so a position
+ * repeated in mask appears once) and self's dtype. */
+int sp__sparse_mask(weft_tensor **out, const weft_tensor *self, const weft_tensor *mask);
 
 /* out = a @ b for sparse 2-D a (COO or CSR) and strided b (2-D, or 1-D
  * for mv); a new strided tensor.  `op` names the caller in errors. */
@@ -126,6 +139,13 @@ int sp__product_autograd(weft_call *call);
 /* index_select of a sparse tensor: the gradient's entries sent back to
  * the positions they were selected from (a sparse gradient stays sparse). */
 int sp__index_select_autograd(weft_call *call);
+/* sum of a sparse tensor (the core's formula leaves it to the layout): the
+ * gradient has the input's coalesced pattern, each entry getting the
+ * incoming gradient at its position (torch.sparse.sum's backward). */
+int sp__sum_autograd(weft_call *call);
+/* cat of sparse tensors: each input's gradient is its slice of the
+ * incoming one, in the input's layout (a sparse gradient stays sparse). */
+int sp__cat_autograd(weft_call *call);
 /* A conversion between layouts (to_sparse, to_sparse_csr) that the core's
  * differentiable weft_to_layout does not cover, run as a custom function
  * whose gradient goes back to the input's layout (autograd.c). */

@@ -110,6 +110,16 @@ def _install():
         return strided_clone(self) if self.layout == "strided" else _C.clone(self)
 
     T.clone = clone
+    # to_dense through the plugin's operator, whose gradient for a sparse
+    # input keeps the input's pattern (grad.sparse_mask(input), as torch's),
+    # rather than _layout.py's core conversion (the whole gradient's nonzeros)
+    to_dense_op = getattr(_C, "to_dense", None)
+    if to_dense_op is not None:
+        def to_dense(self):
+            """this tensor in the strided layout (itself when already strided)"""
+            return to_dense_op(self)
+
+        T.to_dense = to_dense
     # weft.sparse_coo and weft.sparse_csr, as torch.sparse_coo/sparse_csr
     import weft
 
