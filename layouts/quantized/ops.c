@@ -148,9 +148,9 @@ static int relu_kernel(weft_call *call, void *ctx)
     }
 /* The CNN's case, 2 x 2 windows at stride 2 without padding or dilation,
  * without the general loop's bounds test per element: branch-free maxima
- * of two rows that the compiler vectorizes.  The general loop took 16 ms
- * of the int8 CNN's ~90 ms per batch of 1000 images in its two pools
- * (perf). */
+ * of two rows that the compiler vectorizes.  With the general loop the
+ * two pools were about 60% of the int8 CNN's inference time (perf over
+ * weft-train --quantize's test set). */
 #define QT_MAX_POOL_2X2_KERNEL(T)                                                            \
     static void max_pool_2x2_##T(const void *src_, void *dst_, int64_t planes, int64_t h,    \
                                  int64_t w, int64_t oh, int64_t ow)                          \
