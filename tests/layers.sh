@@ -30,7 +30,7 @@ allowed() {
     layouts) echo "" ;;             # layout plugins (sparse, quantized): public headers only
     python) echo "" ;;
     tools | bench | examples) echo "" ;;
-    tests) echo "backends" ;;       # test fixtures may reuse a plugin's header
+    tests) echo "backends layouts" ;; # test fixtures may reuse a plugin's header
     *) echo "?" ;;
     esac
 }

@@ -723,6 +723,110 @@ static void test_quantized_conv2d(void)
         weft_tensor_release(all[i]);
 }
 
+/* The maxima of the 2 x 2, stride 2 windows of x's integers (N, C, H, W),
+ * by the definition, read element by element whatever x's layout. */
+static weft_tensor *pool_2x2_reference(const weft_tensor *x)
+{
+    weft_tensor *r = NULL, *want = NULL;
+    weft_int_repr(&r, x);
+    int64_t n = weft_tensor_size(r, 0), c = weft_tensor_size(r, 1);
+    int64_t oh = weft_tensor_size(r, 2) / 2, ow = weft_tensor_size(r, 3) / 2;
+    weft_empty(&want, (int64_t[]){n, c, oh, ow}, 4, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    double *o = weft_tensor_data_ptr(want);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < c; j++)
+            for (int64_t y = 0; y < oh; y++)
+                for (int64_t x0 = 0; x0 < ow; x0++) {
+                    double best = -1e300, v;
+                    for (int k = 0; k < 4; k++) {
+                        int64_t idx[4] = {i, j, 2 * y + k / 2, 2 * x0 + k % 2};
+                        weft_tensor_get(r, idx, &v);
+                        best = fmax(best, v);
+                    }
+                    *o++ = best;
+                }
+    weft_tensor_release(r);
+    return want;
+}
+
+/* max_pool2d's 2 x 2, stride 2 paths (the CNN's pools) for each integer
+ * dtype, odd sizes (the last row and column dropped), an NCHW input and a
+ * channels-last one (as quantized_conv2d returns: pooled without a copy),
+ * against the windows' maxima; then a
+ * channels-last convolution output fed to the next convolution equals the
+ * same output made contiguous first, integer for integer. */
+static void test_pool_and_conv_layouts(void)
+{
+    weft_manual_seed(21);
+    weft_tensor *f = NULL;
+    weft_randn(&f, (int64_t[]){2, 9, 11, 5}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL); /* N H W C */
+    static const weft_dtype dtypes[3] = {WEFT_UINT8, WEFT_INT8, WEFT_INT32};
+    static const int64_t zps[3] = {128, -3, 7};
+    for (int t = 0; t < 3; t++)
+        for (int channels_last = 0; channels_last < 2; channels_last++) {
+            weft_tensor *nhwc = NULL, *x = NULL, *c = NULL, *m = NULL, *got = NULL, *want = NULL;
+            weft_quantize_per_tensor(&nhwc, f, 0.05, zps[t], dtypes[t]);
+            weft_quantized_permute(&x, nhwc, (int64_t[]){0, 3, 1, 2}, 4); /* (2, 5, 9, 11) */
+            if (!channels_last) {
+                weft_quantized_contiguous(&c, x);
+                weft_tensor_release(x);
+                x = c;
+            }
+            is_int(weft_max_pool2d(&m, x, (int64_t[]){2, 2}, 2, (int64_t[]){2, 2}, 2,
+                                   (int64_t[]){0, 0}, 2, (int64_t[]){1, 1}, 2, false),
+                   0, "max_pool2d 2x2 stride 2 of a %s %s (2, 5, 9, 11) tensor",
+                   channels_last ? "channels-last" : "contiguous", weft_dtype_name(dtypes[t]));
+            want = pool_2x2_reference(x);
+            weft_int_repr(&got, m);
+            ok(weft_tensor_ndim(got) == 4 && weft_tensor_size(got, 1) == 5 &&
+                   weft_tensor_size(got, 2) == 4 && weft_tensor_size(got, 3) == 5,
+               "the output is (2, 5, 4, 5)");
+            is_int(mismatches(got, want, 0), 0, "every window's maximum");
+            weft_tensor *scale = NULL;
+            weft_q_scale(&scale, m);
+            is_double(at(scale, 0), 0.05, 0, "the quantizer kept");
+            weft_tensor *all[] = {nhwc, x, m, got, want, scale};
+            for (int i = 0; i < 6; i++)
+                weft_tensor_release(all[i]);
+        }
+    weft_tensor_release(f);
+
+    weft_tensor *x = NULL, *w = NULL, *w2 = NULL, *qx = NULL, *qw = NULL, *qw2 = NULL;
+    weft_randn(&x, (int64_t[]){3, 4, 10, 9}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w, (int64_t[]){8, 4, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w2, (int64_t[]){6, 8, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_quantize_per_tensor(&qx, x, 0.03, 110, WEFT_UINT8);
+    weft_quantize_per_tensor(&qw, w, 0.02, 0, WEFT_INT8);
+    weft_quantize_per_tensor(&qw2, w2, 0.02, 0, WEFT_INT8);
+    weft_tensor *y = NULL, *probe = NULL;
+    int rc = qconv(&probe, qx, qw, NULL, 1, 1, 1, 0.1, 20, true);
+    weft_tensor_release(probe);
+    if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+        skip(4, "the plugin was built without oneDNN");
+    } else {
+        weft_tensor *yc = NULL, *z = NULL, *zc = NULL;
+        qconv(&y, qx, qw, NULL, 1, 1, 1, 0.1, 20, true);
+        weft_quantized_contiguous(&yc, y);
+        is_int(qconv(&z, y, qw2, NULL, 1, 1, 1, 0.2, 30, false), 0,
+               "a convolution's output into the next convolution, as it came");
+        qconv(&zc, yc, qw2, NULL, 1, 1, 1, 0.2, 30, false);
+        is_int(repr_mismatches(z, zc), 0, "the same integers as from its contiguous copy");
+        weft_tensor *dy = NULL, *dyc = NULL, *ry = NULL, *ryc = NULL;
+        weft_dequantize(&dy, y);
+        weft_dequantize(&dyc, yc);
+        is_int(mismatches(dy, dyc, 0), 0, "the output dequantizes as its contiguous copy does");
+        weft_relu(&ry, y);
+        weft_relu(&ryc, yc);
+        is_int(repr_mismatches(ry, ryc), 0, "and relu of it too");
+        weft_tensor *all[] = {y, yc, z, zc, dy, dyc, ry, ryc};
+        for (int i = 0; i < 8; i++)
+            weft_tensor_release(all[i]);
+    }
+    weft_tensor *all[] = {x, w, w2, qx, qw, qw2};
+    for (int i = 0; i < 6; i++)
+        weft_tensor_release(all[i]);
+}
+
 /* the hand-written operators: relu exact in the integers, max_pool2d
  * keeps the integers, add within one step of the float reference, and the
  * quantizers an operator cannot combine refused */
@@ -856,6 +960,7 @@ int main(void)
         test_quantized_linear();
         test_quantized_conv2d();
         test_quantized_ops();
+        test_pool_and_conv_layouts();
         test_observers();
         weft_host_allocator_stats(&after);
     }

@@ -69,6 +69,10 @@ void qt__prepacked_free(qt_prepacked *p);
 /* w's cache made by make (a new one when it has another's, or none). */
 qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
                                 qt_prepacked *(*make)(void));
+/* t (4-d) is laid out channels-last: (N, H, W, C) dense in memory, the
+ * layout oneDNN's int8 convolution reads and writes on x86 (and torch's
+ * quantized conv2d returns); a dimension of size 1 matches any stride. */
+bool qt__is_channels_last(const weft_tensor *t);
 int qt__register_views(weft_registrar *reg);
 int qt__register_ops(weft_registrar *reg);
 

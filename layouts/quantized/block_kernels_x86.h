@@ -1,0 +1,157 @@
+/* layouts/quantized/block_kernels_x86.h — the AVX2 and AVX-512 dot
+ * products of weight blocks with quantized activations (see
+ * block_kernels.c for the method), kept apart so that one source serves
+ * two builds: block_kernels.c includes it with <immintrin.h> and QT_AVX2 /
+ * QT_AVX512 defined as target attributes, and tests/test_quantized_simde.c
+ * includes it with those empty and SIMDe's portable intrinsics under the
+ * native names, so the AVX-512 code runs (emulated) and is compared with
+ * the scalar variant on every machine, not only on one with AVX-512.
+ * Uses intrinsics only, and nothing but quantized.h's types. */
+#ifndef WEFT_LAYOUTS_QUANTIZED_BLOCK_KERNELS_X86_H
+#define WEFT_LAYOUTS_QUANTIZED_BLOCK_KERNELS_X86_H
+
+#include <math.h>
+
+#include "quantized.h"
+
+#if !defined(QT_AVX2) || !defined(QT_AVX512)
+#error "define QT_AVX2 and QT_AVX512 (target attributes, or empty) before including block_kernels_x86.h"
+#endif
+
+/* ------------------------------------------------------------------ AVX2 */
+
+QT_AVX2 static inline float avx2_hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* sum_j u[j] s[j] of 32 unsigned u and signed s, as 8 int32 partial sums:
+ * maddubs's 16-bit pair sums cannot saturate, |u| <= 127 (Q8_0: 127 x 127
+ * x 2) or u <= 15 (Q4_0) */
+QT_AVX2 static inline __m256i avx2_dot_us(__m256i u, __m256i s)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* the 32 nibbles of a Q4_0 block in element order, unsigned (0..15):
+ * elements 0..15 in the low nibbles, 16..31 in the high ones */
+QT_AVX2 static inline __m256i avx2_q4_nibbles(const uint8_t *qs)
+{
+    const __m128i mask = _mm_set1_epi8(0xf);
+    __m128i m = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(m, 4), mask), _mm_and_si128(m, mask));
+}
+
+/* one Q8_0 block: signed times signed as |w| times x with w's sign */
+QT_AVX2 static inline __m256i avx2_q8_block(const qt_block_q8_0 *w, const qt_block_q8_act *x)
+{
+    __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
+    __m256i s = _mm256_loadu_si256((const __m256i *)x->qs);
+    return avx2_dot_us(_mm256_abs_epi8(q), _mm256_sign_epi8(s, q));
+}
+
+/* one Q4_0 block: the 8 lanes less x's sum once each, 8 * sum in all */
+QT_AVX2 static inline __m256i avx2_q4_block(const qt_block_q4_0 *w, const qt_block_q8_act *x)
+{
+    __m256i s = _mm256_loadu_si256((const __m256i *)x->qs);
+    return _mm256_sub_epi32(avx2_dot_us(avx2_q4_nibbles(w->qs), s), _mm256_set1_epi32(x->sum));
+}
+
+QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __m256 acc)
+{
+    return _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dw) * dx), _mm256_cvtepi32_ps(isum), acc);
+}
+
+/* A result that is not finite is the scalar kernel's (scalar names it):
+ * the lanes multiply a block's scale by each lane's partial integer sum,
+ * so an infinite scale met a zero lane (inf x 0 = NaN) or lanes of both
+ * signs (inf - inf) and gave NaN where the block's total times the scale,
+ * what the scalar kernel and the format mean, is an infinity (found by
+ * tests/test_quantized_simde).  Rare enough that the second pass costs
+ * nothing in practice; a NaN activation block stays NaN either way. */
+#define QT_FINITE_OR(result, scalar) (isfinite(result) ? (result) : (scalar)(w, x, nblocks))
+
+/* Two accumulators over alternate blocks: one would make every block wait
+ * on the last one's multiply-add latency. */
+#define QT_AVX2_DOT(name, wtype, block, scalar)                                               \
+    QT_AVX2 static float name(const wtype *w, const qt_block_q8_act *x, int64_t nblocks)      \
+    {                                                                                          \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                        \
+        int64_t b = 0;                                                                         \
+        for (; b + 2 <= nblocks; b += 2) {                                                     \
+            acc0 = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, acc0);                     \
+            acc1 = avx2_scaled(block(&w[b + 1], &x[b + 1]), w[b + 1].d, x[b + 1].d, acc1);     \
+        }                                                                                      \
+        if (b < nblocks)                                                                       \
+            acc0 = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, acc0);                     \
+        float r = avx2_hsum(_mm256_add_ps(acc0, acc1));                                        \
+        return QT_FINITE_OR(r, scalar);                                                        \
+    }
+
+QT_AVX2_DOT(avx2_dot_q8_0, qt_block_q8_0, avx2_q8_block, qt__kernels_scalar.dot_q8_0)
+QT_AVX2_DOT(avx2_dot_q4_0, qt_block_q4_0, avx2_q4_block, qt__kernels_scalar.dot_q4_0)
+
+/* --------------------------------------------------------------- AVX-512 */
+
+/* Two blocks per 512-bit register: block b in lanes 0..7 (int32) or bytes
+ * 0..31, block b + 1 above. */
+QT_AVX512 static inline __m512i avx512_pair(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+QT_AVX512 static inline __m512i avx512_dot_us(__m512i u, __m512i s)
+{
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+}
+
+QT_AVX512 static inline __m512i avx512_act_pair(const qt_block_q8_act *x)
+{
+    return avx512_pair(_mm256_loadu_si256((const __m256i *)x[0].qs),
+                       _mm256_loadu_si256((const __m256i *)x[1].qs));
+}
+
+/* AVX-512 has no sign_epi8: x negated under the mask of w's negative bytes */
+QT_AVX512 static inline __m512i avx512_q8_pair(const qt_block_q8_0 *w, const qt_block_q8_act *x)
+{
+    __m512i q = avx512_pair(_mm256_loadu_si256((const __m256i *)w[0].qs),
+                            _mm256_loadu_si256((const __m256i *)w[1].qs));
+    __m512i s = avx512_act_pair(x);
+    s = _mm512_mask_sub_epi8(s, _mm512_movepi8_mask(q), _mm512_setzero_si512(), s);
+    return avx512_dot_us(_mm512_abs_epi8(q), s);
+}
+
+QT_AVX512 static inline __m512i avx512_q4_pair(const qt_block_q4_0 *w, const qt_block_q8_act *x)
+{
+    __m512i n = avx512_pair(avx2_q4_nibbles(w[0].qs), avx2_q4_nibbles(w[1].qs));
+    __m512i sums = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(x[0].sum),
+                                           _mm512_set1_epi32(x[1].sum));
+    return _mm512_sub_epi32(avx512_dot_us(n, avx512_act_pair(x)), sums);
+}
+
+#define QT_AVX512_DOT(name, wtype, pair, block, scalar)                                        \
+    QT_AVX512 static float name(const wtype *w, const qt_block_q8_act *x, int64_t nblocks)     \
+    {                                                                                           \
+        __m512 acc = _mm512_setzero_ps();                                                       \
+        int64_t b = 0;                                                                          \
+        for (; b + 2 <= nblocks; b += 2) {                                                      \
+            __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(w[b].d) * x[b].d), \
+                                            _mm512_set1_ps(_cvtsh_ss(w[b + 1].d) * x[b + 1].d)); \
+            acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(pair(&w[b], &x[b])), acc);             \
+        }                                                                                       \
+        __m256 tail = _mm256_setzero_ps();                                                      \
+        if (b < nblocks)                                                                        \
+            tail = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, tail);                      \
+        float r = _mm512_reduce_add_ps(acc) + avx2_hsum(tail);                                  \
+        return QT_FINITE_OR(r, scalar);                                                         \
+    }
+
+QT_AVX512_DOT(avx512_dot_q8_0, qt_block_q8_0, avx512_q8_pair, avx2_q8_block,
+              qt__kernels_scalar.dot_q8_0)
+QT_AVX512_DOT(avx512_dot_q4_0, qt_block_q4_0, avx512_q4_pair, avx2_q4_block,
+              qt__kernels_scalar.dot_q4_0)
+
+#endif /* WEFT_LAYOUTS_QUANTIZED_BLOCK_KERNELS_X86_H */
