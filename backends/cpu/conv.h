@@ -26,12 +26,14 @@ typedef enum cpu_conv_pass {
  * opened it; the pool is joined before, so no call is in flight). */
 void cpu__conv_library_init(void);
 void cpu__conv_library_fini(void);
-/* Whether float32 convolutions of op run through oneDNN: 1 yes, 0 no (the
- * im2col path), or an error: WEFT_EINVAL for an unknown WEFT_CPU_CONV,
- * WEFT_ENOTSUP when onednn was asked for and oneDNN cannot be opened (the
- * message names the library and why).  Thread-safe: the first call opens
- * oneDNN when the setting wants it, once per plugin lifetime. */
-int cpu__conv_library_choose(const char *op, weft_dtype dtype);
+/* Whether the float32 convolution of op with geometry g runs through
+ * oneDNN: 1 yes, 0 no (the im2col path), or an error: WEFT_EINVAL for an
+ * unknown WEFT_CPU_CONV (whatever the dtype: the setting is refused, not
+ * half-applied), WEFT_ENOTSUP when onednn was asked for and oneDNN cannot
+ * be opened (the message names the library and why).  Thread-safe: the
+ * first call opens oneDNN when the setting wants it, once per plugin
+ * lifetime. */
+int cpu__conv_library_choose(const char *op, weft_dtype dtype, const conv_geometry *g);
 /* One pass of a float32 convolution through oneDNN, the batch cut into
  * pieces over weft's pool (oneDNN's OpenMP runs one thread per piece).
  * Operands are contiguous NCHW / OIHW float32:

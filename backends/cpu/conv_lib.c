@@ -10,12 +10,12 @@
  *  - onednn: float32 convolutions through oneDNN (float64 stays on
  *    im2col: oneDNN has no f64 convolution); a oneDNN that cannot be
  *    opened is an error at the first convolution, naming the library;
- *  - auto (the default): oneDNN where it opens, im2col otherwise, and
- *    im2col under valgrind (whose leak records oneDNN's JIT and glibc's
- *    records of a dlopen'ed library upset; tests/memcheck.sh runs the
- *    suite with the default).  Measured (docs/benchmarks.md, issue 20):
- *    oneDNN is faster for every pass of the training CNN's layers on one
- *    and two threads; see docs/design.md for the decision.
+ *  - auto (the default): oneDNN where it opens for convolutions of 8 or
+ *    more channels per group in and out (ONEDNN_MIN_CHANNELS, below, with
+ *    the measurements), im2col otherwise, and im2col under valgrind
+ *    (which must not see oneDNN opened and closed: its JIT and glibc's
+ *    records of a dlopen'ed library upset the leak check;
+ *    tests/memcheck.sh runs the suite with the default).
  * WEFT_ONEDNN_LIBRARY names another file to open than libdnnl.so.2 (a
  * build outside the linker's path; the tests use a missing one to see
  * the fallback).
@@ -326,6 +326,9 @@ static int entry_for(const char *op, const conv_key *k, conv_entry *spare,
 {
     int rc = 0;
     pthread_mutex_lock(&cache.lock);
+    /* making a primitive runs OpenMP loops too: one thread, as the calls */
+    int before = dl.omp_get_max_threads();
+    dl.omp_set_num_threads(1);
     *out = NULL;
     for (int i = 0; i < cache.used && !*out; i++)
         if (memcmp(&cache.entries[i].key, k, sizeof *k) == 0)
@@ -337,6 +340,7 @@ static int entry_for(const char *op, const conv_key *k, conv_entry *spare,
             *out = e;
         }
     }
+    dl.omp_set_num_threads(before);
     pthread_mutex_unlock(&cache.lock);
     return rc;
 }
@@ -542,13 +546,23 @@ static void close_onednn(void)
 }
 #endif
 
-int cpu__conv_library_choose(const char *op, weft_dtype dtype)
+/* auto takes oneDNN for convolutions whose input and output channels per
+ * group fill at least one of its channel blocks (8 floats on AVX2):
+ * measured on the training CNN (bench/conv-compare, docs/benchmarks.md),
+ * its 16 -> 32 channel layer ran 1.4-2.7x faster on oneDNN in every pass,
+ * while its 1 -> 16 layer ran 1.3-6x slower there than on im2col's
+ * small-k kernel (oneDNN has no blocked kernel for a single channel). */
+#define ONEDNN_MIN_CHANNELS 8
+
+int cpu__conv_library_choose(const char *op, weft_dtype dtype, const conv_geometry *g)
 {
     if (lib.bad_value[0])
         return weft_set_error(WEFT_EINVAL, "%s: WEFT_CPU_CONV='%s': expected im2col, onednn or "
                               "auto", op, lib.bad_value);
-    if (dtype != WEFT_FLOAT32 || lib.chosen == CONV_IM2COL)
-        return 0;
+    bool wide = g->C / g->groups >= ONEDNN_MIN_CHANNELS &&
+                g->OC / g->groups >= ONEDNN_MIN_CHANNELS;
+    if (dtype != WEFT_FLOAT32 || lib.chosen == CONV_IM2COL || (lib.chosen == CONV_AUTO && !wide))
+        return 0; /* before opening: a program of narrow convolutions never maps oneDNN */
     pthread_once(&lib.once, open_onednn);
     if (lib.chosen == CONV_ONEDNN && !lib.active)
         return weft_set_error(WEFT_ENOTSUP, "%s: WEFT_CPU_CONV=onednn, but oneDNN cannot be "

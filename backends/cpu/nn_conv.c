@@ -457,7 +457,7 @@ static int conv2d_kernel(weft_call *call, void *ctx)
     if (bias && (weft_tensor_ndim(bias) != 1 || weft_tensor_size(bias, 0) != g.OC))
         return weft_set_error(WEFT_ESHAPE, "%s: bias must be a 1-D tensor of %lld elements", op,
                               (long long)g.OC);
-    int library = cpu__conv_library_choose(op, dt);
+    int library = cpu__conv_library_choose(op, dt, &g);
     if (library < 0)
         return library;
     weft_tensor *x = NULL, *w = NULL, *out = NULL;
@@ -508,7 +508,7 @@ static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, wef
                               weft_format_shape(b, sizeof b, gs, weft_tensor_ndim(grad)),
                               (long long)g->N, (long long)g->OC, (long long)g->OH, (long long)g->OW);
     }
-    if ((rc = cpu__conv_library_choose(op, *dt)) < 0)
+    if ((rc = cpu__conv_library_choose(op, *dt, g)) < 0)
         return rc;
     *onednn = rc == 1;
     if ((rc = cpu__operand(go, grad, *dt)) == 0)
