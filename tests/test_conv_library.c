@@ -22,25 +22,9 @@
 
 #include "tests/dir_entries.h"
 #include "tests/keep.h"
+#include "tests/random_f32.h"
 #include "tests/tap.h"
 
-static uint64_t seed = 4242;
-static float rnd(void)
-{
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static weft_tensor *random_f32(const int64_t *sizes, int nd)
-{
-    weft_tensor *t = NULL;
-    if (weft_empty(&t, sizes, nd, WEFT_FLOAT32, WEFT_DEVICE_CPU) != 0)
-        return NULL;
-    float *p = weft_tensor_data_ptr(t);
-    for (int64_t i = 0; i < weft_tensor_numel(t); i++)
-        p[i] = rnd();
-    return keep(t);
-}
 
 static int thread_count(void)
 {
@@ -229,6 +213,7 @@ int main(void)
 {
     if (weft_load_default_plugins() <= 0)
         skip_all("no CPU plugin: %s", weft_last_error());
+    rnd_seed = 4242;
     const char *choice = getenv("WEFT_CPU_CONV");
     const char *file = getenv("WEFT_ONEDNN_LIBRARY");
     bool missing = file && *file && strstr(file, "missing");
