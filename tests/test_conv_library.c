@@ -172,6 +172,36 @@ static void test_shapes(void)
     }
 }
 
+/* The same bits on 1 and 2 threads, for every pass: the pieces of a
+ * batch follow from its size alone where they are summed. */
+static void test_thread_count(void)
+{
+    int64_t xs[4] = {13, 16, 10, 10}, ws[4] = {24, 16, 3, 3}, gs[4] = {13, 24, 10, 10};
+    const int64_t one[2] = {1, 1};
+    weft_tensor *x = random_f32(xs, 4), *w = random_f32(ws, 4), *go = random_f32(gs, 4);
+    weft_tensor *out[2][3] = {{NULL}};
+    int rc = 0;
+    for (int t = 0; t < 2 && rc == 0; t++) {
+        weft_set_num_threads(t + 1);
+        if ((rc = weft_conv2d(&out[t][0], x, w, NULL, one, 2, one, 2, one, 2, 1)) == 0 &&
+            (rc = weft_convolution_backward_input(&out[t][1], go, w, xs, 4, one, 2, one, 2, one,
+                                                  2, 1)) == 0)
+            rc = weft_convolution_backward_weight(&out[t][2], go, x, ws, 4, one, 2, one, 2, one,
+                                                  2, 1);
+        for (int p = 0; p < 3; p++)
+            keep(out[t][p]);
+    }
+    weft_set_num_threads(2);
+    static const char *names[3] = {"conv2d", "the input gradient", "the weight gradient"};
+    for (int p = 0; p < 3; p++) {
+        bool same = rc == 0 && memcmp(weft_tensor_data_ptr(out[0][p]), weft_tensor_data_ptr(out[1][p]),
+                                      (size_t)weft_tensor_numel(out[0][p]) * sizeof(float)) == 0;
+        if (!ok(same, "%s of [13, 16, 10, 10]: the same bits on 1 and 2 threads", names[p]))
+            diag("%s", rc ? weft_last_error() : "the bits differ");
+    }
+    drop_all();
+}
+
 /* float16 computes in float32, so it takes the same library */
 static void test_half(void)
 {
@@ -254,6 +284,7 @@ int main(void)
     }
     int before = thread_count();
     test_shapes();
+    test_thread_count();
     test_half();
     int after = thread_count();
     /* the pool has one worker besides this thread at 2 threads; oneDNN's

@@ -9,6 +9,8 @@
  * thread count.  1x1 convolutions with unit stride and no padding read
  * the input directly, without im2col; float32 products with a short inner
  * dimension use a small kernel of our own instead of OpenBLAS (below).
+ * float32 convolutions of many channels run through oneDNN instead when
+ * WEFT_CPU_CONV lets them (conv_lib.c decides, and runs them).
  * conv1d is a composite over conv2d
  * with a unit height, and conv_transpose2d is the input-gradient operator
  * plus a bias.  Tensors are batched [N, C, H, W]; float16/bfloat16
