@@ -282,25 +282,26 @@ static int build(const char *op, const conv_key *k, conv_entry *e)
         if (!st)
             st = dl.dnnl_primitive_desc_create(&pd, &bwd, attr, dl.engine, hint);
     }
+    /* each pass's operands: the two it reads, then the one it writes */
+    static const struct {
+        int arg;
+        dnnl_query_t query;
+        bool weights;
+    } operands[3][3] = {
+        [CPU_CONV_FORWARD] = {{DNNL_ARG_SRC, dnnl_query_src_md, false},
+                              {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, true},
+                              {DNNL_ARG_DST, dnnl_query_dst_md, false}},
+        [CPU_CONV_BACKWARD_INPUT] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, false},
+                                     {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, true},
+                                     {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, false}},
+        [CPU_CONV_BACKWARD_WEIGHT] = {{DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, false},
+                                      {DNNL_ARG_SRC, dnnl_query_src_md, false},
+                                      {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, true}},
+    };
     dnnl_format_tag_t wtag = k->groups > 1 ? dnnl_goihw : dnnl_oihw;
-    if (!st && forward)
-        st = operand(e, 0, DNNL_ARG_SRC, pd, dnnl_query_src_md, dnnl_nchw) ||
-                     operand(e, 1, DNNL_ARG_WEIGHTS, pd, dnnl_query_weights_md, wtag) ||
-                     operand(e, 2, DNNL_ARG_DST, pd, dnnl_query_dst_md, dnnl_nchw)
-                 ? dnnl_runtime_error
-                 : dnnl_success;
-    else if (!st && k->pass == CPU_CONV_BACKWARD_INPUT)
-        st = operand(e, 0, DNNL_ARG_DIFF_DST, pd, dnnl_query_diff_dst_md, dnnl_nchw) ||
-                     operand(e, 1, DNNL_ARG_WEIGHTS, pd, dnnl_query_weights_md, wtag) ||
-                     operand(e, 2, DNNL_ARG_DIFF_SRC, pd, dnnl_query_diff_src_md, dnnl_nchw)
-                 ? dnnl_runtime_error
-                 : dnnl_success;
-    else if (!st)
-        st = operand(e, 0, DNNL_ARG_DIFF_DST, pd, dnnl_query_diff_dst_md, dnnl_nchw) ||
-                     operand(e, 1, DNNL_ARG_SRC, pd, dnnl_query_src_md, dnnl_nchw) ||
-                     operand(e, 2, DNNL_ARG_DIFF_WEIGHTS, pd, dnnl_query_diff_weights_md, wtag)
-                 ? dnnl_runtime_error
-                 : dnnl_success;
+    for (int i = 0; i < 3 && !st; i++)
+        st = operand(e, i, operands[k->pass][i].arg, pd, operands[k->pass][i].query,
+                     operands[k->pass][i].weights ? wtag : dnnl_nchw);
     if (!st) {
         const dnnl_memory_desc_t *smd = dl.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         if (smd) {
