@@ -20,24 +20,8 @@
 #include "tests/tap.h"
 #include "tests/dir_entries.h"
 #include "tests/keep.h"
+#include "tests/random_f32.h"
 
-static uint64_t seed = 12345;
-static float rnd(void)
-{
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static weft_tensor *random_f32(const int64_t *sizes, int nd)
-{
-    weft_tensor *t = NULL;
-    if (weft_empty(&t, sizes, nd, WEFT_FLOAT32, WEFT_DEVICE_CPU) != 0)
-        return NULL;
-    float *p = weft_tensor_data_ptr(t);
-    for (int64_t i = 0; i < weft_tensor_numel(t); i++)
-        p[i] = rnd();
-    return keep(t);
-}
 
 /* element (i, j) of a 2-D float32 tensor, any strides */
 static double at2(const weft_tensor *t, int64_t i, int64_t j)

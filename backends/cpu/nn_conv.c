@@ -9,6 +9,8 @@
  * thread count.  1x1 convolutions with unit stride and no padding read
  * the input directly, without im2col; float32 products with a short inner
  * dimension use a small kernel of our own instead of OpenBLAS (below).
+ * float32 convolutions of many channels run through oneDNN instead when
+ * WEFT_CPU_CONV lets them (conv_lib.c decides, and runs them).
  * conv1d is a composite over conv2d
  * with a unit height, and conv_transpose2d is the input-gradient operator
  * plus a bias.  Tensors are batched [N, C, H, W]; float16/bfloat16
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv.h"
 #include "nn.h"
 #include "vec_math.h"
 
@@ -31,13 +34,6 @@
 /* The weight gradient sums runs of images into this many partials at
  * most; their number depends on the batch size alone. */
 #define WEIGHT_CHUNKS 8
-
-typedef struct conv_geometry {
-    int64_t N, C, H, W;     /* input */
-    int64_t OC, KH, KW;     /* weight: [OC, C / groups, KH, KW] */
-    int64_t OH, OW;         /* output */
-    int64_t stride[2], padding[2], dilation[2], groups;
-} conv_geometry;
 
 static int64_t rows_per_image(const conv_geometry *g)
 {
@@ -406,13 +402,20 @@ static void forward_task(const conv_job *j, int64_t t, char *scratch)
          j->bias ? 1.0 : 0.0, c, L);
 }
 
-static int conv_forward(const conv_geometry *g, weft_dtype dt, const weft_tensor *x,
+static int conv_forward(const conv_geometry *g, weft_dtype dt, bool onednn, const weft_tensor *x,
                         const weft_tensor *w, const weft_tensor *bias, weft_tensor *out)
 {
     weft_tensor *bt = NULL;
     int rc = bias ? cpu__operand(&bt, bias, dt) : 0;
     if (rc < 0)
         return rc;
+    if (onednn) {
+        rc = cpu__conv_onednn("conv2d", CPU_CONV_FORWARD, g, weft_tensor_data_ptr(x),
+                              weft_tensor_data_ptr(w), bt ? weft_tensor_data_ptr(bt) : NULL,
+                              weft_tensor_data_ptr(out));
+        weft_tensor_release(bt);
+        return rc;
+    }
     conv_job j;
     job_init(&j, g, dt);
     j.tasks = g->N * g->groups * j.tiles;
@@ -456,11 +459,14 @@ static int conv2d_kernel(weft_call *call, void *ctx)
     if (bias && (weft_tensor_ndim(bias) != 1 || weft_tensor_size(bias, 0) != g.OC))
         return weft_set_error(WEFT_ESHAPE, "%s: bias must be a 1-D tensor of %lld elements", op,
                               (long long)g.OC);
+    int library = cpu__conv_library_choose(op, dt, &g);
+    if (library < 0)
+        return library;
     weft_tensor *x = NULL, *w = NULL, *out = NULL;
     int64_t shape[4] = {g.N, g.OC, g.OH, g.OW};
     if ((rc = cpu__operand(&x, input, dt)) == 0 && (rc = cpu__operand(&w, weight, dt)) == 0 &&
         (rc = weft_empty(&out, shape, 4, dt, WEFT_DEVICE_CPU)) == 0 && g.N > 0)
-        rc = conv_forward(&g, dt, x, w, bias, out);
+        rc = conv_forward(&g, dt, library == 1, x, w, bias, out);
     weft_tensor_release(x);
     weft_tensor_release(w);
     if (rc < 0) {
@@ -475,7 +481,7 @@ static int conv2d_kernel(weft_call *call, void *ctx)
 /* The geometry of a backward operator: grad_output, a tensor (weight or
  * input), the other's sizes, then stride, padding, dilation, groups. */
 static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, weft_dtype *dt,
-                          weft_tensor **go, weft_tensor **other)
+                          bool *onednn, weft_tensor **go, weft_tensor **other)
 {
     const char *op = weft_op_name(call->op);
     const weft_tensor *grad = call->args[0].u.tensor, *t = call->args[1].u.tensor;
@@ -504,6 +510,9 @@ static int backward_setup(weft_call *call, bool for_input, conv_geometry *g, wef
                               weft_format_shape(b, sizeof b, gs, weft_tensor_ndim(grad)),
                               (long long)g->N, (long long)g->OC, (long long)g->OH, (long long)g->OW);
     }
+    if ((rc = cpu__conv_library_choose(op, *dt, g)) < 0)
+        return rc;
+    *onednn = rc == 1;
     if ((rc = cpu__operand(go, grad, *dt)) == 0)
         rc = cpu__operand(other, t, *dt);
     return rc;
@@ -548,11 +557,16 @@ static int conv_backward_input_kernel(weft_call *call, void *ctx)
     conv_geometry g;
     weft_dtype dt;
     weft_tensor *go = NULL, *w = NULL, *gi = NULL;
-    int rc = backward_setup(call, true, &g, &dt, &go, &w);
+    bool onednn = false;
+    int rc = backward_setup(call, true, &g, &dt, &onednn, &go, &w);
     int64_t shape[4] = {g.N, g.C, g.H, g.W};
     if (rc == 0)
         rc = weft_empty(&gi, shape, 4, dt, WEFT_DEVICE_CPU);
-    if (rc == 0 && g.N > 0) {
+    if (rc == 0 && g.N > 0 && onednn) {
+        rc = cpu__conv_onednn(weft_op_name(call->op), CPU_CONV_BACKWARD_INPUT, &g,
+                              weft_tensor_data_ptr(go), weft_tensor_data_ptr(w), NULL,
+                              weft_tensor_data_ptr(gi));
+    } else if (rc == 0 && g.N > 0) {
         conv_job j;
         job_init(&j, &g, dt);
         /* blocks of channels, so that a small batch still has a task per
@@ -641,7 +655,8 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
     conv_geometry g;
     weft_dtype dt;
     weft_tensor *go = NULL, *x = NULL, *gw = NULL, *parts = NULL;
-    int rc = backward_setup(call, false, &g, &dt, &go, &x);
+    bool onednn = false;
+    int rc = backward_setup(call, false, &g, &dt, &onednn, &go, &x);
     int64_t shape[4] = {g.OC, g.C / (g.groups ? g.groups : 1), g.KH, g.KW};
     if (rc == 0)
         rc = weft_empty(&gw, shape, 4, dt, WEFT_DEVICE_CPU);
@@ -649,6 +664,12 @@ static int conv_backward_weight_kernel(weft_call *call, void *ctx)
     int64_t n = rc == 0 ? weft_tensor_numel(gw) : 0;
     if (rc == 0 && chunks == 0)
         rc = weft_fill_(gw, 0.0);
+    if (rc == 0 && chunks > 0 && onednn) {
+        rc = cpu__conv_onednn(weft_op_name(call->op), CPU_CONV_BACKWARD_WEIGHT, &g,
+                              weft_tensor_data_ptr(go), weft_tensor_data_ptr(x), NULL,
+                              weft_tensor_data_ptr(gw));
+        chunks = 0; /* done: no partials, no job */
+    }
     /* one run writes the gradient itself; more write partials */
     int64_t psize[2] = {chunks, n};
     if (rc == 0 && chunks > 1)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cpu.h"
+#include "conv.h"
 #include "nn.h"
 #include "shape.h"
 
@@ -47,6 +48,7 @@ static int cpu_init(weft_registrar *reg)
         return rc;
     cpu__blas_init(cpu__num_threads());
     cpu__gemm_library_init();
+    cpu__conv_library_init();
     if ((rc = cpu__register_fill(reg)) < 0 || (rc = cpu__register_elementwise(reg)) < 0 ||
         (rc = cpu__register_unary(reg)) < 0 || (rc = cpu__register_reduce(reg)) < 0 ||
         (rc = cpu__register_blas(reg)) < 0 || (rc = cpu__register_binary(reg)) < 0 ||
@@ -63,6 +65,7 @@ static void cpu_fini(void)
 {
     cpu__parallel_shutdown();
     cpu__gemm_library_fini();
+    cpu__conv_library_fini();
 }
 
 WEFT_PLUGIN_DEFINE("cpu", CPU_VARIANT, "0.1.0", cpu__score, cpu_init, cpu_fini);
