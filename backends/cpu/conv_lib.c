@@ -15,7 +15,8 @@
  *    the measurements), im2col otherwise, and im2col under valgrind
  *    (which must not see oneDNN opened and closed: its JIT and glibc's
  *    records of a dlopen'ed library upset the leak check;
- *    tests/memcheck.sh runs the suite with the default).
+ *    tests/memcheck.sh runs the suite with the default) and in an
+ *    AddressSanitizer build (cpu__onednn_by_default, cpu.h).
  * WEFT_ONEDNN_LIBRARY names another file to open than libdnnl.so.2 (a
  * build outside the linker's path; the tests use a missing one to see
  * the fallback).
@@ -39,13 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 #include "conv.h"
 
@@ -105,8 +99,8 @@ static bool wants_onednn(void)
 {
     if (lib.bad_value[0] || lib.chosen == CONV_IM2COL)
         return false;
-    /* never opened under valgrind unless asked for by name */
-    return lib.chosen == CONV_ONEDNN || !RUNNING_ON_VALGRIND;
+    /* not under valgrind or a sanitizer unless asked for by name */
+    return lib.chosen == CONV_ONEDNN || cpu__onednn_by_default();
 }
 
 static void open_onednn(void)

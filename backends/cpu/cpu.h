@@ -333,6 +333,13 @@ typedef enum cpu_gemm_library {
     CPU_GEMM_ONEDNN
 } cpu_gemm_library;
 void cpu__gemm_library_init(void);
+/* Whether `auto` (WEFT_CPU_GEMM, WEFT_CPU_CONV) may open oneDNN: not in a
+ * build with AddressSanitizer, whose LeakSanitizer crashes in its tracer
+ * at exit once oneDNN's OpenMP runtime is mapped (seen in
+ * tests/sanitizers.sh), and not under valgrind, which reports oneDNN's
+ * own allocations and is too slow for its JIT.  Asking for onednn by name
+ * still opens it there. */
+bool cpu__onednn_by_default(void);
 void cpu__gemm_library_fini(void);
 /* Resolves the choice (opening oneDNN at the first call that wants it);
  * call before the first cpu__gemm_serial of a kernel.  Errors: WEFT_EINVAL

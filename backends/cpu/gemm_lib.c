@@ -27,6 +27,13 @@
 
 #include <cblas.h>
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #include "cpu.h"
 
 typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k,
@@ -46,6 +53,18 @@ static struct {
     char open_error[256];
     cpu_gemm_library active; /* what float32 products use once resolved */
 } lib = {.once = PTHREAD_ONCE_INIT};
+
+bool cpu__onednn_by_default(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return false;
+#endif
+#endif
+    return !RUNNING_ON_VALGRIND;
+}
 
 void cpu__gemm_library_init(void)
 {
@@ -67,7 +86,7 @@ static bool wants_onednn(void)
     if (lib.chosen == CPU_GEMM_ONEDNN)
         return true;
 #if defined(__AVX512F__)
-    return lib.chosen == CPU_GEMM_AUTO;
+    return lib.chosen == CPU_GEMM_AUTO && cpu__onednn_by_default();
 #else
     return false;
 #endif
