@@ -26,6 +26,7 @@ typedef struct bucket {
     weft_tensor *flat; /* the gradients of its parameters, end to end */
     int n_params, n_ready;
     weft_work *work; /* the all_reduce in flight */
+    bool done;       /* a test saw it end (or fail): no more tests */
 } bucket;
 
 struct weft_ddp {
@@ -63,6 +64,19 @@ static int slot_view(weft_tensor **out, weft_ddp *d, int i)
     return rc;
 }
 
+/* Moves the buckets in flight on: a backend that advances its transfers
+ * only when asked (the MPI plugin's shared-memory path between the ranks of
+ * one node) would otherwise do all of a pass's communication in
+ * reset_pass's waits, after backward, instead of between its kernels.  A
+ * test is cheap (a lock and a poll); its error, if any, is the one the
+ * wait reports. */
+static void advance_buckets(weft_ddp *d)
+{
+    for (int b = 0; b < d->n_buckets; b++)
+        if (d->buckets[b].work && !d->buckets[b].done)
+            d->buckets[b].done = weft_work_test(d->buckets[b].work) != 0;
+}
+
 /* Backward reached parameter i with grad (before it is accumulated into
  * .grad): the bucket gets grad plus what .grad already holds (so gradients
  * accumulated under no_sync are reduced too); a full bucket starts. */
@@ -75,6 +89,7 @@ static int on_grad(const weft_tensor *grad, weft_tensor **replace, void *ctx)
     int i = s->index;
     if (d->ready[i])
         return 0; /* a second gradient in one pass (a parameter used twice): it accumulated */
+    advance_buckets(d);
     bool grad_mode = weft_set_grad_enabled(false);
     weft_tensor *view = NULL, *acc = NULL;
     int rc = slot_view(&view, d, i);
@@ -273,6 +288,7 @@ static int reset_pass(weft_ddp *d)
                 rc = w;
             weft_work_free(d->buckets[b].work);
             d->buckets[b].work = NULL;
+            d->buckets[b].done = false;
         }
         d->buckets[b].n_ready = 0;
     }
