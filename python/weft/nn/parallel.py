@@ -84,6 +84,15 @@ class DistributedDataParallel(Module):
                 slot.add_(p.grad)
         self._ready[i] = True
         self._pending += 1
+        # move the buckets in flight on: between ranks of one node the mpi
+        # backend's shared-memory all_reduce advances only when tested
+        # (a failed one raises again at its wait, below, which reports it)
+        for other in self._buckets:
+            if other[3] is not None:
+                try:
+                    other[3].is_completed()
+                except Exception:  # the wait below raises it again
+                    pass
         b = self._buckets[self._slot[i][0]]
         b[2] += 1
         if b[2] == b[1]:
