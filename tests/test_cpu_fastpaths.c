@@ -193,6 +193,94 @@ static void test_max_pool(void)
     drop_all();
 }
 
+/* max_pool2d's backward against the plain scatter (zero the planes, add
+ * each gradient at its index): 2x2 stride 2 windows write their disjoint
+ * blocks directly; overlapping windows and indices given by hand (outside
+ * their block, repeated) take the scatter.  Bits compared, gradients with
+ * NaN, -0 (the scatter makes it +0) and ties in the input. */
+static bool pool_backward_matches(const weft_tensor *gi, const weft_tensor *go,
+                                  const weft_tensor *ind, int64_t H, int64_t W)
+{
+    const int64_t n = weft_tensor_numel(go), OHW = weft_tensor_numel(go) /
+                      (weft_tensor_numel(gi) / (H * W));
+    float *want = calloc((size_t)weft_tensor_numel(gi), sizeof *want);
+    const float *g = weft_tensor_data_ptr(go);
+    const int64_t *ip = weft_tensor_data_ptr(ind);
+    for (int64_t o = 0; o < n; o++)
+        want[o / OHW * H * W + ip[o]] += g[o];
+    bool same = memcmp(want, weft_tensor_data_ptr(gi),
+                       (size_t)weft_tensor_numel(gi) * sizeof *want) == 0;
+    free(want);
+    return same;
+}
+
+static void test_max_pool_backward(void)
+{
+    static const struct {
+        int64_t n, c, h, w, k, s, pad;
+        bool ceil;
+    } cases[] = {
+        {4, 3, 28, 28, 2, 2, 0, false}, /* the CNN's */
+        {0, 3, 14, 14, 2, 2, 0, false}, /* n 0: a 3-D input, [C, H, W] */
+        {1, 2, 15, 13, 2, 2, 0, false}, /* batch 1, odd sizes drop a row and column */
+        {2, 2, 15, 13, 2, 2, 0, true},  /* ceil_mode: clipped last blocks */
+        {1, 2, 14, 13, 2, 2, 0, true},  /* ceil_mode, only the columns clipped */
+        {1, 1, 1, 5, 2, 2, 0, true},    /* one row */
+        {2, 3, 12, 10, 3, 2, 0, false}, /* 3x3 stride 2: the output size of 2x2 tiles */
+        {2, 3, 9, 11, 2, 2, 1, false},  /* padded */
+        {2, 3, 11, 9, 3, 1, 0, false},  /* overlapping, stride 1 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *shape = cases[i].n ? INTS(cases[i].n, cases[i].c, cases[i].h, cases[i].w)
+                                          : INTS(cases[i].c, cases[i].h, cases[i].w);
+        const int nd = cases[i].n ? 4 : 3;
+        weft_tensor *x = filled(shape, nd, 300 + i, true);
+        float *xp = weft_tensor_data_ptr(x);
+        xp[3] = NAN;
+        xp[cases[i].w] = NAN;
+        int64_t k = cases[i].k, s = cases[i].s, pad = cases[i].pad;
+        weft_tensor *y = NULL, *ind = NULL, *gi = NULL;
+        int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(k, k), 2, INTS(s, s), 2,
+                                              INTS(pad, pad), 2, INTS(1, 1), 2, cases[i].ceil);
+        keep(y);
+        keep(ind);
+        weft_tensor *go = rc == 0 ? filled(weft_tensor_sizes(y), nd, 400 + i, false) : NULL;
+        if (go) {
+            float *gp = weft_tensor_data_ptr(go);
+            gp[0] = -0.0f;
+            gp[weft_tensor_numel(go) - 1] = -0.0f;
+            gp[weft_tensor_numel(go) / 2] = NAN;
+        }
+        rc = rc == 0 ? weft_max_pool2d_with_indices_backward(&gi, go, x, ind) : rc;
+        keep(gi);
+        ok(rc == 0 && pool_backward_matches(gi, go, ind, cases[i].h, cases[i].w),
+           "max_pool2d backward %lldx%lld stride %lld pad %lld%s on %s%lldx%lld: the scatter's "
+           "bits", (long long)k, (long long)k, (long long)s, (long long)pad,
+           cases[i].ceil ? " ceil_mode" : "", cases[i].n ? "" : "3-D ", (long long)cases[i].h,
+           (long long)cases[i].w);
+        if (rc != 0 || k != 2 || s != 2 || pad != 0)
+            continue;
+        /* the same windows' indices moved by hand: the last one to element
+         * 0, outside its block, then all of them there (gradients summed) */
+        int64_t *ip = weft_tensor_data_ptr(ind);
+        const int64_t last = weft_tensor_numel(ind) - 1;
+        ip[last] = 0;
+        weft_tensor *gi2 = NULL;
+        rc = weft_max_pool2d_with_indices_backward(&gi2, go, x, ind);
+        keep(gi2);
+        bool moved_ok = rc == 0 && pool_backward_matches(gi2, go, ind, cases[i].h, cases[i].w);
+        for (int64_t o = 0; o <= last; o++)
+            ip[o] = 0;
+        weft_tensor *gi3 = NULL;
+        rc = weft_max_pool2d_with_indices_backward(&gi3, go, x, ind);
+        keep(gi3);
+        ok(moved_ok && rc == 0 && pool_backward_matches(gi3, go, ind, cases[i].h, cases[i].w),
+           "max_pool2d backward with indices outside their 2x2 block on %lldx%lld: the scatter's",
+           (long long)cases[i].h, (long long)cases[i].w);
+    }
+    drop_all();
+}
+
 /* ----------------------------------------------------- large elementwise */
 
 static bool close_to(const float *got, const double *want, int64_t n, double tol)
@@ -768,6 +856,7 @@ int main(int argc, char **argv)
     if (!ok(loaded >= 1, "the default plugins load (%d)", loaded))
         return done_testing();
     test_max_pool();
+    test_max_pool_backward();
     test_large_binary(100003);
     test_large_binary(12000001);
     test_products();

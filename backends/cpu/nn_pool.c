@@ -69,8 +69,8 @@ static double window_of(const pool_geometry *g, int64_t oh, int64_t ow, int64_t 
 /* n outputs of stride-2 windows whose first rows start at r0 (r1, r2 the
  * next rows), r0[0] being element `base` of the plane. */
 #define DEFINE_MAX_ROWS(NAME, T)                                                           \
-    static void max_2x2_row_##NAME(const T *restrict r0, int64_t base, int64_t W,          \
-                                   int64_t n, T *restrict y, int64_t *restrict ind)        \
+    static inline void max_2x2_row_##NAME(const T *restrict r0, int64_t base, int64_t W,   \
+                                          int64_t n, T *restrict y, int64_t *restrict ind) \
     {                                                                                      \
         const T *restrict r1 = r0 + W;                                                     \
         for (int64_t ow = 0; ow < n; ow++) {                                               \
@@ -156,12 +156,31 @@ static double window_of(const pool_geometry *g, int64_t oh, int64_t ow, int64_t 
             ind[ow] = at;                                                                  \
         }                                                                                  \
     }                                                                                      \
+    /* 2x2 stride 2 unpadded, undilated: the CNN's pool, 7 or 14 outputs a row,            \
+     * so one loop over the plane's row pairs without the general per-row                  \
+     * set-up; only ceil_mode's clipped last row and column go one by one */               \
+    static void max_2x2_plane_##NAME(const pool_geometry *g, const T *x, T *y, int64_t *ind) \
+    {                                                                                      \
+        const int64_t W = g->W, OH = g->OH, OW = g->OW;                                    \
+        const int64_t fh = g->H / 2 < OH ? g->H / 2 : OH, fw = W / 2 < OW ? W / 2 : OW;    \
+        for (int64_t oh = 0; oh < OH; oh++, y += OW, ind += OW) {                          \
+            const int64_t from = oh < fh ? fw : 0;                                         \
+            if (oh < fh)                                                                   \
+                max_2x2_row_##NAME(x + 2 * oh * W, 2 * oh * W, W, fw, y, ind);             \
+            for (int64_t ow = from; ow < OW; ow++)                                         \
+                max_one_##NAME(g, x, oh, ow, y + ow, ind + ow);                            \
+        }                                                                                  \
+    }                                                                                      \
     static void max_plane_##NAME(const pool_geometry *g, const T *x, T *y, int64_t *ind)  \
     {                                                                                      \
         const int64_t KH = g->kernel[0], KW = g->kernel[1];                                \
         const int64_t sh = g->stride[0], sw = g->stride[1];                                \
         const int64_t ph = g->padding[0], pw = g->padding[1];                              \
         const bool dense = g->dilation[0] == 1 && g->dilation[1] == 1;                     \
+        if (dense && KH == 2 && KW == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0) {     \
+            max_2x2_plane_##NAME(g, x, y, ind);                                            \
+            return;                                                                        \
+        }                                                                                  \
         /* the columns whose windows are inside: ow*sw - pw >= 0 and          \
          * ow*sw - pw + KW <= W */                                                         \
         int64_t lo = (pw + sw - 1) / sw;                                                   \
@@ -210,13 +229,55 @@ DEFINE_MAX_ROWS(float64, double)
                 }                                                                          \
         }                                                                                  \
     }                                                                                      \
+    /* Max backward when every index lies in its window's block of a 2x2                   \
+     * tiling of the plane (2x2 stride 2 unpadded windows, as the forward                  \
+     * wrote them; the backward is not told the window): the blocks are                    \
+     * disjoint, so each element of gi gets at most one gradient, stored                   \
+     * rather than added, into rows zeroed pair by pair while they are in                  \
+     * cache.  go + 0 keeps the scatter's bits (0 + -0 is +0).  The checks                 \
+     * are compares, not branches (which element won is unpredictable).                    \
+     * False, having written part of gi, when some index lies outside its                  \
+     * block (indices given by hand, or 3x3 stride 2 windows, whose output                 \
+     * has the same size): the caller then takes the general scatter. */                   \
+    static bool max_back_2x2_##NAME(const pool_geometry *g, const T *go,                   \
+                                    const int64_t *ind, T *gi)                             \
+    {                                                                                      \
+        const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, fw = W / 2 < OW ? W / 2 : OW; \
+        bool in = true;                                                                    \
+        for (int64_t oh = 0; oh < OH; oh++, go += OW, ind += OW) {                         \
+            const int64_t b = 2 * oh * W, end = (2 * oh + 2 < H ? 2 * oh + 2 : H) * W;     \
+            for (int64_t i = b; i < end; i++)                                              \
+                gi[i] = 0;                                                                 \
+            for (int64_t ow = 0; ow < fw; ow++) {                                          \
+                const int64_t d = ind[ow] - (b + 2 * ow);                                  \
+                in &= ((uint64_t)d < 2) | ((uint64_t)(d - W) < 2);                         \
+                gi[ind[ow]] = go[ow] + (T)0;                                               \
+            }                                                                              \
+            if (fw < OW) { /* ceil_mode: the last block is one column wide */              \
+                const int64_t d = ind[fw] - (b + 2 * fw);                                  \
+                in &= (d == 0) | (d == W);                                                 \
+                gi[ind[fw]] = go[fw] + (T)0;                                               \
+            }                                                                              \
+            if (!in) /* overlapping windows: found in the first rows */                    \
+                return false;                                                              \
+        }                                                                                  \
+        for (int64_t i = (2 * OH < H ? 2 * OH : H) * W; i < H * W; i++) /* rows no window covers */ \
+            gi[i] = 0;                                                                     \
+        return true;                                                                       \
+    }                                                                                      \
     static void pool_backward_##NAME(int64_t begin, int64_t end, void *ctx)                \
     {                                                                                      \
         const pool_job *j = ctx;                                                           \
         const pool_geometry *g = j->g;                                                     \
+        /* the output size of 2x2 stride 2 windows, floor or ceil_mode */                  \
+        const bool tiles_2x2 = (g->OH == g->H / 2 || g->OH == (g->H + 1) / 2) &&           \
+                               (g->OW == g->W / 2 || g->OW == (g->W + 1) / 2);             \
         for (int64_t p = begin; p < end; p++) {                                            \
             const T *go = (const T *)j->x + p * g->OH * g->OW;                             \
             T *gi = (T *)j->out + p * g->H * g->W;                                         \
+            if (g->kind == POOL_MAX && tiles_2x2 &&                                        \
+                max_back_2x2_##NAME(g, go, j->indices + p * g->OH * g->OW, gi))            \
+                continue;                                                                  \
             for (int64_t i = 0; i < g->H * g->W; i++)                                      \
                 gi[i] = 0;                                                                 \
             for (int64_t oh = 0; oh < g->OH; oh++)                                         \
