@@ -113,11 +113,17 @@ def _install():
     # to_dense through the plugin's operator, whose gradient for a sparse
     # input keeps the input's pattern (grad.sparse_mask(input), as torch's),
     # rather than _layout.py's core conversion (the whole gradient's nonzeros)
+    # (only for the sparse layouts: the operator is this plugin's, and a
+    # tensor of another plugin's layout converts through the core as before)
     to_dense_op = getattr(_C, "to_dense", None)
     if to_dense_op is not None:
+        core_to_dense = T.to_dense
+
         def to_dense(self):
             """this tensor in the strided layout (itself when already strided)"""
-            return to_dense_op(self)
+            if _is_layout(self, "sparse_coo") or _is_layout(self, "sparse_csr"):
+                return to_dense_op(self)
+            return core_to_dense(self)
 
         T.to_dense = to_dense
     # weft.sparse_coo and weft.sparse_csr, as torch.sparse_coo/sparse_csr
