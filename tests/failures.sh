@@ -14,6 +14,6 @@ for t in $(grep -E '^(FAIL|ERROR):' "$log" | sed -E 's/^[A-Z]+: ([^ ]+).*/\1/' |
     [ -f "$f" ] || continue
     echo "---- $t ----"
     # each not ok line with the comment lines that follow it, 60 lines at most
-    awk '/^not ok/ { print; p = 1; next } p && /^#/ { print; next } { p = 0 }' "$f" | head -60
+    awk '/^not ok/ { print; p = 1; next } p && /^(#|FAIL:|ERROR:|XPASS:)/ { print; next } { p = 0 }' "$f" | head -60
     tail -n 3 "$f"
 done
