@@ -442,10 +442,99 @@ static bool tag_fits(int type, const weft_value *v)
     return false;
 }
 
+/* An out= target with no elements is resized by the kernel before the
+ * kernel reads its inputs (c10's resize, the CPU plugin's
+ * cpu__prepare_target).  When the very same tensor is also passed as an
+ * input (sum_out(x, x), cat_out(x, [x, y])), that input would change shape
+ * under the kernel, which then reads uninitialised memory or indexes dims
+ * it checked for the old shape (the fuzzer found sum_out so).  It has no
+ * elements, so a fresh empty tensor of its shape stands in for it as an
+ * input: the result is what it would be without the aliasing.  Only dense
+ * tensors: another layout's empty tensor carries a payload the core cannot
+ * copy, and its plugin's kernels own that case.  Returns 1 when `local`
+ * (and the lists in `lists`, to free with free_stand_ins) hold the
+ * substituted arguments, 0 when nothing aliases, < 0 on failure. */
+static int stand_in_for_out(const weft_op *op, const weft_value *args, int nargs,
+                            weft_value *local, weft_tensor ***lists)
+{
+    const weft_tensor *target = args[0].u.tensor;
+    if (!target || target->numel != 0 || target->layout != WEFT_LAYOUT_STRIDED)
+        return 0;
+    bool aliased = false;
+    for (int i = 1; i < nargs && !aliased; i++) {
+        if (!(op->tensor_arg_mask & (1u << i)))
+            continue;
+        if (args[i].tag == WEFT_VALUE_TENSOR)
+            aliased = args[i].u.tensor == target;
+        else if (args[i].tag == WEFT_VALUE_TENSOR_LIST && args[i].u.tensors)
+            for (int j = 0; j < args[i].len && !aliased; j++)
+                aliased = args[i].u.tensors[j] == target;
+    }
+    if (!aliased)
+        return 0;
+    weft_tensor *stand_in = NULL;
+    int rc = weft_empty_like(&stand_in, target);
+    if (rc < 0)
+        return rc;
+    memcpy(local, args, (size_t)nargs * sizeof *args);
+    for (int i = 1; i < nargs && rc == 0; i++) {
+        lists[i] = NULL;
+        if (!(op->tensor_arg_mask & (1u << i)))
+            continue;
+        if (local[i].tag == WEFT_VALUE_TENSOR && local[i].u.tensor == target) {
+            local[i].u.tensor = weft_tensor_retain(stand_in);
+        } else if (local[i].tag == WEFT_VALUE_TENSOR_LIST && local[i].u.tensors && local[i].len) {
+            /* the caller's array is const: the list is copied */
+            lists[i] = malloc((size_t)local[i].len * sizeof *lists[i]);
+            if (!lists[i]) {
+                rc = wf__errorf(WEFT_ENOMEM, "%s: out of memory", op->schema.name);
+                break;
+            }
+            for (int j = 0; j < local[i].len; j++)
+                lists[i][j] = local[i].u.tensors[j] == target ? stand_in : local[i].u.tensors[j];
+            local[i].u.tensors = lists[i];
+        }
+    }
+    /* the single tensors each hold a reference; the lists borrow this one */
+    lists[0] = (weft_tensor **)stand_in;
+    return rc < 0 ? rc : 1;
+}
+
+static void free_stand_ins(const weft_value *args, const weft_value *local, int nargs,
+                           weft_tensor ***lists)
+{
+    for (int i = 1; i < nargs; i++) {
+        if (local[i].tag == WEFT_VALUE_TENSOR && local[i].u.tensor != args[i].u.tensor)
+            weft_tensor_release(local[i].u.tensor);
+        free(lists[i]);
+    }
+    weft_tensor_release((weft_tensor *)lists[0]);
+}
+
+static int dispatch_args(const weft_op *op, const weft_value *args, int nargs,
+                         weft_value *rets);
+
 /* The generated entry points box their arguments correctly by
  * construction: they skip the tag checks and only look at tensors. */
 static int dispatch_trusted(const weft_op *op, const weft_value *args, int nargs,
                             weft_value *rets)
+{
+    if (!op->schema.mutating || nargs < 2 || args[0].tag != WEFT_VALUE_TENSOR)
+        return dispatch_args(op, args, nargs, rets);
+    weft_value local[WF_MAX_ARGS];
+    weft_tensor **lists[WF_MAX_ARGS] = {0};
+    int rc = stand_in_for_out(op, args, nargs, local, lists);
+    if (rc == 0)
+        return dispatch_args(op, args, nargs, rets);
+    if (rc > 0)
+        rc = dispatch_args(op, local, nargs, rets);
+    if (lists[0]) /* set once anything was substituted */
+        free_stand_ins(args, local, nargs, lists);
+    return rc;
+}
+
+static int dispatch_args(const weft_op *op, const weft_value *args, int nargs,
+                         weft_value *rets)
 {
     const wf_schema *s = &op->schema;
     weft_keyset ks = 0;

@@ -1016,6 +1016,31 @@ static void test_reductions(void)
     is_int(weft_sum_out(empty, m, (const int64_t[]){1}, 1, true), 0, "sum_out into an empty out");
     is_shape(empty, "the empty out is resized", 2, 1);
     is_values(empty, 0, "resized sum_out values", 6, 15);
+    /* out= is also the input, and has no elements: the kernel resizes out
+     * before reading, so without the dispatcher's stand-in the input grew
+     * under it (uninitialised elements: the fuzzer's sum_out finding) */
+    weft_tensor *self_out = NULL;
+    weft_empty(&self_out, (const int64_t[]){2, 0}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    keep(self_out);
+    is_int(weft_sum_out(self_out, self_out, (const int64_t[]){1}, 1, true), 0,
+           "sum_out(x, x) with x empty and resized");
+    is_shape(self_out, "x takes the result's shape", 2, 1);
+    is_values(self_out, 0, "the sums of its empty rows are 0", 0, 0);
+    weft_tensor *bool_out = NULL;
+    weft_empty(&bool_out, (const int64_t[]){0}, 1, WEFT_BOOL, WEFT_DEVICE_CPU);
+    keep(bool_out);
+    is_int(weft_sum_out_ex(bool_out, bool_out, NULL, 0, false, WEFT_BOOL), 0,
+           "sum_out(x, x) of an empty bool tensor");
+    ok(weft_tensor_ndim(bool_out) == 0, "becomes 0-d");
+    is_values(bool_out, 0, "holding false", 0);
+    weft_tensor *vec_out = NULL, *wide = NULL;
+    weft_empty(&vec_out, (const int64_t[]){0}, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    weft_empty(&wide, (const int64_t[]){3, 0}, 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    keep(vec_out);
+    keep(wide);
+    is_int(weft_mv_out(vec_out, wide, vec_out), 0, "mv_out(x, A, x) with x empty");
+    is_shape(vec_out, "x takes mv's shape", 3);
+    is_values(vec_out, 0, "A's empty rows give zeros", 0, 0, 0);
 
     /* empty inputs */
     weft_tensor *e = NULL;
