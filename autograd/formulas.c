@@ -1025,8 +1025,14 @@ int wa__autograd_kernel(weft_call *call, void *ctx)
     wa__node_release(node);
     weft_tensor_release(old_self);
     if (rc < 0 && !self) {
-        weft_tensor_release(call->rets[0].u.tensor);
-        call->rets[0].u.tensor = NULL;
+        /* every result goes: min_dim's indices as well as its values (the
+         * fuzzer's leak when saving for backward ran out of memory) */
+        for (int i = 0; i < call->nrets; i++)
+            if (call->rets[i].tag == WEFT_VALUE_TENSOR) {
+                weft_tensor_release(call->rets[i].u.tensor);
+                call->rets[i].u.tensor = NULL;
+                call->rets[i].tag = WEFT_VALUE_NONE;
+            }
     }
     return rc;
 }

@@ -128,7 +128,7 @@ static int prog_autograd(void)
 {
     int rc;
     weft_tensor *leaf = NULL, *sq = NULL, *m = NULL, *mm = NULL, *xt = NULL, *loss = NULL,
-                *g = NULL;
+                *g = NULL, *mx = NULL, *at = NULL;
     static const weft_function sq_fn = {"SquareBackward", sq_forward, sq_backward, false};
     TRY(weft_clone(&leaf, x));
     TRY(weft_tensor_set_requires_grad(leaf, true));
@@ -137,13 +137,16 @@ static int prog_autograd(void)
     TRY(weft_mul(&m, sq, y));
     TRY(weft_transpose(&xt, leaf, 0, 1));
     TRY(weft_matmul(&mm, m, xt));
-    TRY(weft_sum(&loss, mm, NULL, 0, false));
+    /* two results (values and indices): a failure while saving for
+     * backward must give back both (it leaked the second) */
+    TRY(weft_max_dim(&mx, &at, mm, 1, false));
+    TRY(weft_sum(&loss, mx, NULL, 0, false));
     TRY(weft_backward(&loss, 1, NULL, false, false));
     TRY(weft_tensor_grad(&g, leaf));
     if (!g)
         rc = weft_set_error(WEFT_EINTERNAL, "backward succeeded but left no gradient");
 out:
-    drop(&leaf), drop(&sq), drop(&m), drop(&mm), drop(&xt), drop(&loss), drop(&g);
+    drop(&leaf), drop(&sq), drop(&m), drop(&mm), drop(&xt), drop(&loss), drop(&g), drop(&mx), drop(&at);
     return rc;
 }
 
