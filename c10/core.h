@@ -152,6 +152,16 @@ static inline int wf__require_strided(const weft_tensor *t, const char *op)
 {
     return __builtin_expect(t->layout == WEFT_LAYOUT_STRIDED, 1) ? 0 : wf__layout_refuse(t, op);
 }
+/* Whether t is strided or of a layout whose plugin gave a view hook: the
+ * view functions (c10/view.c, ops/copy.c) take both. */
+static inline bool wf__viewable(const weft_tensor *t)
+{
+    return __builtin_expect(t->layout == WEFT_LAYOUT_STRIDED, 1) ||
+           wf__layouts[t->layout].iface.view != NULL;
+}
+/* The view v of t, a tensor of a plugin layout with a view hook: the
+ * hook's result, checked (t's layout, dtype and device, v's shape). */
+int wf__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_view *v);
 /* t itself (a new reference) when strided, else a new strided tensor made
  * by its layout's to_strided (no autograd: printing and item). */
 int wf__layout_strided(weft_tensor **out, const weft_tensor *t, const char *op);
@@ -208,6 +218,19 @@ extern wf_storage_hooks wf__storage_hooks;
                               !(out) ? "out" : "the tensor");                  \
         if (wf__require_strided(t, op) < 0)                                    \
             return WEFT_EINVAL;                                                \
+    } while (0)
+/* The same, for the view functions: a tensor of a plugin layout passes
+ * when its layout has a view hook (the function hands it over with
+ * wf__layout_view once its arguments are checked). */
+#define WF_CHECK_VIEW_ARGS(op, out, t)                                         \
+    do {                                                                       \
+        if (out)                                                               \
+            *(out) = NULL;                                                     \
+        if (!(out) || !(t))                                                    \
+            return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
+                              !(out) ? "out" : "the tensor");                  \
+        if (!wf__viewable(t))                                                  \
+            return wf__layout_refuse(t, op);                                   \
     } while (0)
 /* Every view is made here (see c10/view.c). */
 int wf__make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,

@@ -169,6 +169,30 @@ int wf__layout_to_device(weft_tensor **out, const weft_tensor *t, weft_device de
                       bad);
 }
 
+int wf__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_view *v)
+{
+    *out = NULL;
+    const wf_layout *l = &wf__layouts[t->layout];
+    int rc = l->iface.view(out, t, v);
+    if (rc < 0) {
+        *out = NULL;
+        return rc;
+    }
+    const bool same_shape = *out && (*out)->ndim == v->ndim &&
+                            memcmp((*out)->sizes, v->shape, (size_t)v->ndim * sizeof(int64_t)) == 0;
+    const char *bad = !*out                          ? "nothing"
+                      : (*out)->layout != t->layout  ? "a tensor of another layout"
+                      : (*out)->dtype != t->dtype    ? "another dtype"
+                      : !weft_device_equal((*out)->device, t->device) ? "another device"
+                      : !same_shape                  ? "another shape"
+                                                     : NULL;
+    if (!bad)
+        return 0;
+    weft_tensor_release(*out);
+    *out = NULL;
+    return wf__errorf(WEFT_EINTERNAL, "%s: layout '%s''s view returned %s", v->op, l->name, bad);
+}
+
 int wf__layout_from_strided(weft_tensor **out, const weft_tensor *t, int layout, const char *op)
 {
     *out = NULL;

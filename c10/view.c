@@ -42,6 +42,14 @@ int wf__make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
 #define make_view(out, t, sizes, strides, ndim, offset, kind) \
     wf__make_view(out, t, sizes, strides, ndim, offset, kind, NULL)
 
+/* A view of a plugin layout's tensor whose request is a shape alone. */
+static int layout_shape_view(weft_tensor **out, const weft_tensor *t, int kind, const char *op,
+                             const int64_t *shape, int ndim)
+{
+    return wf__layout_view(out, t,
+                           &(weft_layout_view){.kind = kind, .op = op, .shape = shape, .ndim = ndim});
+}
+
 /* ------------------------------------------------------------ view/reshape */
 
 /* Resolves a -1 in sizes against numel (PyTorch's infer_size), then
@@ -140,11 +148,13 @@ bool wf__view_strides(int64_t *strides, const weft_tensor *t, const int64_t *sha
 
 WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
 {
-    WF_CHECK_TENSOR_ARGS("view", out, t);
+    WF_CHECK_VIEW_ARGS("view", out, t);
     int64_t shape[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
     int rc = wf__infer_size(shape, sizes, ndim, t->numel, "view");
     if (rc < 0)
         return rc;
+    if (t->layout)
+        return layout_shape_view(out, t, WEFT_LAYOUT_VIEW_SHAPE, "view", shape, ndim);
     if (!wf__view_strides(strides, t, shape, ndim))
         return wf__errorf(WEFT_ESHAPE,
                           "view: view size is not compatible with input tensor's size and stride "
@@ -157,7 +167,7 @@ WEFT_API int weft_view(weft_tensor **out, const weft_tensor *t, const int64_t *s
 
 WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t *dims, int ndim)
 {
-    WF_CHECK_TENSOR_ARGS("permute", out, t);
+    WF_CHECK_VIEW_ARGS("permute", out, t);
     if (ndim != t->ndim)
         return wf__errorf(WEFT_EINVAL,
                           "permute: the number of dims (%d) does not match the tensor's rank (%d)",
@@ -181,12 +191,16 @@ WEFT_API int weft_permute(weft_tensor **out, const weft_tensor *t, const int64_t
         sizes[i] = t->sizes[d];
         strides[i] = t->strides[d];
     }
+    if (t->layout)
+        return wf__layout_view(out, t, &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_PERMUTE,
+                                                           .op = "permute", .shape = sizes,
+                                                           .ndim = ndim, .dims = perm});
     return wf__make_view(out, t, sizes, strides, ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
 }
 
 WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, int dim1)
 {
-    WF_CHECK_TENSOR_ARGS("transpose", out, t);
+    WF_CHECK_VIEW_ARGS("transpose", out, t);
     int d0, d1, rc;
     if ((rc = wf__wrap_dim(&d0, dim0, t->ndim, "transpose")) < 0 ||
         (rc = wf__wrap_dim(&d1, dim1, t->ndim, "transpose")) < 0)
@@ -202,12 +216,16 @@ WEFT_API int weft_transpose(weft_tensor **out, const weft_tensor *t, int dim0, i
         sizes[d0] = t->sizes[d1], sizes[d1] = t->sizes[d0];
         strides[d0] = t->strides[d1], strides[d1] = t->strides[d0];
     }
+    if (t->layout)
+        return wf__layout_view(out, t, &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_PERMUTE,
+                                                           .op = "transpose", .shape = sizes,
+                                                           .ndim = t->ndim, .dims = perm});
     return wf__make_view(out, t, sizes, strides, t->ndim, t->storage_offset, WF_VIEW_PERMUTE, perm);
 }
 
 WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t)
 {
-    WF_CHECK_TENSOR_ARGS("t", out, t);
+    WF_CHECK_VIEW_ARGS("t", out, t);
     if (t->ndim > 2)
         return wf__errorf(WEFT_ESHAPE, "t() expects a tensor with <= 2 dimensions, but self is %dD",
                           t->ndim);
@@ -219,7 +237,7 @@ WEFT_API int weft_t(weft_tensor **out, const weft_tensor *t)
 WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
                         int64_t end, int64_t step)
 {
-    WF_CHECK_TENSOR_ARGS("slice", out, t);
+    WF_CHECK_VIEW_ARGS("slice", out, t);
     if (t->ndim == 0)
         return wf__errorf(WEFT_ERANGE, "slice() cannot be applied to a 0-dim tensor.");
     int d;
@@ -242,6 +260,12 @@ WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_
     memcpy(sizes, t->sizes, (size_t)t->ndim * sizeof *sizes);
     memcpy(strides, t->strides, (size_t)t->ndim * sizeof *strides);
     sizes[d] = length;
+    if (t->layout)
+        return wf__layout_view(out, t, &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_SLICE,
+                                                           .op = "slice", .shape = sizes,
+                                                           .ndim = t->ndim, .dim = d,
+                                                           .start = start, .end = end,
+                                                           .step = step});
     /* stride * step as PyTorch has it; a step so large that this overflows
      * leaves at most one element, whose stride is never used */
     if (__builtin_mul_overflow(t->strides[d], step, &strides[d]))
@@ -252,7 +276,7 @@ WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_
 WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
                          int64_t length)
 {
-    WF_CHECK_TENSOR_ARGS("narrow", out, t);
+    WF_CHECK_VIEW_ARGS("narrow", out, t);
     if (t->ndim == 0)
         return wf__errorf(WEFT_ERANGE, "narrow() cannot be applied to a 0-dim tensor.");
     int d;
@@ -275,7 +299,7 @@ WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64
 
 WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64_t index)
 {
-    WF_CHECK_TENSOR_ARGS("select", out, t);
+    WF_CHECK_VIEW_ARGS("select", out, t);
     if (t->ndim == 0)
         return wf__errorf(WEFT_ERANGE, "select() cannot be applied to a 0-dim tensor.");
     int d;
@@ -298,6 +322,11 @@ WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64
         sizes[j] = t->sizes[i];
         strides[j++] = t->strides[i];
     }
+    if (t->layout)
+        return wf__layout_view(out, t, &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_SELECT,
+                                                           .op = "select", .shape = sizes,
+                                                           .ndim = t->ndim - 1, .dim = d,
+                                                           .index = index});
     return make_view(out, t, sizes, strides, t->ndim - 1,
                      t->storage_offset + index * t->strides[d], WF_VIEW_STRIDED);
 }
@@ -306,7 +335,7 @@ WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64
 
 WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
 {
-    WF_CHECK_TENSOR_ARGS("expand", out, t);
+    WF_CHECK_VIEW_ARGS("expand", out, t);
     if (ndim > 0 && !sizes)
         return wf__errorf(WEFT_EINVAL, "expand: sizes is NULL");
     if (ndim > WEFT_MAX_DIMS)
@@ -363,12 +392,14 @@ WEFT_API int weft_expand(weft_tensor **out, const weft_tensor *t, const int64_t 
     int rc = wf__checked_numel(&numel, new_sizes, ndim, "expand");
     if (rc < 0)
         return rc;
+    if (t->layout)
+        return layout_shape_view(out, t, WEFT_LAYOUT_VIEW_EXPAND, "expand", new_sizes, ndim);
     return make_view(out, t, new_sizes, new_strides, ndim, t->storage_offset, WF_VIEW_EXPAND);
 }
 
 WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
 {
-    WF_CHECK_TENSOR_ARGS("squeeze", out, t);
+    WF_CHECK_VIEW_ARGS("squeeze", out, t);
     int only = -1;
     if (dim != WEFT_ALL_DIMS) {
         int rc = wf__wrap_dim(&only, dim, t->ndim, "squeeze");
@@ -383,12 +414,14 @@ WEFT_API int weft_squeeze(weft_tensor **out, const weft_tensor *t, int dim)
         sizes[n] = t->sizes[i];
         strides[n++] = t->strides[i];
     }
+    if (t->layout)
+        return layout_shape_view(out, t, WEFT_LAYOUT_VIEW_SHAPE, "squeeze", sizes, n);
     return make_view(out, t, sizes, strides, n, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
 WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
 {
-    WF_CHECK_TENSOR_ARGS("unsqueeze", out, t);
+    WF_CHECK_VIEW_ARGS("unsqueeze", out, t);
     if (t->ndim >= WEFT_MAX_DIMS)
         return wf__errorf(WEFT_ESHAPE, "unsqueeze: a tensor cannot have more than %d dimensions",
                           WEFT_MAX_DIMS);
@@ -407,6 +440,8 @@ WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
             strides[i] = t->strides[j++];
         }
     }
+    if (t->layout)
+        return layout_shape_view(out, t, WEFT_LAYOUT_VIEW_SHAPE, "unsqueeze", sizes, t->ndim + 1);
     return make_view(out, t, sizes, strides, t->ndim + 1, t->storage_offset, WF_VIEW_RESHAPE);
 }
 
@@ -450,7 +485,9 @@ WEFT_API int weft_as_strided(weft_tensor **out, const weft_tensor *t, const int6
 
 WEFT_API int weft_alias(weft_tensor **out, const weft_tensor *t)
 {
-    WF_CHECK_TENSOR_ARGS("alias", out, t);
+    WF_CHECK_VIEW_ARGS("alias", out, t);
+    if (t->layout)
+        return layout_shape_view(out, t, WEFT_LAYOUT_VIEW_SHAPE, "alias", t->sizes, t->ndim);
     return make_view(out, t, t->sizes, t->strides, t->ndim, t->storage_offset, WF_VIEW_RESHAPE);
 }
 

@@ -35,11 +35,15 @@ int wo__copy_to_new(weft_tensor **out, const weft_tensor *t, weft_dtype dtype,
 
 WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t *sizes, int ndim)
 {
-    WF_CHECK_TENSOR_ARGS("reshape", out, t);
+    WF_CHECK_VIEW_ARGS("reshape", out, t);
     int64_t shape[WEFT_MAX_DIMS], strides[WEFT_MAX_DIMS];
     int rc = wf__infer_size(shape, sizes, ndim, t->numel, "reshape");
     if (rc < 0)
         return rc;
+    if (t->layout)
+        return wf__layout_view(out, t, &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_RESHAPE,
+                                                           .op = "reshape", .shape = shape,
+                                                           .ndim = ndim});
     if (wf__view_strides(strides, t, shape, ndim))
         return wf__make_view(out, t, shape, strides, ndim, t->storage_offset, WF_VIEW_RESHAPE, NULL);
     weft_tensor *copy;
@@ -53,7 +57,7 @@ WEFT_API int weft_reshape(weft_tensor **out, const weft_tensor *t, const int64_t
 
 WEFT_API int weft_flatten(weft_tensor **out, const weft_tensor *t, int start_dim, int end_dim)
 {
-    WF_CHECK_TENSOR_ARGS("flatten", out, t);
+    WF_CHECK_VIEW_ARGS("flatten", out, t);
     int s, e, rc;
     if ((rc = wf__wrap_dim(&s, start_dim, t->ndim, "flatten")) < 0 ||
         (rc = wf__wrap_dim(&e, end_dim, t->ndim, "flatten")) < 0)
@@ -85,7 +89,11 @@ WEFT_API int weft_flatten(weft_tensor **out, const weft_tensor *t, int start_dim
 
 WEFT_API int weft_contiguous(weft_tensor **out, const weft_tensor *t)
 {
-    WF_CHECK_TENSOR_ARGS("contiguous", out, t);
+    WF_CHECK_VIEW_ARGS("contiguous", out, t);
+    if (t->layout)
+        return wf__layout_view(out, t, &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_CONTIGUOUS,
+                                                           .op = "contiguous", .shape = t->sizes,
+                                                           .ndim = t->ndim});
     if (t->is_contiguous) {
         *out = weft_tensor_retain(t);
         return 0;

@@ -225,7 +225,7 @@ static int apply_basic(weft_tensor **out, advanced *adv, int *nadv, weft_tensor 
                 PyErr_SetString(PyExc_ValueError, "step must be greater than zero");
                 goto fail;
             }
-            rc = wpy_view_slice(&next, cur, dim, start, stop, step);
+            rc = weft_slice(&next, cur, dim, start, stop, step);
             dim++;
             break;
         }
@@ -233,7 +233,7 @@ static int apply_basic(weft_tensor **out, advanced *adv, int *nadv, weft_tensor 
             Py_ssize_t index = PyNumber_AsSsize_t(e->obj, PyExc_IndexError);
             if (index == -1 && PyErr_Occurred())
                 goto fail;
-            rc = wpy_view_select(&next, cur, dim, index);
+            rc = weft_select(&next, cur, dim, index);
             break;
         }
         case E_TENSOR: {

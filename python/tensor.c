@@ -201,7 +201,7 @@ static PyObject *get_T(PyObject *self, void *unused)
     for (int i = 0; i < n; i++)
         dims[i] = n - 1 - i;
     weft_tensor *out = NULL;
-    return wpy_wrap_rc(wpy_view_permute(&out, WPY_T(self), dims, n), &out);
+    return wpy_wrap_rc(weft_permute(&out, WPY_T(self), dims, n), &out);
 }
 
 static PyGetSetDef tensor_getset[] = {
@@ -296,7 +296,7 @@ static PyObject *m_is_floating_point(PyObject *self, PyObject *unused)
 static PyObject *m_contiguous(PyObject *self, PyObject *unused)
 {
     weft_tensor *out = NULL;
-    return wpy_wrap_rc(wpy_view_contiguous(&out, WPY_T(self)), &out);
+    return wpy_wrap_rc(weft_contiguous(&out, WPY_T(self)), &out);
 }
 
 static PyObject *m_detach(PyObject *self, PyObject *unused)
@@ -464,9 +464,9 @@ static PyObject *shape_view(PyObject *self, PyObject *args, shape_view_fn fn)
     return wpy_wrap_rc(fn(&out, WPY_T(self), v, n), &out);
 }
 
-static PyObject *m_view(PyObject *self, PyObject *args) { return shape_view(self, args, wpy_view_view); }
-static PyObject *m_reshape(PyObject *self, PyObject *args) { return shape_view(self, args, wpy_view_reshape); }
-static PyObject *m_permute(PyObject *self, PyObject *args) { return shape_view(self, args, wpy_view_permute); }
+static PyObject *m_view(PyObject *self, PyObject *args) { return shape_view(self, args, weft_view); }
+static PyObject *m_reshape(PyObject *self, PyObject *args) { return shape_view(self, args, weft_reshape); }
+static PyObject *m_permute(PyObject *self, PyObject *args) { return shape_view(self, args, weft_permute); }
 static PyObject *m_expand(PyObject *self, PyObject *args) { return shape_view(self, args, weft_expand); }
 
 static PyObject *m_transpose(PyObject *self, PyObject *args)
@@ -475,17 +475,13 @@ static PyObject *m_transpose(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "ii", &d0, &d1))
         return NULL;
     weft_tensor *out = NULL;
-    return wpy_wrap_rc(wpy_view_transpose(&out, WPY_T(self), d0, d1), &out);
+    return wpy_wrap_rc(weft_transpose(&out, WPY_T(self), d0, d1), &out);
 }
 
 static PyObject *m_t(PyObject *self, PyObject *unused)
 {
     weft_tensor *out = NULL;
     const weft_tensor *t = WPY_T(self);
-    /* a quantized matrix: the plugin's transpose (t() of fewer dims is
-     * the tensor itself, which the core's t() gives for any layout) */
-    if (wpy_is_quantized(t) && weft_tensor_ndim(t) == 2)
-        return wpy_wrap_rc(wpy_view_transpose(&out, t, 0, 1), &out);
     return wpy_wrap_rc(weft_t(&out, t), &out);
 }
 
@@ -520,7 +516,7 @@ static PyObject *m_flatten(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|ii", kwlist, &s, &e))
         return NULL;
     weft_tensor *out = NULL;
-    return wpy_wrap_rc(wpy_view_flatten(&out, WPY_T(self), s, e), &out);
+    return wpy_wrap_rc(weft_flatten(&out, WPY_T(self), s, e), &out);
 }
 
 static PyObject *m_narrow(PyObject *self, PyObject *args)
@@ -530,7 +526,7 @@ static PyObject *m_narrow(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "iLL", &dim, &start, &length))
         return NULL;
     weft_tensor *out = NULL;
-    return wpy_wrap_rc(wpy_view_narrow(&out, WPY_T(self), dim, start, length), &out);
+    return wpy_wrap_rc(weft_narrow(&out, WPY_T(self), dim, start, length), &out);
 }
 
 static PyObject *m_select(PyObject *self, PyObject *args)
@@ -540,7 +536,7 @@ static PyObject *m_select(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "iL", &dim, &index))
         return NULL;
     weft_tensor *out = NULL;
-    return wpy_wrap_rc(wpy_view_select(&out, WPY_T(self), dim, index), &out);
+    return wpy_wrap_rc(weft_select(&out, WPY_T(self), dim, index), &out);
 }
 
 static PyObject *m_numpy(PyObject *self, PyObject *unused);

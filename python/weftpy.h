@@ -48,19 +48,6 @@ PyObject *wpy_to_strided(PyObject *module, PyObject *arg);
 /* Sets the Python exception for weft error code rc, carrying
  * weft_last_error(), and returns NULL.  The mapping is PyTorch's: see
  * docs/design.md. */
-/* views that take a quantized tensor's own (python/views.c) */
-bool wpy_is_quantized(const weft_tensor *t);
-int wpy_view_reshape(weft_tensor **out, const weft_tensor *t, const int64_t *shape, int n);
-int wpy_view_view(weft_tensor **out, const weft_tensor *t, const int64_t *shape, int n);
-int wpy_view_permute(weft_tensor **out, const weft_tensor *t, const int64_t *dims, int n);
-int wpy_view_transpose(weft_tensor **out, const weft_tensor *t, int d0, int d1);
-int wpy_view_flatten(weft_tensor **out, const weft_tensor *t, int start, int end);
-int wpy_view_contiguous(weft_tensor **out, const weft_tensor *t);
-int wpy_view_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_t start, int64_t stop,
-                   int64_t step);
-int wpy_view_select(weft_tensor **out, const weft_tensor *t, int dim, int64_t index);
-int wpy_view_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
-                    int64_t length);
 
 PyObject *wpy_raise(int rc);
 /* The same, for functions returning int: returns -1. */

@@ -39,6 +39,59 @@ static weft_tensor *full(double v)
     return t;
 }
 
+/* A layout whose view hook misbehaves on purpose, one way per kind asked:
+ * the core must check what a plugin's hook returns before anyone reads it. */
+static int badview_id;
+static int badview_strided(weft_tensor **out, const weft_tensor *t)
+{
+    return weft_zeros(out, weft_tensor_sizes(t), weft_tensor_ndim(t), weft_tensor_dtype(t),
+                      weft_tensor_device(t));
+}
+static int bad_view(weft_tensor **out, const weft_tensor *t, const weft_layout_view *v)
+{
+    (void)t;
+    switch (v->kind) {
+    case WEFT_LAYOUT_VIEW_SHAPE: /* a tensor of the layout, of the wrong shape */
+        return weft_tensor_new_layout(out, badview_id, (int64_t[]){1}, 1, WEFT_FLOAT32,
+                                      WEFT_DEVICE_CPU, malloc(1));
+    case WEFT_LAYOUT_VIEW_PERMUTE: /* a strided tensor */
+        return weft_zeros(out, v->shape, v->ndim, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    case WEFT_LAYOUT_VIEW_SELECT: /* success and nothing */
+        *out = NULL;
+        return 0;
+    default: /* an error of its own passes through */
+        return weft_set_error(WEFT_ENOTSUP, "badview: no %s", v->op);
+    }
+}
+
+static void test_view_hook_checked(void)
+{
+    weft_registrar *reg = NULL;
+    weft_registrar_create(&reg, "badview");
+    const weft_layout_interface iface = {.struct_size = sizeof iface, .name = "badview",
+                                         .release = free, .to_strided = badview_strided,
+                                         .view = bad_view};
+    is_int(weft_register_layout(reg, &iface, &badview_id), 0, "a layout with a view hook");
+    weft_tensor *t = NULL, *r = NULL;
+    weft_tensor_new_layout(&t, badview_id, (int64_t[]){2, 3}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU,
+                           malloc(1));
+    is_int(weft_view(&r, t, (int64_t[]){3, 2}, 2), WEFT_EINTERNAL, "a view of the wrong shape: refused");
+    like(weft_last_error(), "view: layout 'badview''s view returned another shape", "saying so");
+    is_int(weft_transpose(&r, t, 0, 1), WEFT_EINTERNAL, "a strided result: refused");
+    like(weft_last_error(), "returned a tensor of another layout", "saying so");
+    is_int(weft_select(&r, t, 0, 1), WEFT_EINTERNAL, "no result: refused");
+    like(weft_last_error(), "select: layout 'badview''s view returned nothing", "saying so");
+    is_int(weft_reshape(&r, t, (int64_t[]){6}, 1), WEFT_ENOTSUP, "the hook's own error");
+    like(weft_last_error(), "badview: no reshape", "passes through");
+    is_int(weft_slice(&r, t, 1, 0, 9, 1), WEFT_ENOTSUP, "slice asks the hook too");
+    is_int(weft_select(&r, t, 2, 0), WEFT_ERANGE, "arguments are checked before the hook");
+    ok(r == NULL, "nothing came out of any");
+    is_int(weft_as_strided(&r, t, (int64_t[]){2}, (int64_t[]){1}, 1, 0), WEFT_EINVAL,
+           "as_strided refuses a layout even with a hook");
+    weft_tensor_release(t);
+    weft_registrar_destroy(reg);
+}
+
 int main(void)
 {
     const char *dir = getenv("WEFT_TEST_PLUGIN_DIR");
@@ -83,6 +136,7 @@ int main(void)
                                 (weft_kernel_fn)weft_call_cpu_fallback, NULL, NULL),
            id == WEFT_MAX_LAYOUTS ? 0 : WEFT_EINVAL, "a kernel for an unused layout key: refused");
     weft_registrar_destroy(reg);
+    test_view_hook_checked();
 
     /* conversion from strided */
     weft_tensor *dense = full(2.5), *c = NULL, *back = NULL, *r = NULL;

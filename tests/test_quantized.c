@@ -264,9 +264,105 @@ static void test_views(void)
     weft_tensor_release(v);
     (void)r1, (void)r2;
 
-    /* the core's own view functions refuse the layout, naming it */
-    is_int(weft_reshape(&v, q, (int64_t[]){-1}, 1), WEFT_EINVAL, "weft_reshape refuses it");
+    /* the core's own view functions reach the layout's view hook: each
+     * gives a quantized tensor whose values are the same view of the
+     * dequantized values, and whose channel axis is where the view put it */
+    weft_tensor *qv[13] = {NULL}, *dv[13] = {NULL};
+    struct {
+        const char *name;
+        int rc_q, rc_d; /* the view of q and of d */
+        int64_t axis;   /* -1: per tensor after the view */
+    } cases[] = {
+        {"weft_view (2, 2, 3, 8)", weft_view(&qv[0], q, (int64_t[]){2, 2, 3, 8}, 4),
+         weft_view(&dv[0], d, (int64_t[]){2, 2, 3, 8}, 4), 2},
+        {"weft_reshape (4, 3, 2, -1)", weft_reshape(&qv[1], q, (int64_t[]){4, 3, 2, -1}, 4),
+         weft_reshape(&dv[1], d, (int64_t[]){4, 3, 2, -1}, 4), 1},
+        {"weft_flatten (1, 1)", weft_flatten(&qv[2], q, 1, 1), weft_flatten(&dv[2], d, 1, 1),
+         1},
+        {"weft_transpose (1, 2)", weft_transpose(&qv[3], q, 1, 2),
+         weft_transpose(&dv[3], d, 1, 2), 2},
+        {"weft_permute (2, 1, 0)", weft_permute(&qv[4], q, (int64_t[]){2, 1, 0}, 3),
+         weft_permute(&dv[4], d, (int64_t[]){2, 1, 0}, 3), 1},
+        {"weft_slice (dim 1, 0:3:2)", weft_slice(&qv[5], q, 1, 0, 3, 2),
+         weft_slice(&dv[5], d, 1, 0, 3, 2), 1},
+        {"weft_narrow (dim -1, 2, 5)", weft_narrow(&qv[6], q, -1, 2, 5),
+         weft_narrow(&dv[6], d, -1, 2, 5), 1},
+        {"weft_select (dim 1, -1)", weft_select(&qv[7], q, 1, -1),
+         weft_select(&dv[7], d, 1, -1), -1},
+        {"weft_select (dim 0, 3)", weft_select(&qv[8], q, 0, 3),
+         weft_select(&dv[8], d, 0, 3), 0},
+        {"weft_unsqueeze (0)", weft_unsqueeze(&qv[9], q, 0), weft_unsqueeze(&dv[9], d, 0),
+         2},
+        {"weft_expand (5, 4, 3, 8)", weft_expand(&qv[10], q, (int64_t[]){5, -1, 3, 8}, 4),
+         weft_expand(&dv[10], d, (int64_t[]){5, -1, 3, 8}, 4), 2},
+        {"weft_alias", weft_alias(&qv[11], q), weft_alias(&dv[11], d), 1},
+        {"weft_squeeze (all)", weft_squeeze(&qv[12], q, WEFT_ALL_DIMS),
+         weft_squeeze(&dv[12], d, WEFT_ALL_DIMS), 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        weft_tensor *got = NULL, *ax = NULL;
+        ok(cases[i].rc_q == 0 && cases[i].rc_d == 0, "%s of a quantized tensor", cases[i].name);
+        ok(weft_tensor_layout(qv[i]) == weft_tensor_layout(q), "%s: stays quantized",
+           cases[i].name);
+        weft_dequantize(&got, qv[i]);
+        is_int(mismatches(got, dv[i], 0), 0, "%s: the same view of the values",
+               cases[i].name);
+        if (cases[i].axis >= 0) {
+            weft_q_per_channel_axis(&ax, qv[i]);
+            is_double(ax ? item(ax) : -1, (double)cases[i].axis, 0, "%s: channel axis %lld",
+                      cases[i].name, (long long)cases[i].axis);
+        } else {
+            is_int(weft_q_per_channel_axis(&ax, qv[i]), WEFT_EINVAL,
+                   "%s: per tensor after selecting one channel", cases[i].name);
+        }
+        weft_tensor_release(ax);
+        weft_tensor_release(got);
+        weft_tensor_release(qv[i]);
+        weft_tensor_release(dv[i]);
+    }
+    /* weft_contiguous of a transposed view: a copy with the quantizer */
+    weft_tensor *tq = NULL, *cq = NULL, *cd = NULL, *td = NULL;
+    weft_transpose(&tq, q, 0, 2);
+    is_int(weft_contiguous(&cq, tq), 0, "weft_contiguous of a transposed quantized tensor");
+    ok(cq && cq != tq && weft_tensor_layout(cq) == weft_tensor_layout(q), "a new quantized tensor");
+    weft_int_repr(&cd, cq);
+    ok(cd && weft_tensor_is_contiguous(cd), "whose integers are contiguous");
+    weft_tensor_release(cd);
+    cd = NULL;
+    weft_dequantize(&cd, cq);
+    weft_transpose(&td, d, 0, 2);
+    is_int(mismatches(cd, td, 0), 0, "holding the transposed values");
+    weft_tensor *cq2 = NULL;
+    is_int(weft_contiguous(&cq2, q), 0, "weft_contiguous of a contiguous quantized tensor");
+    ok(cq2 == q, "is the tensor itself");
+    weft_tensor *all_c[] = {tq, cq, cd, td, cq2};
+    for (int i = 0; i < 5; i++)
+        weft_tensor_release(all_c[i]);
+    /* what a view cannot keep is refused, naming why */
+    is_int(weft_flatten(&v, q, 0, 1), WEFT_ESHAPE, "weft_flatten merging the channels: refused");
+    like(weft_last_error(), "reshape: the new shape splits or merges the channel axis 1",
+         "naming the reshape flatten made and the axis");
+    is_int(weft_view(&v, q, (int64_t[]){3, 4, 8}, 3), WEFT_ESHAPE,
+           "weft_view that splits the channels differently: refused");
+    ok(v == NULL, "nothing came out");
+    weft_tensor *q1 = NULL;
+    weft_select(&q1, q, 1, 0); /* per tensor (4, 8): any view */
+    weft_tensor *wide = NULL;
+    weft_unsqueeze(&wide, q, 1); /* (4, 1, 3, 8), channels at 2 */
+    is_int(weft_expand(&v, wide, (int64_t[]){4, 5, 3, 8}, 4), 0, "expanding a size-1 dim beside the channels");
+    weft_tensor_release(v);
+    v = NULL;
+    weft_tensor *one = NULL;
+    weft_slice(&one, q, 1, 0, 1, 1); /* one channel left, per channel */
+    is_int(weft_expand(&v, one, (int64_t[]){4, 3, 8}, 3), WEFT_ESHAPE,
+           "expanding the channel axis itself: refused");
+    like(weft_last_error(), "channel axis 1", "naming the axis");
+    is_int(weft_as_strided(&v, q, (int64_t[]){4}, (int64_t[]){1}, 1, 0), WEFT_EINVAL,
+           "weft_as_strided: refused (a layout's strides are its own)");
     like(weft_last_error(), "quantized", "naming the layout");
+    weft_tensor_release(q1);
+    weft_tensor_release(wide);
+    weft_tensor_release(one);
 
     weft_tensor *all[] = {f, sc, zp, q, d};
     for (int i = 0; i < 5; i++)
@@ -340,8 +436,10 @@ static void test_errors(void)
     like(weft_last_error(), "dequantize()", "and suggesting dequantize()");
     is_int(weft_add(&e, f, q), WEFT_ENOKERNEL, "float + quantized: refused too");
     like(weft_last_error(), "add:", "naming add");
-    is_int(weft_quantized_transpose(&r, q, 0, 5), WEFT_EINVAL, "transpose of dimension 5: refused");
-    is_int(weft_quantized_slice(&r, q, 3, 0, 1, 1), WEFT_EINVAL, "slice of dimension 3: refused");
+    /* the dims are checked by the core's view functions, as for strided tensors */
+    is_int(weft_quantized_transpose(&r, q, 0, 5), WEFT_ERANGE, "transpose of dimension 5: refused");
+    like(weft_last_error(), "transpose: dimension out of range", "as the core says it");
+    is_int(weft_quantized_slice(&r, q, 3, 0, 1, 1), WEFT_ERANGE, "slice of dimension 3: refused");
     is_int(weft_dequantize(&r, f), WEFT_ENOKERNEL, "dequantize of a float tensor: no kernel");
     ok(e == NULL && r == NULL, "nothing came out");
 

@@ -512,6 +512,7 @@ WEFT_API int weft_call_cpu_fallback(weft_call *call);
  * core copies the table at registration; fields appended in later ABI
  * versions are zero for a plugin built against an older header.  Every
  * function may be called from any thread. */
+struct weft_layout_view; /* below: what a view asks of a layout */
 typedef struct weft_layout_interface {
     size_t struct_size; /* sizeof(weft_layout_interface) when built */
     const char *name;   /* "rle": 1..31 characters [a-z0-9_], not "strided" */
@@ -535,7 +536,44 @@ typedef struct weft_layout_interface {
      * tensor of this layout calls it; device differs from t's).  Optional:
      * without it weft_to_device refuses the layout by name. */
     int (*to_device)(weft_tensor **out, const weft_tensor *t, weft_device device);
+    /* Appended for issue 17's quantized tensors: makes the view (or, for
+     * RESHAPE where no view can do and CONTIGUOUS, the copy) that v
+     * describes of t, a tensor of this layout, as a new tensor of this
+     * layout: the core's view functions (weft_view, weft_reshape,
+     * weft_flatten, weft_permute, weft_transpose, weft_t, weft_slice,
+     * weft_narrow, weft_select, weft_expand, weft_squeeze,
+     * weft_unsqueeze, weft_alias, weft_contiguous) call it once they have
+     * checked their arguments.  The result must have v->shape, t's dtype
+     * and device; the core checks.  Optional: without it those functions
+     * refuse the layout by name, as before (weft_as_strided always does:
+     * a layout's strides are its own). */
+    int (*view)(weft_tensor **out, const weft_tensor *t, const struct weft_layout_view *v);
 } weft_layout_interface;
+
+/* What a view function asks of a layout's view hook.  The arguments are
+ * checked and normalised: dims wrapped to [0, ndim), a -1 size inferred,
+ * slice bounds clamped as Python's, a select index made non-negative. */
+typedef enum weft_layout_view_kind {
+    WEFT_LAYOUT_VIEW_SHAPE = 1, /* weft_view, squeeze, unsqueeze, alias: a view of shape[] */
+    WEFT_LAYOUT_VIEW_RESHAPE,   /* weft_reshape, weft_flatten: a view, or a copy where none can */
+    WEFT_LAYOUT_VIEW_PERMUTE,   /* weft_permute, weft_transpose, weft_t: dims[] */
+    WEFT_LAYOUT_VIEW_SLICE,     /* weft_slice, weft_narrow: dim, start, end, step */
+    WEFT_LAYOUT_VIEW_SELECT,    /* weft_select: dim, index */
+    WEFT_LAYOUT_VIEW_EXPAND,    /* weft_expand: shape[] (new dims lead, as ever) */
+    WEFT_LAYOUT_VIEW_CONTIGUOUS /* weft_contiguous: a contiguous copy, or t itself */
+} weft_layout_view_kind;
+
+typedef struct weft_layout_view {
+    int kind;              /* a weft_layout_view_kind */
+    const char *op;        /* the view function's name, for messages */
+    const int64_t *shape;  /* the result's shape, every kind */
+    int ndim;              /* shape's length */
+    const int64_t *dims;   /* PERMUTE: result dim i is t's dim dims[i] */
+    int dim;               /* SLICE, SELECT: the dim of t */
+    int64_t start, end;    /* SLICE: 0 <= start <= end <= size */
+    int64_t step;          /* SLICE: >= 1 */
+    int64_t index;         /* SELECT: 0 <= index < size */
+} weft_layout_view;
 
 /* Registers a layout; *layout_out receives its id (1..WEFT_MAX_LAYOUTS),
  * whose dispatch key (weft_layout_key) is where the plugin registers its

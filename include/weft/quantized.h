@@ -112,8 +112,10 @@ WEFT_QUANTIZED_UNARY_(weft_q_per_channel_zero_points, "q_per_channel_zero_points
 WEFT_QUANTIZED_UNARY_(weft_q_per_channel_axis, "q_per_channel_axis")
 WEFT_QUANTIZED_UNARY_(weft_quantized_contiguous, "quantized_contiguous")
 
-/* Views of a quantized tensor that keep its quantizer (the core's view
- * functions refuse plugin layouts).  They share q's integers; a
+/* Views of a quantized tensor that keep its quantizer, by their quantized
+ * names; the core's view functions (weft_reshape, weft_transpose,
+ * weft_slice, weft_select, weft_expand, weft_contiguous, ...) do the same
+ * through the layout's view hook.  They share q's integers; a
  * per-channel axis moves with its dimension, a reshape that splits or
  * merges it is refused, slicing it slices the parameters, and selecting
  * one channel gives a per-tensor tensor with that channel's parameters. */

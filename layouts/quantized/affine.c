@@ -610,6 +610,7 @@ int qt__register_affine(weft_registrar *reg)
         .to_strided = to_strided,
         .describe = describe,
         .nbytes = nbytes,
+        .view = qt__layout_view,
     };
     int rc = weft_register_layout(reg, &iface, &qt__affine_layout);
     if (rc < 0)

@@ -74,6 +74,9 @@ qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
  * quantized conv2d returns); a dimension of size 1 matches any stride. */
 bool qt__is_channels_last(const weft_tensor *t);
 int qt__register_views(weft_registrar *reg);
+/* The quantized layout's view hook (views.c): the core's view functions
+ * on a quantized tensor, applied to its integers, keeping the quantizer. */
+int qt__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_view *v);
 int qt__register_ops(weft_registrar *reg);
 
 /* --------------------------------------------------------- weight blocks */

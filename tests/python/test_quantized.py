@@ -88,7 +88,11 @@ def tensor_method_views():
     q = weft.quantize_per_tensor(weft.zeros(4, 6), 0.5, 0, weft.qint8)
     q[1:3].copy_(weft.ones(2, 6) * 2.0)
     eq(q.int_repr().tolist(), [[0] * 6, [4] * 6, [4] * 6, [0] * 6], "a write through q[1:3] reaches q")
-    raises(RuntimeError, wq.narrow, 1, 4, 3, contains="narrow: start 4 and length 3 do not fit")
+    # the core's narrow checks a quantized tensor as it checks any other
+    raises(IndexError, wq.narrow, 1, 4, 3, contains="narrow: start (4) + length (3) exceeds dimension size (6)")
+    eq(wq[0].t().t().dequantize().tolist(), wq[0].dequantize().tolist(), "t() of a quantized matrix")
+    eq(wq.unsqueeze(0).squeeze(0).dequantize().tolist(), wq.dequantize().tolist(),
+       "unsqueeze and squeeze keep the quantizer")
 
 
 @test
