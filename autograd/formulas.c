@@ -1019,6 +1019,17 @@ int wa__autograd_kernel(weft_call *call, void *ctx)
         wf_saved *sv = &node->saved[i];
         if (sv->tensor && !sv->after_write && sv->tensor->storage == self->storage)
             sv->version--;
+        /* self itself saved as an input (x.addcdiv_(x, y)): once self's
+         * history is this node, node -> self -> node is a reference cycle
+         * that nothing frees (the fuzzer's leak).  A detached alias shares
+         * the storage and its version, so backward still reports the write. */
+        if (sv->tensor == self && !sv->was_output) {
+            weft_tensor *alias = NULL;
+            if ((rc = weft_detach(&alias, self)) == 0) {
+                weft_tensor_release(sv->tensor);
+                sv->tensor = alias;
+            }
+        }
     }
     if (rc == 0)
         rc = on_view ? wa__view_rebase(self, node, f->diff & 1) : wa__set_history(result, node, 0);

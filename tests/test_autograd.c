@@ -392,6 +392,25 @@ static void test_versions(void)
     for (int i = 0; i < 5; i++)
         weft_tensor_release(list[i]);
 
+    /* an in-place operator given self again as an input (y.addcdiv_(y, d))
+     * saves that input; once y's history is the node, keeping y itself
+     * there was a reference cycle nothing freed (the fuzzer's leak, which
+     * tests/memcheck.sh would report here).  Backward still reports the
+     * write to the saved input, as torch does. */
+    weft_tensor *y2 = NULL, *d = NULL, *s2sum = NULL;
+    weft_full(&x, s2, 1, 1.5, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    weft_tensor_set_requires_grad(x, true);
+    weft_mul_scalar(&y2, x, 2.0);
+    weft_full(&d, s2, 1, 4.0, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    is_int(weft_addcdiv_(y2, y2, d), 0, "y.addcdiv_(y, d) on a non-leaf is recorded");
+    weft_sum(&s2sum, y2, NULL, 0, false);
+    is_int(weft_backward(&s2sum, 1, NULL, false, false), WEFT_EINVAL,
+           "backward: the saved input y was written by the same call");
+    like(weft_last_error(), "modified by an in-place operation", "saying so");
+    weft_tensor *list2[] = {x, y2, d, s2sum};
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(list2[i]);
+
     /* in-place on a view of a leaf that requires grad is refused (views of
      * non-leaves: tests/test_autograd_views.c) */
     weft_tensor *a = NULL, *b = NULL, *v = NULL;
