@@ -385,8 +385,14 @@ static void add_rows_range(const add_rows_job *j, int64_t k0, int64_t k1)
         if (k + AHEAD < k1 && j->row_bytes <= 1024) {
             int64_t next = j->order ? j->order[k + AHEAD] : k + AHEAD;
             const char *row = j->to + j->ix[next] * (int64_t)j->row_bytes;
-            for (size_t b = 0; b < j->row_bytes; b += 64)
+            /* bucketed, a block's entries skip through the source rows,
+             * which the hardware prefetcher does not follow: those too */
+            const char *src = j->order ? j->from + next * (int64_t)j->row_bytes : NULL;
+            for (size_t b = 0; b < j->row_bytes; b += 64) {
                 __builtin_prefetch(row + b, 1);
+                if (src)
+                    __builtin_prefetch(src + b, 0);
+            }
         }
         int64_t e = j->order ? j->order[k] : k;
         j->add(j->to + j->ix[e] * (int64_t)j->row_bytes, j->from + e * (int64_t)j->row_bytes,
