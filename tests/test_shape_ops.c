@@ -562,12 +562,49 @@ static void test_gradients(void)
     drop_all();
 }
 
+/* A gather large enough for the pool, with several blocks (outer > 1):
+ * the pool's pieces start in the middle of a block, and each must find its
+ * block and row from where it starts (the row copy steps its counters
+ * rather than dividing per row) */
+static void test_index_select_pieces(void)
+{
+    enum { OUTER = 3, ROWS = 2000, WIDTH = 2, N = 5000 };
+    weft_tensor *x = iota(WEFT_FLOAT64, SIZES(OUTER, ROWS, WIDTH), 3), *idx = NULL;
+    weft_empty(&idx, SIZES(N), 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    keep(idx);
+    int64_t *ix = weft_tensor_data_ptr(idx);
+    for (int64_t j = 0; j < N; j++)
+        ix[j] = j % 11 == 0 ? (j % 2 ? ROWS - 1 : 0) : (j * 7919) % ROWS;
+    int saved = weft_get_num_threads();
+    int threads[] = {1, 3};
+    for (int t = 0; t < 2; t++) {
+        weft_set_num_threads(threads[t]);
+        weft_tensor *r = NULL;
+        int rc = weft_index_select(&r, x, 1, idx);
+        weft_set_num_threads(saved);
+        ok(rc == 0, "index_select of %d rows from each of %d blocks, %d threads", N, OUTER,
+           threads[t]);
+        if (rc < 0)
+            continue;
+        keep(r);
+        const double *p = weft_tensor_data_ptr(r);
+        int64_t bad = 0;
+        for (int64_t o = 0; o < OUTER; o++)
+            for (int64_t j = 0; j < N; j++)
+                for (int64_t k = 0; k < WIDTH; k++)
+                    bad += p[(o * N + j) * WIDTH + k] != (double)((o * ROWS + ix[j]) * WIDTH + k);
+        ok(bad == 0, "every row from its own block (%lld wrong elements)", (long long)bad);
+    }
+    drop_all();
+}
+
 int main(void)
 {
     if (!default_plugins_loaded())
         return done_testing();
     test_cat_stack();
     test_index_select_gather();
+    test_index_select_pieces();
     test_scatter_index_add();
     test_one_hot_masks();
     test_rearranging();

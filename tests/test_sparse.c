@@ -722,6 +722,77 @@ static void test_inplace(void)
         weft_tensor_release(all[i]);
 }
 
+/* an embedding's sparse gradient applied with add_ (one sparse dimension,
+ * contiguous self) goes to the CPU plugin's index_add_, which buckets the
+ * entries by destination block and splits the blocks over the pool: the
+ * result must not depend on the thread count (bitwise), must match the
+ * element-wise path of a non-contiguous self (bitwise: each row's entries in
+ * entry order both ways) and the dense sum; duplicates, uncoalesced entries,
+ * the table's first and last rows, an empty batch, float32 and float64 */
+static void test_row_update_parallel(void)
+{
+    enum { ROWS = 3001, WIDTH = 16, NNZ = 9000 };
+    int saved = weft_get_num_threads();
+    weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64};
+    int64_t *ix = malloc(NNZ * sizeof *ix);
+    for (int64_t e = 0; e < NNZ; e++) /* unsorted, each row about 3 times */
+        ix[e] = e % 5 == 0 ? (e % 10 ? 0 : ROWS - 1) : (int64_t)(urand() * ROWS);
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        weft_tensor *I = i64(ix, 1, NNZ), *V = randn(NNZ, WIDTH, dts[t]), *S = NULL;
+        weft_tensor *P0 = randn(ROWS, WIDTH, dts[t]), *want = NULL, *d = NULL;
+        coo(&S, I, V, (int64_t[]){ROWS, WIDTH}, 2, true);
+        d = dense(S);
+        weft_add_ex(&want, P0, d, -0.75);
+        weft_tensor *got[3] = {NULL, NULL, NULL};
+        int threads[3] = {1, 2, 5};
+        int rc = 0;
+        for (int i = 0; i < 3; i++) {
+            weft_set_num_threads(threads[i]);
+            weft_clone(&got[i], P0);
+            rc |= weft_add_ex_(got[i], S, -0.75);
+        }
+        weft_set_num_threads(saved);
+        is_int(rc, 0, "%s: add_ of %d rows (%d KiB) at 1, 2 and 5 threads",
+               weft_dtype_name(dts[t]), NNZ, (int)(NNZ * WIDTH * weft_dtype_size(dts[t]) / 1024));
+        /* rows 0 and ROWS - 1 sum 900 entries each, in another order than
+         * the dense sum's: float32 rounding of sums near 20 */
+        is_double(maxdiff(got[2], want), 0, dts[t] == WEFT_FLOAT32 ? 1e-3 : 1e-9,
+                  "matches the dense sum");
+        is_double(maxdiff(got[0], got[1]), 0, 0, "2 threads: bitwise the one-thread result");
+        is_double(maxdiff(got[0], got[2]), 0, 0, "5 threads: bitwise the one-thread result");
+        /* the same rows through a non-contiguous self (columns 0..WIDTH of
+         * a wider table): index_add_'s element-wise path */
+        weft_tensor *wide = randn(ROWS, WIDTH + 3, dts[t]), *view = NULL;
+        weft_narrow(&view, wide, 1, 0, WIDTH);
+        weft_copy_(view, P0);
+        is_int(weft_add_ex_(view, S, -0.75), 0, "the same add_ into a non-contiguous self");
+        is_double(maxdiff(view, got[0]), 0, 0, "bitwise the row path's result");
+        weft_tensor *all[] = {I, V, S, P0, want, d, got[0], got[1], got[2], wide, view};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            weft_tensor_release(all[i]);
+    }
+    free(ix);
+    /* an empty batch changes nothing */
+    weft_tensor *EI = NULL, *EV = NULL, *ES = NULL, *P = randn(ROWS, WIDTH, WEFT_FLOAT32), *P1 = NULL;
+    weft_empty(&EI, (int64_t[]){1, 0}, 2, WEFT_INT64, WEFT_DEVICE_CPU);
+    weft_empty(&EV, (int64_t[]){0, WIDTH}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    coo(&ES, EI, EV, (int64_t[]){ROWS, WIDTH}, 2, true);
+    weft_clone(&P1, P);
+    weft_set_num_threads(4);
+    is_int(weft_add_ex_(P1, ES, -0.75), 0, "add_ of an empty batch");
+    weft_set_num_threads(saved);
+    is_double(maxdiff(P1, P), 0, 0, "leaves self as it was");
+    /* an index past the table's end is refused before anything is written */
+    int64_t bad[] = {0, ROWS};
+    weft_tensor *BI = i64(bad, 1, 2), *BV = randn(2, WIDTH, WEFT_FLOAT32), *row = NULL;
+    weft_select(&row, BI, 0, 0);
+    is_int(weft_index_add_(P1, 0, row, BV), WEFT_ERANGE, "index_add_ of row %d of %d", ROWS, ROWS);
+    is_double(maxdiff(P1, P), 0, 0, "nothing written");
+    weft_tensor *all[] = {EI, EV, ES, P, P1, BI, BV, row};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+}
+
 /* the C library's SGD applies a sparse gradient through add_: the rows the
  * gradient holds move, the others stay; momentum keeps a sparse buffer
  * (torch 1.13's rule); weight_decay and Adam are refused by name */
@@ -930,6 +1001,7 @@ int main(void)
     test_shape_ops();
     test_coalesce_parallel();
     test_inplace();
+    test_row_update_parallel();
     test_c_sgd();
     test_autograd();
     test_product_gradients();

@@ -11,17 +11,20 @@
 
 /* ------------------------------------------------------------ accumulation */
 
-/* *dst += alpha * *src, in the dtype's arithmetic type U (unsigned for the
- * integers, so overflow wraps as in PyTorch; bool ORs). */
-typedef void (*accumulate_fn)(char *dst, const char *src, double alpha);
+/* dst[i] += alpha * src[i] for i < n, in the dtype's arithmetic type U
+ * (unsigned for the integers, so overflow wraps as in PyTorch; bool ORs).
+ * The element-wise scatters call it with n = 1; index_add_ of whole rows
+ * with n = the row's length, where the loop over plain types vectorises. */
+typedef void (*accumulate_fn)(char *dst, const char *src, int64_t n, double alpha);
 
-#define ACCUMULATE(NAME, DTYPE, T, C, U)                                               \
-    static void accumulate_##NAME(char *dst, const char *src, double alpha)            \
-    {                                                                                  \
-        T *d = (T *)dst;                                                               \
-        U sum = (U)cpu_load_##NAME(*d) +                                               \
-                (U)cpu_from_double_##NAME(alpha) * (U)cpu_load_##NAME(*(const T *)src); \
-        *d = cpu_store_##NAME((C)sum);                                                 \
+#define ACCUMULATE(NAME, DTYPE, T, C, U)                                                         \
+    static void accumulate_##NAME(char *dst, const char *src, int64_t n, double alpha)           \
+    {                                                                                            \
+        T *restrict d = (T *)dst;                                                                \
+        const T *restrict s = (const T *)src;                                                    \
+        const U a = (U)cpu_from_double_##NAME(alpha);                                            \
+        for (int64_t i = 0; i < n; i++)                                                          \
+            d[i] = cpu_store_##NAME((C)((U)cpu_load_##NAME(d[i]) + a * (U)cpu_load_##NAME(s[i]))); \
     }
 CPU_DTYPES_ALL(ACCUMULATE)
 #undef ACCUMULATE
@@ -68,15 +71,23 @@ static void take_range(int64_t begin, int64_t end, void *ctx)
 {
     const take_job *t = ctx;
     enum { AHEAD = 8 };
-    for (int64_t r = begin; r < end; r++) { /* r = o * n + j */
-        int64_t o = r / t->n, j = r % t->n;
-        if (j + AHEAD < t->n && t->row_bytes <= 1024) {
-            const char *row = t->src + (o * t->src_len + t->idx[j + AHEAD]) * (int64_t)t->row_bytes;
-            for (size_t b = 0; b < t->row_bytes; b += 64)
+    const int64_t rb = (int64_t)t->row_bytes;
+    /* r = o * n + j, stepped rather than divided per row (two 64-bit
+     * divisions cost more than a 256-byte row's copy from the cache) */
+    int64_t o = begin / t->n, j = begin % t->n;
+    const char *block = t->src + o * t->src_len * rb;
+    char *to = t->dst + begin * rb;
+    for (int64_t r = begin; r < end; r++, to += rb) {
+        if (j + AHEAD < t->n && rb <= 1024) {
+            const char *row = block + t->idx[j + AHEAD] * rb;
+            for (int64_t b = 0; b < rb; b += 64)
                 __builtin_prefetch(row + b, 0);
         }
-        memcpy(t->dst + r * (int64_t)t->row_bytes,
-               t->src + (o * t->src_len + t->idx[j]) * (int64_t)t->row_bytes, t->row_bytes);
+        memcpy(to, block + t->idx[j] * rb, t->row_bytes);
+        if (++j == t->n) {
+            j = 0;
+            block += t->src_len * rb;
+        }
     }
 }
 
@@ -308,7 +319,7 @@ static int scatter_into(const char *op, weft_tensor *target_arg, int64_t dim_arg
         for (int64_t p = 0, n = weft_tensor_numel(idx); p < n; p++, cpu_walk_next(&w)) {
             char *t = to + (w.offset[0] + ix[p] * ts[dim]) * es;
             if (accumulate)
-                add(t, from + w.offset[1] * es, 1.0);
+                add(t, from + w.offset[1] * es, 1, 1.0);
             else
                 memcpy(t, from + w.offset[1] * es, (size_t)es);
         }
@@ -345,6 +356,95 @@ static int scatter_kernel(weft_call *call, void *ctx)
 }
 
 /* ------------------------------------------------------------ index_add */
+
+/* index_add_ of whole rows: target[index[j]] += alpha * source[j], both
+ * contiguous, along dim 0 (an embedding's sparse gradient applied by SGD:
+ * the sparse layout's add_ hands its rows here to reach this plugin's
+ * pool).  The rows lie anywhere in a table far larger than the caches, so
+ * each row is a miss: the row AHEAD entries on is asked for while this one
+ * is added, and large updates are split over the pool by *destination*
+ * block (the entries are first bucketed by block, in entry order), so no
+ * two threads write one row and each row's entries are added in entry
+ * order: duplicates add up the same whatever the number of threads. */
+typedef struct add_rows_job {
+    char *to;
+    const char *from;
+    const int64_t *ix;
+    const int64_t *order; /* entries bucketed by block; NULL: all, in order */
+    const int64_t *block_start; /* [nblocks + 1] offsets into order */
+    size_t row_bytes;
+    int64_t row_len;
+    double alpha;
+    accumulate_fn add;
+} add_rows_job;
+
+static void add_rows_range(const add_rows_job *j, int64_t k0, int64_t k1)
+{
+    enum { AHEAD = 8 };
+    for (int64_t k = k0; k < k1; k++) {
+        if (k + AHEAD < k1 && j->row_bytes <= 1024) {
+            int64_t next = j->order ? j->order[k + AHEAD] : k + AHEAD;
+            const char *row = j->to + j->ix[next] * (int64_t)j->row_bytes;
+            /* bucketed, a block's entries skip through the source rows,
+             * which the hardware prefetcher does not follow: those too */
+            const char *src = j->order ? j->from + next * (int64_t)j->row_bytes : NULL;
+            for (size_t b = 0; b < j->row_bytes; b += 64) {
+                __builtin_prefetch(row + b, 1);
+                if (src)
+                    __builtin_prefetch(src + b, 0);
+            }
+        }
+        int64_t e = j->order ? j->order[k] : k;
+        j->add(j->to + j->ix[e] * (int64_t)j->row_bytes, j->from + e * (int64_t)j->row_bytes,
+               j->row_len, j->alpha);
+    }
+}
+
+static void add_blocks(int64_t begin, int64_t end, void *ctx)
+{
+    const add_rows_job *j = ctx;
+    add_rows_range(j, j->block_start[begin], j->block_start[end]);
+}
+
+static int add_rows(char *to, int64_t nrows, const char *from, const int64_t *ix, int64_t n,
+                    int64_t row_len, size_t es, double alpha, accumulate_fn add)
+{
+    add_rows_job j = {to, from, ix, NULL, NULL, (size_t)row_len * es, row_len, alpha, add};
+    /* below 64 KiB of rows, or on one thread, a wake-up costs more than it
+     * saves: the entries in order, no bucketing */
+    int threads = cpu__num_threads();
+    if (threads <= 1 || (int64_t)j.row_bytes * n < 65536) {
+        add_rows_range(&j, 0, n);
+        return 0;
+    }
+    /* blocks of destination rows, a power of two each (a shift, not a
+     * division per entry): a few blocks per piece of the pool, so a piece
+     * whose rows are popular does not hold the others up for long */
+    int shift = 0;
+    while (((nrows - 1) >> shift) >= 16 * (int64_t)threads)
+        shift++;
+    const int64_t nblocks = ((nrows - 1) >> shift) + 1;
+    /* one allocation: block offsets [nblocks + 1], fill cursors [nblocks],
+     * the bucketed entries [n] */
+    int64_t *start = calloc((size_t)(2 * nblocks + 1 + n), sizeof *start);
+    if (!start)
+        return weft_set_error(WEFT_ENOMEM, "index_add_: out of memory bucketing %lld rows",
+                              (long long)n);
+    int64_t *fill = start + nblocks + 1, *order = fill + nblocks;
+    for (int64_t e = 0; e < n; e++)
+        start[(ix[e] >> shift) + 1]++;
+    for (int64_t b = 0; b < nblocks; b++)
+        start[b + 1] += start[b];
+    /* a counting sort, stable: each block's entries keep their order */
+    memcpy(fill, start, (size_t)nblocks * sizeof *fill);
+    for (int64_t e = 0; e < n; e++)
+        order[fill[ix[e] >> shift]++] = e;
+    j.order = order;
+    j.block_start = start;
+    cpu__parallel_for(0, nblocks, 1, add_blocks, &j);
+    free(start);
+    return 0;
+}
 
 /* target[.., index[j], ..] += alpha * source[.., j, ..] along dim. */
 static int index_add_into(const char *op, weft_tensor *target_arg, int64_t dim_arg,
@@ -384,7 +484,14 @@ static int index_add_into(const char *op, weft_tensor *target_arg, int64_t dim_a
     if (rc == 0)
         rc = cpu__check_indices(op, weft_tensor_data_ptr(idx), weft_tensor_numel(idx), dim,
                                 weft_tensor_sizes(target)[dim]);
-    if (rc == 0) {
+    if (rc == 0 && dim == 0 && weft_tensor_is_contiguous(target) &&
+        weft_tensor_is_contiguous(source)) {
+        const int64_t *sizes = weft_tensor_sizes(target);
+        rc = add_rows(weft_tensor_data_ptr(target), sizes[0], weft_tensor_data_ptr(source),
+                      weft_tensor_data_ptr(idx), weft_tensor_numel(idx),
+                      sizes[0] ? weft_tensor_numel(target) / sizes[0] : 0,
+                      weft_dtype_size(dtype), alpha, accumulate_fns[dtype]);
+    } else if (rc == 0) {
         const int64_t es = (int64_t)weft_dtype_size(dtype);
         const int64_t *ix = weft_tensor_data_ptr(idx), *ts = weft_tensor_strides(target);
         const char *from = weft_tensor_data_ptr(source);
@@ -397,7 +504,8 @@ static int index_add_into(const char *op, weft_tensor *target_arg, int64_t dim_a
             w.strides[1][d] = weft_tensor_strides(source)[d];
         }
         for (int64_t p = 0, n = weft_tensor_numel(source); p < n; p++, cpu_walk_next(&w))
-            add(to + (w.offset[0] + ix[w.pos[dim]] * ts[dim]) * es, from + w.offset[1] * es, alpha);
+            add(to + (w.offset[0] + ix[w.pos[dim]] * ts[dim]) * es, from + w.offset[1] * es, 1,
+                alpha);
     }
     weft_tensor_release(target);
     weft_tensor_release(idx);

@@ -499,11 +499,14 @@ static int sub_kernel(weft_call *call, void *ctx)
 }
 
 /* strided self += alpha * sparse other, in place and row by row: the
- * sparse entries are scattered into self (an axpy per entry for a
- * contiguous self; otherwise index_add_ over the one sparse dimension of an
- * embedding's gradient, index_put_ with accumulate beyond), so a sparse gradient applied by an optimizer (SGD's
- * p.add_(grad, alpha=-lr)) never materialises a dense tensor of the
- * parameter's size */
+ * sparse entries are scattered into self, so a sparse gradient applied by
+ * an optimizer (SGD's p.add_(grad, alpha=-lr)) never materialises a dense
+ * tensor of the parameter's size.  One sparse dimension (an embedding's
+ * gradient) goes to index_add_ along dim 0: on the CPU that kernel splits
+ * the rows over the CPU plugin's thread pool, which this plugin cannot
+ * reach otherwise; more sparse dimensions scatter one axpy per entry into
+ * a contiguous self, or go to index_put_ with accumulate.  Every path adds
+ * a row's entries in entry order, so duplicates add up deterministically. */
 static int add_inplace_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -524,11 +527,17 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
     if (rc < 0)
         return rc;
     const sp__coo *p = sp__coo_of(c);
-    const sp__kernels *k = sp__kernels_for(weft_tensor_dtype(self), "add_");
-    if (k && weft_tensor_is_contiguous(self) && weft_tensor_dtype(self) == weft_tensor_dtype(c) &&
-        weft_tensor_device(self).type == WEFT_DEVICE_TYPE_CPU) {
-        /* the common case (a contiguous parameter): one axpy per entry, in
-         * entry order, so duplicates add up deterministically */
+    const sp__kernels *k = NULL;
+    if (p->sparse_dim == 1) {
+        weft_tensor *row = NULL;
+        rc = weft_select(&row, p->indices, 0, 0);
+        if (rc == 0)
+            rc = weft_index_add_ex_(self, 0, row, p->values, alpha);
+        weft_tensor_release(row);
+    } else if (weft_tensor_is_contiguous(self) && weft_tensor_dtype(self) == weft_tensor_dtype(c) &&
+               weft_tensor_device(self).type == WEFT_DEVICE_TYPE_CPU &&
+               (k = sp__kernels_for(weft_tensor_dtype(self), "add_"))) {
+        /* one axpy per entry, in entry order */
         int64_t inner = prod(weft_tensor_sizes(self) + p->sparse_dim, p->dense_dim);
         size_t es = weft_dtype_size(weft_tensor_dtype(self));
         const int64_t *ix = weft_tensor_data_ptr(p->indices);
@@ -536,32 +545,12 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
         char *dst = weft_tensor_data_ptr(self);
         const int64_t *sizes = weft_tensor_sizes(self);
         const size_t row_bytes = (size_t)inner * es;
-        /* the rows an embedding's gradient touches are scattered over a
-         * parameter far larger than the caches: each entry's row is
-         * fetched from memory, so the rows AHEAD entries on are asked for
-         * while this one is added (the step's update ran at one miss per
-         * entry, 31 of its 51 ms, before) */
-        enum { AHEAD = 8 };
         for (int64_t e = 0; e < p->nnz; e++) {
-            if (e + AHEAD < p->nnz) {
-                int64_t next = 0;
-                for (int d = 0; d < p->sparse_dim; d++)
-                    next = next * sizes[d] + ix[d * p->nnz + e + AHEAD];
-                const char *row = dst + (size_t)next * row_bytes;
-                for (size_t b = 0; b < row_bytes; b += 64)
-                    __builtin_prefetch(row + b, 1);
-            }
             int64_t lin = 0;
             for (int d = 0; d < p->sparse_dim; d++)
                 lin = lin * sizes[d] + ix[d * p->nnz + e];
             k->axpy(inner, alpha, vals + (size_t)e * row_bytes, dst + (size_t)lin * row_bytes);
         }
-    } else if (p->sparse_dim == 1) {
-        weft_tensor *row = NULL;
-        rc = weft_select(&row, p->indices, 0, 0);
-        if (rc == 0)
-            rc = weft_index_add_ex_(self, 0, row, p->values, alpha);
-        weft_tensor_release(row);
     } else {
         weft_tensor *rows[WEFT_MAX_DIMS] = {NULL};
         rc = alpha == 1.0 ? (v = weft_tensor_retain(p->values), 0)
