@@ -577,6 +577,13 @@ int main(int argc, char **argv)
      * from it, whenever it is loaded */
     if (o.threads != 0 && weft_set_num_threads(o.threads) < 0)
         return fail("--threads");
+    /* Before the plugins load OpenMP (the quantized plugin's oneDNN): its
+     * threads share the CPUs with weft's pool, and OpenMP's default keeps
+     * them spinning after each int8 call on the CPU the next operator's
+     * pool worker needs (the int8 MLP's test set took 0.29-1.2 s so with
+     * 2 threads on this 2-CPU machine under load, 0.05 s with passive
+     * waits).  The float models run no OpenMP team; a user's setting wins. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
     /* --distributed: every rank trains a replica on its share of each
