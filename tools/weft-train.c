@@ -581,8 +581,9 @@ int main(int argc, char **argv)
      * threads share the CPUs with weft's pool, and OpenMP's default keeps
      * them spinning after each int8 call on the CPU the next operator's
      * pool worker needs (the int8 MLP's test set took 0.29-1.2 s so with
-     * 2 threads on this 2-CPU machine under load, 0.05 s with passive
-     * waits).  The float models run no OpenMP team; a user's setting wins. */
+     * 2 threads on a loaded 2-CPU machine, 0.05 s with passive waits:
+     * docs/benchmarks.md).  The float models run no OpenMP team; a user's
+     * setting wins. */
     setenv("OMP_WAIT_POLICY", "passive", 0);
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
