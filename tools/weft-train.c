@@ -146,8 +146,6 @@ typedef struct batch_source {
     const long *order;
 } batch_source;
 
-/* A batch as host tensors: normalised float32 images [b, 784] and int64
- * labels (a train_batch_fn: also run on weft-train's batch thread). */
 /* Each pixel value's input: normalised with the training set's mean and
  * standard deviation; a pixel has 256 values, so the divisions are done
  * once per value. */
@@ -157,6 +155,8 @@ static void pixel_values(float value[256])
         value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
 }
 
+/* A batch as host tensors: normalised float32 images [b, 784] and int64
+ * labels (a train_batch_fn: also run on weft-train's batch thread). */
 static int host_batch(void *ctx, long start, long b, weft_tensor **x, weft_tensor **labels)
 {
     const batch_source *src = ctx;
