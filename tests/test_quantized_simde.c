@@ -66,6 +66,12 @@ static inline float test_mm512_reduce_add_ps(__m512 v)
 }
 #define _mm512_reduce_add_ps test_mm512_reduce_add_ps
 #endif
+#ifndef _MM_FROUND_NO_EXC
+#define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
+#endif
+#ifndef _MM_FROUND_CUR_DIRECTION
+#define _MM_FROUND_CUR_DIRECTION SIMDE_MM_FROUND_CUR_DIRECTION
+#endif
 #ifndef _cvtsh_ss
 static inline float test_cvtsh_ss(uint16_t h)
 {
@@ -299,12 +305,61 @@ static void non_finite(void)
     }
 }
 
+/* The AVX2 activation quantizer against the scalar reference, byte for
+ * byte (scale, integer sum and every int8): random blocks at many scales,
+ * ties (values whose scaled form is k + 0.5, which nearest-even rounding
+ * splits both ways), all-zero blocks, negative zeros, and blocks with an
+ * infinity or a NaN among finite values. */
+static void activation_quantizer(void)
+{
+    enum { NB = 64 };
+    float v[NB * QT_BLOCK];
+    qt_block_q8_act want[NB], got[NB];
+    int bad = 0, blocks = 0;
+    for (int round = 0; round < 50; round++) {
+        for (int b = 0; b < NB; b++) {
+            int kind = (int)(rnd() % 8);
+            float scale = ldexpf(1.0f, (int)(rnd() % 60) - 30);
+            for (int j = 0; j < QT_BLOCK; j++) {
+                float *e = &v[b * QT_BLOCK + j];
+                *e = rnd_unit() * scale;
+                if (kind == 1) /* max 127 so the scale is 1: halves tie */
+                    *e = j == 0 ? 127.0f : (float)((int)(rnd() % 200) - 100) + 0.5f;
+                if (kind == 2)
+                    *e = j % 2 ? -0.0f : 0.0f;
+                if (kind == 3 && j == (int)(rnd() % QT_BLOCK))
+                    *e = rnd() % 2 ? INFINITY : -INFINITY;
+                if (kind == 4 && j == 7)
+                    *e = NAN;
+            }
+        }
+        memset(want, 0x55, sizeof want);
+        memset(got, 0xaa, sizeof got);
+        qt__quantize_activations(v, want, NB);
+        avx2_quantize_activations(v, got, NB);
+        for (int b = 0; b < NB; b++, blocks++) {
+            bool same_d = memcmp(&want[b].d, &got[b].d, sizeof want[b].d) == 0 ||
+                          (isnan(want[b].d) && isnan(got[b].d));
+            if (!same_d || want[b].sum != got[b].sum ||
+                memcmp(want[b].qs, got[b].qs, sizeof want[b].qs) != 0) {
+                if (!bad)
+                    diag("block %d: scalar d %g sum %d q0 %d, avx2 d %g sum %d q0 %d", b,
+                         want[b].d, want[b].sum, want[b].qs[0], got[b].d, got[b].sum, got[b].qs[0]);
+                bad++;
+            }
+        }
+    }
+    ok(bad == 0, "AVX2 activation quantizer equals the scalar one byte for byte (%d of %d blocks "
+       "differ)", bad, blocks);
+}
+
 int main(void)
 {
     static const int64_t counts[] = {0, 1, 2, 3, 7, 8, 33, 128};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         random_blocks(counts[k]);
     non_finite();
+    activation_quantizer();
     printf("1..%d\n", tap_count_);
     return tap_failed_ != 0;
 }

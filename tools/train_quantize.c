@@ -167,14 +167,30 @@ int wt_quantize(wt_int8_model **out, weft_module *m, bool cnn, weft_tensor *cali
     return 0;
 }
 
-int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *x)
+int wt_int8_pixel_input(wt_int8_model *q, const float value[256])
+{
+    double scale = ((double)value[255] - value[0]) / 255.0;
+    double zp = nearbyint(-value[0] / scale);
+    if (!(scale > 0) || !(zp >= 0 && zp <= 255))
+        return weft_set_error(WEFT_EINVAL,
+                              "--quantize: the pixel values %g..%g are not an increasing range "
+                              "that holds 0 with a zero point in 0..255",
+                              (double)value[0], (double)value[255]);
+    q->input.scale = scale;
+    q->input.zero_point = (int64_t)zp;
+    return 0;
+}
+
+int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *pixels)
 {
     *logits = NULL;
-    weft_tensor *img = NULL, *a = NULL;
-    int rc = as_images(&img, q->cnn, x);
-    if (rc == 0)
-        rc = weft_quantize_per_tensor(&a, img, q->input.scale, q->input.zero_point, WEFT_UINT8);
-    weft_tensor_release(img);
+    weft_tensor *flat = NULL, *a = NULL;
+    int rc = weft_make_per_tensor_quantized(&flat, pixels, q->input.scale, q->input.zero_point);
+    if (rc == 0 && q->cnn)
+        rc = weft_quantized_reshape(&a, flat, (int64_t[]){weft_tensor_size(flat, 0), 1, 28, 28}, 4);
+    else if (rc == 0)
+        a = weft_tensor_retain(flat);
+    weft_tensor_release(flat);
     for (int i = 0; rc == 0 && i < q->nlayers; i++) {
         weft_tensor *y = NULL, *next = NULL;
         bool relu = q->cnn ? i < 2 : i == 0;

@@ -14,8 +14,19 @@ typedef struct wt_int8_model wt_int8_model;
  * calibrated on calibration ([n, 784] normalised images).  Errors: the
  * operators' (WEFT_ENOTSUP without the quantized plugin or oneDNN). */
 int wt_quantize(wt_int8_model **out, weft_module *m, bool cnn, weft_tensor *calibration);
-/* Float logits of the int8 model for x ([b, 784]). */
-int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *x);
+/* Makes q's input quantizer the images' own encoding: pixel v stands for
+ * value[v], affine in v (weft-train's normalisation), so with scale
+ * (value[255] - value[0]) / 255 and the zero point nearest -value[0] /
+ * scale the quantized input is the pixel bytes themselves: no pass over a
+ * batch, neither the float conversion nor a quantization.  Each input is
+ * then off its float value by the zero point's rounding only (for
+ * weft-train's normalisation 0.07 of a step, the same for every pixel),
+ * where the min-max observer's quantizer rounds each value, up to half a
+ * step.  Errors: WEFT_EINVAL when value[] is not such a range. */
+int wt_int8_pixel_input(wt_int8_model *q, const float value[256]);
+/* Float logits of the int8 model for pixels, [b, 784] uint8 images as
+ * wt_int8_pixel_input describes (read, not kept). */
+int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *pixels);
 void wt_int8_destroy(wt_int8_model *q);
 
 #endif

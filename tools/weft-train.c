@@ -146,6 +146,15 @@ typedef struct batch_source {
     const long *order;
 } batch_source;
 
+/* Each pixel value's input: normalised with the training set's mean and
+ * standard deviation; a pixel has 256 values, so the divisions are done
+ * once per value. */
+static void pixel_values(float value[256])
+{
+    for (int v = 0; v < 256; v++)
+        value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
+}
+
 /* A batch as host tensors: normalised float32 images [b, 784] and int64
  * labels (a train_batch_fn: also run on weft-train's batch thread). */
 static int host_batch(void *ctx, long start, long b, weft_tensor **x, weft_tensor **labels)
@@ -164,11 +173,8 @@ static int host_batch(void *ctx, long start, long b, weft_tensor **x, weft_tenso
     }
     float *px = weft_tensor_data_ptr(hx);
     int64_t *py = weft_tensor_data_ptr(hy);
-    /* normalised with the training set's mean and standard deviation; a
-     * pixel has 256 values, so the divisions are done once per value */
     float value[256];
-    for (int v = 0; v < 256; v++)
-        value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
+    pixel_values(value);
     for (long i = 0; i < b; i++) {
         long k = src->order ? src->order[start + i] : start + i;
         const unsigned char *img = d->images + (size_t)k * (size_t)pixels;
@@ -260,6 +266,16 @@ static int model_forward(weft_tensor **logits, weft_module *m, bool cnn, weft_te
     return rc;
 }
 
+/* The int8 model's input batch: the test images' bytes in place, which
+ * are its quantized input (wt_int8_pixel_input), as an int8 deployment
+ * takes 8-bit images. */
+static int pixel_batch(weft_tensor **x, const dataset *d, long start, long b)
+{
+    int64_t pixels = (int64_t)d->rows * d->cols, sizes[2] = {b, pixels};
+    return weft_from_blob(x, (void *)(d->images + (size_t)start * (size_t)pixels), sizes, NULL, 2,
+                          WEFT_UINT8, WEFT_DEVICE_CPU, NULL, NULL);
+}
+
 /* q: the int8 form of m to evaluate instead (--quantize), or NULL */
 static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *test,
                     weft_device dev, wt_int8_model *q)
@@ -270,19 +286,25 @@ static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *t
     int rc = 0;
     for (long start = 0; start < test->n && rc == 0; start += batch) {
         long b = test->n - start < batch ? test->n - start : batch;
-        weft_tensor *x = NULL, *y = NULL, *logits = NULL, *pred = NULL, *host = NULL;
+        weft_tensor *x = NULL, *logits = NULL, *pred = NULL, *host = NULL;
         int64_t dim = 1;
-        rc = make_batch(&x, &y, test, NULL, start, b, dev);
-        if (rc == 0)
-            rc = q ? wt_int8_forward(&logits, q, x) : model_forward(&logits, m, cnn, x);
+        if (q) {
+            if ((rc = pixel_batch(&x, test, start, b)) == 0)
+                rc = wt_int8_forward(&logits, q, x);
+        } else {
+            weft_tensor *y = NULL;
+            if ((rc = make_batch(&x, &y, test, NULL, start, b, dev)) == 0)
+                rc = model_forward(&logits, m, cnn, x);
+            weft_tensor_release(y);
+        }
         if (rc == 0)
             rc = weft_argmax(&pred, logits, &dim, false);
         if (rc == 0)
             rc = weft_to_device(&host, pred, WEFT_DEVICE_CPU);
         for (long i = 0; rc == 0 && i < b; i++)
             correct += ((const int64_t *)weft_tensor_data_ptr(host))[i] == test->labels[start + i];
-        weft_tensor *tmp[] = {x, y, logits, pred, host};
-        for (int i = 0; i < 5; i++)
+        weft_tensor *tmp[] = {x, logits, pred, host};
+        for (int i = 0; i < 4; i++)
             weft_tensor_release(tmp[i]);
     }
     weft_module_train(m, true);
@@ -555,6 +577,14 @@ int main(int argc, char **argv)
      * from it, whenever it is loaded */
     if (o.threads != 0 && weft_set_num_threads(o.threads) < 0)
         return fail("--threads");
+    /* Before the plugins load OpenMP (the quantized plugin's oneDNN): its
+     * threads share the CPUs with weft's pool, and OpenMP's default keeps
+     * them spinning after each int8 call on the CPU the next operator's
+     * pool worker needs (the int8 MLP's test set took 0.29-1.2 s so with
+     * 2 threads on a loaded 2-CPU machine, 0.05 s with passive waits:
+     * docs/benchmarks.md).  The float models run no OpenMP team; a user's
+     * setting wins. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (weft_load_default_plugins() < 0)
         return fail("loading plugins");
     /* --distributed: every rank trains a replica on its share of each
@@ -771,6 +801,9 @@ int main(int argc, char **argv)
     /* --quantize (issue 17): the int8 model next to the float one, both
      * timed over the whole test set */
     double int8_accuracy = NAN, float_eval_seconds = NAN, int8_eval_seconds = NAN;
+    /* CPU time too: on a shared machine the wall times mostly measure
+     * waiting for a CPU, which the process's CPU time leaves out */
+    double float_eval_cpu_seconds = NAN, int8_eval_cpu_seconds = NAN;
     if (o.quantize) {
         wt_int8_model *q = NULL;
         weft_tensor *cx = NULL, *cy = NULL;
@@ -780,14 +813,29 @@ int main(int argc, char **argv)
             return 2;
         }
         rc = make_batch(&cx, &cy, &train, NULL, 0, ncal, dev);
-        if (rc == 0)
-            rc = wt_quantize(&q, m, cnn, cx);
-        double t0 = now(), float_accuracy = 0;
+        float value[256];
+        pixel_values(value);
+        if (rc == 0 && (rc = wt_quantize(&q, m, cnn, cx)) == 0)
+            rc = wt_int8_pixel_input(q, value);
+        /* both models are timed warm: the float one has just trained, the
+         * int8 one packs its weights and builds its oneDNN primitives on
+         * its first batch (torch's convert prepacks ahead), here one of the
+         * calibration images */
+        weft_tensor *warm_x = NULL, *warm_logits = NULL;
+        if (rc == 0 && (rc = pixel_batch(&warm_x, &train, 0, ncal)) == 0)
+            rc = wt_int8_forward(&warm_logits, q, warm_x);
+        weft_tensor_release(warm_x);
+        weft_tensor_release(warm_logits);
+        double t0 = now(), c0 = cpu_now(), float_accuracy = 0;
         if (rc == 0 && (rc = evaluate(&float_accuracy, m, cnn, &test, dev, NULL)) == 0) {
             float_eval_seconds = now() - t0;
+            float_eval_cpu_seconds = cpu_now() - c0;
             t0 = now();
-            if ((rc = evaluate(&int8_accuracy, m, cnn, &test, dev, q)) == 0)
+            c0 = cpu_now();
+            if ((rc = evaluate(&int8_accuracy, m, cnn, &test, dev, q)) == 0) {
                 int8_eval_seconds = now() - t0;
+                int8_eval_cpu_seconds = cpu_now() - c0;
+            }
         }
         weft_tensor_release(cx);
         weft_tensor_release(cy);
@@ -817,8 +865,10 @@ int main(int argc, char **argv)
                o.quantize ? ", " : "}\n");
     if (o.json && o.quantize)
         printf("\"int8_test_accuracy\": %.2f, \"float_eval_seconds\": %.4f, "
-               "\"int8_eval_seconds\": %.4f}\n",
-               int8_accuracy, float_eval_seconds, int8_eval_seconds);
+               "\"int8_eval_seconds\": %.4f, \"float_eval_cpu_seconds\": %.4f, "
+               "\"int8_eval_cpu_seconds\": %.4f}\n",
+               int8_accuracy, float_eval_seconds, int8_eval_seconds, float_eval_cpu_seconds,
+               int8_eval_cpu_seconds);
     else if (!o.json) /* the result, even with --quiet */
         printf("test accuracy %.2f%%; trained in %.2f s (%.0f images/s), peak RSS %.1f MiB\n",
                accuracy, train_seconds, (double)images / train_seconds, rss_mb);

@@ -34,9 +34,8 @@
 
 /* ------------------------------------------------ activation quantizing */
 
-/* Scalar in every variant: it reads K floats per activation row against
- * the N x K weights each row meets, and one rounding rule everywhere keeps
- * the integer sums equal across variants. */
+/* The reference the vector variants match bit for bit (one rounding rule
+ * everywhere keeps the integer sums equal across variants). */
 void qt__quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblocks)
 {
     for (int64_t b = 0; b < nblocks; b++, x += QT_BLOCK) {
@@ -88,7 +87,8 @@ static float scalar_dot_q4_0(const qt_block_q4_0 *w, const qt_block_q8_act *x, i
     return sum;
 }
 
-const qt_block_kernels qt__kernels_scalar = {"scalar", scalar_dot_q8_0, scalar_dot_q4_0};
+const qt_block_kernels qt__kernels_scalar = {"scalar", qt__quantize_activations, scalar_dot_q8_0,
+                                             scalar_dot_q4_0};
 
 #if QT_X86
 /* ------------------------------------------------------------------ AVX2 */
@@ -97,8 +97,12 @@ const qt_block_kernels qt__kernels_scalar = {"scalar", scalar_dot_q8_0, scalar_d
 #define QT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #include "block_kernels_x86.h"
 
-const qt_block_kernels qt__kernels_avx2 = {"avx2", avx2_dot_q8_0, avx2_dot_q4_0};
-const qt_block_kernels qt__kernels_avx512 = {"avx512", avx512_dot_q8_0, avx512_dot_q4_0};
+const qt_block_kernels qt__kernels_avx2 = {"avx2", avx2_quantize_activations, avx2_dot_q8_0,
+                                           avx2_dot_q4_0};
+/* the activations are a K-vector against N x K weights: AVX2's quantizer
+ * is enough there */
+const qt_block_kernels qt__kernels_avx512 = {"avx512", avx2_quantize_activations, avx512_dot_q8_0,
+                                             avx512_dot_q4_0};
 
 /* The OS must save the registers a variant uses (XCR0): a CPU may have
  * AVX-512 that its kernel or hypervisor keeps switched off. */
@@ -127,8 +131,8 @@ static bool runs_avx512(void)
            os_saves((1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7));
 }
 #else
-const qt_block_kernels qt__kernels_avx2 = {"avx2", NULL, NULL};
-const qt_block_kernels qt__kernels_avx512 = {"avx512", NULL, NULL};
+const qt_block_kernels qt__kernels_avx2 = {"avx2", NULL, NULL, NULL};
+const qt_block_kernels qt__kernels_avx512 = {"avx512", NULL, NULL, NULL};
 static bool runs_avx2(void)
 {
     return false;

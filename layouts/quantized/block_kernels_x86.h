@@ -11,6 +11,7 @@
 #define WEFT_LAYOUTS_QUANTIZED_BLOCK_KERNELS_X86_H
 
 #include <math.h>
+#include <string.h>
 
 #include "quantized.h"
 
@@ -93,6 +94,55 @@ QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __
 
 QT_AVX2_DOT(avx2_dot_q8_0, qt_block_q8_0, avx2_q8_block, qt__kernels_scalar.dot_q8_0)
 QT_AVX2_DOT(avx2_dot_q4_0, qt_block_q4_0, avx2_q4_block, qt__kernels_scalar.dot_q4_0)
+
+/* The activation blocks of qt__quantize_activations, the same bits (the
+ * tests compare them byte for byte): the same maximum, the same 127 / amax,
+ * one float multiply per value, and vroundps in the current rounding mode
+ * is nearbyintf.  The scalar loop calls libm's fmaxf and nearbyintf for
+ * every value, about 5% of a 4096 x 4096 Q4_0 matrix-vector product. */
+QT_AVX2 static void avx2_quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblocks)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY), lim = _mm256_set1_ps(127.0f);
+    const __m256 neg_lim = _mm256_set1_ps(-127.0f);
+    /* packs interleaves its two sources in 4-value groups: back in order */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < nblocks; b++, x += QT_BLOCK) {
+        __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            __m256 a = _mm256_and_ps(v[k], abs_mask);
+            amax = _mm256_max_ps(amax, a);
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* inf or NaN */
+        }
+        if (_mm256_movemask_ps(bad)) {
+            memset(y[b].qs, 0, sizeof y[b].qs);
+            y[b].d = NAN;
+            y[b].sum = 0;
+            continue;
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        float am = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        float d = am / 127.0f, id = d > 0 ? 127.0f / am : 0.0f;
+        __m256 scale = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], scale),
+                                       _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC);
+            q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, neg_lim), lim));
+        }
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                           _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)y[b].qs, _mm256_permutevar8x32_epi32(bytes, order));
+        y[b].d = d;
+        y[b].sum = _mm_cvtsi128_si32(s4);
+    }
+}
 
 /* --------------------------------------------------------------- AVX-512 */
 

@@ -259,7 +259,7 @@ static int product_parallel(const qt_blocks *w, const float *x, const float *bia
     if (!xq)
         return weft_set_error(WEFT_ENOMEM, "%s linear: no memory to quantize a %lld x %lld input",
                               format_names[w->format], (long long)m, (long long)w->cols);
-    qt__quantize_activations(x, xq, m * nb);
+    qt__kernels->quantize_activations(x, xq, m * nb);
     int64_t nt = weft_get_num_threads();
     if (nt > MAX_THREADS)
         nt = MAX_THREADS;

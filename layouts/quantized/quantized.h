@@ -132,6 +132,8 @@ void qt__quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblock
  * of the float additions across blocks. */
 typedef struct qt_block_kernels {
     const char *name; /* "scalar", "avx2", "avx512" */
+    /* qt__quantize_activations's result, bit for bit */
+    void (*quantize_activations)(const float *x, qt_block_q8_act *y, int64_t nblocks);
     float (*dot_q8_0)(const qt_block_q8_0 *w, const qt_block_q8_act *x, int64_t nblocks);
     float (*dot_q4_0)(const qt_block_q4_0 *w, const qt_block_q8_act *x, int64_t nblocks);
 } qt_block_kernels;
