@@ -134,9 +134,10 @@ static void small_k_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_
  * registers; 7 loads a step feed 12 FMAs), and the lanes summed once at
  * the end in a fixed order: the bits depend on the shape alone. */
 /* Measured on one thread against OpenBLAS (process CPU time, batch 64,
- * 28x28, 3x3, docs/benchmarks.md): 2.2-2.6x faster at n = 9 (weft-train's
- * layer), 1.5-2.2x at 27, 1.3-1.7x at 63, for 16 and 64 output channels;
- * wider inputs (8 channels and more) go to oneDNN under auto anyway. */
+ * 28x28, 3x3, docs/benchmarks.md): 2.1-2.6x faster at n = 9 with 16
+ * output channels (weft-train's layer), 1.6x with 64; 1.6x at n = 27,
+ * 1.3-2.0x at 36 and 63; wider inputs (8 channels and more) go to oneDNN
+ * under auto anyway. */
 #define SMALL_OUT_MAX 64
 #define SMALL_OUT_ROWS 4
 #define SMALL_OUT_COLS 3
