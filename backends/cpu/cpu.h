@@ -327,9 +327,10 @@ int cpu__gemm(const char *op, weft_dtype dtype, bool ta, bool tb, int64_t n, int
               double beta, void *c, int64_t ldc);
 
 /* The plugin's one handle on oneDNN (onednn.c), shared by gemm_lib.c and
- * conv_lib.c.  Not thread-safe before cpu__onednn_open returned true on
- * the calling thread's side of a pthread_once (the layers call it from
- * theirs); after that every function is safe from any thread. */
+ * conv_lib.c.  Thread safety: cpu__onednn_open may be called from any
+ * thread (it opens once, under pthread_once); the functions below it only
+ * after it returned true, then from any thread; cpu__onednn_fini only
+ * when no thread uses oneDNN (the plugin's fini). */
 /* Whether `auto` (WEFT_CPU_GEMM, WEFT_CPU_CONV) may open oneDNN: not in a
  * build with AddressSanitizer, whose LeakSanitizer crashes in its tracer
  * at exit once oneDNN's OpenMP runtime is mapped (seen in
