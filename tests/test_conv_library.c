@@ -149,6 +149,13 @@ static void test_shapes(void)
         {3, 6, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},   /* groups */
         {2, 4, 7, 9, 8, 2, 3, {2, 1}, {0, 1}, {1, 2}, 4, false},  /* depthwise-like, mixed */
         {9, 2, 5, 5, 3, 5, 5, {3, 3}, {2, 2}, {1, 1}, 1, true},   /* stride 3, last rows unread */
+        /* a weight gradient of few input channels (nn_conv.c's
+         * small-result kernel): output pixels no vector width divides,
+         * output channels and kernel taps no register block divides, and
+         * an image cut into several tiles */
+        {3, 1, 7, 5, 5, 2, 2, {1, 1}, {0, 0}, {1, 1}, 1, true},
+        {2, 2, 9, 9, 7, 2, 2, {2, 1}, {1, 0}, {1, 1}, 1, false},
+        {1, 1, 200, 256, 2, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         check_shape(&fixed[i]);

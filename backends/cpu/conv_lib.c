@@ -1,9 +1,10 @@
 /* backends/cpu/conv_lib.c — float32 convolutions through oneDNN's
  * primitives (forward, input gradient, weight gradient), the library
- * opened with dlopen at the first convolution that wants it (as
- * gemm_lib.c opens it for sgemm: the plugin does not map oneDNN's 40 MB
- * otherwise).  oneDNN's header gives the types and the functions'
- * signatures; the functions themselves come from dlsym.
+ * opened through the plugin's shared handle at the first convolution
+ * that wants it (onednn.c, which gemm_lib.c's sgemm shares: the plugin
+ * does not map oneDNN's 40 MB otherwise).  oneDNN's header gives the
+ * types and the functions' signatures; the functions themselves come
+ * from cpu__onednn_symbol.
  *
  * WEFT_CPU_CONV=im2col|onednn|auto, read once when the plugin starts:
  *  - im2col: always nn_conv.c's own im2col + GEMM;
@@ -17,9 +18,6 @@
  *    records of a dlopen'ed library upset the leak check;
  *    tests/memcheck.sh runs the suite with the default) and in an
  *    AddressSanitizer build (cpu__onednn_by_default, cpu.h).
- * WEFT_ONEDNN_LIBRARY names another file to open than libdnnl.so.2 (a
- * build outside the linker's path; the tests use a missing one to see
- * the fallback).
  *
  * Threads: the batch is cut into pieces over weft's pool, whose workers
  * sleep when idle, and each piece runs its primitive with oneDNN's OpenMP
@@ -34,8 +32,6 @@
  * AVX2) and each piece reorders its NCHW operands in and its result out:
  * measured faster than primitives on plain NCHW, which oneDNN runs as
  * its own im2col + GEMM (docs/benchmarks.md). */
-#define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,17 +51,8 @@ static struct {
 
 void cpu__conv_library_init(void)
 {
-    const char *v = getenv("WEFT_CPU_CONV");
-    lib.chosen = CONV_AUTO;
-    lib.bad_value[0] = '\0';
-    if (!v || !*v || strcmp(v, "auto") == 0)
-        return;
-    if (strcmp(v, "im2col") == 0)
-        lib.chosen = CONV_IM2COL;
-    else if (strcmp(v, "onednn") == 0)
-        lib.chosen = CONV_ONEDNN;
-    else
-        snprintf(lib.bad_value, sizeof lib.bad_value, "%s", v);
+    lib.chosen = (conv_library)cpu__library_choice("WEFT_CPU_CONV", "im2col", "onednn",
+                                                   lib.bad_value, sizeof lib.bad_value);
 }
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
@@ -86,13 +73,11 @@ void cpu__conv_library_init(void)
     X(dnnl_primitive_destroy) X(dnnl_status2str)
 
 static struct {
-    void *handle;
+    bool resolved; /* the functions below and the engine are there */
     dnnl_engine_t engine;
 #define X(name) __typeof__(&name) name;
     DNNL_FUNCTIONS(X)
 #undef X
-    void (*omp_set_num_threads)(int);
-    int (*omp_get_max_threads)(void);
 } dl;
 
 static bool wants_onednn(void)
@@ -108,34 +93,25 @@ static void open_onednn(void)
     lib.active = false;
     if (!wants_onednn())
         return;
-    const char *file = getenv("WEFT_ONEDNN_LIBRARY");
-    file = file && *file ? file : "libdnnl.so.2";
-    void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(lib.open_error, sizeof lib.open_error, "%s", dlerror());
+    const char *error = NULL;
+    if (!cpu__onednn_open(&error)) {
+        snprintf(lib.open_error, sizeof lib.open_error, "%s", error);
         return;
     }
     const char *missing = NULL;
 #define X(name)                                                                               \
-    if (!missing && !(dl.name = (__typeof__(&name))dlsym(h, #name)))                          \
+    if (!missing && !(dl.name = (__typeof__(&name))cpu__onednn_symbol(#name)))                \
         missing = #name;
     DNNL_FUNCTIONS(X)
 #undef X
-    /* oneDNN's OpenMP runtime (libgomp), found through its dependencies */
-    dl.omp_set_num_threads = (void (*)(int))dlsym(h, "omp_set_num_threads");
-    dl.omp_get_max_threads = (int (*)(void))dlsym(h, "omp_get_max_threads");
-    if (!missing && (!dl.omp_set_num_threads || !dl.omp_get_max_threads))
-        missing = "omp_set_num_threads (not the OpenMP build of oneDNN 2)";
-    dnnl_status_t st = dnnl_success;
-    if (!missing && (st = dl.dnnl_engine_create(&dl.engine, dnnl_cpu, 0)) != dnnl_success)
+    if (!missing && dl.dnnl_engine_create(&dl.engine, dnnl_cpu, 0) != dnnl_success)
         missing = "a CPU engine";
     if (missing) {
-        snprintf(lib.open_error, sizeof lib.open_error, "%s lacks %s", file, missing);
+        snprintf(lib.open_error, sizeof lib.open_error, "oneDNN lacks %s", missing);
         memset(&dl, 0, sizeof dl);
-        dlclose(h);
         return;
     }
-    dl.handle = h;
+    dl.resolved = true;
     lib.active = true;
 }
 
@@ -322,8 +298,7 @@ static int entry_for(const char *op, const conv_key *k, conv_entry *spare,
     int rc = 0;
     pthread_mutex_lock(&cache.lock);
     /* making a primitive runs OpenMP loops too: one thread, as the calls */
-    int before = dl.omp_get_max_threads();
-    dl.omp_set_num_threads(1);
+    int before = cpu__onednn_one_thread();
     *out = NULL;
     for (int i = 0; i < cache.used && !*out; i++)
         if (memcmp(&cache.entries[i].key, k, sizeof *k) == 0)
@@ -335,7 +310,7 @@ static int entry_for(const char *op, const conv_key *k, conv_entry *spare,
             *out = e;
         }
     }
-    dl.omp_set_num_threads(before);
+    cpu__onednn_threads_restore(before);
     pthread_mutex_unlock(&cache.lock);
     return rc;
 }
@@ -426,10 +401,8 @@ static void piece_range(int64_t begin, int64_t end, void *ctx)
     const conv_geometry *g = j->g;
     int64_t in_image = g->C * g->H * g->W, out_image = g->OC * g->OH * g->OW;
     int64_t nw = g->OC * (g->C / g->groups) * g->KH * g->KW;
-    /* one OpenMP thread for these calls only: the thread's setting is
-     * shared with every other user of oneDNN in the process */
-    int before = dl.omp_get_max_threads();
-    dl.omp_set_num_threads(1);
+    /* one OpenMP thread for these calls only (see cpu.h) */
+    int before = cpu__onednn_one_thread();
     for (int64_t p = begin; p < end; p++) {
         int64_t b0 = piece_start(j, p), n = piece_start(j, p + 1) - b0;
         const conv_entry *e = j->entry[n != piece_start(j, 1)];
@@ -447,7 +420,7 @@ static void piece_range(int64_t begin, int64_t end, void *ctx)
             pthread_mutex_unlock(&j->lock);
         }
     }
-    dl.omp_set_num_threads(before);
+    cpu__onednn_threads_restore(before);
 }
 
 /* The weight gradient sums pieces of the batch into at most this many
@@ -513,10 +486,8 @@ static void close_onednn(void)
         entry_destroy(&cache.entries[i]);
     cache.used = 0;
     pthread_mutex_unlock(&cache.lock);
-    if (dl.handle) {
+    if (dl.resolved) /* the library itself is closed by cpu__onednn_fini */
         dl.dnnl_engine_destroy(dl.engine);
-        dlclose(dl.handle);
-    }
     memset(&dl, 0, sizeof dl);
 }
 

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -325,6 +326,43 @@ int cpu__gemm(const char *op, weft_dtype dtype, bool ta, bool tb, int64_t n, int
               int64_t k, double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
               double beta, void *c, int64_t ldc);
 
+/* The plugin's one handle on oneDNN (onednn.c), shared by gemm_lib.c and
+ * conv_lib.c.  Thread safety: cpu__onednn_open may be called from any
+ * thread (it opens once, under pthread_once); the functions below it only
+ * after it returned true, then from any thread; cpu__onednn_fini only
+ * when no thread uses oneDNN (the plugin's fini). */
+/* Whether `auto` (WEFT_CPU_GEMM, WEFT_CPU_CONV) may open oneDNN: not in a
+ * build with AddressSanitizer, whose LeakSanitizer crashes in its tracer
+ * at exit once oneDNN's OpenMP runtime is mapped (seen in
+ * tests/sanitizers.sh), and not under valgrind, which reports oneDNN's
+ * own allocations and is too slow for its JIT.  Asking for onednn by name
+ * still opens it there. */
+bool cpu__onednn_by_default(void);
+/* Reads a library choice from environment variable `variable`: 1 for
+ * first, 2 for second, 0 for unset, empty or "auto"; anything else is 0
+ * with the value copied into bad_value (for the layer's error at first
+ * use), which is "" otherwise. */
+int cpu__library_choice(const char *variable, const char *first, const char *second,
+                        char *bad_value, size_t bad_size);
+/* Opens oneDNN once (WEFT_ONEDNN_LIBRARY or libdnnl.so.2) with its OpenMP
+ * runtime; false, with *error (when error is non-NULL) pointing at a
+ * static message naming the file and what failed, when it cannot. */
+bool cpu__onednn_open(const char **error);
+/* A function of the opened library by name; NULL when it lacks it or
+ * the library is not open. */
+void *cpu__onednn_symbol(const char *name);
+/* oneDNN's OpenMP told one thread on the calling thread, for the calls
+ * that follow: weft's pool does the threading.  The setting is shared
+ * with every other user of oneDNN in the process (the quantized plugin's
+ * int8 primitives want their threads), so the caller restores the
+ * returned count with cpu__onednn_threads_restore when done.  Only after
+ * cpu__onednn_open returned true. */
+int cpu__onednn_one_thread(void);
+void cpu__onednn_threads_restore(int before);
+/* Closes the library; the plugin's fini calls it after the layers' finis
+ * (nobody is inside oneDNN then: the pool is joined first). */
+void cpu__onednn_fini(void);
+
 /* The library behind float32 products (gemm_lib.c): WEFT_CPU_GEMM=
  * openblas|onednn|auto, read by cpu__gemm_library_init at plugin start. */
 typedef enum cpu_gemm_library {
@@ -333,13 +371,6 @@ typedef enum cpu_gemm_library {
     CPU_GEMM_ONEDNN
 } cpu_gemm_library;
 void cpu__gemm_library_init(void);
-/* Whether `auto` (WEFT_CPU_GEMM, WEFT_CPU_CONV) may open oneDNN: not in a
- * build with AddressSanitizer, whose LeakSanitizer crashes in its tracer
- * at exit once oneDNN's OpenMP runtime is mapped (seen in
- * tests/sanitizers.sh), and not under valgrind, which reports oneDNN's
- * own allocations and is too slow for its JIT.  Asking for onednn by name
- * still opens it there. */
-bool cpu__onednn_by_default(void);
 void cpu__gemm_library_fini(void);
 /* Resolves the choice (opening oneDNN at the first call that wants it);
  * call before the first cpu__gemm_serial of a kernel.  Errors: WEFT_EINVAL

@@ -1,7 +1,7 @@
 /* backends/cpu/gemm_lib.c — which library multiplies float32 matrices on
  * one thread: OpenBLAS (linked, the default) or oneDNN's sgemm, opened
- * with dlopen at the first product that wants it (the plugin does not map
- * oneDNN's 40 MB otherwise, so start-up does not pay for it).
+ * through the plugin's shared handle at the first product that wants it
+ * (onednn.c: the plugin does not map oneDNN's 40 MB otherwise).
  *
  * WEFT_CPU_GEMM=openblas|onednn|auto, read once when the plugin starts:
  *  - openblas: always OpenBLAS;
@@ -19,66 +19,31 @@
  * Either library runs single-threaded here: large products are cut into
  * pieces over weft's own pool (blas.c), whose workers sleep when idle;
  * oneDNN's OpenMP is told one thread for the duration of each call. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cblas.h>
-
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 #include "cpu.h"
 
 typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k,
                              float alpha, const float *a, int64_t lda, const float *b,
                              int64_t ldb, float beta, float *c, int64_t ldc);
-typedef void (*omp_set_num_threads_fn)(int n);
-typedef int (*omp_get_max_threads_fn)(void);
 
 static struct {
     cpu_gemm_library chosen; /* from the environment; AUTO resolved at open */
     char bad_value[64];      /* an unknown WEFT_CPU_GEMM, kept for the message */
     pthread_once_t once;
-    void *handle;
     dnnl_sgemm_fn sgemm;
-    omp_set_num_threads_fn omp_threads;
-    omp_get_max_threads_fn omp_max;
-    char open_error[256];
+    char open_error[320];
     cpu_gemm_library active; /* what float32 products use once resolved */
 } lib = {.once = PTHREAD_ONCE_INIT};
 
-bool cpu__onednn_by_default(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    return false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    return false;
-#endif
-#endif
-    return !RUNNING_ON_VALGRIND;
-}
-
 void cpu__gemm_library_init(void)
 {
-    const char *v = getenv("WEFT_CPU_GEMM");
-    lib.chosen = CPU_GEMM_AUTO;
-    lib.bad_value[0] = '\0';
-    if (!v || !*v || strcmp(v, "auto") == 0)
-        return;
-    if (strcmp(v, "openblas") == 0)
-        lib.chosen = CPU_GEMM_OPENBLAS;
-    else if (strcmp(v, "onednn") == 0)
-        lib.chosen = CPU_GEMM_ONEDNN;
-    else
-        snprintf(lib.bad_value, sizeof lib.bad_value, "%s", v);
+    lib.chosen = (cpu_gemm_library)cpu__library_choice("WEFT_CPU_GEMM", "openblas", "onednn",
+                                                       lib.bad_value, sizeof lib.bad_value);
 }
 
 static bool wants_onednn(void)
@@ -97,25 +62,15 @@ static void open_onednn(void)
     lib.active = CPU_GEMM_OPENBLAS;
     if (lib.bad_value[0] || !wants_onednn())
         return;
-    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(lib.open_error, sizeof lib.open_error, "%s", dlerror());
+    const char *error = NULL;
+    if (!cpu__onednn_open(&error)) {
+        snprintf(lib.open_error, sizeof lib.open_error, "%s", error);
         return;
     }
-    dnnl_sgemm_fn sgemm = (dnnl_sgemm_fn)dlsym(h, "dnnl_sgemm");
-    /* oneDNN's OpenMP runtime (libgomp), found through its dependencies */
-    omp_set_num_threads_fn omp = (omp_set_num_threads_fn)dlsym(h, "omp_set_num_threads");
-    omp_get_max_threads_fn omp_max = (omp_get_max_threads_fn)dlsym(h, "omp_get_max_threads");
-    if (!sgemm || !omp || !omp_max) {
-        snprintf(lib.open_error, sizeof lib.open_error, "libdnnl.so.2 lacks %s",
-                 sgemm ? "omp_set_num_threads (not the OpenMP build)" : "dnnl_sgemm");
-        dlclose(h);
+    if (!(lib.sgemm = (dnnl_sgemm_fn)cpu__onednn_symbol("dnnl_sgemm"))) {
+        snprintf(lib.open_error, sizeof lib.open_error, "oneDNN lacks dnnl_sgemm");
         return;
     }
-    lib.handle = h;
-    lib.sgemm = sgemm;
-    lib.omp_threads = omp;
-    lib.omp_max = omp_max;
     lib.active = CPU_GEMM_ONEDNN;
 }
 
@@ -133,10 +88,8 @@ int cpu__gemm_library_ready(const char *op)
 
 void cpu__gemm_library_fini(void)
 {
-    /* the plugin's fini joins the pool first: nobody is inside oneDNN */
-    if (lib.handle)
-        dlclose(lib.handle);
-    lib.handle = NULL;
+    /* the plugin's fini joins the pool first: nobody is inside oneDNN;
+     * it closes the library itself after this (cpu__onednn_fini) */
     lib.sgemm = NULL;
     lib.active = CPU_GEMM_OPENBLAS;
     lib.once = (pthread_once_t)PTHREAD_ONCE_INIT;
@@ -147,16 +100,13 @@ void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, 
                       double beta, void *c, int64_t ldc)
 {
     if (dtype == WEFT_FLOAT32 && lib.active == CPU_GEMM_ONEDNN) {
-        /* one OpenMP thread for this call only: the thread's setting is
-         * shared with every other user of oneDNN in the process (the
-         * quantized plugin's int8 primitives want their threads) */
-        int before = lib.omp_max();
-        lib.omp_threads(1);
+        /* one OpenMP thread for this call only (see cpu.h) */
+        int before = cpu__onednn_one_thread();
         /* row-major, as cblas's CblasRowMajor; a status other than success
          * is an invalid argument, which the callers' checks rule out */
         lib.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', n, m, k, (float)alpha, a, lda, b, ldb,
                   (float)beta, c, ldc);
-        lib.omp_threads(before);
+        cpu__onednn_threads_restore(before);
         return;
     }
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;

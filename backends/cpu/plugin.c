@@ -66,6 +66,7 @@ static void cpu_fini(void)
     cpu__parallel_shutdown();
     cpu__gemm_library_fini();
     cpu__conv_library_fini();
+    cpu__onednn_fini(); /* after the layers that hold oneDNN's objects */
 }
 
 WEFT_PLUGIN_DEFINE("cpu", CPU_VARIANT, "0.1.0", cpu__score, cpu_init, cpu_fini);
