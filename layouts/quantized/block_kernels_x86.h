@@ -75,6 +75,14 @@ QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __
  * nothing in practice; a NaN activation block stays NaN either way. */
 #define QT_FINITE_OR(result, scalar) (isfinite(result) ? (result) : (scalar)(w, x, nblocks))
 
+/* How far ahead of the block being read the weights are prefetched.  The
+ * hardware prefetcher alone left a Q4_0 matrix-vector product whose
+ * weights come from memory (not the cache) at 54-61% of STREAM's
+ * bandwidth; 1 KiB ahead (a few dozen blocks, inside the same row or the
+ * next) measured 55-69% in alternating runs on a quiet machine, 2 KiB no
+ * better, 512 B worse (docs/benchmarks.md, issue 17).  Reading past the
+ * last row is harmless: a prefetch never faults. */
+#define QT_PREFETCH_BYTES 1024
 /* Two accumulators over alternate blocks: one would make every block wait
  * on the last one's multiply-add latency. */
 #define QT_AVX2_DOT(name, wtype, block, scalar)                                               \
@@ -83,6 +91,7 @@ QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                        \
         int64_t b = 0;                                                                         \
         for (; b + 2 <= nblocks; b += 2) {                                                     \
+            _mm_prefetch((const char *)&w[b] + QT_PREFETCH_BYTES, _MM_HINT_T0);               \
             acc0 = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, acc0);                     \
             acc1 = avx2_scaled(block(&w[b + 1], &x[b + 1]), w[b + 1].d, x[b + 1].d, acc1);     \
         }                                                                                      \
@@ -188,6 +197,7 @@ QT_AVX512 static inline __m512i avx512_q4_pair(const qt_block_q4_0 *w, const qt_
         __m512 acc = _mm512_setzero_ps();                                                       \
         int64_t b = 0;                                                                          \
         for (; b + 2 <= nblocks; b += 2) {                                                      \
+            _mm_prefetch((const char *)&w[b] + QT_PREFETCH_BYTES, _MM_HINT_T0);                \
             __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(w[b].d) * x[b].d), \
                                             _mm512_set1_ps(_cvtsh_ss(w[b + 1].d) * x[b + 1].d)); \
             acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(pair(&w[b], &x[b])), acc);             \
