@@ -207,28 +207,29 @@ typedef struct wf_storage_hooks {
 extern wf_storage_hooks wf__storage_hooks;
 
 /* ----- views (c10/view.c) */
-/* Clears *out, then refuses a NULL out or t and a t that is not strided,
- * naming op: the start of every function that reads a strided tensor. */
-#define WF_CHECK_TENSOR_ARGS(op, out, t)                                                 \
+/* Clears *out, then refuses a NULL out or t, naming op. */
+#define WF_CHECK_OUT_AND_TENSOR_(op, out, t)                                   \
     do {                                                                       \
         if (out)                                                               \
             *(out) = NULL;                                                     \
         if (!(out) || !(t))                                                    \
             return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
                               !(out) ? "out" : "the tensor");                  \
+    } while (0)
+/* The same, and refuses a t that is not strided: the start of every
+ * function that reads a strided tensor. */
+#define WF_CHECK_TENSOR_ARGS(op, out, t)                                       \
+    do {                                                                       \
+        WF_CHECK_OUT_AND_TENSOR_(op, out, t);                                  \
         if (wf__require_strided(t, op) < 0)                                    \
             return WEFT_EINVAL;                                                \
     } while (0)
-/* The same, for the view functions: a tensor of a plugin layout passes
+/* The same for the view functions: a tensor of a plugin layout passes
  * when its layout has a view hook (the function hands it over with
  * wf__layout_view once its arguments are checked). */
 #define WF_CHECK_VIEW_ARGS(op, out, t)                                         \
     do {                                                                       \
-        if (out)                                                               \
-            *(out) = NULL;                                                     \
-        if (!(out) || !(t))                                                    \
-            return wf__errorf(WEFT_EINVAL, "%s: %s is NULL", op,             \
-                              !(out) ? "out" : "the tensor");                  \
+        WF_CHECK_OUT_AND_TENSOR_(op, out, t);                                  \
         if (!wf__viewable(t))                                                  \
             return wf__layout_refuse(t, op);                                   \
     } while (0)
