@@ -826,16 +826,25 @@ int main(int argc, char **argv)
             rc = wt_int8_forward(&warm_logits, q, warm_x);
         weft_tensor_release(warm_x);
         weft_tensor_release(warm_logits);
-        double t0 = now(), c0 = cpu_now(), float_accuracy = 0;
-        if (rc == 0 && (rc = evaluate(&float_accuracy, m, cnn, &test, dev, NULL)) == 0) {
-            float_eval_seconds = now() - t0;
-            float_eval_cpu_seconds = cpu_now() - c0;
-            t0 = now();
-            c0 = cpu_now();
-            if ((rc = evaluate(&int8_accuracy, m, cnn, &test, dev, q)) == 0) {
-                int8_eval_seconds = now() - t0;
-                int8_eval_cpu_seconds = cpu_now() - c0;
-            }
+        /* one pass over the test set is tens of milliseconds, which one
+         * context switch moves by a tenth: the best of three passes of
+         * each model.  The float model's three come first: a float pass
+         * right after an int8 one measured ~10% slower (caches and thread
+         * wake-ups), so alternating would flatter the int8 model */
+        double float_accuracy = 0;
+        for (int pass = 0; rc == 0 && pass < 6; pass++) {
+            bool int8 = pass >= 3;
+            double t0 = now(), c0 = cpu_now();
+            if ((rc = evaluate(int8 ? &int8_accuracy : &float_accuracy, m, cnn, &test, dev,
+                               int8 ? q : NULL)) < 0)
+                break;
+            double wall = now() - t0, cpu = cpu_now() - c0;
+            double *w = int8 ? &int8_eval_seconds : &float_eval_seconds;
+            double *c = int8 ? &int8_eval_cpu_seconds : &float_eval_cpu_seconds;
+            if (!(wall >= *w)) /* NAN at first */
+                *w = wall;
+            if (!(cpu >= *c))
+                *c = cpu;
         }
         weft_tensor_release(cx);
         weft_tensor_release(cy);
