@@ -330,6 +330,14 @@ static void test_multinomial(void)
            fabs(counts[3] / (double)n - 0.3) < 0.01,
        "  frequencies match p (%.3f %.3f %.3f)", counts[0] / (double)n, counts[2] / (double)n,
        counts[3] / (double)n);
+    /* no rows: any sample count gives an empty result (the work per row
+     * was K + samples, which overflowed int64 here) */
+    weft_tensor *none = NULL;
+    weft_empty(&none, INTS(0, 3), 2, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+    keep(none);
+    ok(weft_multinomial_ex(&s, none, INT64_MAX, true, g) == 0 && weft_tensor_ndim(keep(s)) == 2 &&
+           weft_tensor_size(s, 0) == 0 && weft_tensor_size(s, 1) == INT64_MAX,
+       "multinomial of 0 rows, 2^63-1 samples: an empty [0, 2^63-1] result");
     /* unnormalised weights, float32, non-contiguous rows */
     weft_tensor *w = from_doubles(INTS(3, 2), 2, (double[]){1, 0, 3, 0, 0, 4}), *wt = NULL, *w32 = NULL;
     weft_to_dtype(&w32, w, WEFT_FLOAT32);

@@ -488,7 +488,9 @@ static int multinomial_kernel(weft_call *call, void *ctx)
         uint64_t draws = (uint64_t)rows * (uint64_t)(replacement ? samples : K);
         multinomial_job job = {p, weft_tensor_data_ptr(out), K, samples, replacement, 0, 0, false};
         weft_generator_reserve(generator_arg(call, 3), (draws + 1) / 2, &job.seed, &job.offset);
-        int64_t per_row = K + samples;
+        /* saturated: with no rows, any sample count makes an empty
+         * result, and K + samples may pass int64 (the fuzzer's finding) */
+        int64_t per_row = samples > INT64_MAX - K ? INT64_MAX : K + samples;
         cpu__parallel_for(0, rows, per_row >= CPU_GRAIN ? 1 : CPU_GRAIN / per_row,
                           multinomial_rows, &job);
         if (atomic_load(&job.out_of_memory))
