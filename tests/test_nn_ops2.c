@@ -427,6 +427,25 @@ static void test_interpolate(void)
     const int64_t zero_size[2] = {0, 3};
     error_is(weft_upsample_nearest2d(&res, x, zero_size, 2, NULL, NULL), WEFT_EINVAL, "[0, 3]",
              "upsample to a zero size");
+    /* a scale so small that its inverse is inf in float (a direct call with
+     * sizes of its own): 0 * inf is NaN, which was converted to an index
+     * (UBSan, the fuzzer's finding); the first output reads the first
+     * row and column, the rest the last */
+    {
+        const double tiny = 1e-39;
+        const double q[4] = {1, 2, 3, 4};
+        weft_tensor *x22 = tensor_of(SHAPE(1, 1, 2, 2), q), *up = NULL;
+        const double want[9] = {1, 2, 2, 3, 4, 4, 3, 4, 4};
+        if (ok(weft_upsample_nearest2d(&up, x22, s33, 2, &tiny, &tiny) == 0,
+               "upsample_nearest2d with a scale whose inverse overflows"))
+            check_close(keep(up), want, 9, 0, "  reads the first, then the last row and column");
+        up = NULL;
+        if (ok(weft_upsample_bilinear2d(&up, x22, s33, 2, false, &tiny, &tiny) == 0,
+               "upsample_bilinear2d with that scale"))
+            check_close(keep(up), (const double[]){4, 4, 4, 4, 4, 4, 4, 4, 4}, 9, 0,
+                        "  reads the last row and column");
+        up = NULL;
+    }
     weft_tensor *xi = NULL;
     weft_to_dtype(&xi, x, WEFT_INT32);
     keep(xi);

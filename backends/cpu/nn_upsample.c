@@ -35,8 +35,12 @@ typedef struct upsample_job {
         if (!linear) {                                                                     \
             float s = scale && *scale > 0 ? (float)(1.0 / *scale) : (float)in / (float)out; \
             for (int64_t o = 0; o < out; o++) {                                            \
-                int64_t i = (int64_t)floorf((float)o * s);                                 \
-                m->i0[o] = m->i1[o] = i < in - 1 ? i : in - 1;                              \
+                /* compared before converting: a tiny scale makes s inf, and             \
+                 * 0 * inf is NaN, which no int64 holds (the fuzzer's UBSan              \
+                 * finding); NaN reads the first row, past the end the last */           \
+                float v = (float)o * s;                                                    \
+                int64_t i = v >= (float)(in - 1) ? in - 1 : v > 0 ? (int64_t)floorf(v) : 0; \
+                m->i0[o] = m->i1[o] = i;                                                   \
                 l0[o] = 1, l1[o] = 0;                                                      \
             }                                                                              \
             return;                                                                        \
@@ -49,9 +53,9 @@ typedef struct upsample_job {
                 real = 0;                                                                  \
             /* a scale that contradicts the sizes (a direct call) would  \
              * reach past the input: such sources stay on its last row */                \
-            int64_t i = (int64_t)real < in - 1 ? (int64_t)real : in - 1;                   \
+            int64_t i = real < (T)(in - 1) ? (int64_t)real : in - 1; /* inf, NaN: last */ \
             T lambda = real - (T)i;                                                        \
-            lambda = lambda < 0 ? 0 : (lambda > 1 ? 1 : lambda);                           \
+            lambda = !(lambda >= 0) ? 0 : (lambda > 1 ? 1 : lambda);                        \
             m->i0[o] = i;                                                                  \
             m->i1[o] = i + (i < in - 1 ? 1 : 0);                                           \
             l0[o] = 1 - lambda, l1[o] = lambda;                                            \
