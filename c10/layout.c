@@ -84,20 +84,29 @@ static wf_layout *live_layout(int id)
     return &wf__layouts[id];
 }
 
+/* What is wrong with result, a plugin's answer for t that should have
+ * layout `want`, t's dtype, `device` and shape sizes[ndim]; NULL when
+ * nothing.  A plugin's result is checked before anything reads it. */
+static const char *result_problem(const weft_tensor *result, const weft_tensor *t, int want,
+                                  weft_device device, const int64_t *sizes, int ndim)
+{
+    return !result                                      ? "nothing"
+           : result->layout != want                     ? "a tensor of another layout"
+           : result->dtype != t->dtype                  ? "another dtype"
+           : !weft_device_equal(result->device, device) ? "another device"
+           : result->ndim != ndim ||
+                   memcmp(result->sizes, sizes, (size_t)ndim * sizeof(int64_t))
+               ? "another shape"
+               : NULL;
+}
+
 /* 0 when result, from layout `name`'s conversion `fn` of t, has the layout
  * `want` and t's shape, dtype and device; else releases it and says what it
- * was.  A plugin's conversion is checked before anything reads its result. */
+ * was. */
 static int check_conversion(weft_tensor *result, const weft_tensor *t, int want,
                             const char *name, const char *fn, const char *op)
 {
-    const char *bad = !result                                   ? "nothing"
-                      : result->layout != want                   ? "a tensor of another layout"
-                      : result->dtype != t->dtype                ? "another dtype"
-                      : !weft_device_equal(result->device, t->device) ? "another device"
-                      : result->ndim != t->ndim ||
-                              memcmp(result->sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t))
-                          ? "another shape"
-                          : NULL;
+    const char *bad = result_problem(result, t, want, t->device, t->sizes, t->ndim);
     if (!bad)
         return 0;
     weft_tensor_release(result);
@@ -153,14 +162,7 @@ int wf__layout_to_device(weft_tensor **out, const weft_tensor *t, weft_device de
         return rc;
     }
     /* the same checks as a conversion's, on a twin that is on device */
-    const char *bad = !*out                       ? "nothing"
-                      : (*out)->layout != t->layout ? "a tensor of another layout"
-                      : (*out)->dtype != t->dtype   ? "another dtype"
-                      : !weft_device_equal((*out)->device, device) ? "another device"
-                      : (*out)->ndim != t->ndim ||
-                              memcmp((*out)->sizes, t->sizes, (size_t)t->ndim * sizeof(int64_t))
-                          ? "another shape"
-                          : NULL;
+    const char *bad = result_problem(*out, t, t->layout, device, t->sizes, t->ndim);
     if (!bad)
         return 0;
     weft_tensor_release(*out);
@@ -178,14 +180,7 @@ int wf__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_v
         *out = NULL;
         return rc;
     }
-    const bool same_shape = *out && (*out)->ndim == v->ndim &&
-                            memcmp((*out)->sizes, v->shape, (size_t)v->ndim * sizeof(int64_t)) == 0;
-    const char *bad = !*out                          ? "nothing"
-                      : (*out)->layout != t->layout  ? "a tensor of another layout"
-                      : (*out)->dtype != t->dtype    ? "another dtype"
-                      : !weft_device_equal((*out)->device, t->device) ? "another device"
-                      : !same_shape                  ? "another shape"
-                                                     : NULL;
+    const char *bad = result_problem(*out, t, t->layout, t->device, v->shape, v->ndim);
     if (!bad)
         return 0;
     weft_tensor_release(*out);
