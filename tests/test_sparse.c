@@ -735,12 +735,18 @@ static void test_row_update_parallel(void)
     int saved = weft_get_num_threads();
     weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64};
     int64_t *ix = malloc(NNZ * sizeof *ix);
-    for (int64_t e = 0; e < NNZ; e++) /* unsorted, each row about 3 times */
-        ix[e] = e % 5 == 0 ? (e % 10 ? 0 : ROWS - 1) : (int64_t)(urand() * ROWS);
-    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
-        weft_tensor *I = i64(ix, 1, NNZ), *V = randn(NNZ, WIDTH, dts[t]), *S = NULL;
-        weft_tensor *P0 = randn(ROWS, WIDTH, dts[t]), *want = NULL, *d = NULL;
-        coo(&S, I, V, (int64_t[]){ROWS, WIDTH}, 2, true);
+    /* a small table, where most rows are named by several of the pool's
+     * chunks of entries (added after them, in entry order), and a large
+     * one, where most are not (added by their chunk) */
+    const int64_t tables[] = {ROWS, 200003};
+    for (size_t t = 0; t < 2 * sizeof dts / sizeof *dts; t++) {
+        const int64_t rows = tables[t / 2];
+        for (int64_t e = 0; e < NNZ; e++) /* unsorted; rows 0 and rows - 1 in every chunk */
+            ix[e] = e % 5 == 0 ? (e % 10 ? 0 : rows - 1) : (int64_t)(urand() * rows);
+        weft_dtype dt = dts[t % 2];
+        weft_tensor *I = i64(ix, 1, NNZ), *V = randn(NNZ, WIDTH, dt), *S = NULL;
+        weft_tensor *P0 = randn(rows, WIDTH, dt), *want = NULL, *d = NULL;
+        coo(&S, I, V, (int64_t[]){rows, WIDTH}, 2, true);
         d = dense(S);
         weft_add_ex(&want, P0, d, -0.75);
         weft_tensor *got[3] = {NULL, NULL, NULL};
@@ -752,17 +758,18 @@ static void test_row_update_parallel(void)
             rc |= weft_add_ex_(got[i], S, -0.75);
         }
         weft_set_num_threads(saved);
-        is_int(rc, 0, "%s: add_ of %d rows (%d KiB) at 1, 2 and 5 threads",
-               weft_dtype_name(dts[t]), NNZ, (int)(NNZ * WIDTH * weft_dtype_size(dts[t]) / 1024));
-        /* rows 0 and ROWS - 1 sum 900 entries each, in another order than
+        is_int(rc, 0, "%s: add_ of %d rows (%d KiB) into %lld at 1, 2 and 5 threads",
+               weft_dtype_name(dt), NNZ, (int)(NNZ * WIDTH * weft_dtype_size(dt) / 1024),
+               (long long)rows);
+        /* rows 0 and rows - 1 sum 900 entries each, in another order than
          * the dense sum's: float32 rounding of sums near 20 */
-        is_double(maxdiff(got[2], want), 0, dts[t] == WEFT_FLOAT32 ? 1e-3 : 1e-9,
+        is_double(maxdiff(got[2], want), 0, dt == WEFT_FLOAT32 ? 1e-3 : 1e-9,
                   "matches the dense sum");
         is_double(maxdiff(got[0], got[1]), 0, 0, "2 threads: bitwise the one-thread result");
         is_double(maxdiff(got[0], got[2]), 0, 0, "5 threads: bitwise the one-thread result");
         /* the same rows through a non-contiguous self (columns 0..WIDTH of
          * a wider table): index_add_'s element-wise path */
-        weft_tensor *wide = randn(ROWS, WIDTH + 3, dts[t]), *view = NULL;
+        weft_tensor *wide = randn(rows, WIDTH + 3, dt), *view = NULL;
         weft_narrow(&view, wide, 1, 0, WIDTH);
         weft_copy_(view, P0);
         is_int(weft_add_ex_(view, S, -0.75), 0, "the same add_ into a non-contiguous self");

@@ -362,87 +362,134 @@ static int scatter_kernel(weft_call *call, void *ctx)
  * the sparse layout's add_ hands its rows here to reach this plugin's
  * pool).  The rows lie anywhere in a table far larger than the caches, so
  * each row is a miss: the row AHEAD entries on is asked for while this one
- * is added, and large updates are split over the pool by *destination*
- * block (the entries are first bucketed by block, in entry order), so no
- * two threads write one row and each row's entries are added in entry
- * order: duplicates add up the same whatever the number of threads. */
+ * is added.
+ *
+ * Large updates are split over the pool by *entry*: chunk c takes the
+ * consecutive entries [c n / C, (c + 1) n / C), so each thread reads its
+ * source rows in order, as the hardware prefetcher likes.  Splitting by
+ * destination row instead (bucketing the entries by block of rows, or each
+ * thread scanning for its rows) makes every thread skip through the source,
+ * which cost 40-50% more CPU time for the same work (docs/benchmarks.md,
+ * h16 twelfth session).  A row that two chunks name must still take its
+ * entries in entry order, whatever the number of threads: such rows are
+ * marked in a bitmap first (a pass over the indices, two bitmaps of a bit
+ * per row that stay in L2), the chunks add the other rows' entries and keep
+ * these, which are then added in entry order on the caller's thread (3-4%
+ * of uniformly random entries; a row every chunk names is added there, as
+ * on one thread).  Bitwise the same result at any thread count. */
 typedef struct add_rows_job {
     char *to;
     const char *from;
     const int64_t *ix;
-    const int64_t *order; /* entries bucketed by block; NULL: all, in order */
-    const int64_t *block_start; /* [nblocks + 1] offsets into order */
+    int64_t n;
+    const uint64_t *shared; /* bit per row: named by more than one chunk */
+    int64_t nchunks;
+    int64_t *kept;          /* [n]: a chunk's shared entries, from its first entry on */
+    int64_t *nkept;         /* [nchunks] */
     size_t row_bytes;
     int64_t row_len;
     double alpha;
     accumulate_fn add;
 } add_rows_job;
 
-static void add_rows_range(const add_rows_job *j, int64_t k0, int64_t k1)
+static int64_t chunk_begin(const add_rows_job *j, int64_t c)
 {
-    enum { AHEAD = 8 };
-    for (int64_t k = k0; k < k1; k++) {
-        if (k + AHEAD < k1 && j->row_bytes <= 1024) {
-            int64_t next = j->order ? j->order[k + AHEAD] : k + AHEAD;
-            const char *row = j->to + j->ix[next] * (int64_t)j->row_bytes;
-            /* bucketed, a block's entries skip through the source rows,
-             * which the hardware prefetcher does not follow: those too */
-            const char *src = j->order ? j->from + next * (int64_t)j->row_bytes : NULL;
-            for (size_t b = 0; b < j->row_bytes; b += 64) {
-                __builtin_prefetch(row + b, 1);
-                if (src)
-                    __builtin_prefetch(src + b, 0);
-            }
-        }
-        int64_t e = j->order ? j->order[k] : k;
-        j->add(j->to + j->ix[e] * (int64_t)j->row_bytes, j->from + e * (int64_t)j->row_bytes,
-               j->row_len, j->alpha);
-    }
+    return j->n / j->nchunks * c + j->n % j->nchunks * c / j->nchunks;
 }
 
-static void add_blocks(int64_t begin, int64_t end, void *ctx)
+static bool bit_test(const uint64_t *bits, int64_t i)
+{
+    return bits[i >> 6] >> (i & 63) & 1;
+}
+
+/* Adds entries [k0, k1): all of them where chunk is negative, else those
+ * of rows no other chunk names (the others go to the chunk's kept list). */
+static void add_entries(const add_rows_job *j, int64_t k0, int64_t k1, int64_t chunk)
+{
+    enum { AHEAD = 8 };
+    const int64_t rb = (int64_t)j->row_bytes;
+    int64_t *kept = chunk >= 0 ? j->kept + k0 : NULL, nkept = 0;
+    for (int64_t k = k0; k < k1; k++) {
+        if (k + AHEAD < k1 && rb <= 1024) {
+            const char *row = j->to + j->ix[k + AHEAD] * rb;
+            for (int64_t b = 0; b < rb; b += 64)
+                __builtin_prefetch(row + b, 1);
+        }
+        if (kept && bit_test(j->shared, j->ix[k])) {
+            kept[nkept++] = k;
+            continue;
+        }
+        j->add(j->to + j->ix[k] * rb, j->from + k * rb, j->row_len, j->alpha);
+    }
+    if (kept)
+        j->nkept[chunk] = nkept;
+}
+
+static void add_chunks(int64_t begin, int64_t end, void *ctx)
 {
     const add_rows_job *j = ctx;
-    add_rows_range(j, j->block_start[begin], j->block_start[end]);
+    for (int64_t c = begin; c < end; c++)
+        add_entries(j, chunk_begin(j, c), chunk_begin(j, c + 1), c);
+}
+
+/* Marks in shared the rows that more than one chunk names: chunk by chunk,
+ * a row already in `before` (named by an earlier chunk) is shared; then the
+ * chunk's rows join `before`.  Only the words the indices touch are
+ * cleared first, so the cost follows the entries, not the table. */
+static void mark_shared(const add_rows_job *j, uint64_t *before, uint64_t *shared)
+{
+    for (int64_t e = 0; e < j->n; e++)
+        before[j->ix[e] >> 6] = shared[j->ix[e] >> 6] = 0;
+    for (int64_t c = 0; c < j->nchunks; c++) {
+        const int64_t b = chunk_begin(j, c), end = chunk_begin(j, c + 1);
+        for (int64_t e = b; e < end; e++) {
+            const int64_t r = j->ix[e];
+            shared[r >> 6] |= (before[r >> 6] >> (r & 63) & 1) << (r & 63);
+        }
+        for (int64_t e = b; e < end; e++)
+            before[j->ix[e] >> 6] |= (uint64_t)1 << (j->ix[e] & 63);
+    }
 }
 
 static int add_rows(char *to, int64_t nrows, const char *from, const int64_t *ix, int64_t n,
                     int64_t row_len, size_t es, double alpha, accumulate_fn add)
 {
-    add_rows_job j = {to, from, ix, NULL, NULL, (size_t)row_len * es, row_len, alpha, add};
+    add_rows_job j = {.to = to, .from = from, .ix = ix, .n = n, .row_bytes = (size_t)row_len * es,
+                      .row_len = row_len, .alpha = alpha, .add = add};
     /* below 64 KiB of rows, or on one thread, a wake-up costs more than it
-     * saves: the entries in order, no bucketing */
+     * saves: the entries in order */
+    cpu__parallel_sync(); /* the count weft_set_num_threads asked for since the last job */
     int threads = cpu__num_threads();
     if (threads <= 1 || (int64_t)j.row_bytes * n < 65536) {
-        add_rows_range(&j, 0, n);
+        add_entries(&j, 0, n, -1);
         return 0;
     }
-    /* blocks of destination rows, a power of two each (a shift, not a
-     * division per entry): a few blocks per piece of the pool, so a piece
-     * whose rows are popular does not hold the others up for long */
-    int shift = 0;
-    while (((nrows - 1) >> shift) >= 16 * (int64_t)threads)
-        shift++;
-    const int64_t nblocks = ((nrows - 1) >> shift) + 1;
-    /* one allocation: block offsets [nblocks + 1], fill cursors [nblocks],
-     * the bucketed entries [n] */
-    int64_t *start = calloc((size_t)(2 * nblocks + 1 + n), sizeof *start);
-    if (!start)
-        return weft_set_error(WEFT_ENOMEM, "index_add_: out of memory bucketing %lld rows",
-                              (long long)n);
-    int64_t *fill = start + nblocks + 1, *order = fill + nblocks;
-    for (int64_t e = 0; e < n; e++)
-        start[(ix[e] >> shift) + 1]++;
-    for (int64_t b = 0; b < nblocks; b++)
-        start[b + 1] += start[b];
-    /* a counting sort, stable: each block's entries keep their order */
-    memcpy(fill, start, (size_t)nblocks * sizeof *fill);
-    for (int64_t e = 0; e < n; e++)
-        order[fill[ix[e] >> shift]++] = e;
-    j.order = order;
-    j.block_start = start;
-    cpu__parallel_for(0, nblocks, 1, add_blocks, &j);
-    free(start);
+    /* a few chunks per thread, so a thread the machine's other work holds
+     * up delays a small piece only (the pool hands out the pieces); the
+     * more chunks, the more rows two of them share */
+    j.nchunks = 4 * (int64_t)threads;
+    /* scratch from weft's allocator, which keeps large blocks for the next
+     * call (no page faults): kept [n], nkept [nchunks], two bitmaps */
+    weft_tensor *scratch = NULL;
+    const int64_t words = (nrows + 63) / 64;
+    int64_t count = n + j.nchunks + 2 * words;
+    int rc = weft_empty(&scratch, &count, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+    if (rc < 0)
+        return rc;
+    j.kept = weft_tensor_data_ptr(scratch);
+    j.nkept = j.kept + n;
+    uint64_t *before = (uint64_t *)(j.nkept + j.nchunks), *shared = before + words;
+    mark_shared(&j, before, shared);
+    j.shared = shared;
+    cpu__parallel_for(0, j.nchunks, 1, add_chunks, &j);
+    /* the shared rows' entries, chunk by chunk: entry order */
+    const int64_t rb = (int64_t)j.row_bytes;
+    for (int64_t c = 0; c < j.nchunks; c++) {
+        const int64_t *kept = j.kept + chunk_begin(&j, c);
+        for (int64_t i = 0; i < j.nkept[c]; i++)
+            add(to + ix[kept[i]] * rb, from + kept[i] * rb, row_len, alpha);
+    }
+    weft_tensor_release(scratch);
     return 0;
 }
 
