@@ -368,9 +368,11 @@ static int scatter_kernel(weft_call *call, void *ctx)
  * consecutive entries [c n / C, (c + 1) n / C), so each thread reads its
  * source rows in order, as the hardware prefetcher likes.  Splitting by
  * destination row instead (bucketing the entries by block of rows, or each
- * thread scanning for its rows) makes every thread skip through the source,
- * which cost 40-50% more CPU time for the same work (docs/benchmarks.md,
- * h16 twelfth session).  A row that two chunks name must still take its
+ * thread scanning for its rows) makes every thread skip through the source:
+ * on one thread, the bucketed order took 35-50% more CPU time than entry
+ * order; at 2 threads this split took 10-15% less CPU time than the
+ * bucketed one (docs/benchmarks.md, branch h16, twelfth session).  A row
+ * that two chunks name must still take its
  * entries in entry order, whatever the number of threads: such rows are
  * marked in a bitmap first (a pass over the indices, two bitmaps of a bit
  * per row that stay in L2), the chunks add the other rows' entries and keep
