@@ -735,9 +735,9 @@ static void test_row_update_parallel(void)
     int saved = weft_get_num_threads();
     weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64};
     int64_t *ix = malloc(NNZ * sizeof *ix);
-    /* a small table, where most rows are named by several of the pool's
-     * chunks of entries (added after them, in entry order), and a large
-     * one, where most are not (added by their chunk) */
+    /* a small table, where most rows are named several times (added after
+     * the pool's chunks of entries, in entry order), and a large one, where
+     * most are named once (added by their chunk) */
     const int64_t tables[] = {ROWS, 200003};
     for (size_t t = 0; t < 2 * sizeof dts / sizeof *dts; t++) {
         const int64_t rows = tables[t / 2];

@@ -372,19 +372,20 @@ static int scatter_kernel(weft_call *call, void *ctx)
  * on one thread, the bucketed order took 35-50% more CPU time than entry
  * order; at 2 threads this split took 10-15% less CPU time than the
  * bucketed one (docs/benchmarks.md, branch h16, twelfth session).  A row
- * that two chunks name must still take its
- * entries in entry order, whatever the number of threads: such rows are
- * marked in a bitmap first (a pass over the indices, two bitmaps of a bit
- * per row that stay in L2), the chunks add the other rows' entries and keep
- * these, which are then added in entry order on the caller's thread (3-4%
- * of uniformly random entries; a row every chunk names is added there, as
- * on one thread).  Bitwise the same result at any thread count. */
+ * named more than once must still take its entries in entry order,
+ * whatever the number of threads: such rows are marked in a bitmap first
+ * (one pass over the indices, two bitmaps of a bit per row), the chunks add
+ * the other rows' entries and keep these, which are then added in entry
+ * order on the caller's thread (8% of the bench's 81,920 uniformly random
+ * entries into a million rows; where a few rows are popular, as in real
+ * batches, more of the work lands there, up to all of it, as on one
+ * thread).  Bitwise the same result at any thread count. */
 typedef struct add_rows_job {
     char *to;
     const char *from;
     const int64_t *ix;
     int64_t n;
-    const uint64_t *shared; /* bit per row: named by more than one chunk */
+    const uint64_t *shared; /* bit per row: named more than once */
     int64_t nchunks;
     int64_t *kept;          /* [n]: a chunk's shared entries, from its first entry on */
     int64_t *nkept;         /* [nchunks] */
@@ -427,6 +428,27 @@ static void add_entries(const add_rows_job *j, int64_t k0, int64_t k1, int64_t c
         j->nkept[chunk] = nkept;
 }
 
+/* Adds the entries kept[0..m): rows and source rows both lie anywhere (a
+ * few percent of the entries, but each a miss or two: unprefetched, they
+ * took a third of the time the chunks took), so both are asked for AHEAD
+ * entries on. */
+static void add_kept(const add_rows_job *j, const int64_t *kept, int64_t m)
+{
+    enum { AHEAD = 8 };
+    const int64_t rb = (int64_t)j->row_bytes;
+    for (int64_t i = 0; i < m; i++) {
+        if (i + AHEAD < m && rb <= 1024) {
+            const char *row = j->to + j->ix[kept[i + AHEAD]] * rb;
+            const char *src = j->from + kept[i + AHEAD] * rb;
+            for (int64_t b = 0; b < rb; b += 64) {
+                __builtin_prefetch(row + b, 1);
+                __builtin_prefetch(src + b, 0);
+            }
+        }
+        j->add(j->to + j->ix[kept[i]] * rb, j->from + kept[i] * rb, j->row_len, j->alpha);
+    }
+}
+
 static void add_chunks(int64_t begin, int64_t end, void *ctx)
 {
     const add_rows_job *j = ctx;
@@ -434,22 +456,25 @@ static void add_chunks(int64_t begin, int64_t end, void *ctx)
         add_entries(j, chunk_begin(j, c), chunk_begin(j, c + 1), c);
 }
 
-/* Marks in shared the rows that more than one chunk names: chunk by chunk,
- * a row already in `before` (named by an earlier chunk) is shared; then the
- * chunk's rows join `before`.  Only the words the indices touch are
- * cleared first, so the cost follows the entries, not the table. */
-static void mark_shared(const add_rows_job *j, uint64_t *before, uint64_t *shared)
+/* Marks in shared the rows that more than one chunk names, in one pass: a
+ * row already in `before` (named by an earlier entry) is shared.  A row
+ * named twice within one chunk is marked too, which only sends its entries
+ * to the ordered pass after the chunks (~1% of uniform random entries) and
+ * saves a second pass per chunk.  The bitmaps are cleared whole where they
+ * are no larger than the indices, else word by word where the indices
+ * point, so the cost follows the entries, not the table. */
+static void mark_shared(const add_rows_job *j, uint64_t *before, uint64_t *shared, int64_t words)
 {
-    for (int64_t e = 0; e < j->n; e++)
-        before[j->ix[e] >> 6] = shared[j->ix[e] >> 6] = 0;
-    for (int64_t c = 0; c < j->nchunks; c++) {
-        const int64_t b = chunk_begin(j, c), end = chunk_begin(j, c + 1);
-        for (int64_t e = b; e < end; e++) {
-            const int64_t r = j->ix[e];
-            shared[r >> 6] |= (before[r >> 6] >> (r & 63) & 1) << (r & 63);
-        }
-        for (int64_t e = b; e < end; e++)
-            before[j->ix[e] >> 6] |= (uint64_t)1 << (j->ix[e] & 63);
+    if (2 * words <= j->n)
+        memset(before, 0, 2 * (size_t)words * sizeof *before); /* shared follows before */
+    else
+        for (int64_t e = 0; e < j->n; e++)
+            before[j->ix[e] >> 6] = shared[j->ix[e] >> 6] = 0;
+    for (int64_t e = 0; e < j->n; e++) {
+        const int64_t r = j->ix[e];
+        const uint64_t bit = (uint64_t)1 << (r & 63);
+        shared[r >> 6] |= before[r >> 6] & bit;
+        before[r >> 6] |= bit;
     }
 }
 
@@ -481,16 +506,12 @@ static int add_rows(char *to, int64_t nrows, const char *from, const int64_t *ix
     j.kept = weft_tensor_data_ptr(scratch);
     j.nkept = j.kept + n;
     uint64_t *before = (uint64_t *)(j.nkept + j.nchunks), *shared = before + words;
-    mark_shared(&j, before, shared);
+    mark_shared(&j, before, shared, words);
     j.shared = shared;
     cpu__parallel_for(0, j.nchunks, 1, add_chunks, &j);
     /* the shared rows' entries, chunk by chunk: entry order */
-    const int64_t rb = (int64_t)j.row_bytes;
-    for (int64_t c = 0; c < j.nchunks; c++) {
-        const int64_t *kept = j.kept + chunk_begin(&j, c);
-        for (int64_t i = 0; i < j.nkept[c]; i++)
-            add(to + ix[kept[i]] * rb, from + kept[i] * rb, row_len, alpha);
-    }
+    for (int64_t c = 0; c < j.nchunks; c++)
+        add_kept(&j, j.kept + chunk_begin(&j, c), j.nkept[c]);
     weft_tensor_release(scratch);
     return 0;
 }
