@@ -735,13 +735,14 @@ static void test_row_update_parallel(void)
     int saved = weft_get_num_threads();
     weft_dtype dts[] = {WEFT_FLOAT32, WEFT_FLOAT64};
     int64_t *ix = malloc(NNZ * sizeof *ix);
-    /* a small table, where most rows are named several times (added after
-     * the pool's chunks of entries, in entry order), and a large one, where
-     * most are named once (added by their chunk) */
+    /* a small table, where most entries repeat a row (added in entry order
+     * on one thread, however many there are), and a large one, where most
+     * rows are named once (added by the pool's chunks of entries) and rows
+     * 0 and rows - 1 in every chunk (added after the chunks, in order) */
     const int64_t tables[] = {ROWS, 200003};
     for (size_t t = 0; t < 2 * sizeof dts / sizeof *dts; t++) {
         const int64_t rows = tables[t / 2];
-        for (int64_t e = 0; e < NNZ; e++) /* unsorted; rows 0 and rows - 1 in every chunk */
+        for (int64_t e = 0; e < NNZ; e++) /* unsorted */
             ix[e] = e % 5 == 0 ? (e % 10 ? 0 : rows - 1) : (int64_t)(urand() * rows);
         weft_dtype dt = dts[t % 2];
         weft_tensor *I = i64(ix, 1, NNZ), *V = randn(NNZ, WIDTH, dt), *S = NULL;
