@@ -406,7 +406,7 @@ static bool bit_test(const uint64_t *bits, int64_t i)
 }
 
 /* Adds entries [k0, k1): all of them where chunk is negative, else those
- * of rows no other chunk names (the others go to the chunk's kept list). */
+ * of rows named once (the others go to the chunk's kept list). */
 static void add_entries(const add_rows_job *j, int64_t k0, int64_t k1, int64_t chunk)
 {
     enum { AHEAD = 8 };
@@ -429,8 +429,8 @@ static void add_entries(const add_rows_job *j, int64_t k0, int64_t k1, int64_t c
 }
 
 /* Adds the entries kept[0..m): rows and source rows both lie anywhere (a
- * few percent of the entries, but each a miss or two: unprefetched, they
- * took a third of the time the chunks took), so both are asked for AHEAD
+ * few percent of the entries, but each two misses: unprefetched, the
+ * update took 0.6-0.8 ms more CPU time), so both are asked for AHEAD
  * entries on. */
 static void add_kept(const add_rows_job *j, const int64_t *kept, int64_t m)
 {
@@ -494,8 +494,7 @@ static int add_rows(char *to, int64_t nrows, const char *from, const int64_t *ix
         return 0;
     }
     /* a few chunks per thread, so a thread the machine's other work holds
-     * up delays a small piece only (the pool hands out the pieces); the
-     * more chunks, the more rows two of them share */
+     * up delays a small piece only (the pool hands out the pieces) */
     j.nchunks = 4 * (int64_t)threads;
     /* scratch from weft's allocator, which keeps large blocks for the next
      * call (no page faults): kept [n], nkept [nchunks], two bitmaps */
