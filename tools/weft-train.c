@@ -146,13 +146,22 @@ typedef struct batch_source {
     const long *order;
 } batch_source;
 
-/* Each pixel value's input: normalised with the training set's mean and
- * standard deviation; a pixel has 256 values, so the divisions are done
- * once per value. */
+/* A pixel's input: normalised with the training set's mean and standard
+ * deviation.  host_batch computes it per pixel rather than looking it up
+ * in pixel_values' table: the same two float operations give the same
+ * bits, and the loop vectorizes where the lookup could not (64 images:
+ * 25 against 60 us on weft-train's batch thread, which shares the 2-core
+ * machine with the pool's two threads). */
+static inline float pixel_value(unsigned v)
+{
+    return ((float)v / 255.0f - 0.2860f) / 0.3530f;
+}
+
+/* Every pixel value's input, for the int8 model's input quantizer. */
 static void pixel_values(float value[256])
 {
-    for (int v = 0; v < 256; v++)
-        value[v] = ((float)v / 255.0f - 0.2860f) / 0.3530f;
+    for (unsigned v = 0; v < 256; v++)
+        value[v] = pixel_value(v);
 }
 
 /* A batch as host tensors: normalised float32 images [b, 784] and int64
@@ -173,13 +182,12 @@ static int host_batch(void *ctx, long start, long b, weft_tensor **x, weft_tenso
     }
     float *px = weft_tensor_data_ptr(hx);
     int64_t *py = weft_tensor_data_ptr(hy);
-    float value[256];
-    pixel_values(value);
     for (long i = 0; i < b; i++) {
         long k = src->order ? src->order[start + i] : start + i;
-        const unsigned char *img = d->images + (size_t)k * (size_t)pixels;
+        const unsigned char *restrict img = d->images + (size_t)k * (size_t)pixels;
+        float *restrict row = px + i * pixels;
         for (int64_t p = 0; p < pixels; p++)
-            px[i * pixels + p] = value[img[p]];
+            row[p] = pixel_value(img[p]);
         py[i] = d->labels[k];
     }
     *x = hx;
