@@ -708,13 +708,6 @@ int main(int argc, char **argv)
                 weft_tensor *hx = NULL, *hy = NULL;
                 rc = train_prefetch_take(prefetch, host_batch, &source, start + lo, hi - lo, &hx,
                                          &hy);
-                /* the next step's rows, built while this step runs */
-                if (rc == 0 && step + 1 < steps) {
-                    long nstart = (step + 1) * o.batch_size;
-                    long nb = train.n - nstart < o.batch_size ? train.n - nstart : o.batch_size;
-                    train_prefetch_request(prefetch, nstart + nb * rank / world_size,
-                                           nb * (rank + 1) / world_size - nb * rank / world_size);
-                }
                 if (rc == 0)
                     rc = batch_to_device(&x, &y, hx, hy, dev);
             }
@@ -722,6 +715,20 @@ int main(int argc, char **argv)
                 rc = model_forward(&logits, m, cnn, x);
             if (rc == 0)
                 rc = weft_cross_entropy(&loss, logits, y, NULL, "mean", -100, 0.0);
+            /* the next step's rows, built on the batch thread while this
+             * step's backward runs.  Not earlier: asked for as the step
+             * began, the batch thread woke during the first layer's
+             * product, when the pool's threads held both of the 2-core
+             * machine's CPUs, and the next step waited ~70 us for it (the
+             * median, --profile traces); from here it runs while the
+             * small backward products leave the pool's worker spinning,
+             * and the next step found its batch ready (median wait 1 us) */
+            if (rc == 0 && step + 1 < steps) {
+                long nstart = (step + 1) * o.batch_size;
+                long nb = train.n - nstart < o.batch_size ? train.n - nstart : o.batch_size;
+                train_prefetch_request(prefetch, nstart + nb * rank / world_size,
+                                       nb * (rank + 1) / world_size - nb * rank / world_size);
+            }
             /* the ddp averages the ranks' gradients: weighting each rank's
              * mean by its share of the batch makes that the gradient of
              * the whole batch's mean, also when b does not divide evenly */
