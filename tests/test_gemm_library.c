@@ -68,13 +68,14 @@ static const char *library_that_ran(int n, int k, int m, int block)
                    k, pb, m, 0.0f, blas + (size_t)r * m, m);
     const float *mine = weft_tensor_data_ptr(out);
     bool is_blas = memcmp(mine, blas, bytes) == 0;
-    if (is_blas && !getenv("WEFT_CPU_GEMM") && !dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD)) {
-        answer = "openblas"; /* the plugin has not opened oneDNN: neither need this */
+    if (is_blas && !getenv("WEFT_CPU_GEMM")) {
+        answer = "openblas"; /* the default chose it: oneDNN need not be opened */
         goto out;
     }
     /* oneDNN only where it may have run: opening it in a valgrind run
      * (the default, OpenBLAS) made glibc's record of the plugins that hold
-     * it unreachable at their unloading */
+     * it unreachable at their unloading (a handle from RTLD_NOLOAD too:
+     * the quantized plugin maps it) */
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD);
     if (!h)
         h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
