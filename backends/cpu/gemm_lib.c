@@ -16,11 +16,11 @@
  *    elsewhere, oneDNN for the library calls of at most AUTO_ONEDNN_MAX_WORK
  *    multiply-adds and OpenBLAS above.  Measured on the AVX2 machine (one
  *    thread, thread CPU time, docs/benchmarks.md, issue 20's twelfth
- *    session): oneDNN is 5-15% faster on the pieces training runs
+ *    session): oneDNN is 9-14% faster on the pieces training runs
  *    ([64, 784] x [784, 128], [256, 64] x [64, 392] where OpenBLAS must
- *    also zero C first, the [64, 10] products 10-40%), as fast at 256^3
- *    and 384^3, and 1.7-2.3x *slower* from 512^3 up (its one-thread sgemm
- *    falls to 36-50 GFLOP/s there, OpenBLAS keeps 75-87).
+ *    also zero C first; the [64, 10]-sized products 8-38%), as fast at
+ *    256^3 and 384^3, and 1.7-2.5x *slower* from 512^3 up (its one-thread
+ *    sgemm falls to 30-50 GFLOP/s there, OpenBLAS keeps 75-80).
  *    OpenBLAS where oneDNN does not open (or under valgrind and ASan).
  * Either library runs single-threaded here: large products are cut into
  * pieces over weft's own pool (blas.c), whose workers sleep when idle;
