@@ -18,7 +18,7 @@
  *    thread, thread CPU time, docs/benchmarks.md, issue 20's twelfth
  *    session): oneDNN is 9-14% faster on the pieces training runs
  *    ([64, 784] x [784, 128], [256, 64] x [64, 392] where OpenBLAS must
- *    also zero C first; the [64, 10]-sized products 8-38%), as fast at
+ *    also zero C first; the [64, 10]-sized products 0-38%), as fast at
  *    256^3 and 384^3, and 1.7-2.5x *slower* from 512^3 up (its one-thread
  *    sgemm falls to 30-50 GFLOP/s there, OpenBLAS keeps 75-80).
  *    OpenBLAS where oneDNN does not open (or under valgrind and ASan).
