@@ -730,9 +730,12 @@ int main(int argc, char **argv)
              * began, the batch thread woke during the first layer's
              * product, when the pool's threads held both of the 2-core
              * machine's CPUs, and the next step waited ~70 us for it (the
-             * median, --profile traces); from here it runs while the
-             * small backward products leave the pool's worker spinning,
-             * and the next step found its batch ready (median wait 1 us) */
+             * median, --profile traces).  From here the next step finds
+             * its batch ready (median wait 1 us); the thread still
+             * preempts this loop on its CPU more often than the spinning
+             * worker on the other (the request's median cost 55-76 us
+             * under load), but the epoch measured faster this way
+             * (docs/benchmarks.md, issue 20's twelfth session) */
             if (rc == 0 && step + 1 < steps) {
                 long nstart = (step + 1) * o.batch_size;
                 long nb = train.n - nstart < o.batch_size ? train.n - nstart : o.batch_size;
