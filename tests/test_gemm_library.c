@@ -8,7 +8,9 @@
  * that no product starts threads beyond weft's pool (oneDNN's OpenMP runs
  * one thread on each caller); and an unknown WEFT_CPU_GEMM is an error
  * naming the variable.  tests/gemm_libraries.sh runs this once per value. */
+#define _GNU_SOURCE
 #include <dirent.h>
+#include <link.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,19 +35,22 @@ static double at2(const weft_tensor *t, int64_t i, int64_t j)
 typedef int (*dnnl_sgemm_fn)(char, char, int64_t, int64_t, int64_t, float, const float *,
                              int64_t, const float *, int64_t, float, float *, int64_t);
 
-/* Which library computed weft's [16, 200] x [200, 64] product (small
- * enough to be one piece, so one library call): "openblas" or "onednn" when
- * its bits equal that library's own answer and not the other's, NULL when
- * both libraries give the same bits (then the product cannot tell). */
-static const char *library_that_ran(void)
+/* Which library computed weft's [n, k] x [k, m] product: "openblas" or
+ * "onednn" when its bits equal that library's own answer and not the
+ * other's, NULL when both libraries give the same bits (then the product
+ * cannot tell).  Each library is called here on blocks of `block` rows, the
+ * cut backends/cpu/blas.c makes (a product below its first grain is one
+ * piece; a cut changed there shows here as "(neither)"). */
+static const char *library_that_ran(int n, int k, int m, int block)
 {
-    enum { N = 16, K = 200, M = 64 };
-    int64_t as[2] = {N, K}, bs[2] = {K, M};
+    int64_t as[2] = {n, k}, bs[2] = {k, m};
     weft_tensor *a = random_f32(as, 2), *b = random_f32(bs, 2), *out = NULL;
     if (weft_mm(&out, a, b) != 0)
         return "(mm failed)";
     keep(out);
-    static float blas[N * M], dnnl[N * M];
+    size_t bytes = (size_t)n * (size_t)m * sizeof(float);
+    float *blas = malloc(bytes), *dnnl = malloc(bytes);
+    const float *pa = weft_tensor_data_ptr(a), *pb = weft_tensor_data_ptr(b);
     /* OpenBLAS as the CPU plugin mapped it (linking it into this program
      * made the plugin variants' unloading leave glibc records valgrind
      * reports as lost); cblas_sgemm(RowMajor = 101, NoTrans = 111) */
@@ -55,18 +60,22 @@ static const char *library_that_ran(void)
         ob ? (void (*)(int, int, int, int, int, int, float, const float *, int, const float *,
                        int, float, float *, int))dlsym(ob, "cblas_sgemm")
            : NULL;
-    if (!sgemm_blas)
-        return "(OpenBLAS not found)";
-    sgemm_blas(101, 111, 111, N, M, K, 1.0f, weft_tensor_data_ptr(a), K, weft_tensor_data_ptr(b),
-               M, 0.0f, blas, M);
-    dlclose(ob);
+    const char *answer = "(OpenBLAS not found)";
+    if (!blas || !dnnl || !sgemm_blas)
+        goto out;
+    for (int r = 0; r < n; r += block)
+        sgemm_blas(101, 111, 111, n - r < block ? n - r : block, m, k, 1.0f, pa + (size_t)r * k,
+                   k, pb, m, 0.0f, blas + (size_t)r * m, m);
     const float *mine = weft_tensor_data_ptr(out);
-    bool is_blas = memcmp(mine, blas, sizeof blas) == 0;
-    if (is_blas && !getenv("WEFT_CPU_GEMM"))
-        return "openblas"; /* the default here: oneDNN need not be opened */
+    bool is_blas = memcmp(mine, blas, bytes) == 0;
+    if (is_blas && !getenv("WEFT_CPU_GEMM")) {
+        answer = "openblas"; /* the default chose it: oneDNN need not be opened */
+        goto out;
+    }
     /* oneDNN only where it may have run: opening it in a valgrind run
      * (the default, OpenBLAS) made glibc's record of the plugins that hold
-     * it unreachable at their unloading */
+     * it unreachable at their unloading (a handle from RTLD_NOLOAD too:
+     * the quantized plugin maps it) */
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD);
     if (!h)
         h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
@@ -74,13 +83,34 @@ static const char *library_that_ran(void)
     void (*omp_threads)(int) = h ? (void (*)(int))dlsym(h, "omp_set_num_threads") : NULL;
     if (omp_threads) /* one thread, as the plugin runs it */
         omp_threads(1);
-    if (sgemm)
-        sgemm('N', 'N', N, M, K, 1.0f, weft_tensor_data_ptr(a), K, weft_tensor_data_ptr(b), M,
-              0.0f, dnnl, M);
-    bool is_dnnl = sgemm && memcmp(mine, dnnl, sizeof dnnl) == 0;
-    if (is_blas && is_dnnl)
-        return NULL;
-    return is_blas ? "openblas" : is_dnnl ? "onednn" : "(neither)";
+    for (int r = 0; sgemm && r < n; r += block)
+        sgemm('N', 'N', n - r < block ? n - r : block, m, k, 1.0f, pa + (size_t)r * k, k, pb, m,
+              0.0f, dnnl + (size_t)r * m, m);
+    bool is_dnnl = sgemm && memcmp(mine, dnnl, bytes) == 0;
+    answer = is_blas && is_dnnl ? NULL : is_blas ? "openblas" : is_dnnl ? "onednn" : "(neither)";
+out:
+    if (ob)
+        dlclose(ob);
+    free(blas);
+    free(dnnl);
+    return answer;
+}
+
+/* whether the CPU plugin in use is its AVX-512 build (where auto sends
+ * every float32 product to oneDNN) */
+static int find_avx512(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "weft-cpu-avx512"))
+        *(bool *)found = true;
+    return 0;
+}
+
+static bool avx512_plugin(void)
+{
+    bool found = false;
+    dl_iterate_phdr(find_avx512, &found);
+    return found;
 }
 
 static int thread_count(void)
@@ -232,14 +262,30 @@ int main(void)
      * OpenMP must not have added a team of its own */
     int after = thread_count();
     ok(after <= before + 1, "no threads beyond weft's pool: %d before, %d after", before, after);
-    const char *ran = library_that_ran();
+    /* [16, 200] x [200, 64] is one piece; [1024, 160] x [160, 1024] is
+     * four pieces of 256 rows, each 42M multiply-adds: above what auto
+     * gives oneDNN outside the AVX-512 build (gemm_lib.c) */
+    const char *ran = library_that_ran(16, 200, 64, 16);
+    const char *ran_large = library_that_ran(1024, 160, 1024, 256);
+    bool forced = choice && (strcmp(choice, "onednn") == 0 || strcmp(choice, "openblas") == 0);
     if (!ran)
         skip(1, "both libraries give this product the same bits: which one ran cannot be told");
-    else if (choice && (strcmp(choice, "onednn") == 0 || strcmp(choice, "openblas") == 0))
+    else if (forced)
         ok(strcmp(ran, choice) == 0, "WEFT_CPU_GEMM=%s: the products ran on %s", choice, ran);
     else
         ok(strcmp(ran, "openblas") == 0 || strcmp(ran, "onednn") == 0,
            "WEFT_CPU_GEMM=%s: the products ran on %s", choice ? choice : "(unset)", ran);
+    if (!ran_large)
+        skip(1, "both libraries give the large product the same bits");
+    else if (forced)
+        ok(strcmp(ran_large, choice) == 0, "WEFT_CPU_GEMM=%s: a large product ran on %s too",
+           choice, ran_large);
+    else if (ran && strcmp(ran, "onednn") == 0 && !avx512_plugin())
+        ok(strcmp(ran_large, "openblas") == 0, "auto without AVX-512: the small product on "
+           "oneDNN, pieces above 2^25 multiply-adds on %s (want openblas)", ran_large);
+    else
+        ok(strcmp(ran_large, "openblas") == 0 || strcmp(ran_large, "onednn") == 0,
+           "auto: the large product ran on %s", ran_large);
     drop_all();
     return done_testing();
 }

@@ -378,7 +378,9 @@ void cpu__gemm_library_fini(void);
  * cannot be opened. */
 int cpu__gemm_library_ready(const char *op);
 /* One product on the calling thread, through the chosen library (float64
- * always OpenBLAS); only after cpu__gemm_library_ready succeeded. */
+ * always OpenBLAS; auto outside the AVX-512 build decides by this call's
+ * n * m * k, so a piece of a cut product may take the other library than
+ * the whole would); only after cpu__gemm_library_ready succeeded. */
 void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, int64_t k,
                       double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                       double beta, void *c, int64_t ldc);

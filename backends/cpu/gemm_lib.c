@@ -8,14 +8,20 @@
  *  - onednn: oneDNN's sgemm for float32 (float64 stays on OpenBLAS: oneDNN
  *    has no dgemm); a oneDNN that cannot be opened is an error at the
  *    first product, naming the library;
- *  - auto (the default): oneDNN in the AVX-512 build of the plugin when
- *    libdnnl.so.2 opens, OpenBLAS otherwise.  Measured on the AVX2 machine
- *    (bench/gemm-peak, docs/benchmarks.md): OpenBLAS is as fast or faster
- *    for the products training runs ([64, 784] x [784, 256]: 69 against 48
- *    GFLOP/s on one thread), so AVX2 keeps it; Debian 12's OpenBLAS 0.3.21
- *    chooses its kernels by CPU model and predates the AVX-512 cores of
- *    recent EPYCs, while oneDNN's sgemm is generated at run time for the
- *    instruction set the CPU reports.
+ *  - auto (the default), where libdnnl.so.2 opens: in the AVX-512 build of
+ *    the plugin, oneDNN for every float32 product (Debian 12's OpenBLAS
+ *    0.3.21 chooses its kernels by CPU model and predates the AVX-512
+ *    cores of recent EPYCs, while oneDNN's sgemm is generated at run time
+ *    for the instruction set the CPU reports; reasoned, not measured);
+ *    elsewhere, oneDNN for the library calls of at most AUTO_ONEDNN_MAX_WORK
+ *    multiply-adds and OpenBLAS above.  Measured on the AVX2 machine (one
+ *    thread, thread CPU time, docs/benchmarks.md, issue 20's twelfth
+ *    session): oneDNN is 9-14% faster on the pieces training runs
+ *    ([64, 784] x [784, 128], [256, 64] x [64, 392] where OpenBLAS must
+ *    also zero C first; the [64, 10]-sized products 0-38%), as fast at
+ *    256^3 and 384^3, and 1.7-2.5x *slower* from 512^3 up (its one-thread
+ *    sgemm falls to 30-50 GFLOP/s there, OpenBLAS keeps 75-80).
+ *    OpenBLAS where oneDNN does not open (or under valgrind and ASan).
  * Either library runs single-threaded here: large products are cut into
  * pieces over weft's own pool (blas.c), whose workers sleep when idle;
  * oneDNN's OpenMP is told one thread for the duration of each call. */
@@ -26,6 +32,13 @@
 #include <cblas.h>
 
 #include "cpu.h"
+
+/* The largest library call (n * m * k multiply-adds) that auto gives
+ * oneDNN outside the AVX-512 build: 2^25, about 322^3, between the 384^3
+ * where the two libraries tie and the 512^3 where oneDNN falls behind;
+ * every piece of the MLP's and the CNN's products (at most 12.8M) is
+ * below it, every piece of a 1024^3 product (268M) above. */
+#define AUTO_ONEDNN_MAX_WORK ((double)(1 << 25))
 
 typedef int (*dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k,
                              float alpha, const float *a, int64_t lda, const float *b,
@@ -38,6 +51,7 @@ static struct {
     dnnl_sgemm_fn sgemm;
     char open_error[320];
     cpu_gemm_library active; /* what float32 products use once resolved */
+    bool by_size;            /* oneDNN only up to AUTO_ONEDNN_MAX_WORK (auto) */
 } lib = {.once = PTHREAD_ONCE_INIT};
 
 void cpu__gemm_library_init(void)
@@ -48,13 +62,8 @@ void cpu__gemm_library_init(void)
 
 static bool wants_onednn(void)
 {
-    if (lib.chosen == CPU_GEMM_ONEDNN)
-        return true;
-#if defined(__AVX512F__)
-    return lib.chosen == CPU_GEMM_AUTO && cpu__onednn_by_default();
-#else
-    return false;
-#endif
+    return lib.chosen == CPU_GEMM_ONEDNN ||
+           (lib.chosen == CPU_GEMM_AUTO && cpu__onednn_by_default());
 }
 
 static void open_onednn(void)
@@ -72,6 +81,9 @@ static void open_onednn(void)
         return;
     }
     lib.active = CPU_GEMM_ONEDNN;
+#if !defined(__AVX512F__)
+    lib.by_size = lib.chosen == CPU_GEMM_AUTO;
+#endif
 }
 
 int cpu__gemm_library_ready(const char *op)
@@ -92,6 +104,7 @@ void cpu__gemm_library_fini(void)
      * it closes the library itself after this (cpu__onednn_fini) */
     lib.sgemm = NULL;
     lib.active = CPU_GEMM_OPENBLAS;
+    lib.by_size = false;
     lib.once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }
 
@@ -99,7 +112,8 @@ void cpu__gemm_serial(weft_dtype dtype, bool ta, bool tb, int64_t n, int64_t m, 
                       double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                       double beta, void *c, int64_t ldc)
 {
-    if (dtype == WEFT_FLOAT32 && lib.active == CPU_GEMM_ONEDNN) {
+    if (dtype == WEFT_FLOAT32 && lib.active == CPU_GEMM_ONEDNN &&
+        (!lib.by_size || (double)n * (double)m * (double)k <= AUTO_ONEDNN_MAX_WORK)) {
         /* one OpenMP thread for this call only (see cpu.h) */
         int before = cpu__onednn_one_thread();
         /* row-major, as cblas's CblasRowMajor; a status other than success
