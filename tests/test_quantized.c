@@ -1038,6 +1038,36 @@ static void test_observers(void)
         weft_tensor_release(all[i]);
 }
 
+/* <weft/quantized.h> keeps each operator's handle after its first call:
+ * across an unload of the plugin the calls say the operator is gone, and
+ * after it loads again they reach the operator again (the dispatcher
+ * reuses the handle for the same schema; another would be looked up by
+ * name). */
+static void test_handle_cache_across_reload(void)
+{
+    const float v[4] = {0.5f, -1.0f, 2.0f, 0.25f};
+    const int64_t sizes[1] = {4};
+    weft_tensor *x = from_floats(v, sizes, 1), *q = NULL, *d = NULL;
+    is_int(weft_quantize_per_tensor(&q, x, 0.25, 3, WEFT_INT8), 0, "quantized (handle cached)");
+    weft_tensor_release(q);
+    q = NULL;
+    is_int(weft_unload_plugin("quantized"), 0, "the quantized plugin unloads");
+    is_int(weft_quantize_per_tensor(&q, x, 0.25, 3, WEFT_INT8), WEFT_ENOTFOUND,
+           "the cached handle, undefined now, gives WEFT_ENOTFOUND");
+    like(weft_last_error(), "quantize_per_tensor", "naming the operator");
+    ok(q == NULL, "and no result");
+    is_int(weft_load_plugin("libweft-quantized.so"), 0, "the plugin loads again");
+    is_int(weft_quantize_per_tensor(&q, x, 0.25, 3, WEFT_INT8), 0,
+           "the same call reaches the operator defined again");
+    is_int(weft_dequantize(&d, q), 0, "and its dequantize");
+    const float *dv = d ? weft_tensor_data_ptr(d) : NULL;
+    ok(dv && dv[0] == 0.5f && dv[1] == -1.0f && dv[2] == 2.0f && dv[3] == 0.25f,
+       "with the values quantized and back");
+    weft_tensor_release(d);
+    weft_tensor_release(q);
+    weft_tensor_release(x);
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -1064,5 +1094,6 @@ int main(void)
     }
     is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,
            "every tensor of the second pass was freed (host bytes in use as before)");
+    test_handle_cache_across_reload();
     return done_testing();
 }

@@ -181,16 +181,21 @@ int wt_int8_pixel_input(wt_int8_model *q, const float value[256])
     return 0;
 }
 
-int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *pixels)
+int wt_int8_input(weft_tensor **out, const wt_int8_model *q, const weft_tensor *pixels)
+{
+    return weft_make_per_tensor_quantized(out, pixels, q->input.scale, q->input.zero_point);
+}
+
+int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *input)
 {
     *logits = NULL;
-    weft_tensor *flat = NULL, *a = NULL;
-    int rc = weft_make_per_tensor_quantized(&flat, pixels, q->input.scale, q->input.zero_point);
-    if (rc == 0 && q->cnn)
-        rc = weft_quantized_reshape(&a, flat, (int64_t[]){weft_tensor_size(flat, 0), 1, 28, 28}, 4);
-    else if (rc == 0)
-        a = weft_tensor_retain(flat);
-    weft_tensor_release(flat);
+    weft_tensor *a = NULL;
+    int rc = 0;
+    if (q->cnn)
+        rc = weft_quantized_reshape(&a, input, (int64_t[]){weft_tensor_size(input, 0), 1, 28, 28},
+                                    4);
+    else
+        a = weft_tensor_retain(input);
     for (int i = 0; rc == 0 && i < q->nlayers; i++) {
         weft_tensor *y = NULL, *next = NULL;
         bool relu = q->cnn ? i < 2 : i == 0;
