@@ -459,11 +459,12 @@ static float block_amax(const float *x)
     return m;
 }
 
-static void test_block_round_trip(const char *name, int layout, float per_amax)
+static void test_block_round_trip(const char *name, int layout, float per_amax, int64_t rows,
+                                  int64_t cols)
 {
     weft_manual_seed(3);
     weft_tensor *f = NULL, *w = NULL, *back = NULL;
-    weft_randn(&f, (int64_t[]){64, 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&f, (int64_t[]){rows, cols}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
     is_int(weft_to_layout(&w, f, layout), 0, "%s: to_layout", name);
     is_int(weft_tensor_layout(w), layout, "%s: of its layout", name);
     ok(weft_tensor_nbytes(w) * 3 < weft_tensor_nbytes(f), "%s: %lld bytes for %lld of float32",
@@ -472,7 +473,7 @@ static void test_block_round_trip(const char *name, int layout, float per_amax)
     const float *x = weft_tensor_data_ptr(f), *y = weft_tensor_data_ptr(back);
     int64_t bad = 0;
     double worst = 0;
-    for (int64_t b = 0; b < 64 * 256 / 32; b++) {
+    for (int64_t b = 0; b < rows * cols / 32; b++) {
         /* per_amax: the format's step over the block's largest magnitude
          * (Q8_0: amax / 127 / 2 from rounding; Q4_0: amax / 8 at the
          * clamped end), plus the float16 rounding of the scale (2^-11
@@ -630,8 +631,11 @@ static void test_blocks(void)
     weft_free(text);
     weft_tensor_release(f);
     weft_tensor_release(w);
-    test_block_round_trip("q8_0", q8, 0.5f / 127 + 127.0f / 127 / 2048);
-    test_block_round_trip("q4_0", q4, 1.0f / 8 + 8.0f / 8 / 2048);
+    test_block_round_trip("q8_0", q8, 0.5f / 127 + 127.0f / 127 / 2048, 64, 256);
+    test_block_round_trip("q4_0", q4, 1.0f / 8 + 8.0f / 8 / 2048, 64, 256);
+    /* blocks of 2 MiB and more take another allocation (huge pages) */
+    test_block_round_trip("q8_0 2.1 MiB", q8, 0.5f / 127 + 127.0f / 127 / 2048, 8192, 256);
+    test_block_round_trip("q4_0 2.3 MiB", q4, 1.0f / 8 + 8.0f / 8 / 2048, 8192, 512);
     test_block_products("q8_0", q8);
     test_block_products("q4_0", q4);
 }
