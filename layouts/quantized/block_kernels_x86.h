@@ -83,11 +83,15 @@ QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __
 /* How far ahead of the block being read the weights are prefetched.  The
  * hardware prefetcher alone left a Q4_0 matrix-vector product whose
  * weights come from memory (not the cache) at 54-61% of STREAM's
- * bandwidth; 1 KiB ahead (a few dozen blocks, inside the same row or the
- * next) measured 55-69% in alternating runs on a quiet machine, 2 KiB no
- * better, 512 B worse (docs/benchmarks.md, issue 17).  Reading past the
- * last row is harmless: a prefetch never faults. */
-#define QT_PREFETCH_BYTES 1024
+ * bandwidth; 1 KiB ahead measured 55-69% in alternating runs on a quiet
+ * machine, 2 KiB no better, 512 B worse, on 4 KiB pages.  With the weight
+ * on huge pages (blocks.c) and the cheaper nibble unpack, 4 KiB ahead
+ * (227 Q4_0 blocks, into the next row or two) beat 1 KiB by 12-13% and
+ * 2 KiB by 5% (median of 288 calls alternating in one process, one and
+ * two threads), 8 KiB the same as 4 (docs/benchmarks.md, issue 17,
+ * twelfth session).  Reading past the last row is harmless: a prefetch
+ * never faults. */
+#define QT_PREFETCH_BYTES 4096
 /* Two accumulators over alternate blocks: one would make every block wait
  * on the last one's multiply-add latency. */
 #define QT_AVX2_DOT(name, wtype, block, scalar)                                               \
