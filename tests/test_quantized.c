@@ -8,6 +8,7 @@
  * kernels are those the plugin picked (WEFT_QUANTIZED_KERNELS, set by
  * tests/quantized_variants.sh for each variant this CPU runs). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -612,6 +613,68 @@ static void test_block_products(const char *name, int layout)
         weft_tensor_release(all[i]);
 }
 
+/* The products keep helper threads between calls, one call using them at
+ * a time: calls from several threads at once (the others start threads
+ * of their own) must each get the whole, same result, and the helpers
+ * follow a change of the thread count. */
+typedef struct product_race {
+    const weft_tensor *w, *v, *want;
+    int wrong, failed;
+} product_race;
+
+static void *race_products(void *arg)
+{
+    product_race *r = arg;
+    for (int i = 0; i < 25; i++) {
+        weft_tensor *y = NULL;
+        if (weft_matmul(&y, r->w, r->v) < 0) {
+            r->failed++;
+            continue;
+        }
+        /* the same kernel on the same rows: equal bit for bit, whichever
+         * thread ran which chunk */
+        r->wrong += memcmp(weft_tensor_data_ptr(y), weft_tensor_data_ptr(r->want),
+                           (size_t)weft_tensor_nbytes(y)) != 0;
+        weft_tensor_release(y);
+    }
+    return NULL;
+}
+
+static void test_block_products_concurrent(int q4)
+{
+    weft_manual_seed(11);
+    weft_tensor *wf = NULL, *w = NULL, *v = NULL, *want = NULL;
+    weft_randn(&wf, (int64_t[]){1000, 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&v, (int64_t[]){256}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_to_layout(&w, wf, q4);
+    int threads = weft_get_num_threads();
+    weft_set_num_threads(1);
+    is_int(weft_matmul(&want, w, v), 0, "concurrent: the product on one thread");
+    for (int nt = 2; nt <= 4; nt += 2) {
+        weft_set_num_threads(nt);
+        product_race r[3];
+        pthread_t tid[3];
+        int started = 0;
+        for (int i = 0; i < 3; i++) {
+            r[i] = (product_race){w, v, want, 0, 0};
+            started += pthread_create(&tid[i], NULL, race_products, &r[i]) == 0;
+        }
+        for (int i = 0; i < started; i++)
+            pthread_join(tid[i], NULL);
+        int wrong = 0, failed = 0;
+        for (int i = 0; i < started; i++)
+            wrong += r[i].wrong, failed += r[i].failed;
+        ok(started == 3 && wrong == 0 && failed == 0,
+           "concurrent: 3 threads x 25 products on %d threads each equal the one-thread "
+           "product (%d differ, %d failed)",
+           nt, wrong, failed);
+    }
+    weft_set_num_threads(threads);
+    weft_tensor *all[] = {wf, w, v, want};
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(all[i]);
+}
+
 static void test_blocks(void)
 {
     int q8 = weft_layout_lookup("q8_0"), q4 = weft_layout_lookup("q4_0");
@@ -638,6 +701,7 @@ static void test_blocks(void)
     test_block_round_trip("q8_0 2.1 MiB", q8, 0.5f / 127 + 127.0f / 127 / 2048, 8192, 256);
     test_block_products("q8_0", q8);
     test_block_products("q4_0", q4);
+    test_block_products_concurrent(q4);
 }
 
 static int qlinear(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "quantized.h"
 
@@ -270,15 +271,126 @@ static void *product_run(void *arg)
     }
 }
 
+/* The product's helper threads, kept between calls.  Started per call
+ * (pthread_create and join) they cost 33 us at best on a quiet machine,
+ * 5% of a 4096 x 4096 Q4_0 product, and far more on a loaded one, where a
+ * new thread waits to be scheduled: alternating the two in one process at
+ * load 4.8, kept helpers took a median 1100-1436 us a call against
+ * 3807-4849 us (best 409-440 against 565-589 us; docs/benchmarks.md,
+ * issue 17, twelfth session).  The helpers sleep on a condition variable
+ * between calls (no spinning: the CPUs are the application's), one call
+ * uses them at a time (a concurrent call starts threads of its own, as
+ * before), and qt__blocks_fini stops them before the plugin unloads.  A
+ * forked child has none of its parent's threads: the pid they were
+ * started in says whether they are ours. */
+enum { MAX_THREADS = 64 };
+static struct {
+    pthread_mutex_t in_use; /* held by the call using the helpers */
+    pthread_mutex_t lock;   /* guards the rest */
+    pthread_cond_t wake, done;
+    pthread_t tid[MAX_THREADS - 1];
+    int started;       /* helpers alive */
+    pid_t pid;         /* of the process that started them */
+    product *work;     /* the call's, while one runs */
+    int joining;       /* helpers 0 .. joining - 1 take part in it */
+    int running;       /* of those, how many have not finished */
+    uint64_t call;     /* counts calls: a helper waits for the next */
+    bool stop;
+} helpers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+             PTHREAD_COND_INITIALIZER};
+
+typedef struct helper_start {
+    int index;
+    uint64_t call; /* the last call before it started */
+} helper_start;
+
+static void *helper_main(void *arg)
+{
+    helper_start start = *(helper_start *)arg;
+    free(arg);
+    uint64_t seen = start.call;
+    pthread_mutex_lock(&helpers.lock);
+    for (;;) {
+        while (!helpers.stop && helpers.call == seen)
+            pthread_cond_wait(&helpers.wake, &helpers.lock);
+        if (helpers.stop)
+            break;
+        seen = helpers.call;
+        if (start.index >= helpers.joining)
+            continue;
+        product *work = helpers.work;
+        pthread_mutex_unlock(&helpers.lock);
+        product_run(work);
+        pthread_mutex_lock(&helpers.lock);
+        if (--helpers.running == 0)
+            pthread_cond_signal(&helpers.done);
+    }
+    pthread_mutex_unlock(&helpers.lock);
+    return NULL;
+}
+
+/* Runs work on the calling thread and `want` helpers (fewer if they cannot
+ * be started: their chunks go to the others); in_use is held. */
+static void run_with_helpers(product *work, int want)
+{
+    if (helpers.started && helpers.pid != getpid())
+        helpers.started = 0; /* a forked child: the threads stayed in the parent */
+    while (helpers.started < want) {
+        helper_start *start = malloc(sizeof *start);
+        if (!start)
+            break;
+        pthread_mutex_lock(&helpers.lock);
+        *start = (helper_start){helpers.started, helpers.call};
+        pthread_mutex_unlock(&helpers.lock);
+        if (pthread_create(&helpers.tid[helpers.started], NULL, helper_main, start) != 0) {
+            free(start);
+            break;
+        }
+        helpers.started++;
+        helpers.pid = getpid();
+    }
+    if (want > helpers.started)
+        want = helpers.started;
+    pthread_mutex_lock(&helpers.lock);
+    helpers.work = work;
+    helpers.joining = want;
+    helpers.running = want;
+    helpers.call++;
+    pthread_cond_broadcast(&helpers.wake);
+    pthread_mutex_unlock(&helpers.lock);
+    product_run(work);
+    pthread_mutex_lock(&helpers.lock);
+    while (helpers.running > 0)
+        pthread_cond_wait(&helpers.done, &helpers.lock);
+    helpers.work = NULL;
+    pthread_mutex_unlock(&helpers.lock);
+}
+
+void qt__blocks_fini(void)
+{
+    pthread_mutex_lock(&helpers.in_use);
+    pthread_mutex_lock(&helpers.lock);
+    helpers.stop = true;
+    pthread_cond_broadcast(&helpers.wake);
+    pthread_mutex_unlock(&helpers.lock);
+    if (helpers.pid == getpid())
+        for (int t = 0; t < helpers.started; t++)
+            pthread_join(helpers.tid[t], NULL);
+    /* the library may stay mapped (another dlopen holds it): a later
+     * load starts afresh */
+    helpers.started = 0;
+    helpers.stop = false;
+    pthread_mutex_unlock(&helpers.in_use);
+}
+
 /* Quantizes the m rows of x to 8-bit blocks once (ggml's scheme: the
  * weight rows then meet integers), then runs the rows on weft's intra-op
- * thread count: threads started for this call (the CPU backend's pool is
- * not part of the plugin interface), one per chunk of rows at most, the
- * calling thread one of them. */
+ * thread count: the calling thread and the helpers above (the CPU
+ * backend's pool is not part of the plugin interface), one per chunk of
+ * rows at most. */
 static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
                             int64_t m)
 {
-    enum { MAX_THREADS = 64 };
     int64_t nb = w->cols / QT_BLOCK;
     qt_block_q8_act *xq = malloc(sizeof *xq * (size_t)(m * nb > 0 ? m * nb : 1));
     if (!xq)
@@ -291,14 +403,21 @@ static int product_parallel(const qt_blocks *w, const float *x, const float *bia
     if (nt > (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS)
         nt = (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
     product work = {w, xq, bias, y, m, 0};
-    pthread_t tid[MAX_THREADS];
-    int started = 0;
-    /* a thread that does not start leaves its chunks to the others */
-    for (int64_t t = 1; t < nt && pthread_create(&tid[started], NULL, product_run, &work) == 0; t++)
-        started++;
-    product_run(&work);
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    if (nt > 1 && pthread_mutex_trylock(&helpers.in_use) == 0) {
+        run_with_helpers(&work, (int)nt - 1);
+        pthread_mutex_unlock(&helpers.in_use);
+    } else {
+        /* another call has the helpers: threads of this call's own (a
+         * thread that does not start leaves its chunks to the others) */
+        pthread_t tid[MAX_THREADS];
+        int started = 0;
+        for (int64_t t = 1; t < nt && pthread_create(&tid[started], NULL, product_run, &work) == 0;
+             t++)
+            started++;
+        product_run(&work);
+        for (int t = 0; t < started; t++)
+            pthread_join(tid[t], NULL);
+    }
     free(xq);
     return 0;
 }

@@ -65,6 +65,9 @@ int qt__register_affine(weft_registrar *reg);
 /* The int8 operators through oneDNN (dnnl_linear.c; without oneDNN at
  * build time, plugin.c registers kernels that say so). */
 int qt__register_dnnl(weft_registrar *reg);
+/* Destroys the oneDNN engine, if one was made (the plugin's fini: no
+ * primitive is left then, as no quantized tensor is). */
+void qt__dnnl_fini(void);
 void qt__prepacked_free(qt_prepacked *p);
 /* w's cache made by make (a new one when it has another's, or none). */
 qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
@@ -147,5 +150,7 @@ extern const qt_block_kernels *qt__kernels;
 int qt__choose_kernels(void);
 
 int qt__register_blocks(weft_registrar *reg);
+/* Stops the block products' helper threads (the plugin's fini). */
+void qt__blocks_fini(void);
 
 #endif /* WEFT_LAYOUTS_QUANTIZED_H */
