@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <weft/nn.h>
 #include <weft/ops.h>
@@ -669,6 +671,22 @@ static void test_block_products_concurrent(int q4)
            "product (%d differ, %d failed)",
            nt, wrong, failed);
     }
+    /* a forked child has none of its parent's helper threads: its
+     * products start their own (the alarm turns a wait for helpers that
+     * are not there into a failure rather than a hung test) */
+    weft_set_num_threads(2);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(60);
+        product_race r = {w, v, want, 0, 0};
+        race_products(&r);
+        _exit(r.wrong || r.failed ? 1 : 0);
+    }
+    int status = -1;
+    if (child > 0)
+        waitpid(child, &status, 0);
+    ok(child > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "concurrent: 25 products in a forked child equal the one-thread product");
     weft_set_num_threads(threads);
     weft_tensor *all[] = {wf, w, v, want};
     for (int i = 0; i < 4; i++)

@@ -329,12 +329,24 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
+/* In a forked child (in_use held): the helpers stayed in the parent, and
+ * the condition variables still count them as waiters (a broadcast would
+ * wait for them to leave), so all is made afresh. */
+static void forget_parents_helpers(void)
+{
+    if (!helpers.started || helpers.pid == getpid())
+        return;
+    helpers.started = 0;
+    pthread_mutex_init(&helpers.lock, NULL);
+    pthread_cond_init(&helpers.wake, NULL);
+    pthread_cond_init(&helpers.done, NULL);
+}
+
 /* Runs work on the calling thread and `want` helpers (fewer if they cannot
  * be started: their chunks go to the others); in_use is held. */
 static void run_with_helpers(product *work, int want)
 {
-    if (helpers.started && helpers.pid != getpid())
-        helpers.started = 0; /* a forked child: the threads stayed in the parent */
+    forget_parents_helpers();
     while (helpers.started < want) {
         helper_start *start = malloc(sizeof *start);
         if (!start)
@@ -369,13 +381,13 @@ static void run_with_helpers(product *work, int want)
 void qt__blocks_fini(void)
 {
     pthread_mutex_lock(&helpers.in_use);
+    forget_parents_helpers();
     pthread_mutex_lock(&helpers.lock);
     helpers.stop = true;
     pthread_cond_broadcast(&helpers.wake);
     pthread_mutex_unlock(&helpers.lock);
-    if (helpers.pid == getpid())
-        for (int t = 0; t < helpers.started; t++)
-            pthread_join(helpers.tid[t], NULL);
+    for (int t = 0; t < helpers.started; t++)
+        pthread_join(helpers.tid[t], NULL);
     /* the library may stay mapped (another dlopen holds it): a later
      * load starts afresh */
     helpers.started = 0;
