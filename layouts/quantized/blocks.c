@@ -419,8 +419,9 @@ static int product_parallel(const qt_blocks *w, const float *x, const float *bia
         run_with_helpers(&work, (int)nt - 1);
         pthread_mutex_unlock(&helpers.in_use);
     } else {
-        /* another call has the helpers: threads of this call's own (a
-         * thread that does not start leaves its chunks to the others) */
+        /* one thread, or another call has the helpers: threads of this
+         * call's own (a thread that does not start leaves its chunks to
+         * the others) */
         pthread_t tid[MAX_THREADS];
         int started = 0;
         for (int64_t t = 1; t < nt && pthread_create(&tid[started], NULL, product_run, &work) == 0;
