@@ -5,12 +5,9 @@
  * blocks once per call and take integer dot products with the weight's
  * blocks (block_kernels.c), never building the float weight.  A block tensor's dtype is float32: the values it stands for. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "quantized.h"
 
@@ -121,7 +118,7 @@ static void blocks_free(void *p)
 {
     qt_blocks *b = p;
     if (b)
-        free(b->data);
+        weft_tensor_release(b->bytes);
     free(b);
 }
 
@@ -141,28 +138,23 @@ static int to_strided(weft_tensor **out, const weft_tensor *t)
     return rc;
 }
 
-/* Memory for a weight's blocks (free() releases it).  One of 2 MiB or
- * more is aligned to 2 MiB and advised onto transparent huge pages: a
- * matrix-vector product reads its weight once, page after page, and with
- * 4 KiB pages every 4 KiB costs a TLB miss (and the hardware prefetcher
- * stops at each page's end).  A 4096 x 4096 Q4_0 product from memory took
- * 985 us on huge pages against 1232 us (best of 6 x 24 weights, one
- * thread; 904 against 1036 us with two), alternating in one process
- * (docs/benchmarks.md, issue 17, twelfth session).  Advice only: where the
- * system keeps transparent huge pages off, the pages stay 4 KiB. */
-static void *blocks_alloc(size_t bytes)
+/* A weight's blocks live in a uint8 host tensor: the core's allocator
+ * caches them and puts one of 4 MiB or more on transparent huge pages
+ * (c10/host_alloc.c).  A matrix-vector product reads its weight once, page
+ * after page, and with 4 KiB pages every 4 KiB costs a TLB miss (and the
+ * hardware prefetcher stops at each page's end): a 4096 x 4096 Q4_0
+ * product from memory took 985 us on huge pages against 1232 us (best of
+ * 6 x 24 weights, one thread; 904 against 1036 us with two), alternating
+ * in one process (docs/benchmarks.md, issue 17, twelfth session).  The
+ * allocator's statistics count the weights like any tensor.  On failure
+ * the error is set. */
+static int blocks_alloc(qt_blocks *b, size_t bytes)
 {
-#ifdef MADV_HUGEPAGE
-    const size_t huge = (size_t)2 << 20;
-    if (bytes >= huge) {
-        void *p = NULL;
-        if (posix_memalign(&p, huge, bytes) != 0)
-            return NULL;
-        (void)madvise(p, bytes, MADV_HUGEPAGE);
-        return p;
-    }
-#endif
-    return malloc(bytes ? bytes : 1);
+    int64_t n = bytes ? (int64_t)bytes : 1;
+    int rc = weft_empty(&b->bytes, &n, 1, WEFT_UINT8, (weft_device){WEFT_DEVICE_TYPE_CPU, 0});
+    if (rc == 0)
+        b->data = weft_tensor_data_ptr(b->bytes);
+    return rc;
 }
 
 static int from_strided(weft_tensor **out, const weft_tensor *src, qt_format format)
@@ -188,12 +180,11 @@ static int from_strided(weft_tensor **out, const weft_tensor *src, qt_format for
     qt_blocks *b = calloc(1, sizeof *b);
     int64_t cols = weft_tensor_size(c, -1), rows = cols ? weft_tensor_numel(c) / cols : 0;
     size_t bytes = (size_t)(rows * (cols / QT_BLOCK)) * block_bytes(format);
-    if (b)
-        b->data = blocks_alloc(bytes);
-    if (!b || !b->data) {
+    rc = b ? blocks_alloc(b, bytes) : WEFT_ENOMEM;
+    if (rc < 0) {
         blocks_free(b);
         weft_tensor_release(c);
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory for %zu bytes of blocks", name, bytes);
+        return weft_set_error(rc, "%s: out of memory for %zu bytes of blocks", name, bytes);
     }
     b->format = format;
     b->rows = rows;
@@ -235,10 +226,10 @@ static int64_t nbytes(const weft_tensor *t)
 /* ---------------------------------------------------------- the product */
 
 /* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for the weight's rows, x
- * given as its quantized blocks (nb per row).  The threads claim chunks of
- * rows from one counter instead of fixed slices: on a loaded machine a
- * thread the scheduler leaves waiting would hold the whole call back,
- * while with chunks the threads that run do its share. */
+ * given as its quantized blocks (nb per row).  The pool hands out chunks
+ * of CHUNK_ROWS rows a few at a time rather than fixed slices: on a loaded
+ * machine a thread the scheduler leaves waiting would hold the whole call
+ * back, while with small pieces the threads that run do its share. */
 enum { CHUNK_ROWS = 64 };
 typedef struct product {
     const qt_blocks *w;
@@ -246,160 +237,31 @@ typedef struct product {
     const float *bias;
     float *y;
     int64_t m;
-    int64_t next; /* the first row no thread has claimed (atomic) */
 } product;
 
-static void *product_run(void *arg)
+/* chunks [c0, c1) of the weight's rows */
+static void product_chunks(int64_t c0, int64_t c1, void *arg)
 {
-    product *p = arg;
+    const product *p = arg;
     const qt_blocks *w = p->w;
     int64_t nb = w->cols / QT_BLOCK;
-    for (;;) {
-        int64_t n0 = __atomic_fetch_add(&p->next, CHUNK_ROWS, __ATOMIC_RELAXED);
-        if (n0 >= w->rows)
-            return NULL;
-        int64_t n1 = n0 + CHUNK_ROWS < w->rows ? n0 + CHUNK_ROWS : w->rows;
-        for (int64_t n = n0; n < n1; n++)
-            for (int64_t i = 0; i < p->m; i++) {
-                const qt_block_q8_act *x = p->x + i * nb;
-                float s = w->format == QT_Q8_0
-                              ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
-                              : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x,
-                                                      nb);
-                p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
-            }
-    }
-}
-
-/* The product's helper threads, kept between calls.  Started per call
- * (pthread_create and join) they cost 33 us at best on a quiet machine,
- * 5% of a 4096 x 4096 Q4_0 product, and far more on a loaded one, where a
- * new thread waits to be scheduled: alternating the two in one process at
- * load 4.8, kept helpers took a median 1100-1436 us a call against
- * 3807-4849 us (best 409-440 against 565-589 us; docs/benchmarks.md,
- * issue 17, twelfth session).  The helpers sleep on a condition variable
- * between calls (no spinning: the CPUs are the application's), one call
- * uses them at a time (a concurrent call starts threads of its own, as
- * before), and qt__blocks_fini stops them before the plugin unloads.  A
- * forked child has none of its parent's threads: the pid they were
- * started in says whether they are ours. */
-enum { MAX_THREADS = 64 };
-static struct {
-    pthread_mutex_t in_use; /* held by the call using the helpers */
-    pthread_mutex_t lock;   /* guards the rest */
-    pthread_cond_t wake, done;
-    pthread_t tid[MAX_THREADS - 1];
-    int started;       /* helpers alive */
-    pid_t pid;         /* of the process that started them */
-    product *work;     /* the call's, while one runs */
-    int joining;       /* helpers 0 .. joining - 1 take part in it */
-    int running;       /* of those, how many have not finished */
-    uint64_t call;     /* counts calls: a helper waits for the next */
-    bool stop;
-} helpers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-             PTHREAD_COND_INITIALIZER};
-
-typedef struct helper_start {
-    int index;
-    uint64_t call; /* the last call before it started */
-} helper_start;
-
-static void *helper_main(void *arg)
-{
-    helper_start start = *(helper_start *)arg;
-    free(arg);
-    uint64_t seen = start.call;
-    pthread_mutex_lock(&helpers.lock);
-    for (;;) {
-        while (!helpers.stop && helpers.call == seen)
-            pthread_cond_wait(&helpers.wake, &helpers.lock);
-        if (helpers.stop)
-            break;
-        seen = helpers.call;
-        if (start.index >= helpers.joining)
-            continue;
-        product *work = helpers.work;
-        pthread_mutex_unlock(&helpers.lock);
-        product_run(work);
-        pthread_mutex_lock(&helpers.lock);
-        if (--helpers.running == 0)
-            pthread_cond_signal(&helpers.done);
-    }
-    pthread_mutex_unlock(&helpers.lock);
-    return NULL;
-}
-
-/* In a forked child (in_use held): the helpers stayed in the parent, and
- * the condition variables still count them as waiters (a broadcast would
- * wait for them to leave), so all is made afresh. */
-static void forget_parents_helpers(void)
-{
-    if (!helpers.started || helpers.pid == getpid())
-        return;
-    helpers.started = 0;
-    pthread_mutex_init(&helpers.lock, NULL);
-    pthread_cond_init(&helpers.wake, NULL);
-    pthread_cond_init(&helpers.done, NULL);
-}
-
-/* Runs work on the calling thread and `want` helpers (fewer if they cannot
- * be started: their chunks go to the others); in_use is held. */
-static void run_with_helpers(product *work, int want)
-{
-    forget_parents_helpers();
-    while (helpers.started < want) {
-        helper_start *start = malloc(sizeof *start);
-        if (!start)
-            break;
-        pthread_mutex_lock(&helpers.lock);
-        *start = (helper_start){helpers.started, helpers.call};
-        pthread_mutex_unlock(&helpers.lock);
-        if (pthread_create(&helpers.tid[helpers.started], NULL, helper_main, start) != 0) {
-            free(start);
-            break;
+    int64_t n1 = c1 * CHUNK_ROWS < w->rows ? c1 * CHUNK_ROWS : w->rows;
+    for (int64_t n = c0 * CHUNK_ROWS; n < n1; n++)
+        for (int64_t i = 0; i < p->m; i++) {
+            const qt_block_q8_act *x = p->x + i * nb;
+            float s = w->format == QT_Q8_0
+                          ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
+                          : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, nb);
+            p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
         }
-        helpers.started++;
-        helpers.pid = getpid();
-    }
-    if (want > helpers.started)
-        want = helpers.started;
-    pthread_mutex_lock(&helpers.lock);
-    helpers.work = work;
-    helpers.joining = want;
-    helpers.running = want;
-    helpers.call++;
-    pthread_cond_broadcast(&helpers.wake);
-    pthread_mutex_unlock(&helpers.lock);
-    product_run(work);
-    pthread_mutex_lock(&helpers.lock);
-    while (helpers.running > 0)
-        pthread_cond_wait(&helpers.done, &helpers.lock);
-    helpers.work = NULL;
-    pthread_mutex_unlock(&helpers.lock);
-}
-
-void qt__blocks_fini(void)
-{
-    pthread_mutex_lock(&helpers.in_use);
-    forget_parents_helpers();
-    pthread_mutex_lock(&helpers.lock);
-    helpers.stop = true;
-    pthread_cond_broadcast(&helpers.wake);
-    pthread_mutex_unlock(&helpers.lock);
-    for (int t = 0; t < helpers.started; t++)
-        pthread_join(helpers.tid[t], NULL);
-    /* the library may stay mapped (another dlopen holds it): a later
-     * load starts afresh */
-    helpers.started = 0;
-    helpers.stop = false;
-    pthread_mutex_unlock(&helpers.in_use);
 }
 
 /* Quantizes the m rows of x to 8-bit blocks once (ggml's scheme: the
- * weight rows then meet integers), then runs the rows on weft's intra-op
- * thread count: the calling thread and the helpers above (the CPU
- * backend's pool is not part of the plugin interface), one per chunk of
- * rows at most. */
+ * weight rows then meet integers), then runs the weight's rows on weft's
+ * intra-op pool (weft_parallel_for: the CPU plugin's persistent threads
+ * when it is loaded).  Threads started per call cost 33 us at best on a
+ * quiet machine, 5% of a 4096 x 4096 Q4_0 product, and far more on a
+ * loaded one (docs/benchmarks.md, issue 17, twelfth session). */
 static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
                             int64_t m)
 {
@@ -409,30 +271,10 @@ static int product_parallel(const qt_blocks *w, const float *x, const float *bia
         return weft_set_error(WEFT_ENOMEM, "%s linear: no memory to quantize a %lld x %lld input",
                               format_names[w->format], (long long)m, (long long)w->cols);
     qt__kernels->quantize_activations(x, xq, m * nb);
-    int64_t nt = weft_get_num_threads();
-    if (nt > MAX_THREADS)
-        nt = MAX_THREADS;
-    if (nt > (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS)
-        nt = (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    product work = {w, xq, bias, y, m, 0};
-    if (nt > 1 && pthread_mutex_trylock(&helpers.in_use) == 0) {
-        run_with_helpers(&work, (int)nt - 1);
-        pthread_mutex_unlock(&helpers.in_use);
-    } else {
-        /* one thread, or another call has the helpers: threads of this
-         * call's own (a thread that does not start leaves its chunks to
-         * the others) */
-        pthread_t tid[MAX_THREADS];
-        int started = 0;
-        for (int64_t t = 1; t < nt && pthread_create(&tid[started], NULL, product_run, &work) == 0;
-             t++)
-            started++;
-        product_run(&work);
-        for (int t = 0; t < started; t++)
-            pthread_join(tid[t], NULL);
-    }
+    product work = {w, xq, bias, y, m};
+    int rc = weft_parallel_for(0, (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS, 1, product_chunks, &work);
     free(xq);
-    return 0;
+    return rc;
 }
 
 /* x (..., K) times the block weight (N, K) transposed, plus bias (N):

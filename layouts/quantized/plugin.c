@@ -100,7 +100,6 @@ static int quantized_init(weft_registrar *reg)
 /* Before the plugin unloads: no operator of it runs any more */
 static void quantized_fini(void)
 {
-    qt__blocks_fini();
     qt__dnnl_fini();
 }
 

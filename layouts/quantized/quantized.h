@@ -104,7 +104,8 @@ typedef enum qt_format { QT_Q8_0 = 0, QT_Q4_0 = 1 } qt_format;
 typedef struct qt_blocks {
     qt_format format;
     int64_t rows, cols; /* cols: the last dimension, a multiple of 32 */
-    void *data;         /* rows * cols / 32 blocks, row after row */
+    void *data;         /* rows * cols / 32 blocks, row after row, in: */
+    weft_tensor *bytes; /* a uint8 host tensor, owned */
 } qt_blocks;
 
 extern int qt__block_layout[2]; /* ids of "q8_0" and "q4_0" */
@@ -150,7 +151,5 @@ extern const qt_block_kernels *qt__kernels;
 int qt__choose_kernels(void);
 
 int qt__register_blocks(weft_registrar *reg);
-/* Stops the block products' helper threads (the plugin's fini). */
-void qt__blocks_fini(void);
 
 #endif /* WEFT_LAYOUTS_QUANTIZED_H */
