@@ -191,6 +191,8 @@ extern weft_registrar *wd__core_registrar;
  * a layer above), installed by the composition root before any device type
  * is registered.  NULL: devices get no fallback. */
 extern weft_kernel_fn wd__device_fallback_kernel;
+/* The registered intra-op pool's loop, or NULL (dispatch/parallel.c). */
+extern _Atomic(weft_parallel_for_fn) wd__parallel_for;
 /* Sets the "no kernel for these keys" error for op and returns it. */
 int wd__missing_kernel(const weft_op *op, weft_keyset ks);
 

@@ -18,7 +18,8 @@ typedef enum reg_kind {
     REG_OP,
     REG_DEVICE,
     REG_ALLOCATOR,
-    REG_LAYOUT
+    REG_LAYOUT,
+    REG_PARALLEL
 } reg_kind;
 
 struct weft_registration {
@@ -52,6 +53,7 @@ struct weft_registrar {
 };
 
 static weft_registration *global_regs; /* fallbacks and allocators */
+static weft_registrar *parallel_holder; /* the intra-op pool's registrar, under the registry lock */
 static weft_registrar core_registrar_storage = {.owner = {.name = "core"}};
 weft_registrar *wd__core_registrar = &core_registrar_storage;
 weft_kernel_fn wd__device_fallback_kernel;
@@ -351,6 +353,13 @@ static void release_locked(weft_registration *r)
         unlink_global(r);
         refresh_allocator(r->device_type);
         retire(r->allocator);
+        break;
+    case REG_PARALLEL:
+        /* a loop that loaded the pointer just before still runs on it: the
+         * pool's own unload guard (the CPU plugin runs it on the caller once
+         * shut down) covers that window, as for its kernels */
+        atomic_store(&wd__parallel_for, NULL);
+        parallel_holder = NULL;
         break;
     }
     n_regs_live--;
@@ -770,6 +779,40 @@ WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_a
     r->allocator = ac;
     link_global(r);
     refresh_allocator(type);
+    wd__registry_unlock();
+    if (handle)
+        *handle = r;
+    return 0;
+}
+
+/* ------------------------------------------------------ the intra-op pool */
+
+_Atomic(weft_parallel_for_fn) wd__parallel_for;
+
+WEFT_API int weft_register_parallel_for(weft_registrar *reg, weft_parallel_for_fn fn,
+                                        weft_registration **handle)
+{
+    if (handle)
+        *handle = NULL;
+    if (!reg || !fn)
+        return wf__errorf(WEFT_EINVAL, "register_parallel_for: NULL %s",
+                          !reg ? "registrar" : "function");
+    wd__registry_lock();
+    if (parallel_holder) {
+        int rc = wf__errorf(WEFT_EEXIST,
+                            "register_parallel_for: plugin '%s' cannot register a thread pool: "
+                            "'%s' holds the process's pool",
+                            reg->owner.name, parallel_holder->owner.name);
+        wd__registry_unlock();
+        return rc;
+    }
+    weft_registration *r = new_registration(reg, REG_PARALLEL);
+    if (!r) {
+        wd__registry_unlock();
+        return wf__errorf(WEFT_ENOMEM, "out of memory registering a thread pool");
+    }
+    parallel_holder = reg;
+    atomic_store(&wd__parallel_for, fn);
     wd__registry_unlock();
     if (handle)
         *handle = r;

@@ -8,9 +8,12 @@
  * kernels are those the plugin picked (WEFT_QUANTIZED_KERNELS, set by
  * tests/quantized_variants.sh for each variant this CPU runs). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <weft/nn.h>
 #include <weft/ops.h>
@@ -459,11 +462,12 @@ static float block_amax(const float *x)
     return m;
 }
 
-static void test_block_round_trip(const char *name, int layout, float per_amax)
+static void test_block_round_trip(const char *name, int layout, float per_amax, int64_t rows,
+                                  int64_t cols)
 {
     weft_manual_seed(3);
     weft_tensor *f = NULL, *w = NULL, *back = NULL;
-    weft_randn(&f, (int64_t[]){64, 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&f, (int64_t[]){rows, cols}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
     is_int(weft_to_layout(&w, f, layout), 0, "%s: to_layout", name);
     is_int(weft_tensor_layout(w), layout, "%s: of its layout", name);
     ok(weft_tensor_nbytes(w) * 3 < weft_tensor_nbytes(f), "%s: %lld bytes for %lld of float32",
@@ -472,7 +476,7 @@ static void test_block_round_trip(const char *name, int layout, float per_amax)
     const float *x = weft_tensor_data_ptr(f), *y = weft_tensor_data_ptr(back);
     int64_t bad = 0;
     double worst = 0;
-    for (int64_t b = 0; b < 64 * 256 / 32; b++) {
+    for (int64_t b = 0; b < rows * cols / 32; b++) {
         /* per_amax: the format's step over the block's largest magnitude
          * (Q8_0: amax / 127 / 2 from rounding; Q4_0: amax / 8 at the
          * clamped end), plus the float16 rounding of the scale (2^-11
@@ -611,6 +615,84 @@ static void test_block_products(const char *name, int layout)
         weft_tensor_release(all[i]);
 }
 
+/* The products keep helper threads between calls, one call using them at
+ * a time: calls from several threads at once (the others start threads
+ * of their own) must each get the whole, same result, and the helpers
+ * follow a change of the thread count. */
+typedef struct product_race {
+    const weft_tensor *w, *v, *want;
+    int wrong, failed;
+} product_race;
+
+static void *race_products(void *arg)
+{
+    product_race *r = arg;
+    for (int i = 0; i < 25; i++) {
+        weft_tensor *y = NULL;
+        if (weft_matmul(&y, r->w, r->v) < 0) {
+            r->failed++;
+            continue;
+        }
+        /* the same kernel on the same rows: equal bit for bit, whichever
+         * thread ran which chunk */
+        r->wrong += memcmp(weft_tensor_data_ptr(y), weft_tensor_data_ptr(r->want),
+                           (size_t)weft_tensor_nbytes(y)) != 0;
+        weft_tensor_release(y);
+    }
+    return NULL;
+}
+
+static void test_block_products_concurrent(int q4)
+{
+    weft_manual_seed(11);
+    weft_tensor *wf = NULL, *w = NULL, *v = NULL, *want = NULL;
+    weft_randn(&wf, (int64_t[]){1000, 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&v, (int64_t[]){256}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_to_layout(&w, wf, q4);
+    int threads = weft_get_num_threads();
+    weft_set_num_threads(1);
+    is_int(weft_matmul(&want, w, v), 0, "concurrent: the product on one thread");
+    for (int nt = 2; nt <= 4; nt += 2) {
+        weft_set_num_threads(nt);
+        product_race r[3];
+        pthread_t tid[3];
+        int started = 0;
+        for (int i = 0; i < 3; i++) {
+            r[i] = (product_race){w, v, want, 0, 0};
+            started += pthread_create(&tid[i], NULL, race_products, &r[i]) == 0;
+        }
+        for (int i = 0; i < started; i++)
+            pthread_join(tid[i], NULL);
+        int wrong = 0, failed = 0;
+        for (int i = 0; i < started; i++)
+            wrong += r[i].wrong, failed += r[i].failed;
+        ok(started == 3 && wrong == 0 && failed == 0,
+           "concurrent: 3 threads x 25 products on %d threads each equal the one-thread "
+           "product (%d differ, %d failed)",
+           nt, wrong, failed);
+    }
+    /* a forked child has none of its parent's helper threads: its
+     * products start their own (the alarm turns a wait for helpers that
+     * are not there into a failure rather than a hung test) */
+    weft_set_num_threads(2);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(60);
+        product_race r = {w, v, want, 0, 0};
+        race_products(&r);
+        _exit(r.wrong || r.failed ? 1 : 0);
+    }
+    int status = -1;
+    if (child > 0)
+        waitpid(child, &status, 0);
+    ok(child > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+       "concurrent: 25 products in a forked child equal the one-thread product");
+    weft_set_num_threads(threads);
+    weft_tensor *all[] = {wf, w, v, want};
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(all[i]);
+}
+
 static void test_blocks(void)
 {
     int q8 = weft_layout_lookup("q8_0"), q4 = weft_layout_lookup("q4_0");
@@ -630,10 +712,14 @@ static void test_blocks(void)
     weft_free(text);
     weft_tensor_release(f);
     weft_tensor_release(w);
-    test_block_round_trip("q8_0", q8, 0.5f / 127 + 127.0f / 127 / 2048);
-    test_block_round_trip("q4_0", q4, 1.0f / 8 + 8.0f / 8 / 2048);
+    test_block_round_trip("q8_0", q8, 0.5f / 127 + 127.0f / 127 / 2048, 64, 256);
+    test_block_round_trip("q4_0", q4, 1.0f / 8 + 8.0f / 8 / 2048, 64, 256);
+    /* blocks of 2 MiB and more take another allocation (huge pages; the
+     * same for both formats) */
+    test_block_round_trip("q8_0 2.1 MiB", q8, 0.5f / 127 + 127.0f / 127 / 2048, 8192, 256);
     test_block_products("q8_0", q8);
     test_block_products("q4_0", q4);
+    test_block_products_concurrent(q4);
 }
 
 static int qlinear(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
@@ -719,7 +805,7 @@ static void test_quantized_linear(void)
     weft_quantize_per_tensor(&qw, w, amax / 63, 0, WEFT_INT8);
     int rc = qlinear(&y, qx, qw, b, 0.25, 100, false);
     if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
-        skip(6 + 13, "the plugin was built without oneDNN");
+        skip(6 + 13 + 2, "the plugin was built without oneDNN");
     } else {
         is_int(rc, 0, "quantized_linear");
         for (int relu = 0; relu < 2; relu++) {
@@ -750,6 +836,30 @@ static void test_quantized_linear(void)
         ok(bad == NULL, "nothing came out");
         weft_tensor_release(qz);
         test_packed_weight_written(qx, w, b, amax / 63);
+        /* the full u8 range as input (weft-train's int8 models read the
+         * pixel bytes so) with weights up to |64|, as weft-train quantizes
+         * their first layer: 255 * 64 * 2 = 32640 still fits the pairs'
+         * 16 bits, so the product is exact */
+        weft_tensor *px = NULL, *qpx = NULL, *qw7 = NULL, *y7 = NULL, *dx = NULL, *dw = NULL,
+                    *f = NULL, *want = NULL, *gr = NULL, *wr = NULL;
+        uint8_t bytes[8 * 96];
+        for (int i = 0; i < 8 * 96; i++) /* runs of 0 and 255 make the largest pairs */
+            bytes[i] = (uint8_t)(i % 7 < 3 ? 255 : i % 7 == 3 ? 0 : (i * 37) % 256);
+        px = from_data(bytes, (int64_t[]){8, 96}, 2, WEFT_UINT8);
+        weft_make_per_tensor_quantized(&qpx, px, 0.02, 73);
+        weft_quantize_per_tensor(&qw7, w, amax / 63.5, 0, WEFT_INT8);
+        is_int(qlinear(&y7, qpx, qw7, b, 1.0, 128, false), 0,
+               "linear of full-range u8 input by 7-bit weights");
+        weft_dequantize(&dx, qpx);
+        weft_dequantize(&dw, qw7);
+        weft_linear(&f, dx, dw, b);
+        weft_quantize_per_tensor(&want, f, 1.0, 128, WEFT_UINT8);
+        weft_int_repr(&gr, y7);
+        weft_int_repr(&wr, want);
+        is_int(mismatches(gr, wr, 1), 0, "full-range input: within one step of the float reference");
+        weft_tensor *more[] = {px, qpx, qw7, y7, dx, dw, f, want, gr, wr};
+        for (int i = 0; i < 10; i++)
+            weft_tensor_release(more[i]);
     }
     weft_tensor *all[] = {x, w, b, qx, qw, y};
     for (int i = 0; i < 6; i++)
@@ -1038,6 +1148,36 @@ static void test_observers(void)
         weft_tensor_release(all[i]);
 }
 
+/* <weft/quantized.h> keeps each operator's handle after its first call:
+ * across an unload of the plugin the calls say the operator is gone, and
+ * after it loads again they reach the operator again (the dispatcher
+ * reuses the handle for the same schema; another would be looked up by
+ * name). */
+static void test_handle_cache_across_reload(void)
+{
+    const float v[4] = {0.5f, -1.0f, 2.0f, 0.25f};
+    const int64_t sizes[1] = {4};
+    weft_tensor *x = from_floats(v, sizes, 1), *q = NULL, *d = NULL;
+    is_int(weft_quantize_per_tensor(&q, x, 0.25, 3, WEFT_INT8), 0, "quantized (handle cached)");
+    weft_tensor_release(q);
+    q = NULL;
+    is_int(weft_unload_plugin("quantized"), 0, "the quantized plugin unloads");
+    is_int(weft_quantize_per_tensor(&q, x, 0.25, 3, WEFT_INT8), WEFT_ENOTFOUND,
+           "the cached handle, undefined now, gives WEFT_ENOTFOUND");
+    like(weft_last_error(), "quantize_per_tensor", "naming the operator");
+    ok(q == NULL, "and no result");
+    is_int(weft_load_plugin("libweft-quantized.so"), 0, "the plugin loads again");
+    is_int(weft_quantize_per_tensor(&q, x, 0.25, 3, WEFT_INT8), 0,
+           "the same call reaches the operator defined again");
+    is_int(weft_dequantize(&d, q), 0, "and its dequantize");
+    const float *dv = d ? weft_tensor_data_ptr(d) : NULL;
+    ok(dv && dv[0] == 0.5f && dv[1] == -1.0f && dv[2] == 2.0f && dv[3] == 0.25f,
+       "with the values quantized and back");
+    weft_tensor_release(d);
+    weft_tensor_release(q);
+    weft_tensor_release(x);
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -1064,5 +1204,6 @@ int main(void)
     }
     is_int((long long)after.allocated_bytes, (long long)before.allocated_bytes,
            "every tensor of the second pass was freed (host bytes in use as before)");
+    test_handle_cache_across_reload();
     return done_testing();
 }

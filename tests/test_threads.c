@@ -13,6 +13,8 @@
 #include <sched.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include <weft/ops.h>
+#include <weft/plugin.h>
 #include <weft/weft.h>
 
 #include "tests/dir_entries.h"
@@ -432,6 +435,117 @@ static void test_binding(void)
     drop_all();
 }
 
+
+/* ------------------------------------------ weft_parallel_for (plugins' loops) */
+
+enum { PF_N = 4096 };
+typedef struct pf_state {
+    _Atomic int hits[PF_N];
+    _Atomic int other_thread; /* a piece ran on a thread other than the caller */
+    pthread_t caller;
+    _Atomic int nested_elsewhere; /* a nested loop's piece left its thread */
+    int nest;
+} pf_state;
+
+static void pf_nested_piece(int64_t b, int64_t e, void *ctx)
+{
+    pthread_t *self = ctx;
+    (void)b, (void)e;
+    if (!pthread_equal(*self, pthread_self()))
+        abort(); /* reported below as a crash, never silently */
+}
+
+static void pf_piece(int64_t b, int64_t e, void *ctx)
+{
+    pf_state *st = ctx;
+    bool on_caller = pthread_equal(st->caller, pthread_self());
+    if (!on_caller)
+        atomic_store(&st->other_thread, 1);
+    for (int64_t i = b; i < e; i++)
+        atomic_fetch_add(&st->hits[i], 1);
+    if (st->nest) {
+        pthread_t self = pthread_self();
+        weft_parallel_for(0, 64, 1, pf_nested_piece, &self);
+    }
+    /* the caller's first piece waits (up to 5 s) for a worker to start
+     * one: on a loaded machine the worker may be scheduled late, and the
+     * caller would otherwise take every piece itself */
+    if (on_caller && b == 0)
+        for (int w = 0; w < 5000 && !atomic_load(&st->other_thread); w++)
+            usleep(1000);
+}
+
+static int pf_run(pf_state *st, int64_t n, int64_t grain, int nest)
+{
+    memset(st, 0, sizeof *st);
+    st->caller = pthread_self();
+    st->nest = nest;
+    return weft_parallel_for(0, n, grain, pf_piece, st);
+}
+
+static bool pf_each_once(const pf_state *st, int64_t n)
+{
+    for (int64_t i = 0; i < PF_N; i++)
+        if (atomic_load(&st->hits[i]) != (i < n ? 1 : 0))
+            return false;
+    return true;
+}
+
+static void noop_piece(int64_t b, int64_t e, void *ctx)
+{
+    (void)b, (void)e, (void)ctx;
+}
+
+/* Before any plugin: no pool is registered, so the loop runs whole on the
+ * calling thread. */
+static void test_parallel_for_without_pool(void)
+{
+    static pf_state st;
+    weft_set_num_threads(2);
+    is_int(pf_run(&st, PF_N, 1, 0), 0, "parallel_for without a pool: succeeds");
+    ok(pf_each_once(&st, PF_N) && !atomic_load(&st.other_thread),
+       "parallel_for without a pool: every index once, all on the calling thread");
+    is_int(weft_parallel_for(0, 10, 1, NULL, NULL), WEFT_EINVAL, "parallel_for: a NULL function is refused");
+    ok(strstr(weft_last_error(), "NULL function") != NULL, "parallel_for: the message says what (%s)",
+       weft_last_error());
+    is_int(pf_run(&st, 0, 1, 0), 0, "parallel_for over an empty range: succeeds");
+    ok(pf_each_once(&st, 0), "parallel_for over an empty range: runs nothing");
+    is_int(weft_parallel_for(5, 3, 1, noop_piece, NULL), 0, "parallel_for with end < begin: nothing, no error");
+}
+
+/* With the CPU plugin loaded: its pool is the process's. */
+static void test_parallel_for_on_pool(void)
+{
+    static pf_state st;
+    weft_set_num_threads(2);
+    is_int(pf_run(&st, PF_N, 1, 0), 0, "parallel_for on the CPU pool: succeeds");
+    ok(pf_each_once(&st, PF_N), "parallel_for on the CPU pool: every index exactly once");
+    ok(atomic_load(&st.other_thread), "parallel_for on the CPU pool: a piece ran on a pool worker");
+    is_int(pf_run(&st, 1000, 1, 1), 0, "parallel_for with a loop inside each piece: succeeds");
+    ok(pf_each_once(&st, 1000), "the nested loops ran on their pieces' threads, the outer one covered all");
+    weft_set_num_threads(1);
+    is_int(pf_run(&st, PF_N, 1, 0), 0, "parallel_for at 1 thread: succeeds");
+    ok(pf_each_once(&st, PF_N) && !atomic_load(&st.other_thread),
+       "parallel_for at 1 thread: all on the calling thread");
+    weft_set_num_threads(2);
+
+    /* one pool per process: a second is refused, naming the holder */
+    weft_registrar *reg = NULL;
+    weft_registration *h = (weft_registration *)&reg; /* must be cleared */
+    ok(weft_registrar_create(&reg, "second-pool") == 0, "a registrar for a second pool");
+    is_int(weft_register_parallel_for(reg, (weft_parallel_for_fn)weft_parallel_for, &h), WEFT_EEXIST,
+           "a second pool is refused");
+    ok(h == NULL && strstr(weft_last_error(), "cpu") && strstr(weft_last_error(), "second-pool"),
+       "the message names both plugins (%s)", weft_last_error());
+    is_int(weft_register_parallel_for(reg, NULL, NULL), WEFT_EINVAL, "a NULL pool function is refused");
+    is_int(weft_register_parallel_for(NULL, (weft_parallel_for_fn)weft_parallel_for, NULL), WEFT_EINVAL,
+           "a NULL registrar is refused");
+    weft_registrar_destroy(reg);
+    /* still the CPU pool's */
+    is_int(pf_run(&st, PF_N, 1, 0), 0, "after the refusals the loop still runs");
+    ok(pf_each_once(&st, PF_N) && atomic_load(&st.other_thread), "and still on the CPU pool");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print-count")) {
@@ -442,10 +556,12 @@ int main(int argc, char **argv)
         printf("%d\n", (int)weft_get_thread_binding());
         return 0;
     }
+    test_parallel_for_without_pool();
     if (weft_load_default_plugins() < 0) {
         printf("1..0 # SKIP no CPU plugin: %s\n", weft_last_error());
         return 0;
     }
+    test_parallel_for_on_pool();
     test_same_results();
     test_pool_resizes();
     test_openblas_single_threaded();

@@ -31,6 +31,7 @@ struct wt_int8_model {
     bool cnn;
     int nlayers;
     weft_tensor *weight[MAX_LAYERS], *bias[MAX_LAYERS]; /* int8 weights, float biases */
+    weft_tensor *first_weight; /* layer 0's float weight (wt_int8_pixel_input) */
     qparams input, out[MAX_LAYERS];
 };
 
@@ -56,7 +57,8 @@ static int range_of(qparams *q, const weft_tensor *t)
 }
 
 /* w quantized per output channel (dimension 0), symmetric qint8. */
-static int quantize_weight(weft_tensor **out, const weft_tensor *w)
+/* w per output channel, symmetric qint8: |q| <= half_range + 0.5 */
+static int quantize_weight(weft_tensor **out, const weft_tensor *w, double half_range)
 {
     int64_t oc = weft_tensor_size(w, 0);
     weft_tensor *flat = NULL, *amax = NULL, *abs_ = NULL, *scales = NULL, *zps = NULL;
@@ -71,7 +73,7 @@ static int quantize_weight(weft_tensor **out, const weft_tensor *w)
     if (rc == 0) {
         double *s = weft_tensor_data_ptr(scales);
         for (int64_t c = 0; c < oc; c++) /* torch: max |w| / ((127 - -128) / 2) */
-            s[c] = fmax(s[c] / 127.5, 1.1920928955078125e-07);
+            s[c] = fmax(s[c] / half_range, 1.1920928955078125e-07);
         rc = weft_zeros(&zps, &oc, 1, WEFT_INT64, WEFT_DEVICE_CPU);
     }
     if (rc == 0)
@@ -137,6 +139,7 @@ int wt_quantize(wt_int8_model **out, weft_module *m, bool cnn, weft_tensor *cali
         return weft_set_error(WEFT_ENOMEM, "--quantize: out of memory");
     q->cnn = cnn;
     q->nlayers = cnn ? 3 : 2;
+    q->first_weight = n >= 1 ? weft_tensor_retain(p[0]) : NULL;
     if (n != 2 * q->nlayers) {
         int want = 2 * q->nlayers;
         wt_int8_destroy(q);
@@ -150,7 +153,7 @@ int wt_quantize(wt_int8_model **out, weft_module *m, bool cnn, weft_tensor *cali
     for (int i = 0; rc == 0 && i < q->nlayers; i++) {
         weft_tensor *y = NULL, *next = NULL;
         if ((rc = float_layer(&y, cnn, i, p, a)) == 0 && (rc = range_of(&q->out[i], y)) == 0 &&
-            (rc = quantize_weight(&q->weight[i], p[2 * i])) == 0 &&
+            (rc = quantize_weight(&q->weight[i], p[2 * i], 127.5)) == 0 &&
             (rc = weft_detach(&q->bias[i], p[2 * i + 1])) == 0)
             rc = float_between(&next, cnn, i, y);
         weft_tensor_release(y);
@@ -176,21 +179,40 @@ int wt_int8_pixel_input(wt_int8_model *q, const float value[256])
                               "--quantize: the pixel values %g..%g are not an increasing range "
                               "that holds 0 with a zero point in 0..255",
                               (double)value[0], (double)value[255]);
+    /* the pixels use all of 0..255, where the calibrated activations keep
+     * to 0..127 (reduce_range): oneDNN's u8 x s8 products, summed in
+     * pairs to 16 bits with saturation on AVX2 without VNNI, stay exact
+     * only with 7-bit weights then (255 * 64 * 2 = 32640), so layer 0's
+     * weight is quantized again to -64..64 (tests/test_quantized keeps its
+     * weights 7-bit for the same reason) */
+    weft_tensor *w = NULL;
+    bool mode = weft_set_grad_enabled(false);
+    int rc = quantize_weight(&w, q->first_weight, 63.5);
+    weft_set_grad_enabled(mode);
+    if (rc < 0)
+        return rc;
+    weft_tensor_release(q->weight[0]);
+    q->weight[0] = w;
     q->input.scale = scale;
     q->input.zero_point = (int64_t)zp;
     return 0;
 }
 
-int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *pixels)
+int wt_int8_input(weft_tensor **out, const wt_int8_model *q, const weft_tensor *pixels)
+{
+    return weft_make_per_tensor_quantized(out, pixels, q->input.scale, q->input.zero_point);
+}
+
+int wt_int8_forward(weft_tensor **logits, wt_int8_model *q, weft_tensor *input)
 {
     *logits = NULL;
-    weft_tensor *flat = NULL, *a = NULL;
-    int rc = weft_make_per_tensor_quantized(&flat, pixels, q->input.scale, q->input.zero_point);
-    if (rc == 0 && q->cnn)
-        rc = weft_quantized_reshape(&a, flat, (int64_t[]){weft_tensor_size(flat, 0), 1, 28, 28}, 4);
-    else if (rc == 0)
-        a = weft_tensor_retain(flat);
-    weft_tensor_release(flat);
+    weft_tensor *a = NULL;
+    int rc = 0;
+    if (q->cnn)
+        rc = weft_quantized_reshape(&a, input, (int64_t[]){weft_tensor_size(input, 0), 1, 28, 28},
+                                    4);
+    else
+        a = weft_tensor_retain(input);
     for (int i = 0; rc == 0 && i < q->nlayers; i++) {
         weft_tensor *y = NULL, *next = NULL;
         bool relu = q->cnn ? i < 2 : i == 0;
@@ -229,5 +251,6 @@ void wt_int8_destroy(wt_int8_model *q)
         weft_tensor_release(q->weight[i]);
         weft_tensor_release(q->bias[i]);
     }
+    weft_tensor_release(q->first_weight);
     free(q);
 }

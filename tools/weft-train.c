@@ -23,6 +23,7 @@
 #include <weft/distributed.h>
 #include <weft/nn.h>
 #include <weft/profiler.h>
+#include <weft/quantized.h>
 #include <weft/weft.h>
 
 #include "train_prefetch.h"
@@ -284,19 +285,28 @@ static int model_forward(weft_tensor **logits, weft_module *m, bool cnn, weft_te
     return rc;
 }
 
-/* The int8 model's input batch: the test images' bytes in place, which
+/* The int8 model's input: b images of d from start as their bytes, which
  * are its quantized input (wt_int8_pixel_input), as an int8 deployment
- * takes 8-bit images. */
-static int pixel_batch(weft_tensor **x, const dataset *d, long start, long b)
+ * takes 8-bit images; made once for the test set, whose batches are then
+ * slices of it (views, no copy: the float model's batches are float
+ * conversions because it needs floats, the int8 model needs the bytes). */
+static int int8_images(weft_tensor **x, const wt_int8_model *q, const dataset *d, long start,
+                       long b)
 {
     int64_t pixels = (int64_t)d->rows * d->cols, sizes[2] = {b, pixels};
-    return weft_from_blob(x, (void *)(d->images + (size_t)start * (size_t)pixels), sizes, NULL, 2,
-                          WEFT_UINT8, WEFT_DEVICE_CPU, NULL, NULL);
+    weft_tensor *bytes = NULL;
+    int rc = weft_from_blob(&bytes, (void *)(d->images + (size_t)start * (size_t)pixels), sizes,
+                            NULL, 2, WEFT_UINT8, WEFT_DEVICE_CPU, NULL, NULL);
+    if (rc == 0)
+        rc = wt_int8_input(x, q, bytes);
+    weft_tensor_release(bytes);
+    return rc;
 }
 
-/* q: the int8 form of m to evaluate instead (--quantize), or NULL */
+/* q: the int8 form of m to evaluate instead (--quantize), or NULL; qtest
+ * then the test set as q's input (int8_images) */
 static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *test,
-                    weft_device dev, wt_int8_model *q)
+                    weft_device dev, wt_int8_model *q, const weft_tensor *qtest)
 {
     bool mode = weft_set_grad_enabled(false);
     weft_module_train(m, false);
@@ -307,7 +317,7 @@ static int evaluate(double *accuracy, weft_module *m, bool cnn, const dataset *t
         weft_tensor *x = NULL, *logits = NULL, *pred = NULL, *host = NULL;
         int64_t dim = 1;
         if (q) {
-            if ((rc = pixel_batch(&x, test, start, b)) == 0)
+            if ((rc = weft_quantized_slice(&x, qtest, 0, start, start + b, 1)) == 0)
                 rc = wt_int8_forward(&logits, q, x);
         } else {
             weft_tensor *y = NULL;
@@ -787,7 +797,7 @@ int main(int argc, char **argv)
         train_seconds += now() - t0;
         train_cpu_seconds += cpu_now() - c0;
         if (rc == 0)
-            rc = evaluate(&accuracy, m, cnn, &test, dev, NULL);
+            rc = evaluate(&accuracy, m, cnn, &test, dev, NULL, NULL);
         if (rc == 0 && progress)
             fprintf(progress, "epoch %d  test accuracy %.2f%%\n", epoch, accuracy);
     }
@@ -849,11 +859,13 @@ int main(int argc, char **argv)
          * int8 one packs its weights and builds its oneDNN primitives on
          * its first batch (torch's convert prepacks ahead), here one of the
          * calibration images */
-        weft_tensor *warm_x = NULL, *warm_logits = NULL;
-        if (rc == 0 && (rc = pixel_batch(&warm_x, &train, 0, ncal)) == 0)
+        weft_tensor *warm_x = NULL, *warm_logits = NULL, *qtest = NULL;
+        if (rc == 0 && (rc = int8_images(&warm_x, q, &train, 0, ncal)) == 0)
             rc = wt_int8_forward(&warm_logits, q, warm_x);
         weft_tensor_release(warm_x);
         weft_tensor_release(warm_logits);
+        if (rc == 0)
+            rc = int8_images(&qtest, q, &test, 0, test.n);
         /* one pass over the test set is tens of milliseconds, which one
          * context switch moves by a tenth: the best of three passes of
          * each model.  The float model's three come first: a float pass
@@ -864,7 +876,7 @@ int main(int argc, char **argv)
             bool int8 = pass >= 3;
             double t0 = now(), c0 = cpu_now();
             if ((rc = evaluate(int8 ? &int8_accuracy : &float_accuracy, m, cnn, &test, dev,
-                               int8 ? q : NULL)) < 0)
+                               int8 ? q : NULL, qtest)) < 0)
                 break;
             double wall = now() - t0, cpu = cpu_now() - c0;
             double *w = int8 ? &int8_eval_seconds : &float_eval_seconds;
@@ -874,6 +886,7 @@ int main(int argc, char **argv)
             if (!(cpu >= *c))
                 *c = cpu;
         }
+        weft_tensor_release(qtest);
         weft_tensor_release(cx);
         weft_tensor_release(cy);
         wt_int8_destroy(q);

@@ -94,6 +94,37 @@ static void set_parallel_region(bool inside)
     pthread_setspecific(region_key, inside ? &region_key : NULL);
 }
 
+/* In a forked child: only the thread that forked exists, so the workers,
+ * and any job or lock they held, stayed in the parent.  The child starts
+ * from an empty pool (its next job starts workers of its own); the locks
+ * and condition variables are made afresh, because glibc's still count the
+ * parent's sleeping workers as waiters, and a broadcast to them would wait
+ * for them forever (found by test_quantized: products in a forked child,
+ * which run on this pool through weft_parallel_for).  The worker arrays
+ * are freed (glibc's malloc is usable after fork); the threads cannot be
+ * joined, there is nothing to join.  Registered with pthread_atfork from
+ * this library, so glibc forgets it when the plugin is unloaded. */
+static void pool_after_fork_in_child(void)
+{
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pthread_mutex_init(&submit_lock, NULL);
+    free(pool.workers);
+    pool.workers = NULL;
+    free(pool.worker_cpu);
+    pool.worker_cpu = NULL;
+    pool.nworkers = 0;
+    pool.started = false;
+    pool.stopping = false;
+    pool.waiting = false;
+    pool.caller_cpu = -1;
+    atomic_store(&pool.active, 0);
+    /* a fork from inside a piece: the child's thread is not in a region */
+    if (region_key_made)
+        set_parallel_region(false);
+}
+
 int cpu__parallel_init(void)
 {
     num_threads = weft_get_num_threads();
@@ -112,6 +143,12 @@ int cpu__parallel_init(void)
         if (pthread_key_create(&region_key, NULL) != 0)
             return weft_set_error(WEFT_ENOMEM, "cpu: cannot create the thread pool's key");
         region_key_made = true;
+    }
+    static bool fork_handler_set; /* once per load of this library */
+    if (!fork_handler_set) {
+        if (pthread_atfork(NULL, NULL, pool_after_fork_in_child) != 0)
+            return weft_set_error(WEFT_ENOMEM, "cpu: cannot register the thread pool's fork handler");
+        fork_handler_set = true;
     }
     return 0;
 }

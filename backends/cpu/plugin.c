@@ -46,6 +46,11 @@ static int cpu_init(weft_registrar *reg)
     int rc = cpu__parallel_init();
     if (rc < 0)
         return rc;
+    /* other plugins' CPU loops (weft_parallel_for) run on this pool too;
+     * another pool registered first keeps that role (ours still serves our
+     * own kernels) */
+    if ((rc = weft_register_parallel_for(reg, cpu__parallel_for, NULL)) < 0 && rc != WEFT_EEXIST)
+        return rc;
     cpu__blas_init(cpu__num_threads());
     cpu__gemm_library_init();
     cpu__conv_library_init();

@@ -416,6 +416,42 @@ WEFT_API int weft_register_reserved_device(weft_registrar *reg, int type,
 WEFT_API int weft_register_allocator(weft_registrar *reg, int type, const weft_allocator *alloc,
                                      weft_registration **handle);
 
+/* ---------------------------------------------------- intra-op threads */
+
+/* A piece [begin, end) of a parallel loop; ctx is the caller's. */
+typedef void (*weft_range_fn)(int64_t begin, int64_t end, void *ctx);
+/* A thread pool's parallel loop: runs fn over [begin, end) in pieces of at
+ * least grain iterations, on up to weft_get_num_threads() threads (the
+ * calling thread one of them), and returns when every piece has run. */
+typedef int (*weft_parallel_for_fn)(int64_t begin, int64_t end, int64_t grain,
+                                    weft_range_fn fn, void *ctx);
+
+/* Makes fn the process's intra-op pool, the one weft_parallel_for hands
+ * loops to: the CPU plugin registers its persistent pool, so that layout
+ * and device plugins run their CPU loops on the same threads instead of
+ * starting threads of their own (two pools on the same cores wait for each
+ * other).  One pool at a time; released with the registrar (the plugin's
+ * unload) or through *handle (may be NULL), after which loops run on the
+ * calling thread.  fn must stay callable until then.
+ * Errors: WEFT_EINVAL (NULL reg or fn), WEFT_EEXIST (a pool is registered;
+ * the message names the plugin that holds it), WEFT_ENOMEM.
+ * Thread-safe. */
+WEFT_API int weft_register_parallel_for(weft_registrar *reg, weft_parallel_for_fn fn,
+                                        weft_registration **handle);
+
+/* Runs fn over [begin, end) on the registered pool (pieces of at least
+ * grain iterations, possibly on several threads at once: fn must be safe
+ * for that), or on the calling thread alone when no pool is registered, the
+ * thread count is 1, or the call is made from inside another parallel loop.
+ * Returns when every piece has run.  end <= begin runs nothing.  fn reports
+ * its own failures through ctx (a piece cannot stop the others).
+ * Errors: WEFT_EINVAL (NULL fn); else what the pool returns (the CPU
+ * plugin's: always 0, falling back to the calling thread itself).
+ * Thread-safe: concurrent loops from different threads are allowed (the
+ * CPU pool runs one at a time and the others on their calling threads). */
+WEFT_API int weft_parallel_for(int64_t begin, int64_t end, int64_t grain, weft_range_fn fn,
+                               void *ctx);
+
 /* ------------------------------------------------ the caching allocator */
 
 /* The raw device memory functions a plugin gives the core's caching

@@ -30,16 +30,37 @@ extern "C" {
 #endif
 
 /* Calls the plugin-defined operator `name` with nargs boxed arguments and
- * one tensor result. */
-static inline int weft_quantized_call(weft_tensor **out, const char *name, const weft_value *args,
-                                      int nargs)
+ * one tensor result.  *cache (one per call site, NULL at first) keeps the
+ * operator's handle: looking an operator up by name compares it with every
+ * operator's name, which cost the int8 MLP's evaluation 2% of its time
+ * when done on every call.  A plugin unloaded (and perhaps loaded again)
+ * leaves the cached handle undefined (WEFT_ENOTFOUND): then the name is
+ * looked up again and, when it now names another handle, called through
+ * that one.  The cache is read and written atomically where the compiler
+ * offers GCC's atomic builtins, and not used elsewhere. */
+#if defined(__GNUC__) || defined(__clang__)
+#define WEFT_QOP_LOAD_(cache) __atomic_load_n((cache), __ATOMIC_ACQUIRE)
+#define WEFT_QOP_STORE_(cache, op) __atomic_store_n((cache), (op), __ATOMIC_RELEASE)
+#else
+#define WEFT_QOP_LOAD_(cache) ((void)(cache), (const weft_op *)0)
+#define WEFT_QOP_STORE_(cache, op) ((void)(cache), (void)(op))
+#endif
+static inline int weft_quantized_call(const weft_op **cache, weft_tensor **out, const char *name,
+                                      const weft_value *args, int nargs)
 {
-    const weft_op *op;
     weft_value ret = {0};
     *out = NULL;
-    int rc = weft_op_find(&op, name);
-    if (rc == 0)
-        rc = weft_call_boxed(op, args, nargs, &ret, 1);
+    const weft_op *op = WEFT_QOP_LOAD_(cache), *found = 0;
+    int rc = op ? weft_call_boxed(op, args, nargs, &ret, 1) : WEFT_ENOTFOUND;
+    if (rc == WEFT_ENOTFOUND) {
+        int frc = weft_op_find(&found, name);
+        if (frc < 0)
+            return op ? rc : frc;
+        if (found == op) /* the error came from the operator itself */
+            return rc;
+        WEFT_QOP_STORE_(cache, found);
+        rc = weft_call_boxed(found, args, nargs, &ret, 1);
+    }
     if (rc == 0)
         *out = ret.u.tensor;
     return rc;
@@ -58,7 +79,8 @@ static inline int weft_quantize_per_tensor(weft_tensor **out, const weft_tensor 
 {
     weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zero_point),
                       WEFT_QV_DTYPE_(dtype)};
-    return weft_quantized_call(out, "quantize_per_tensor", a, 4);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantize_per_tensor", a, 4);
 }
 
 /* x quantized with scales[c] and zero_points[c] (1-d, one per entry of
@@ -70,7 +92,8 @@ static inline int weft_quantize_per_channel(weft_tensor **out, const weft_tensor
 {
     weft_value a[] = {WEFT_QV_TENSOR_(x), WEFT_QV_TENSOR_(scales), WEFT_QV_TENSOR_(zero_points),
                       WEFT_QV_INT_(axis), WEFT_QV_DTYPE_(dtype)};
-    return weft_quantized_call(out, "quantize_per_channel", a, 5);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantize_per_channel", a, 5);
 }
 
 /* A quantized tensor holding a copy of the integers of q (int8, uint8 or
@@ -79,7 +102,8 @@ static inline int weft_make_per_tensor_quantized(weft_tensor **out, const weft_t
                                                  double scale, int64_t zero_point)
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zero_point)};
-    return weft_quantized_call(out, "make_per_tensor_quantized_tensor", a, 3);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "make_per_tensor_quantized_tensor", a, 3);
 }
 
 static inline int weft_make_per_channel_quantized(weft_tensor **out, const weft_tensor *q,
@@ -88,7 +112,8 @@ static inline int weft_make_per_channel_quantized(weft_tensor **out, const weft_
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_TENSOR_(scales), WEFT_QV_TENSOR_(zero_points),
                       WEFT_QV_INT_(axis)};
-    return weft_quantized_call(out, "make_per_channel_quantized_tensor", a, 4);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "make_per_channel_quantized_tensor", a, 4);
 }
 
 /* Readers of a quantized tensor q, each named as in PyTorch: dequantize
@@ -100,8 +125,9 @@ static inline int weft_make_per_channel_quantized(weft_tensor **out, const weft_
 #define WEFT_QUANTIZED_UNARY_(fn, name)                                               \
     static inline int fn(weft_tensor **out, const weft_tensor *q)                     \
     {                                                                                  \
+        static const weft_op *op_;                                                     \
         weft_value a[] = {WEFT_QV_TENSOR_(q)};                                         \
-        return weft_quantized_call(out, name, a, 1);                                   \
+        return weft_quantized_call(&op_, out, name, a, 1);                             \
     }
 WEFT_QUANTIZED_UNARY_(weft_dequantize, "dequantize")
 WEFT_QUANTIZED_UNARY_(weft_int_repr, "int_repr")
@@ -123,28 +149,32 @@ static inline int weft_quantized_reshape(weft_tensor **out, const weft_tensor *q
                                          const int64_t *shape, int ndim)
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INTS_(shape, ndim)};
-    return weft_quantized_call(out, "quantized_reshape", a, 2);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_reshape", a, 2);
 }
 
 static inline int weft_quantized_flatten(weft_tensor **out, const weft_tensor *q, int start_dim,
                                          int end_dim)
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INT_(start_dim), WEFT_QV_INT_(end_dim)};
-    return weft_quantized_call(out, "quantized_flatten", a, 3);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_flatten", a, 3);
 }
 
 static inline int weft_quantized_permute(weft_tensor **out, const weft_tensor *q,
                                          const int64_t *dims, int ndim)
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INTS_(dims, ndim)};
-    return weft_quantized_call(out, "quantized_permute", a, 2);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_permute", a, 2);
 }
 
 static inline int weft_quantized_transpose(weft_tensor **out, const weft_tensor *q, int dim0,
                                            int dim1)
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INT_(dim0), WEFT_QV_INT_(dim1)};
-    return weft_quantized_call(out, "quantized_transpose", a, 3);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_transpose", a, 3);
 }
 
 static inline int weft_quantized_slice(weft_tensor **out, const weft_tensor *q, int dim,
@@ -152,14 +182,16 @@ static inline int weft_quantized_slice(weft_tensor **out, const weft_tensor *q, 
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INT_(dim), WEFT_QV_INT_(start),
                       WEFT_QV_INT_(end), WEFT_QV_INT_(step)};
-    return weft_quantized_call(out, "quantized_slice", a, 5);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_slice", a, 5);
 }
 
 static inline int weft_quantized_select(weft_tensor **out, const weft_tensor *q, int dim,
                                         int64_t index)
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_INT_(dim), WEFT_QV_INT_(index)};
-    return weft_quantized_call(out, "quantized_select", a, 3);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_select", a, 3);
 }
 
 /* The int8 operators, with the output's scale and zero point (quint8 out
@@ -179,7 +211,8 @@ static inline int weft_quantized_linear(weft_tensor **out, const weft_tensor *x,
                       WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zero_point), WEFT_QV_BOOL_(relu)};
     if (bias)
         a[2] = (weft_value)WEFT_QV_TENSOR_(bias);
-    return weft_quantized_call(out, "quantized_linear", a, 6);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_linear", a, 6);
 }
 
 /* stride, padding, dilation: 2 entries each (height, width). */
@@ -195,7 +228,8 @@ static inline int weft_quantized_conv2d(weft_tensor **out, const weft_tensor *x,
                       WEFT_QV_BOOL_(relu)};
     if (bias)
         a[2] = (weft_value)WEFT_QV_TENSOR_(bias);
-    return weft_quantized_call(out, "quantized_conv2d", a, 10);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_conv2d", a, 10);
 }
 
 /* a + b (mul: a * b) of per-tensor quantized tensors of one dtype, with the
@@ -206,7 +240,8 @@ static inline int weft_quantized_add(weft_tensor **out, const weft_tensor *a,
 {
     weft_value v[] = {WEFT_QV_TENSOR_(a), WEFT_QV_TENSOR_(b), WEFT_QV_DOUBLE_(scale),
                       WEFT_QV_INT_(zero_point), WEFT_QV_BOOL_(relu)};
-    return weft_quantized_call(out, "quantized_add", v, 5);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_add", v, 5);
 }
 
 static inline int weft_quantized_mul(weft_tensor **out, const weft_tensor *a,
@@ -215,7 +250,8 @@ static inline int weft_quantized_mul(weft_tensor **out, const weft_tensor *a,
 {
     weft_value v[] = {WEFT_QV_TENSOR_(a), WEFT_QV_TENSOR_(b), WEFT_QV_DOUBLE_(scale),
                       WEFT_QV_INT_(zero_point), WEFT_QV_BOOL_(relu)};
-    return weft_quantized_call(out, "quantized_mul", v, 5);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "quantized_mul", v, 5);
 }
 
 /* The values of q (any quantizer) quantized per tensor into dtype. */
@@ -224,7 +260,8 @@ static inline int weft_requantize(weft_tensor **out, const weft_tensor *q, doubl
 {
     weft_value a[] = {WEFT_QV_TENSOR_(q), WEFT_QV_DOUBLE_(scale), WEFT_QV_INT_(zero_point),
                       WEFT_QV_DTYPE_(dtype)};
-    return weft_quantized_call(out, "requantize", a, 4);
+    static const weft_op *op_;
+    return weft_quantized_call(&op_, out, "requantize", a, 4);
 }
 
 /* relu, max_pool2d, adaptive_avg_pool2d and cat of <weft/ops.h> take

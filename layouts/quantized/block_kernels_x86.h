@@ -38,12 +38,17 @@ QT_AVX2 static inline __m256i avx2_dot_us(__m256i u, __m256i s)
 }
 
 /* the 32 nibbles of a Q4_0 block in element order, unsigned (0..15):
- * elements 0..15 in the low nibbles, 16..31 in the high ones */
+ * elements 0..15 in the low nibbles, 16..31 in the high ones.  The 16
+ * bytes loaded into both halves, the upper half shifted right by 4 within
+ * each 32-bit lane (a byte's high nibble comes down; the next byte's low
+ * one goes up, where the mask drops it): three instructions where two
+ * shifts-and-masks and an insert took five, 1.85 -> 1.52 ns a block from
+ * the cache (docs/benchmarks.md, issue 17, twelfth session). */
 QT_AVX2 static inline __m256i avx2_q4_nibbles(const uint8_t *qs)
 {
-    const __m128i mask = _mm_set1_epi8(0xf);
-    __m128i m = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(m, 4), mask), _mm_and_si128(m, mask));
+    __m256i m = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(m, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(0xf));
 }
 
 /* one Q8_0 block: signed times signed as |w| times x with w's sign */
@@ -78,11 +83,15 @@ QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __
 /* How far ahead of the block being read the weights are prefetched.  The
  * hardware prefetcher alone left a Q4_0 matrix-vector product whose
  * weights come from memory (not the cache) at 54-61% of STREAM's
- * bandwidth; 1 KiB ahead (a few dozen blocks, inside the same row or the
- * next) measured 55-69% in alternating runs on a quiet machine, 2 KiB no
- * better, 512 B worse (docs/benchmarks.md, issue 17).  Reading past the
- * last row is harmless: a prefetch never faults. */
-#define QT_PREFETCH_BYTES 1024
+ * bandwidth; 1 KiB ahead measured 55-69% in alternating runs on a quiet
+ * machine, 2 KiB no better, 512 B worse, on 4 KiB pages.  With the weight
+ * on huge pages (blocks.c) and the cheaper nibble unpack, 4 KiB ahead
+ * (227 Q4_0 blocks, into the next row or two) beat 1 KiB by 12-13% and
+ * 2 KiB by 5% (median of 288 calls alternating in one process, one and
+ * two threads), 8 KiB the same as 4 (docs/benchmarks.md, issue 17,
+ * twelfth session).  Reading past the last row is harmless: a prefetch
+ * never faults. */
+#define QT_PREFETCH_BYTES 4096
 /* Two accumulators over alternate blocks: one would make every block wait
  * on the last one's multiply-add latency. */
 #define QT_AVX2_DOT(name, wtype, block, scalar)                                               \

@@ -5,7 +5,6 @@
  * blocks once per call and take integer dot products with the weight's
  * blocks (block_kernels.c), never building the float weight.  A block tensor's dtype is float32: the values it stands for. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +118,7 @@ static void blocks_free(void *p)
 {
     qt_blocks *b = p;
     if (b)
-        free(b->data);
+        weft_tensor_release(b->bytes);
     free(b);
 }
 
@@ -136,6 +135,25 @@ static int to_strided(weft_tensor **out, const weft_tensor *t)
     if (rc == 0)
         dequantize_row(b->format, b->data, weft_tensor_data_ptr(*out),
                        b->rows * (b->cols / QT_BLOCK));
+    return rc;
+}
+
+/* A weight's blocks live in a uint8 host tensor: the core's allocator
+ * caches them and puts one of 4 MiB or more on transparent huge pages
+ * (c10/host_alloc.c).  A matrix-vector product reads its weight once, page
+ * after page, and with 4 KiB pages every 4 KiB costs a TLB miss (and the
+ * hardware prefetcher stops at each page's end): a 4096 x 4096 Q4_0
+ * product from memory took 985 us on huge pages against 1232 us (best of
+ * 6 x 24 weights, one thread; 904 against 1036 us with two), alternating
+ * in one process (docs/benchmarks.md, issue 17, twelfth session).  The
+ * allocator's statistics count the weights like any tensor.  On failure
+ * the error is set. */
+static int blocks_alloc(qt_blocks *b, size_t bytes)
+{
+    int64_t n = bytes ? (int64_t)bytes : 1;
+    int rc = weft_empty(&b->bytes, &n, 1, WEFT_UINT8, (weft_device){WEFT_DEVICE_TYPE_CPU, 0});
+    if (rc == 0)
+        b->data = weft_tensor_data_ptr(b->bytes);
     return rc;
 }
 
@@ -162,12 +180,11 @@ static int from_strided(weft_tensor **out, const weft_tensor *src, qt_format for
     qt_blocks *b = calloc(1, sizeof *b);
     int64_t cols = weft_tensor_size(c, -1), rows = cols ? weft_tensor_numel(c) / cols : 0;
     size_t bytes = (size_t)(rows * (cols / QT_BLOCK)) * block_bytes(format);
-    if (b)
-        b->data = malloc(bytes ? bytes : 1);
-    if (!b || !b->data) {
+    rc = b ? blocks_alloc(b, bytes) : WEFT_ENOMEM;
+    if (rc < 0) {
         blocks_free(b);
         weft_tensor_release(c);
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory for %zu bytes of blocks", name, bytes);
+        return weft_set_error(rc, "%s: out of memory for %zu bytes of blocks", name, bytes);
     }
     b->format = format;
     b->rows = rows;
@@ -209,10 +226,10 @@ static int64_t nbytes(const weft_tensor *t)
 /* ---------------------------------------------------------- the product */
 
 /* y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for the weight's rows, x
- * given as its quantized blocks (nb per row).  The threads claim chunks of
- * rows from one counter instead of fixed slices: on a loaded machine a
- * thread the scheduler leaves waiting would hold the whole call back,
- * while with chunks the threads that run do its share. */
+ * given as its quantized blocks (nb per row).  The pool hands out chunks
+ * of CHUNK_ROWS rows a few at a time rather than fixed slices: on a loaded
+ * machine a thread the scheduler leaves waiting would hold the whole call
+ * back, while with small pieces the threads that run do its share. */
 enum { CHUNK_ROWS = 64 };
 typedef struct product {
     const qt_blocks *w;
@@ -220,62 +237,44 @@ typedef struct product {
     const float *bias;
     float *y;
     int64_t m;
-    int64_t next; /* the first row no thread has claimed (atomic) */
 } product;
 
-static void *product_run(void *arg)
+/* chunks [c0, c1) of the weight's rows */
+static void product_chunks(int64_t c0, int64_t c1, void *arg)
 {
-    product *p = arg;
+    const product *p = arg;
     const qt_blocks *w = p->w;
     int64_t nb = w->cols / QT_BLOCK;
-    for (;;) {
-        int64_t n0 = __atomic_fetch_add(&p->next, CHUNK_ROWS, __ATOMIC_RELAXED);
-        if (n0 >= w->rows)
-            return NULL;
-        int64_t n1 = n0 + CHUNK_ROWS < w->rows ? n0 + CHUNK_ROWS : w->rows;
-        for (int64_t n = n0; n < n1; n++)
-            for (int64_t i = 0; i < p->m; i++) {
-                const qt_block_q8_act *x = p->x + i * nb;
-                float s = w->format == QT_Q8_0
-                              ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
-                              : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x,
-                                                      nb);
-                p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
-            }
-    }
+    int64_t n1 = c1 * CHUNK_ROWS < w->rows ? c1 * CHUNK_ROWS : w->rows;
+    for (int64_t n = c0 * CHUNK_ROWS; n < n1; n++)
+        for (int64_t i = 0; i < p->m; i++) {
+            const qt_block_q8_act *x = p->x + i * nb;
+            float s = w->format == QT_Q8_0
+                          ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
+                          : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, nb);
+            p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
+        }
 }
 
 /* Quantizes the m rows of x to 8-bit blocks once (ggml's scheme: the
- * weight rows then meet integers), then runs the rows on weft's intra-op
- * thread count: threads started for this call (the CPU backend's pool is
- * not part of the plugin interface), one per chunk of rows at most, the
- * calling thread one of them. */
+ * weight rows then meet integers), then runs the weight's rows on weft's
+ * intra-op pool (weft_parallel_for: the CPU plugin's persistent threads
+ * when it is loaded).  Threads started per call cost 33 us at best on a
+ * quiet machine, 5% of a 4096 x 4096 Q4_0 product, and far more on a
+ * loaded one (docs/benchmarks.md, issue 17, twelfth session). */
 static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
                             int64_t m)
 {
-    enum { MAX_THREADS = 64 };
     int64_t nb = w->cols / QT_BLOCK;
     qt_block_q8_act *xq = malloc(sizeof *xq * (size_t)(m * nb > 0 ? m * nb : 1));
     if (!xq)
         return weft_set_error(WEFT_ENOMEM, "%s linear: no memory to quantize a %lld x %lld input",
                               format_names[w->format], (long long)m, (long long)w->cols);
     qt__kernels->quantize_activations(x, xq, m * nb);
-    int64_t nt = weft_get_num_threads();
-    if (nt > MAX_THREADS)
-        nt = MAX_THREADS;
-    if (nt > (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS)
-        nt = (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    product work = {w, xq, bias, y, m, 0};
-    pthread_t tid[MAX_THREADS];
-    int started = 0;
-    /* a thread that does not start leaves its chunks to the others */
-    for (int64_t t = 1; t < nt && pthread_create(&tid[started], NULL, product_run, &work) == 0; t++)
-        started++;
-    product_run(&work);
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    product work = {w, xq, bias, y, m};
+    int rc = weft_parallel_for(0, (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS, 1, product_chunks, &work);
     free(xq);
-    return 0;
+    return rc;
 }
 
 /* x (..., K) times the block weight (N, K) transposed, plus bias (N):

@@ -19,14 +19,13 @@
 #include "dnnl_common.h"
 #include "quantized.h"
 
+/* The CPU engine, made on first use and destroyed by qt__dnnl_fini when
+ * the plugin unloads (a static would leave it unreachable, a leak, once
+ * the library is gone), so made under a lock a later load can start
+ * again from, not a pthread_once. */
 static dnnl_engine_t engine;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
-static dnnl_status_t engine_status;
-
-static void engine_create(void)
-{
-    engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
-}
+static bool engine_made;
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
 {
@@ -66,11 +65,22 @@ int qt__dnnl_int8_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const qt_dn
 
 int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
 {
-    pthread_once(&engine_once, engine_create);
-    if (engine_status)
-        return qt__dnnl_error(op, "to make a CPU engine", engine_status);
+    dnnl_status_t st = dnnl_success;
+    pthread_mutex_lock(&engine_lock);
+    if (!engine_made)
+        engine_made = (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) == dnnl_success;
     *out = engine;
-    return 0;
+    pthread_mutex_unlock(&engine_lock);
+    return st ? qt__dnnl_error(op, "to make a CPU engine", st) : 0;
+}
+
+void qt__dnnl_fini(void)
+{
+    pthread_mutex_lock(&engine_lock);
+    if (engine_made)
+        dnnl_engine_destroy(engine);
+    engine_made = false;
+    pthread_mutex_unlock(&engine_lock);
 }
 
 int qt__dnnl_reorder(const char *op, const dnnl_memory_desc_t *from_md, const void *from,

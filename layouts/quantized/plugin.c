@@ -59,6 +59,10 @@ int qt__register_dnnl(weft_registrar *reg)
                   : weft_register_kernel(reg, "quantized_conv2d", key, WEFT_DEVICE_TYPE_CPU,
                                          no_dnnl_kernel, NULL, NULL);
 }
+
+void qt__dnnl_fini(void)
+{
+}
 #endif
 
 /* The operator a schema string defines: its name, up to '(', into buf. */
@@ -93,4 +97,10 @@ static int quantized_init(weft_registrar *reg)
     return 0;
 }
 
-WEFT_PLUGIN_DEFINE("quantized", "baseline", "1.0", NULL, quantized_init, NULL);
+/* Before the plugin unloads: no operator of it runs any more */
+static void quantized_fini(void)
+{
+    qt__dnnl_fini();
+}
+
+WEFT_PLUGIN_DEFINE("quantized", "baseline", "1.0", NULL, quantized_init, quantized_fini);

@@ -65,6 +65,9 @@ int qt__register_affine(weft_registrar *reg);
 /* The int8 operators through oneDNN (dnnl_linear.c; without oneDNN at
  * build time, plugin.c registers kernels that say so). */
 int qt__register_dnnl(weft_registrar *reg);
+/* Destroys the oneDNN engine, if one was made (the plugin's fini: no
+ * primitive is left then, as no quantized tensor is). */
+void qt__dnnl_fini(void);
 void qt__prepacked_free(qt_prepacked *p);
 /* w's cache made by make (a new one when it has another's, or none). */
 qt_prepacked *qt__prepacked_get(qt_affine *w, void (*release)(qt_prepacked *),
@@ -101,7 +104,8 @@ typedef enum qt_format { QT_Q8_0 = 0, QT_Q4_0 = 1 } qt_format;
 typedef struct qt_blocks {
     qt_format format;
     int64_t rows, cols; /* cols: the last dimension, a multiple of 32 */
-    void *data;         /* rows * cols / 32 blocks, row after row */
+    void *data;         /* rows * cols / 32 blocks, row after row, in: */
+    weft_tensor *bytes; /* a uint8 host tensor, owned */
 } qt_blocks;
 
 extern int qt__block_layout[2]; /* ids of "q8_0" and "q4_0" */
