@@ -346,6 +346,20 @@ static void test_rearranging(void)
     error_is(weft_pad(&r, row, INTS(1), 1, "constant", NULL), WEFT_EINVAL, NULL, "pad of odd length");
     error_is(weft_pad(&r, row, INTS(0, -3, 0, -3), 4, "constant", NULL), WEFT_ESHAPE, NULL,
              "pad to a negative size");
+    /* an empty tensor padded to dimensions of 2^31: nothing to copy, and
+     * the copy's stride arithmetic (stride x size x element size, past
+     * int64 here) must not run (fuzz_call_boxed's UBSan finding; checked
+     * under tests/sanitizers.sh) */
+    weft_tensor *none = NULL;
+    ok(weft_empty(&none, SIZES(0, 3, 1), 3, WEFT_FLOAT64, WEFT_DEVICE_CPU) == 0, "an empty [0, 3, 1]");
+    keep(none);
+    ok(weft_pad(&r, none, INTS(1073741824, 1073741829, 1073741823, 1073741824), 4, "constant",
+                NULL) == 0,
+       "pad of an empty tensor to [0, 2147483650, 2147483654]");
+    ok(r && weft_tensor_ndim(r) == 3 && weft_tensor_size(r, 0) == 0 &&
+           weft_tensor_size(r, 1) == 2147483650 && weft_tensor_size(r, 2) == 2147483654,
+       "pad of an empty tensor has the padded shape");
+    keep(r);
 
     ok(weft_clone(&r, xt) == 0 && weft_tensor_is_contiguous(keep(r)) &&
        !weft_tensor_shares_storage(r, xt), "clone is a contiguous copy");
