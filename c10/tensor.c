@@ -164,7 +164,13 @@ int wf__tensor_make(weft_tensor **out, wf_storage *s, const int64_t *sizes,
     }
     wf__storage_retain(s);
     t->storage = s;
-    t->data = s->data.data ? (char *)s->data.data + offset * (int64_t)weft_dtype_size(dtype) : NULL;
+    /* the offset in bytes overflows only for an empty view far into its
+     * dimensions (a non-empty one lies inside its storage): it addresses
+     * nothing, and points at the storage's start */
+    int64_t bytes;
+    if (__builtin_mul_overflow(offset, (int64_t)weft_dtype_size(dtype), &bytes))
+        bytes = 0;
+    t->data = s->data.data ? (char *)s->data.data + bytes : NULL;
     *out = t;
     return 0;
 }

@@ -42,6 +42,20 @@ int wf__make_view(weft_tensor **out, const weft_tensor *t, const int64_t *sizes,
 #define make_view(out, t, sizes, strides, ndim, offset, kind) \
     wf__make_view(out, t, sizes, strides, ndim, offset, kind, NULL)
 
+/* t's storage offset moved k steps along stride: only an empty tensor's
+ * can overflow (a non-empty one's elements lie inside its storage, whose
+ * byte size fits), and an empty view's offset addresses nothing, so it
+ * keeps t's (fuzz_call_boxed: pad of an empty tensor with dimensions of
+ * 2^31 narrowed its output at 2^62 elements). */
+static int64_t moved_offset(const weft_tensor *t, int64_t k, int64_t stride)
+{
+    int64_t step, moved;
+    if (__builtin_mul_overflow(k, stride, &step) ||
+        __builtin_add_overflow(t->storage_offset, step, &moved))
+        return t->storage_offset;
+    return moved;
+}
+
 /* A view of a plugin layout's tensor whose request is a shape alone. */
 static int layout_shape_view(weft_tensor **out, const weft_tensor *t, int kind, const char *op,
                              const int64_t *shape, int ndim)
@@ -270,7 +284,7 @@ WEFT_API int weft_slice(weft_tensor **out, const weft_tensor *t, int dim, int64_
      * leaves at most one element, whose stride is never used */
     if (__builtin_mul_overflow(t->strides[d], step, &strides[d]))
         strides[d] = t->strides[d];
-    return make_view(out, t, sizes, strides, t->ndim, t->storage_offset + start * t->strides[d], WF_VIEW_STRIDED);
+    return make_view(out, t, sizes, strides, t->ndim, moved_offset(t, start, t->strides[d]), WF_VIEW_STRIDED);
 }
 
 WEFT_API int weft_narrow(weft_tensor **out, const weft_tensor *t, int dim, int64_t start,
@@ -328,7 +342,7 @@ WEFT_API int weft_select(weft_tensor **out, const weft_tensor *t, int dim, int64
                                                            .ndim = t->ndim - 1, .dim = d,
                                                            .index = index});
     return make_view(out, t, sizes, strides, t->ndim - 1,
-                     t->storage_offset + index * t->strides[d], WF_VIEW_STRIDED);
+                     moved_offset(t, index, t->strides[d]), WF_VIEW_STRIDED);
 }
 
 /* ----------------------------------------------------- adding/removing dims */

@@ -360,6 +360,17 @@ static void test_rearranging(void)
            weft_tensor_size(r, 1) == 2147483650 && weft_tensor_size(r, 2) == 2147483654,
        "pad of an empty tensor has the padded shape");
     keep(r);
+    /* views far into it: their storage offsets (2^62 elements, 2^65 bytes)
+     * pass int64's range, and address nothing */
+    weft_tensor *far = NULL;
+    ok(weft_select(&far, r, 1, 2147483649) == 0 && weft_tensor_ndim(far) == 2 &&
+           weft_tensor_size(far, 1) == 2147483654,
+       "select of the last row of an empty [0, 2147483650, 2147483654]");
+    weft_tensor_release(far);
+    far = NULL;
+    ok(weft_narrow(&far, r, 2, 2147483650, 4) == 0 && weft_tensor_size(far, 2) == 4,
+       "narrow at the end of the same");
+    weft_tensor_release(far);
 
     ok(weft_clone(&r, xt) == 0 && weft_tensor_is_contiguous(keep(r)) &&
        !weft_tensor_shares_storage(r, xt), "clone is a contiguous copy");
