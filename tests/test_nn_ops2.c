@@ -237,6 +237,21 @@ static void test_conv_transpose(void)
     const int64_t big_pad[1] = {5};
     error_is(weft_conv_transpose2d(&res, x0, w, NULL, one, 1, big_pad, 1, zero, 1, 1, one, 1),
              WEFT_ESHAPE, "too small", "conv_transpose2d with padding larger than the output");
+    /* sizes past int64 are refused by name, not computed (fuzz_call_boxed's
+     * UBSan finding: 2 x a padding of 2^62 overflowed) */
+    const int64_t huge[1] = {(int64_t)1 << 62};
+    error_is(weft_conv_transpose2d(&res, x0, w, NULL, one, 1, huge, 1, zero, 1, 1, one, 1),
+             WEFT_EINVAL, "int64", "conv_transpose2d with a padding of 2^62");
+    error_is(weft_conv_transpose2d(&res, x0, w, NULL, huge, 1, zero, 1, zero, 1, 1, one, 1),
+             WEFT_EINVAL, "int64", "conv_transpose2d with a stride of 2^62");
+    weft_tensor *w2 = rnd(WEFT_FLOAT64, SHAPE(3, 2, 2, 2), -1, 1);
+    error_is(weft_conv2d(&res, x0, w2, NULL, one, 1, huge, 1, one, 1, 1), WEFT_EINVAL, "int64",
+             "conv2d with a padding of 2^62");
+    weft_tensor *w33 = rnd(WEFT_FLOAT64, SHAPE(3, 2, 3, 3), -1, 1);
+    error_is(weft_conv2d(&res, x0, w33, NULL, one, 1, zero, 1, huge, 1, 1), WEFT_EINVAL, "int64",
+             "conv2d with a dilation of 2^62 and a 3x3 kernel");
+    error_is(weft_conv2d(&res, x0, w2, NULL, one, 1, zero, 1, huge, 1, 1), WEFT_ESHAPE, "larger",
+             "conv2d with a dilation of 2^62 and a 2x2 kernel: a dilated kernel past the input");
     ok(res == NULL, "no result after the failures");
     drop_all();
 }
