@@ -23,8 +23,7 @@
  * the plugin unloads (a static would leave it unreachable, a leak, once
  * the library is gone), so made under a lock a later load can start
  * again from, not a pthread_once. */
-static dnnl_engine_t engine;
-static bool engine_made;
+static dnnl_engine_t engine; /* NULL until made, under engine_lock */
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
@@ -67,8 +66,8 @@ int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
 {
     dnnl_status_t st = dnnl_success;
     pthread_mutex_lock(&engine_lock);
-    if (!engine_made)
-        engine_made = (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) == dnnl_success;
+    if (!engine && (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) != dnnl_success)
+        engine = NULL;
     *out = engine;
     pthread_mutex_unlock(&engine_lock);
     return st ? qt__dnnl_error(op, "to make a CPU engine", st) : 0;
@@ -77,9 +76,9 @@ int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
 void qt__dnnl_fini(void)
 {
     pthread_mutex_lock(&engine_lock);
-    if (engine_made)
+    if (engine)
         dnnl_engine_destroy(engine);
-    engine_made = false;
+    engine = NULL;
     pthread_mutex_unlock(&engine_lock);
 }
 
