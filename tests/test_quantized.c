@@ -21,6 +21,7 @@
 #include <weft/quantized.h>
 #include <weft/weft.h>
 
+#include "dir_entries.h"
 #include "tap.h"
 
 static weft_tensor *from_floats(const float *v, const int64_t *sizes, int ndim)
@@ -875,6 +876,142 @@ static int qconv(weft_tensor **out, const weft_tensor *x, const weft_tensor *w,
                                  (int64_t[]){1, 1}, groups, scale, zp, relu);
 }
 
+/* 7-bit symmetric per-channel (axis 0) qint8 of w: scales max|w| / 63 a
+ * channel (exact pairs on AVX2 without VNNI, as above). */
+static weft_tensor *per_channel_7bit(const weft_tensor *w)
+{
+    int64_t oc = weft_tensor_size(w, 0), per = weft_tensor_numel(w) / oc;
+    double *s = calloc((size_t)oc, sizeof *s);
+    int64_t *z = calloc((size_t)oc, sizeof *z);
+    for (int64_t c = 0; c < oc; c++)
+        for (int64_t i = 0; i < per; i++)
+            s[c] = fmax(s[c], fabs(at(w, c * per + i)) / 63);
+    weft_tensor *sc = from_data(s, (int64_t[]){oc}, 1, WEFT_FLOAT64);
+    weft_tensor *zp = from_data(z, (int64_t[]){oc}, 1, WEFT_INT64), *q = NULL;
+    weft_quantize_per_channel(&q, w, sc, zp, 0, WEFT_INT8);
+    weft_tensor_release(sc);
+    weft_tensor_release(zp);
+    free(s);
+    free(z);
+    return q;
+}
+
+/* oneDNN's int8 products run in pieces of rows (linear) or images
+ * (conv2d) on weft's pool, each piece with OpenMP at one thread
+ * (layouts/quantized/dnnl_common.h): the same integers at 1, 2 and 3
+ * threads, whatever the pieces (even ones, a remainder, fewer rows than
+ * threads), equal to the float reference within a step; and no thread
+ * beyond weft's pool (OpenMP's own team, which oneDNN started at the
+ * calling thread's OpenMP setting before, whatever weft's thread count).
+ * Called first, before anything else of oneDNN runs. */
+static void test_int8_pieces(void)
+{
+    weft_manual_seed(31);
+    int before = dir_entries("/proc/self/task");
+    weft_tensor *w = NULL, *b = NULL, *wc = NULL, *bc = NULL, *qw = NULL, *qwc = NULL;
+    weft_randn(&w, (int64_t[]){96, 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&b, (int64_t[]){96}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&wc, (int64_t[]){16, 16, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&bc, (int64_t[]){16}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    qw = per_channel_7bit(w);
+    qwc = per_channel_7bit(wc);
+    /* rows x 256 x 96: from 43 rows past the split's 2^20 multiply-adds */
+    static const int64_t rows[] = {5, 64, 333, 334, 1};
+    const int nrows = (int)(sizeof rows / sizeof *rows);
+    int probe_rc = 0;
+    for (int r = 0; r < nrows; r++) {
+        weft_tensor *x = NULL, *qx = NULL, *got[3] = {NULL, NULL, NULL};
+        weft_randn(&x, (int64_t[]){rows[r], 256}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        weft_quantize_per_tensor(&qx, x, 0.02, 120, WEFT_UINT8);
+        bool relu = r % 2;
+        int rc = 0;
+        for (int t = 0; t < 3 && rc == 0; t++) {
+            weft_set_num_threads(t + 1);
+            rc = qlinear(&got[t], qx, qw, b, 0.5, 128, relu);
+        }
+        weft_set_num_threads(2);
+        if (r == 0 && rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+            probe_rc = rc;
+            weft_tensor_release(x);
+            weft_tensor_release(qx);
+            break;
+        }
+        if (!ok(rc == 0, "linear of %lld rows%s at 1, 2 and 3 threads", (long long)rows[r],
+                relu ? " + relu" : ""))
+            diag("%s", weft_last_error());
+        is_int(rc ? -1 : repr_mismatches(got[0], got[1]) + repr_mismatches(got[0], got[2]), 0,
+               "  the same integers at every thread count");
+        weft_tensor *dx = NULL, *dw = NULL, *f = NULL, *fr = NULL, *want = NULL, *wr = NULL,
+                    *gr = NULL;
+        weft_dequantize(&dx, qx);
+        weft_dequantize(&dw, qw);
+        weft_linear(&f, dx, dw, b);
+        if (relu)
+            weft_relu(&fr, f);
+        weft_quantize_per_tensor(&want, relu ? fr : f, 0.5, 128, WEFT_UINT8);
+        weft_int_repr(&wr, want);
+        weft_int_repr(&gr, got[0]);
+        is_int(rc ? -1 : mismatches(gr, wr, 1), 0, "  within one step of the float reference");
+        weft_tensor *all[] = {x, qx, got[0], got[1], got[2], dx, dw, f, fr, want, wr, gr};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            weft_tensor_release(all[i]);
+        if (r == nrows - 2) {
+            /* everything so far ran in pieces of one OpenMP thread; a
+             * single row at 2 threads (next) keeps OpenMP's two */
+            int after = dir_entries("/proc/self/task");
+            ok(after <= before + 1, "no threads beyond weft's pool: %d before, %d after", before,
+               after);
+        }
+    }
+    if (probe_rc) {
+        skip(1 + 3 * nrows + 6, "the plugin was built without oneDNN");
+    } else {
+        /* 5 images of 16 x 14 x 14 by 16 filters 3 x 3: 2.3M multiply-adds;
+         * the input NCHW and channels-last */
+        weft_tensor *x = NULL, *perm = NULL, *xl = NULL;
+        weft_randn(&x, (int64_t[]){5, 16, 14, 14}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        weft_randn(&perm, (int64_t[]){5, 14, 14, 16}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        weft_permute(&xl, perm, (int64_t[]){0, 3, 1, 2}, 4);
+        for (int layout = 0; layout < 2; layout++) {
+            weft_tensor *qx = NULL, *got[3] = {NULL, NULL, NULL};
+            weft_quantize_per_tensor(&qx, layout ? xl : x, 0.02, 120, WEFT_UINT8);
+            int rc = 0;
+            for (int t = 0; t < 3 && rc == 0; t++) {
+                weft_set_num_threads(t + 1);
+                rc = qconv(&got[t], qx, qwc, bc, 1, 1, 1, 0.5, 128, layout == 1);
+            }
+            weft_set_num_threads(2);
+            const char *name = layout ? "channels-last" : "NCHW";
+            if (!ok(rc == 0, "conv2d of 5 %s images at 1, 2 and 3 threads%s", name,
+                    layout ? " + relu" : ""))
+                diag("%s", weft_last_error());
+            is_int(rc ? -1 : repr_mismatches(got[0], got[1]) + repr_mismatches(got[0], got[2]), 0,
+                   "  the same integers at every thread count");
+            weft_tensor *dx = NULL, *dw = NULL, *f = NULL, *fr = NULL, *want = NULL, *wr = NULL,
+                        *gr = NULL;
+            weft_dequantize(&dx, qx);
+            weft_dequantize(&dw, qwc);
+            weft_conv2d(&f, dx, dw, bc, (int64_t[]){1, 1}, 2, (int64_t[]){1, 1}, 2,
+                        (int64_t[]){1, 1}, 2, 1);
+            if (layout)
+                weft_relu(&fr, f);
+            weft_quantize_per_tensor(&want, layout ? fr : f, 0.5, 128, WEFT_UINT8);
+            weft_int_repr(&wr, want);
+            weft_int_repr(&gr, got[0]);
+            is_int(rc ? -1 : mismatches(gr, wr, 1), 0, "  within one step of the float reference");
+            weft_tensor *all[] = {qx, got[0], got[1], got[2], dx, dw, f, fr, want, wr, gr};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+                weft_tensor_release(all[i]);
+        }
+        weft_tensor_release(x);
+        weft_tensor_release(perm);
+        weft_tensor_release(xl);
+    }
+    weft_tensor *all[] = {w, b, wc, bc, qw, qwc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+}
+
 /* quantized_conv2d against the float conv2d of the dequantized operands,
  * quantized to the same output parameters: within one step (7-bit
  * per-channel weights, as for linear). */
@@ -1183,6 +1320,7 @@ int main(void)
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
     if (weft_layout_lookup("quantized") < 0)
         skip_all("libweft-quantized.so is not in the plugin path");
+    test_int8_pieces();
     /* twice: the first pass also makes what the core keeps for the
      * process (first-call allocations); the second must give back every
      * byte it takes.  tests/memcheck.sh runs this under valgrind for the

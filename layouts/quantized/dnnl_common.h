@@ -25,11 +25,38 @@ typedef struct qt_dnnl_requant {
     bool relu, per_channel;
 } qt_dnnl_requant;
 /* Makes *pd, the primitive descriptor of op_desc (a convolution or matmul
- * descriptor) with those attributes.  Errors: WEFT_ENOMEM, WEFT_ENOTSUP
+ * descriptor) with those attributes and a scratchpad the caller passes
+ * (DNNL_ARG_SCRATCHPAD, qt__dnnl_scratch).  Errors: WEFT_ENOMEM, WEFT_ENOTSUP
  * naming `what` (oneDNN refused it). */
 int qt__dnnl_int8_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const qt_dnnl_requant *rq,
                      const float *w_scales, int64_t nout, dnnl_engine_t eng, const char *op,
                      const char *what);
+/* How oneDNN's calls share the CPUs with weft's pool.  Debian's oneDNN
+ * runs its primitives on OpenMP threads, a second pool on the same cores
+ * whose size is whatever the calling thread's OpenMP setting says (1 in a
+ * process where torch set it, the CPU count elsewhere, whatever weft's own
+ * thread count).  So the operators cut their rows (linear) or images
+ * (conv2d) into pieces, run the pieces on weft's pool (weft_parallel_for)
+ * and set OpenMP to one thread on the thread running each piece, as the
+ * CPU plugin does with oneDNN's sgemm and convolutions.  Only with fewer
+ * rows than threads does a piece keep more OpenMP threads (threads_each),
+ * so that a one-row product still uses every thread weft may. */
+typedef struct qt_dnnl_plan {
+    int64_t pieces;   /* >= 1 */
+    int threads_each; /* OpenMP threads per piece; 0: leave OpenMP as it is */
+} qt_dnnl_plan;
+/* The plan for `rows` independent rows of `work` multiply-adds in all, at
+ * weft_get_num_threads() threads.  Where oneDNN's threads are not OpenMP's
+ * (no omp_set_num_threads beside libdnnl), one piece and threads_each 0. */
+qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work);
+/* Sets the calling thread's OpenMP team size for oneDNN to n (0: leaves
+ * it) and returns what qt__dnnl_threads_restore puts back. */
+int qt__dnnl_threads(int n);
+void qt__dnnl_threads_restore(int before);
+/* The scratch memory a primitive made by qt__dnnl_int8_pd needs per call,
+ * in bytes (its scratchpad is the caller's, so that two threads may run
+ * one primitive at once); *md receives its descriptor. */
+size_t qt__dnnl_scratch(dnnl_primitive_desc_t pd, dnnl_memory_desc_t *md);
 /* quantized_conv2d (dnnl_conv.c). */
 int qt__register_dnnl_conv(weft_registrar *reg);
 

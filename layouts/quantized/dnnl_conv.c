@@ -29,28 +29,40 @@ typedef struct conv_key {
     int32_t src_zp, dst_zp;
     int relu, bias;
     int src_channels_last; /* the input's layout: NCHW (0) or NHWC (1) */
+    int64_t pieces;        /* how the images were cut (qt__dnnl_plan) */
+    int threads_each;
 } conv_key;
+
+/* The primitive and reorders for pieces of `n` images. */
+typedef struct conv_prim {
+    int64_t n;
+    dnnl_memory_desc_t user_src, user_dst, src_md, dst_md, scratch_md;
+    dnnl_primitive_t prim, src_reorder, dst_reorder; /* reorders NULL when not needed */
+    size_t scratch_bytes;
+} conv_prim;
 
 typedef struct conv_cache {
     qt_prepacked header;
     pthread_mutex_t lock;
     uint32_t version;
     bool have;
-    conv_key key;
-    dnnl_memory_desc_t user_src, user_dst, src_md, dst_md, wei_md, bias_md;
-    dnnl_primitive_t prim, src_reorder, dst_reorder; /* reorders NULL when not needed */
+    conv_key asked, key; /* the plan asked for, and the one built (see build) */
+    conv_prim slot[2];   /* n / pieces images, and one more when they do not divide */
+    dnnl_memory_desc_t wei_md, bias_md;
     bool dst_channels_last; /* the output is written NHWC, in place */
     void *packed;
 } conv_cache;
 
 static void drop(conv_cache *p)
 {
-    if (p->have) {
-        dnnl_primitive_destroy(p->prim);
-        dnnl_primitive_destroy(p->src_reorder);
-        dnnl_primitive_destroy(p->dst_reorder);
+    for (int s = 0; s < 2; s++) {
+        conv_prim *sl = &p->slot[s];
+        dnnl_primitive_t all[] = {sl->prim, sl->src_reorder, sl->dst_reorder};
+        for (int i = 0; i < 3; i++)
+            if (all[i])
+                dnnl_primitive_destroy(all[i]);
+        memset(sl, 0, sizeof *sl);
     }
-    p->prim = p->src_reorder = p->dst_reorder = NULL;
     free(p->packed);
     p->packed = NULL;
     p->have = false;
@@ -89,34 +101,41 @@ static int reorder_prim(dnnl_primitive_t *out, dnnl_engine_t eng, const dnnl_mem
     if (!st)
         st = dnnl_primitive_create(out, rpd);
     dnnl_primitive_desc_destroy(rpd);
+    if (st)
+        *out = NULL;
     return st ? qt__dnnl_error("quantized_conv2d", "a reorder", st) : 0;
 }
 
-/* Builds everything for key and packs the weight (p->lock held). */
-static int build(conv_cache *p, dnnl_engine_t eng, const conv_key *key, const weft_tensor *wc,
-                 const float *w_scales, bool per_channel, int64_t oc, int64_t kh, int64_t kw,
-                 int64_t oh, int64_t ow)
+/* The shapes every slot shares. */
+typedef struct conv_shape {
+    int64_t oc, kh, kw, oh, ow;
+} conv_shape;
+
+/* Builds slot s for n images (p->lock held).  Returns 1 when slot 1 would
+ * take the weights or write the output in another layout than slot 0 (the
+ * caller then runs one piece). */
+static int build_slot(conv_cache *p, int s, int64_t n, dnnl_engine_t eng, const conv_key *key,
+                      const float *w_scales, bool per_channel, const conv_shape *sh)
 {
     const char *op = "quantized_conv2d";
-    drop(p);
-    int64_t g = key->groups, icg = key->c / g;
-    dnnl_dims_t sd = {key->n, key->c, key->h, key->w}, dd = {key->n, oc, oh, ow}, bd = {oc};
-    dnnl_dims_t wd4 = {oc, icg, kh, kw}, wd5 = {g, oc / g, icg, kh, kw};
+    conv_prim *sl = &p->slot[s];
+    int64_t g = key->groups, icg = key->c / g, oc = sh->oc;
+    dnnl_dims_t sd = {n, key->c, key->h, key->w}, dd = {n, oc, sh->oh, sh->ow}, bd = {oc};
+    dnnl_dims_t wd4 = {oc, icg, sh->kh, sh->kw}, wd5 = {g, oc / g, icg, sh->kh, sh->kw};
     dnnl_dims_t strides = {key->stride[0], key->stride[1]},
                 dil = {key->dilation[0] - 1, key->dilation[1] - 1},
                 pad = {key->padding[0], key->padding[1]};
-    dnnl_memory_desc_t src_any, dst_any, wei_any, user_wei;
+    dnnl_memory_desc_t src_any, dst_any, wei_any, nhwc_dst;
     dnnl_status_t st;
     int wnd = g > 1 ? 5 : 4;
-    if ((st = dnnl_memory_desc_init_by_tag(&p->user_src, 4, sd, dnnl_u8,
+    if ((st = dnnl_memory_desc_init_by_tag(&sl->user_src, 4, sd, dnnl_u8,
                                            key->src_channels_last ? dnnl_nhwc : dnnl_nchw)) ||
-        (st = dnnl_memory_desc_init_by_tag(&p->user_dst, 4, dd, dnnl_u8, dnnl_nchw)) ||
+        (st = dnnl_memory_desc_init_by_tag(&sl->user_dst, 4, dd, dnnl_u8, dnnl_nchw)) ||
+        (st = dnnl_memory_desc_init_by_tag(&nhwc_dst, 4, dd, dnnl_u8, dnnl_nhwc)) ||
         (st = dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_u8, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_u8, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&wei_any, wnd, g > 1 ? wd5 : wd4, dnnl_s8,
                                            dnnl_format_tag_any)) ||
-        (st = dnnl_memory_desc_init_by_tag(&user_wei, wnd, g > 1 ? wd5 : wd4, dnnl_s8,
-                                           g > 1 ? dnnl_goihw : dnnl_oihw)) ||
         (st = dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bd, dnnl_f32, dnnl_a)))
         return qt__dnnl_error(op, "a memory descriptor", st);
     dnnl_convolution_desc_t desc;
@@ -131,25 +150,64 @@ static int build(conv_cache *p, dnnl_engine_t eng, const conv_key *key, const we
                               "the int8 convolution for these parameters");
     if (rc < 0)
         return rc;
-    p->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    p->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    p->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    st = dnnl_primitive_create(&p->prim, pd);
-    dnnl_primitive_desc_destroy(pd);
-    if (st)
-        return qt__dnnl_error(op, "to create the convolution", st);
-    p->have = true; /* from here drop() frees what there is */
-    dnnl_memory_desc_t nhwc_dst;
-    if ((st = dnnl_memory_desc_init_by_tag(&nhwc_dst, 4, dd, dnnl_u8, dnnl_nhwc))) {
-        drop(p);
-        return qt__dnnl_error(op, "a memory descriptor", st);
+    const dnnl_memory_desc_t *wei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    sl->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    sl->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    bool channels_last = dnnl_memory_desc_equal(&sl->dst_md, &nhwc_dst) != 0;
+    if (s == 1 && (!dnnl_memory_desc_equal(wei, &p->wei_md) ||
+                   channels_last != p->dst_channels_last)) {
+        dnnl_primitive_desc_destroy(pd);
+        return 1;
     }
-    p->dst_channels_last = dnnl_memory_desc_equal(&p->dst_md, &nhwc_dst) != 0;
-    if (p->dst_channels_last)
-        p->user_dst = nhwc_dst;
-    rc = reorder_prim(&p->src_reorder, eng, &p->user_src, &p->src_md);
-    if (rc == 0)
-        rc = reorder_prim(&p->dst_reorder, eng, &p->dst_md, &p->user_dst);
+    if (s == 0) {
+        p->wei_md = *wei;
+        p->dst_channels_last = channels_last;
+    }
+    if (channels_last)
+        sl->user_dst = nhwc_dst;
+    sl->scratch_bytes = qt__dnnl_scratch(pd, &sl->scratch_md);
+    st = dnnl_primitive_create(&sl->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st) {
+        sl->prim = NULL;
+        return qt__dnnl_error(op, "to create the convolution", st);
+    }
+    sl->n = n;
+    rc = reorder_prim(&sl->src_reorder, eng, &sl->user_src, &sl->src_md);
+    return rc < 0 ? rc : reorder_prim(&sl->dst_reorder, eng, &sl->dst_md, &sl->user_dst);
+}
+
+/* Builds everything for key and packs the weight (p->lock held), at the
+ * OpenMP thread count the pieces run at; with pieces of two sizes that
+ * oneDNN would lay out differently, falls back to one piece (*key then
+ * says so). */
+static int build(conv_cache *p, dnnl_engine_t eng, conv_key *key, const weft_tensor *wc,
+                 const float *w_scales, bool per_channel, const conv_shape *sh)
+{
+    const char *op = "quantized_conv2d";
+    drop(p);
+    int before = qt__dnnl_threads(key->threads_each);
+    int64_t lo = key->n / key->pieces;
+    int rc = build_slot(p, 0, lo, eng, key, w_scales, per_channel, sh);
+    if (rc == 0 && key->n % key->pieces)
+        rc = build_slot(p, 1, lo + 1, eng, key, w_scales, per_channel, sh);
+    if (rc == 1) {
+        drop(p);
+        qt__dnnl_threads_restore(before);
+        key->pieces = 1;
+        key->threads_each = weft_get_num_threads();
+        before = qt__dnnl_threads(key->threads_each);
+        rc = build_slot(p, 0, key->n, eng, key, w_scales, per_channel, sh);
+    }
+    qt__dnnl_threads_restore(before);
+    int64_t g = key->groups;
+    dnnl_dims_t wd4 = {sh->oc, key->c / g, sh->kh, sh->kw},
+                wd5 = {g, sh->oc / g, key->c / g, sh->kh, sh->kw};
+    dnnl_memory_desc_t user_wei;
+    dnnl_status_t st;
+    if (rc == 0 && (st = dnnl_memory_desc_init_by_tag(&user_wei, g > 1 ? 5 : 4, g > 1 ? wd5 : wd4,
+                                                      dnnl_s8, g > 1 ? dnnl_goihw : dnnl_oihw)))
+        rc = qt__dnnl_error(op, "a memory descriptor", st);
     size_t bytes = dnnl_memory_desc_get_size(&p->wei_md);
     if (rc == 0 && posix_memalign(&p->packed, 64, bytes ? bytes : 64)) {
         p->packed = NULL;
@@ -161,8 +219,112 @@ static int build(conv_cache *p, dnnl_engine_t eng, const conv_key *key, const we
         drop(p);
         return rc;
     }
+    p->have = true;
     p->key = *key;
     return 0;
+}
+
+/* One call's pieces, run on weft's pool: image ranges of the input (NCHW
+ * or NHWC, either way an image's bytes follow each other) and output,
+ * each piece with its own share of the reorder and scratch buffers. */
+typedef struct conv_job {
+    const conv_cache *p;
+    dnnl_engine_t eng;
+    const uint8_t *x;
+    uint8_t *y;
+    const float *bias;
+    int64_t in_image, out_image; /* bytes an image */
+    uint8_t *src_buf, *dst_buf, *scratch;
+    size_t src_stride, dst_stride, scratch_stride;
+    dnnl_status_t failed; /* the first piece's failure */
+    pthread_mutex_t lock;
+} conv_job;
+
+static dnnl_status_t run_piece(conv_job *j, int64_t i)
+{
+    const conv_cache *p = j->p;
+    int64_t b0 = i * p->key.n / p->key.pieces;
+    int64_t cnt = (i + 1) * p->key.n / p->key.pieces - b0;
+    const conv_prim *sl = &p->slot[cnt != p->slot[0].n];
+    dnnl_engine_t eng = j->eng;
+    void *ux = (void *)(j->x + b0 * j->in_image), *uy = j->y + b0 * j->out_image;
+    dnnl_memory_t us = NULL, s = NULL, wm = NULL, bm = NULL, d = NULL, ud = NULL, scr = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t st;
+    if (!(st = dnnl_memory_create(&us, &sl->user_src, eng, ux)) &&
+        !(st = dnnl_memory_create(&ud, &sl->user_dst, eng, uy)) &&
+        !(st = dnnl_memory_create(&s, &sl->src_md, eng,
+                                  sl->src_reorder ? j->src_buf + i * j->src_stride : ux)) &&
+        !(st = dnnl_memory_create(&d, &sl->dst_md, eng,
+                                  sl->dst_reorder ? j->dst_buf + i * j->dst_stride : uy)) &&
+        !(st = dnnl_memory_create(&wm, &p->wei_md, eng, p->packed)) &&
+        !(st = j->bias ? dnnl_memory_create(&bm, &p->bias_md, eng, (void *)j->bias)
+                       : dnnl_success) &&
+        !(st = sl->scratch_bytes ? dnnl_memory_create(&scr, &sl->scratch_md, eng,
+                                                      j->scratch + i * j->scratch_stride)
+                                 : dnnl_success) &&
+        !(st = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags))) {
+        dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, us}, {DNNL_ARG_TO, s}};
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, d}};
+        int nargs = 3;
+        if (bm)
+            args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bm};
+        if (scr)
+            args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scr};
+        dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, d}, {DNNL_ARG_TO, ud}};
+        st = sl->src_reorder ? dnnl_primitive_execute(sl->src_reorder, stream, 2, in) : 0;
+        if (!st)
+            st = dnnl_primitive_execute(sl->prim, stream, nargs, args);
+        if (!st && sl->dst_reorder)
+            st = dnnl_primitive_execute(sl->dst_reorder, stream, 2, back);
+        if (!st)
+            st = dnnl_stream_wait(stream);
+    }
+    dnnl_stream_destroy(stream);
+    dnnl_memory_t all[] = {us, s, wm, bm, d, ud, scr};
+    for (int a = 0; a < 7; a++)
+        dnnl_memory_destroy(all[a]);
+    return st;
+}
+
+static void run_pieces(int64_t begin, int64_t end, void *ctx)
+{
+    conv_job *j = ctx;
+    int before = qt__dnnl_threads(j->p->key.threads_each);
+    for (int64_t i = begin; i < end; i++) {
+        dnnl_status_t st = run_piece(j, i);
+        if (st) {
+            pthread_mutex_lock(&j->lock);
+            j->failed = j->failed ? j->failed : st;
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+    qt__dnnl_threads_restore(before);
+}
+
+/* The larger of the two slots' sizes of what get() says, rounded to 64. */
+static size_t stride_of(const conv_cache *p, size_t (*get)(const conv_prim *))
+{
+    size_t most = 0;
+    for (int s = 0; s < 2; s++)
+        if (p->slot[s].prim && get(&p->slot[s]) > most)
+            most = get(&p->slot[s]);
+    return (most + 63) / 64 * 64;
+}
+
+static size_t src_bytes(const conv_prim *sl)
+{
+    return sl->src_reorder ? dnnl_memory_desc_get_size(&sl->src_md) : 0;
+}
+
+static size_t dst_bytes(const conv_prim *sl)
+{
+    return sl->dst_reorder ? dnnl_memory_desc_get_size(&sl->dst_md) : 0;
+}
+
+static size_t scratch_bytes(const conv_prim *sl)
+{
+    return sl->scratch_bytes;
 }
 
 static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor *w,
@@ -261,7 +423,7 @@ static int conv_kernel(weft_call *call, void *ctx)
     /* the reordered input and output, when the primitive wants another
      * layout: weft's allocator keeps such blocks for the next call, where
      * fresh memory every call took a page fault every 4 KiB */
-    weft_tensor *src_buf = NULL, *dst_buf = NULL;
+    weft_tensor *src_buf = NULL, *dst_buf = NULL, *scratch = NULL;
     if (!w_scales || (bias && !b)) {
         rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
         goto done;
@@ -286,11 +448,16 @@ static int conv_kernel(weft_call *call, void *ctx)
         rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
         goto done;
     }
+    const conv_shape sh = {oc, kh, kw, oh, ow};
+    qt_dnnl_plan plan = qt__dnnl_plan(key.n, (double)key.n * (double)oc * (double)(oh * ow) *
+                                                 (double)(key.c / key.groups * kh * kw));
+    key.pieces = plan.pieces, key.threads_each = plan.threads_each;
     pthread_mutex_lock(&p->lock);
     uint32_t version = weft_tensor_version(qw->repr);
-    if (!p->have || p->version != version || memcmp(&p->key, &key, sizeof key) != 0) {
+    if (!p->have || p->version != version || memcmp(&p->asked, &key, sizeof key) != 0) {
+        p->asked = key;
         if ((rc = weft_contiguous(&wc, qw->repr)) == 0 &&
-            (rc = build(p, eng, &key, wc, w_scales, per_channel, oc, kh, kw, oh, ow)) == 0)
+            (rc = build(p, eng, &key, wc, w_scales, per_channel, &sh)) == 0)
             p->version = version;
     }
     if (rc == 0 && p->dst_channels_last) /* (N, OH, OW, OC) in memory, seen as NCHW */
@@ -299,45 +466,36 @@ static int conv_kernel(weft_call *call, void *ctx)
         rc = p->dst_channels_last ? weft_permute(&y, raw, (int64_t[]){0, 3, 1, 2}, 4)
                                   : weft_new_output(&y, xc, (int64_t[]){key.n, oc, oh, ow}, 4,
                                                     WEFT_UINT8);
-    if (rc == 0 && p->src_reorder)
-        rc = weft_new_output(&src_buf, xc,
-                             (int64_t[]){(int64_t)dnnl_memory_desc_get_size(&p->src_md)}, 1,
-                             WEFT_UINT8);
-    if (rc == 0 && p->dst_reorder)
-        rc = weft_new_output(&dst_buf, xc,
-                             (int64_t[]){(int64_t)dnnl_memory_desc_get_size(&p->dst_md)}, 1,
-                             WEFT_UINT8);
+    conv_job job = {.p = p, .eng = eng, .bias = bias ? b : NULL,
+                    .in_image = key.c * key.h * key.w, .out_image = oc * oh * ow,
+                    .lock = PTHREAD_MUTEX_INITIALIZER};
     if (rc == 0) {
-        dnnl_memory_t us = NULL, s = NULL, wm = NULL, bm = NULL, d = NULL, ud = NULL;
-        dnnl_stream_t stream = NULL;
-        dnnl_status_t st;
-        if (!(st = dnnl_memory_create(&us, &p->user_src, eng, weft_tensor_data_ptr(xc))) &&
-            !(st = dnnl_memory_create(&ud, &p->user_dst, eng, weft_tensor_data_ptr(y))) &&
-            !(st = dnnl_memory_create(&s, &p->src_md, eng,
-                                      weft_tensor_data_ptr(src_buf ? src_buf : xc))) &&
-            !(st = dnnl_memory_create(&d, &p->dst_md, eng,
-                                      weft_tensor_data_ptr(dst_buf ? dst_buf : y))) &&
-            !(st = dnnl_memory_create(&wm, &p->wei_md, eng, p->packed)) &&
-            !(st = bias ? dnnl_memory_create(&bm, &p->bias_md, eng, b) : dnnl_success) &&
-            !(st = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags))) {
-            dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, us}, {DNNL_ARG_TO, s}};
-            dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, wm},
-                                       {DNNL_ARG_DST, d}, {DNNL_ARG_BIAS, bm}};
-            dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, d}, {DNNL_ARG_TO, ud}};
-            st = p->src_reorder ? dnnl_primitive_execute(p->src_reorder, stream, 2, in) : 0;
-            if (!st)
-                st = dnnl_primitive_execute(p->prim, stream, bias ? 4 : 3, args);
-            if (!st && p->dst_reorder)
-                st = dnnl_primitive_execute(p->dst_reorder, stream, 2, back);
-            if (!st)
-                st = dnnl_stream_wait(stream);
-        }
-        dnnl_stream_destroy(stream);
-        dnnl_memory_t all[] = {us, s, wm, bm, d, ud};
-        for (int i = 0; i < 6; i++)
-            dnnl_memory_destroy(all[i]);
-        if (st)
-            rc = qt__dnnl_error(op, "to run the convolution", st);
+        job.src_stride = stride_of(p, src_bytes);
+        job.dst_stride = stride_of(p, dst_bytes);
+        job.scratch_stride = stride_of(p, scratch_bytes);
+    }
+    int64_t pieces = p->key.pieces;
+    if (rc == 0 && job.src_stride &&
+        (rc = weft_new_output(&src_buf, xc, (int64_t[]){(int64_t)job.src_stride * pieces}, 1,
+                              WEFT_UINT8)) == 0)
+        job.src_buf = weft_tensor_data_ptr(src_buf);
+    if (rc == 0 && job.dst_stride &&
+        (rc = weft_new_output(&dst_buf, xc, (int64_t[]){(int64_t)job.dst_stride * pieces}, 1,
+                              WEFT_UINT8)) == 0)
+        job.dst_buf = weft_tensor_data_ptr(dst_buf);
+    if (rc == 0 && job.scratch_stride &&
+        (rc = weft_new_output(&scratch, xc, (int64_t[]){(int64_t)job.scratch_stride * pieces}, 1,
+                              WEFT_UINT8)) == 0)
+        job.scratch = weft_tensor_data_ptr(scratch);
+    if (rc == 0) {
+        job.x = weft_tensor_data_ptr(xc);
+        job.y = weft_tensor_data_ptr(raw ? raw : y);
+        if (pieces == 1)
+            run_pieces(0, 1, &job);
+        else
+            rc = weft_parallel_for(0, pieces, 1, run_pieces, &job);
+        if (rc == 0 && job.failed)
+            rc = qt__dnnl_error(op, "to run the convolution", job.failed);
     }
     pthread_mutex_unlock(&p->lock);
     if (rc == 0) {
@@ -347,7 +505,7 @@ static int conv_kernel(weft_call *call, void *ctx)
 done:
     free(w_scales);
     free(b);
-    weft_tensor *all[] = {xc, wc, bf, bc, raw, y, src_buf, dst_buf};
+    weft_tensor *all[] = {xc, wc, bf, bc, raw, y, src_buf, dst_buf, scratch};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);

@@ -9,6 +9,8 @@
  * weight tensor, with the last primitive built for it, and dropped when
  * the weight's integers change version.  Only the dnnl_*.c files include
  * oneDNN; this one also holds their shared engine (dnnl_common.h). */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,6 +27,76 @@
  * again from, not a pthread_once. */
 static dnnl_engine_t engine; /* NULL until made, under engine_lock */
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* oneDNN's OpenMP runtime, looked up among libdnnl's own dependencies when
+ * the engine is made (the plugin does not link OpenMP itself, and another
+ * build of oneDNN may thread otherwise: then both stay NULL and oneDNN
+ * threads as it does). */
+static struct {
+    int (*get_max)(void);
+    void (*set)(int);
+} omp;
+
+static void find_openmp(void)
+{
+    Dl_info info;
+    void *h = NULL;
+    if (dladdr((void *)dnnl_engine_create, &info) && info.dli_fname)
+        h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return;
+    /* a handle's lookup searches the library and then its dependencies */
+    int (*get_max)(void) = (int (*)(void))dlsym(h, "omp_get_max_threads");
+    void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
+    if (get_max && set)
+        omp.get_max = get_max, omp.set = set;
+    dlclose(h); /* NOLOAD took a reference to a library the plugin links */
+}
+
+/* Below this many multiply-adds (about 10 us) a call stays on the
+ * calling thread, OpenMP at one thread: a split would cost more than it
+ * saves. */
+#define SPLIT_WORK 1048576.0
+
+qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work)
+{
+    qt_dnnl_plan plan = {1, 0};
+    if (!omp.set)
+        return plan;
+    int threads = weft_get_num_threads();
+    plan.threads_each = 1;
+    if (work < SPLIT_WORK || threads < 2 || rows < 1)
+        return plan;
+    plan.pieces = rows < threads ? rows : threads;
+    plan.threads_each = threads / (int)plan.pieces;
+    return plan;
+}
+
+int qt__dnnl_threads(int n)
+{
+    if (n < 1 || !omp.set)
+        return 0;
+    int before = omp.get_max();
+    omp.set(n);
+    return before;
+}
+
+void qt__dnnl_threads_restore(int before)
+{
+    if (before > 0)
+        omp.set(before);
+}
+
+size_t qt__dnnl_scratch(dnnl_primitive_desc_t pd, dnnl_memory_desc_t *md)
+{
+    const dnnl_memory_desc_t *s = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (!s) {
+        memset(md, 0, sizeof *md);
+        return 0;
+    }
+    *md = *s;
+    return dnnl_memory_desc_get_size(s);
+}
 
 int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
 {
@@ -51,6 +123,7 @@ int qt__dnnl_int8_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const qt_dn
                                                      scales)) &&
         !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &rq->src_zp)) &&
         !(st = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &rq->dst_zp)) &&
+        !(st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
         !(st = dnnl_post_ops_create(&post)) &&
         !(st = rq->relu ? dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0, 0)
                         : dnnl_success) &&
@@ -68,6 +141,8 @@ int qt__dnnl_engine(dnnl_engine_t *out, const char *op)
     pthread_mutex_lock(&engine_lock);
     if (!engine && (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) != dnnl_success)
         engine = NULL;
+    if (engine && !omp.set)
+        find_openmp();
     *out = engine;
     pthread_mutex_unlock(&engine_lock);
     return st ? qt__dnnl_error(op, "to make a CPU engine", st) : 0;
@@ -79,6 +154,7 @@ void qt__dnnl_fini(void)
     if (engine)
         dnnl_engine_destroy(engine);
     engine = NULL;
+    omp.get_max = NULL, omp.set = NULL;
     pthread_mutex_unlock(&engine_lock);
 }
 
@@ -90,6 +166,9 @@ int qt__dnnl_reorder(const char *op, const dnnl_memory_desc_t *from_md, const vo
     dnnl_primitive_t r = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_status_t st;
+    /* a weight's packing, once per weight: on this thread alone, so that
+     * oneDNN starts no OpenMP team beside weft's pool */
+    int before = qt__dnnl_threads(1);
     if (!(st = dnnl_memory_create(&mf, from_md, engine, (void *)from)) &&
         !(st = dnnl_memory_create(&mt, to_md, engine, to)) &&
         !(st = dnnl_reorder_primitive_desc_create(&rpd, from_md, engine, to_md, engine, NULL)) &&
@@ -104,18 +183,31 @@ int qt__dnnl_reorder(const char *op, const dnnl_memory_desc_t *from_md, const vo
     dnnl_primitive_desc_destroy(rpd);
     dnnl_memory_destroy(mf);
     dnnl_memory_destroy(mt);
+    qt__dnnl_threads_restore(before);
     return st ? qt__dnnl_error(op, "a reorder", st) : 0;
 }
 
-/* What a primitive was built for: the call's parameters it bakes in. */
+/* What the primitives were built for: the call's parameters they bake in
+ * and how the rows were cut (qt__dnnl_plan). */
 typedef struct prim_key {
-    int64_t m;
+    int64_t m, pieces;
+    int threads_each;
     float src_scale, dst_scale;
     int32_t src_zp, dst_zp;
     bool relu, bias;
 } prim_key;
 
-/* A weight's cache for linear: the packed weights and the last primitive. */
+/* One primitive, for pieces of `rows` rows. */
+typedef struct linear_prim {
+    int64_t rows;
+    dnnl_primitive_t prim; /* NULL: unused */
+    dnnl_memory_desc_t src_md, dst_md, scratch_md;
+    size_t scratch_bytes;
+} linear_prim;
+
+/* A weight's cache for linear: the packed weights and the primitives of
+ * the last call's parameters: pieces of m / pieces rows, and of one more
+ * when the rows do not divide evenly. */
 typedef struct linear_cache {
     qt_prepacked header;
     pthread_mutex_t lock;
@@ -123,16 +215,25 @@ typedef struct linear_cache {
     dnnl_memory_desc_t packed_md;
     void *packed;     /* the weights in packed_md's layout (aligned) */
     bool have_prim;
-    prim_key key;
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t src_md, dst_md, bias_md;
+    prim_key asked, key; /* the plan asked for, and the one built (see build) */
+    linear_prim slot[2];
+    dnnl_memory_desc_t bias_md;
 } linear_cache;
+
+static void drop_prims(linear_cache *p)
+{
+    for (int s = 0; s < 2; s++) {
+        if (p->slot[s].prim)
+            dnnl_primitive_destroy(p->slot[s].prim);
+        memset(&p->slot[s], 0, sizeof p->slot[s]);
+    }
+    p->have_prim = false;
+}
 
 static void linear_cache_free(qt_prepacked *h)
 {
     linear_cache *p = (linear_cache *)h;
-    if (p->have_prim)
-        dnnl_primitive_destroy(p->prim);
+    drop_prims(p);
     free(p->packed);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -152,31 +253,41 @@ static qt_prepacked *linear_cache_new(void)
 
 static bool key_equal(const prim_key *a, const prim_key *b)
 {
-    return a->m == b->m && a->src_scale == b->src_scale && a->dst_scale == b->dst_scale &&
+    return a->m == b->m && a->pieces == b->pieces && a->threads_each == b->threads_each &&
+           a->src_scale == b->src_scale && a->dst_scale == b->dst_scale &&
            a->src_zp == b->src_zp && a->dst_zp == b->dst_zp && a->relu == b->relu &&
            a->bias == b->bias;
 }
 
-/* Builds the primitive for key (p->lock held): src (m, k) u8, weights
- * (k, n) s8 in the layout oneDNN picks, bias (1, n) f32, dst (m, n) u8;
- * output scales src_scale * w_scale[n] / dst_scale, zero points of src and
- * dst, relu as a post-op (applied before the dst zero point is added, so
- * it clamps at the zero point, as torch's quantized relu does). */
-static int build(linear_cache *p, const prim_key *key, const float *w_scales, int64_t n,
-                 int64_t k, bool per_channel)
+/* The first row of piece i. */
+static int64_t piece_start(int64_t m, int64_t pieces, int64_t i)
+{
+    return i * m / pieces;
+}
+
+/* Builds the primitive of slot s for `rows` rows (p->lock held): src
+ * (rows, k) u8, weights (k, n) s8 in the layout oneDNN picks, bias (1, n)
+ * f32, dst (rows, n) u8; output scales src_scale * w_scale[n] / dst_scale,
+ * zero points of src and dst, relu as a post-op (applied before the dst
+ * zero point is added, so it clamps at the zero point, as torch's quantized
+ * relu does).  Returns 1 when slot 1 wants the weights in another layout
+ * than slot 0 (the caller then runs one piece). */
+static int build_slot(linear_cache *p, int s, int64_t rows, const prim_key *key,
+                      const float *w_scales, int64_t n, int64_t k, bool per_channel)
 {
     const char *op = "quantized_linear";
+    linear_prim *sl = &p->slot[s];
     dnnl_memory_desc_t wmd;
-    dnnl_dims_t sd = {key->m, k}, wd = {k, n}, bd = {1, n}, dd = {key->m, n};
+    dnnl_dims_t sd = {rows, k}, wd = {k, n}, bd = {1, n}, dd = {rows, n};
     dnnl_status_t st;
-    if ((st = dnnl_memory_desc_init_by_tag(&p->src_md, 2, sd, dnnl_u8, dnnl_ab)) ||
+    if ((st = dnnl_memory_desc_init_by_tag(&sl->src_md, 2, sd, dnnl_u8, dnnl_ab)) ||
         (st = dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_s8, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&p->bias_md, 2, bd, dnnl_f32, dnnl_ab)) ||
-        (st = dnnl_memory_desc_init_by_tag(&p->dst_md, 2, dd, dnnl_u8, dnnl_ab)))
+        (st = dnnl_memory_desc_init_by_tag(&sl->dst_md, 2, dd, dnnl_u8, dnnl_ab)))
         return qt__dnnl_error(op, "a memory descriptor", st);
     dnnl_matmul_desc_t desc;
-    if ((st = dnnl_matmul_desc_init(&desc, &p->src_md, &wmd, key->bias ? &p->bias_md : NULL,
-                                    &p->dst_md)))
+    if ((st = dnnl_matmul_desc_init(&desc, &sl->src_md, &wmd, key->bias ? &p->bias_md : NULL,
+                                    &sl->dst_md)))
         return qt__dnnl_error(op, "the matmul descriptor", st);
     const qt_dnnl_requant rq = {key->src_scale, key->dst_scale, key->src_zp, key->dst_zp,
                                  key->relu != 0, per_channel};
@@ -186,22 +297,118 @@ static int build(linear_cache *p, const prim_key *key, const float *w_scales, in
     if (rc < 0)
         return rc;
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    if (p->packed && !dnnl_memory_desc_equal(want, &p->packed_md)) {
+    if (s == 1 && !dnnl_memory_desc_equal(want, &p->packed_md)) {
+        dnnl_primitive_desc_destroy(pd);
+        return 1;
+    }
+    if (s == 0 && p->packed && !dnnl_memory_desc_equal(want, &p->packed_md)) {
         free(p->packed); /* another batch size wants another layout: repack */
         p->packed = NULL;
     }
     if (!p->packed)
         p->packed_md = *want;
-    if (p->have_prim)
-        dnnl_primitive_destroy(p->prim);
-    p->have_prim = false;
-    st = dnnl_primitive_create(&p->prim, pd);
+    sl->scratch_bytes = qt__dnnl_scratch(pd, &sl->scratch_md);
+    st = dnnl_primitive_create(&sl->prim, pd);
     dnnl_primitive_desc_destroy(pd);
-    if (st)
+    if (st) {
+        sl->prim = NULL;
         return qt__dnnl_error(op, "to create the matmul", st);
+    }
+    sl->rows = rows;
+    return 0;
+}
+
+/* Builds the primitives for key (p->lock held), made at the OpenMP
+ * thread count they will run at; with pieces of two sizes whose weights
+ * oneDNN would lay out differently, falls back to one piece (*key then
+ * says so). */
+static int build(linear_cache *p, prim_key *key, const float *w_scales, int64_t n, int64_t k,
+                 bool per_channel)
+{
+    drop_prims(p);
+    int before = qt__dnnl_threads(key->threads_each);
+    int64_t lo = key->m / key->pieces;
+    int rc = build_slot(p, 0, lo, key, w_scales, n, k, per_channel);
+    if (rc == 0 && key->m % key->pieces)
+        rc = build_slot(p, 1, lo + 1, key, w_scales, n, k, per_channel);
+    if (rc == 1) {
+        drop_prims(p);
+        qt__dnnl_threads_restore(before);
+        key->pieces = 1;
+        key->threads_each = weft_get_num_threads();
+        before = qt__dnnl_threads(key->threads_each);
+        rc = build_slot(p, 0, key->m, key, w_scales, n, k, per_channel);
+    }
+    qt__dnnl_threads_restore(before);
+    if (rc < 0) {
+        drop_prims(p);
+        return rc;
+    }
     p->have_prim = true;
     p->key = *key;
     return 0;
+}
+
+/* One call's pieces, run on weft's pool. */
+typedef struct linear_job {
+    const linear_cache *p;
+    int64_t k, n;
+    const uint8_t *x;
+    uint8_t *y;
+    const float *bias;
+    uint8_t *scratch; /* scratch_stride bytes a piece */
+    size_t scratch_stride;
+    dnnl_status_t failed; /* the first piece's failure */
+    pthread_mutex_t lock;
+} linear_job;
+
+static dnnl_status_t run_piece(linear_job *j, int64_t i)
+{
+    const linear_cache *p = j->p;
+    int64_t r0 = piece_start(p->key.m, p->key.pieces, i);
+    int64_t rows = piece_start(p->key.m, p->key.pieces, i + 1) - r0;
+    const linear_prim *sl = &p->slot[rows != p->slot[0].rows];
+    dnnl_memory_t ms = NULL, mw = NULL, mb = NULL, md = NULL, mscr = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t st;
+    if (!(st = dnnl_memory_create(&ms, &sl->src_md, engine, (void *)(j->x + r0 * j->k))) &&
+        !(st = dnnl_memory_create(&mw, &p->packed_md, engine, p->packed)) &&
+        !(st = dnnl_memory_create(&md, &sl->dst_md, engine, j->y + r0 * j->n)) &&
+        !(st = j->bias ? dnnl_memory_create(&mb, &p->bias_md, engine, (void *)j->bias)
+                       : dnnl_success) &&
+        !(st = sl->scratch_bytes ? dnnl_memory_create(&mscr, &sl->scratch_md, engine,
+                                                      j->scratch + (size_t)i * j->scratch_stride)
+                                 : dnnl_success) &&
+        !(st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags))) {
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}};
+        int nargs = 3;
+        if (mb)
+            args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mb};
+        if (mscr)
+            args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, mscr};
+        if (!(st = dnnl_primitive_execute(sl->prim, stream, nargs, args)))
+            st = dnnl_stream_wait(stream);
+    }
+    dnnl_stream_destroy(stream);
+    dnnl_memory_t all[] = {ms, mw, mb, md, mscr};
+    for (int a = 0; a < 5; a++)
+        dnnl_memory_destroy(all[a]);
+    return st;
+}
+
+static void run_pieces(int64_t begin, int64_t end, void *ctx)
+{
+    linear_job *j = ctx;
+    int before = qt__dnnl_threads(j->p->key.threads_each);
+    for (int64_t i = begin; i < end; i++) {
+        dnnl_status_t st = run_piece(j, i);
+        if (st) {
+            pthread_mutex_lock(&j->lock);
+            j->failed = j->failed ? j->failed : st;
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+    qt__dnnl_threads_restore(before);
 }
 
 /* Reorders the (n, k) int8 weight w into p->packed_md's layout. */
@@ -285,7 +492,8 @@ static int linear_kernel(weft_call *call, void *ctx)
     /* float32 weight scales, as oneDNN takes them */
     float *w_scales = malloc(sizeof(float) * (size_t)(n ? n : 1));
     float *b = bias ? malloc(sizeof(float) * (size_t)(n ? n : 1)) : NULL;
-    weft_tensor *xc = NULL, *wc = NULL, *bc = NULL, *bf = NULL, *y = NULL, *out = NULL;
+    weft_tensor *xc = NULL, *wc = NULL, *bc = NULL, *bf = NULL, *y = NULL, *out = NULL,
+                *scratch = NULL;
     if (!w_scales || (bias && !b)) {
         rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
         goto done;
@@ -315,8 +523,9 @@ static int linear_kernel(weft_call *call, void *ctx)
         for (int64_t j = 0; j < n; j++)
             b[j] = bp[j] / ((float)qx->scale * w_scales[j]);
     }
-    prim_key key = {m, (float)qx->scale, (float)out_scale, (int32_t)qx->zero_point,
-                    (int32_t)out_zp, relu, bias != NULL};
+    qt_dnnl_plan plan = qt__dnnl_plan(m, (double)m * (double)n * (double)k);
+    prim_key key = {m, plan.pieces, plan.threads_each, (float)qx->scale, (float)out_scale,
+                    (int32_t)qx->zero_point, (int32_t)out_zp, relu, bias != NULL};
     linear_cache *p = (linear_cache *)qt__prepacked_get(qw, linear_cache_free, linear_cache_new);
     if (!p) {
         rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
@@ -328,32 +537,34 @@ static int linear_kernel(weft_call *call, void *ctx)
         free(p->packed);
         p->packed = NULL;
     }
-    if (!p->have_prim || !key_equal(&p->key, &key) || !p->packed)
+    if (!p->have_prim || !key_equal(&p->asked, &key) || !p->packed) {
+        p->asked = key;
         rc = build(p, &key, w_scales, n, k, qw->scheme == QT_PER_CHANNEL_AFFINE);
+    }
     if (rc == 0 && !p->packed && (rc = weft_contiguous(&wc, qw->repr)) == 0 &&
         (rc = pack(p, weft_tensor_data_ptr(wc), n, k)) == 0)
         p->version = version;
+    linear_job job = {.p = p, .k = k, .n = n, .bias = bias ? b : NULL,
+                      .lock = PTHREAD_MUTEX_INITIALIZER};
+    /* each piece's scratch, from weft's allocator (which keeps such blocks
+     * for the next call; the int32 sums of a 500 x 256 piece are 512 KiB) */
+    size_t most = p->slot[0].scratch_bytes > p->slot[1].scratch_bytes ? p->slot[0].scratch_bytes
+                                                                      : p->slot[1].scratch_bytes;
+    job.scratch_stride = (most + 63) / 64 * 64;
+    if (rc == 0 && job.scratch_stride &&
+        (rc = weft_new_output(&scratch, xc,
+                              (int64_t[]){(int64_t)job.scratch_stride * p->key.pieces}, 1,
+                              WEFT_UINT8)) == 0)
+        job.scratch = weft_tensor_data_ptr(scratch);
     if (rc == 0) {
-        dnnl_memory_t ms = NULL, mw = NULL, mb = NULL, md = NULL;
-        dnnl_stream_t stream = NULL;
-        dnnl_status_t st;
-        if (!(st = dnnl_memory_create(&ms, &p->src_md, engine, weft_tensor_data_ptr(xc))) &&
-            !(st = dnnl_memory_create(&mw, &p->packed_md, engine, p->packed)) &&
-            !(st = dnnl_memory_create(&md, &p->dst_md, engine, weft_tensor_data_ptr(y))) &&
-            !(st = bias ? dnnl_memory_create(&mb, &p->bias_md, engine, b) : dnnl_success) &&
-            !(st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags))) {
-            dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw},
-                                       {DNNL_ARG_DST, md}, {DNNL_ARG_BIAS, mb}};
-            if (!(st = dnnl_primitive_execute(p->prim, stream, bias ? 4 : 3, args)))
-                st = dnnl_stream_wait(stream);
-        }
-        dnnl_stream_destroy(stream);
-        dnnl_memory_destroy(ms);
-        dnnl_memory_destroy(mw);
-        dnnl_memory_destroy(mb);
-        dnnl_memory_destroy(md);
-        if (st)
-            rc = qt__dnnl_error(op, "to run the matmul", st);
+        job.x = weft_tensor_data_ptr(xc);
+        job.y = weft_tensor_data_ptr(y);
+        if (p->key.pieces == 1)
+            run_pieces(0, 1, &job);
+        else
+            rc = weft_parallel_for(0, p->key.pieces, 1, run_pieces, &job);
+        if (rc == 0 && job.failed)
+            rc = qt__dnnl_error(op, "to run the matmul", job.failed);
     }
     pthread_mutex_unlock(&p->lock);
     if (rc == 0) {
@@ -363,7 +574,7 @@ static int linear_kernel(weft_call *call, void *ctx)
 done:
     free(w_scales);
     free(b);
-    weft_tensor *all[] = {xc, wc, bc, bf, y};
+    weft_tensor *all[] = {xc, wc, bc, bf, y, scratch};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
