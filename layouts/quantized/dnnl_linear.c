@@ -9,7 +9,7 @@
  * weight tensor, with the last primitive built for it, and dropped when
  * the weight's integers change version.  Only the dnnl_*.c files include
  * oneDNN; this one also holds their shared engine (dnnl_common.h). */
-#define _GNU_SOURCE /* dladdr */
+#define _GNU_SOURCE /* dladdr1 */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -28,10 +28,10 @@
 static dnnl_engine_t engine; /* NULL until made, under engine_lock */
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* oneDNN's OpenMP runtime, looked up among libdnnl's own dependencies when
- * the engine is made (the plugin does not link OpenMP itself, and another
- * build of oneDNN may thread otherwise: then both stay NULL and oneDNN
- * threads as it does). */
+/* oneDNN's OpenMP runtime, looked up among this plugin's dependencies
+ * (libdnnl's) when the engine is made: the plugin does not link OpenMP
+ * itself, and another build of oneDNN may thread otherwise (then both stay
+ * NULL and oneDNN threads as it does). */
 static struct {
     int (*get_max)(void);
     void (*set)(int);
@@ -39,18 +39,18 @@ static struct {
 
 static void find_openmp(void)
 {
+    /* this plugin's own link map, which the loader's dlopen gave a search
+     * list of its dependencies: a lookup through it reaches libdnnl's
+     * OpenMP without another dlopen of libdnnl (whose dlclose left 64
+     * bytes of the loader's scope lists unfreed at the plugin's unload) */
     Dl_info info;
-    void *h = NULL;
-    if (dladdr((void *)dnnl_engine_create, &info) && info.dli_fname)
-        h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
+    void *self = NULL;
+    if (!dladdr1((void *)find_openmp, &info, &self, RTLD_DL_LINKMAP) || !self)
         return;
-    /* a handle's lookup searches the library and then its dependencies */
-    int (*get_max)(void) = (int (*)(void))dlsym(h, "omp_get_max_threads");
-    void (*set)(int) = (void (*)(int))dlsym(h, "omp_set_num_threads");
+    int (*get_max)(void) = (int (*)(void))dlsym(self, "omp_get_max_threads");
+    void (*set)(int) = (void (*)(int))dlsym(self, "omp_set_num_threads");
     if (get_max && set)
         omp.get_max = get_max, omp.set = set;
-    dlclose(h); /* NOLOAD took a reference to a library the plugin links */
 }
 
 /* Below this many multiply-adds (about 10 us) a call stays on the
