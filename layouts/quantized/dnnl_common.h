@@ -53,6 +53,20 @@ qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work);
  * it) and returns what qt__dnnl_threads_restore puts back. */
 int qt__dnnl_threads(int n);
 void qt__dnnl_threads_restore(int before);
+/* Builds the primitives of a plan through build_slot(cache, s, rows): slot
+ * 0 for total / pieces rows, slot 1 for one more where they do not divide
+ * (both made at the OpenMP thread count they run at).  build_slot returns
+ * 0, a negative error, or 1 when slot 1 would lay the weights or the output
+ * out otherwise than slot 0: then drop(cache) and one piece of every row
+ * (*plan says so).  On an error drop(cache) too. */
+int qt__dnnl_build_slots(void *cache, int64_t total, qt_dnnl_plan *plan,
+                         int (*build_slot)(void *cache, int s, int64_t rows),
+                         void (*drop)(void *cache));
+/* Runs piece(job, i) for i in [0, pieces): on the calling thread for one
+ * piece, else on weft's pool; OpenMP at threads_each on each thread
+ * meanwhile.  Returns 0 or the first failing piece's status. */
+dnnl_status_t qt__dnnl_run_pieces(int64_t pieces, int threads_each,
+                                  dnnl_status_t (*piece)(void *job, int64_t i), void *job);
 /* The scratch memory a primitive made by qt__dnnl_int8_pd needs per call,
  * in bytes (its scratchpad is the caller's, so that two threads may run
  * one primitive at once); *md receives its descriptor. */

@@ -111,13 +111,27 @@ typedef struct conv_shape {
     int64_t oc, kh, kw, oh, ow;
 } conv_shape;
 
-/* Builds slot s for n images (p->lock held).  Returns 1 when slot 1 would
+/* What build_slot needs beyond the cache. */
+typedef struct conv_build {
+    conv_cache *p;
+    dnnl_engine_t eng;
+    const conv_key *key;
+    const float *w_scales;
+    bool per_channel;
+    const conv_shape *sh;
+} conv_build;
+
+/* Builds slot s for n images (bl->p->lock held).  Returns 1 when slot 1 would
  * take the weights or write the output in another layout than slot 0 (the
  * caller then runs one piece). */
-static int build_slot(conv_cache *p, int s, int64_t n, dnnl_engine_t eng, const conv_key *key,
-                      const float *w_scales, bool per_channel, const conv_shape *sh)
+static int build_slot(void *ctx, int s, int64_t n)
 {
     const char *op = "quantized_conv2d";
+    const conv_build *bl = ctx;
+    conv_cache *p = bl->p;
+    dnnl_engine_t eng = bl->eng;
+    const conv_key *key = bl->key;
+    const conv_shape *sh = bl->sh;
     conv_prim *sl = &p->slot[s];
     int64_t g = key->groups, icg = key->c / g, oc = sh->oc;
     dnnl_dims_t sd = {n, key->c, key->h, key->w}, dd = {n, oc, sh->oh, sh->ow}, bd = {oc};
@@ -144,9 +158,9 @@ static int build_slot(conv_cache *p, int s, int64_t n, dnnl_engine_t eng, const 
              key->bias ? &p->bias_md : NULL, &dst_any, strides, dil, pad, pad)))
         return qt__dnnl_error(op, "the convolution descriptor", st);
     const qt_dnnl_requant rq = {key->src_scale, key->dst_scale, key->src_zp, key->dst_zp,
-                                 key->relu != 0, per_channel};
+                                 key->relu != 0, bl->per_channel};
     dnnl_primitive_desc_t pd = NULL;
-    int rc = qt__dnnl_int8_pd(&pd, &desc, &rq, w_scales, oc, eng, op,
+    int rc = qt__dnnl_int8_pd(&pd, &desc, &rq, bl->w_scales, oc, eng, op,
                               "the int8 convolution for these parameters");
     if (rc < 0)
         return rc;
@@ -177,6 +191,11 @@ static int build_slot(conv_cache *p, int s, int64_t n, dnnl_engine_t eng, const 
     return rc < 0 ? rc : reorder_prim(&sl->dst_reorder, eng, &sl->dst_md, &sl->user_dst);
 }
 
+static void drop_slots(void *ctx)
+{
+    drop(((conv_build *)ctx)->p);
+}
+
 /* Builds everything for key and packs the weight (p->lock held), at the
  * OpenMP thread count the pieces run at; with pieces of two sizes that
  * oneDNN would lay out differently, falls back to one piece (*key then
@@ -185,21 +204,10 @@ static int build(conv_cache *p, dnnl_engine_t eng, conv_key *key, const weft_ten
                  const float *w_scales, bool per_channel, const conv_shape *sh)
 {
     const char *op = "quantized_conv2d";
-    drop(p);
-    int before = qt__dnnl_threads(key->threads_each);
-    int64_t lo = key->n / key->pieces;
-    int rc = build_slot(p, 0, lo, eng, key, w_scales, per_channel, sh);
-    if (rc == 0 && key->n % key->pieces)
-        rc = build_slot(p, 1, lo + 1, eng, key, w_scales, per_channel, sh);
-    if (rc == 1) {
-        drop(p);
-        qt__dnnl_threads_restore(before);
-        key->pieces = 1;
-        key->threads_each = weft_get_num_threads();
-        before = qt__dnnl_threads(key->threads_each);
-        rc = build_slot(p, 0, key->n, eng, key, w_scales, per_channel, sh);
-    }
-    qt__dnnl_threads_restore(before);
+    conv_build bl = {p, eng, key, w_scales, per_channel, sh};
+    qt_dnnl_plan plan = {key->pieces, key->threads_each};
+    int rc = qt__dnnl_build_slots(&bl, key->n, &plan, build_slot, drop_slots);
+    key->pieces = plan.pieces, key->threads_each = plan.threads_each;
     int64_t g = key->groups;
     dnnl_dims_t wd4 = {sh->oc, key->c / g, sh->kh, sh->kw},
                 wd5 = {g, sh->oc / g, key->c / g, sh->kh, sh->kw};
@@ -236,12 +244,11 @@ typedef struct conv_job {
     int64_t in_image, out_image; /* bytes an image */
     uint8_t *src_buf, *dst_buf, *scratch;
     size_t src_stride, dst_stride, scratch_stride;
-    dnnl_status_t failed; /* the first piece's failure */
-    pthread_mutex_t lock;
 } conv_job;
 
-static dnnl_status_t run_piece(conv_job *j, int64_t i)
+static dnnl_status_t run_piece(void *job, int64_t i)
 {
+    const conv_job *j = job;
     const conv_cache *p = j->p;
     int64_t b0 = i * p->key.n / p->key.pieces;
     int64_t cnt = (i + 1) * p->key.n / p->key.pieces - b0;
@@ -285,21 +292,6 @@ static dnnl_status_t run_piece(conv_job *j, int64_t i)
     for (int a = 0; a < 7; a++)
         dnnl_memory_destroy(all[a]);
     return st;
-}
-
-static void run_pieces(int64_t begin, int64_t end, void *ctx)
-{
-    conv_job *j = ctx;
-    int before = qt__dnnl_threads(j->p->key.threads_each);
-    for (int64_t i = begin; i < end; i++) {
-        dnnl_status_t st = run_piece(j, i);
-        if (st) {
-            pthread_mutex_lock(&j->lock);
-            j->failed = j->failed ? j->failed : st;
-            pthread_mutex_unlock(&j->lock);
-        }
-    }
-    qt__dnnl_threads_restore(before);
 }
 
 /* The larger of the two slots' sizes of what get() says, rounded to 64. */
@@ -467,8 +459,7 @@ static int conv_kernel(weft_call *call, void *ctx)
                                   : weft_new_output(&y, xc, (int64_t[]){key.n, oc, oh, ow}, 4,
                                                     WEFT_UINT8);
     conv_job job = {.p = p, .eng = eng, .bias = bias ? b : NULL,
-                    .in_image = key.c * key.h * key.w, .out_image = oc * oh * ow,
-                    .lock = PTHREAD_MUTEX_INITIALIZER};
+                    .in_image = key.c * key.h * key.w, .out_image = oc * oh * ow};
     if (rc == 0) {
         job.src_stride = stride_of(p, src_bytes);
         job.dst_stride = stride_of(p, dst_bytes);
@@ -490,12 +481,9 @@ static int conv_kernel(weft_call *call, void *ctx)
     if (rc == 0) {
         job.x = weft_tensor_data_ptr(xc);
         job.y = weft_tensor_data_ptr(raw ? raw : y);
-        if (pieces == 1)
-            run_pieces(0, 1, &job);
-        else
-            rc = weft_parallel_for(0, pieces, 1, run_pieces, &job);
-        if (rc == 0 && job.failed)
-            rc = qt__dnnl_error(op, "to run the convolution", job.failed);
+        dnnl_status_t st = qt__dnnl_run_pieces(pieces, p->key.threads_each, run_piece, &job);
+        if (st)
+            rc = qt__dnnl_error(op, "to run the convolution", st);
     }
     pthread_mutex_unlock(&p->lock);
     if (rc == 0) {

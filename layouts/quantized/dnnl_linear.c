@@ -98,6 +98,64 @@ size_t qt__dnnl_scratch(dnnl_primitive_desc_t pd, dnnl_memory_desc_t *md)
     return dnnl_memory_desc_get_size(s);
 }
 
+int qt__dnnl_build_slots(void *cache, int64_t total, qt_dnnl_plan *plan,
+                         int (*build_slot)(void *cache, int s, int64_t rows),
+                         void (*drop)(void *cache))
+{
+    drop(cache);
+    int before = qt__dnnl_threads(plan->threads_each);
+    int64_t lo = total / plan->pieces;
+    int rc = build_slot(cache, 0, lo);
+    if (rc == 0 && total % plan->pieces)
+        rc = build_slot(cache, 1, lo + 1);
+    if (rc == 1) {
+        drop(cache);
+        qt__dnnl_threads_restore(before);
+        plan->pieces = 1;
+        plan->threads_each = weft_get_num_threads();
+        before = qt__dnnl_threads(plan->threads_each);
+        rc = build_slot(cache, 0, total);
+    }
+    qt__dnnl_threads_restore(before);
+    if (rc < 0)
+        drop(cache);
+    return rc;
+}
+
+typedef struct pieces_job {
+    dnnl_status_t (*piece)(void *job, int64_t i);
+    void *job;
+    int threads_each;
+    dnnl_status_t failed; /* the first piece's failure */
+    pthread_mutex_t lock;
+} pieces_job;
+
+static void run_range(int64_t begin, int64_t end, void *ctx)
+{
+    pieces_job *j = ctx;
+    int before = qt__dnnl_threads(j->threads_each);
+    for (int64_t i = begin; i < end; i++) {
+        dnnl_status_t st = j->piece(j->job, i);
+        if (st) {
+            pthread_mutex_lock(&j->lock);
+            j->failed = j->failed ? j->failed : st;
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+    qt__dnnl_threads_restore(before);
+}
+
+dnnl_status_t qt__dnnl_run_pieces(int64_t pieces, int threads_each,
+                                  dnnl_status_t (*piece)(void *job, int64_t i), void *job)
+{
+    pieces_job j = {piece, job, threads_each, dnnl_success, PTHREAD_MUTEX_INITIALIZER};
+    if (pieces == 1)
+        run_range(0, 1, &j);
+    else if (weft_parallel_for(0, pieces, 1, run_range, &j) < 0) /* only a NULL fn fails */
+        return dnnl_runtime_error;
+    return j.failed;
+}
+
 int qt__dnnl_error(const char *op, const char *what, dnnl_status_t st)
 {
     return weft_set_error(st == dnnl_out_of_memory ? WEFT_ENOMEM : WEFT_ENOTSUP,
@@ -265,17 +323,29 @@ static int64_t piece_start(int64_t m, int64_t pieces, int64_t i)
     return i * m / pieces;
 }
 
-/* Builds the primitive of slot s for `rows` rows (p->lock held): src
+/* What build_slot needs beyond the cache. */
+typedef struct linear_build {
+    linear_cache *p;
+    const prim_key *key;
+    const float *w_scales;
+    int64_t n, k;
+    bool per_channel;
+} linear_build;
+
+/* Builds the primitive of slot s for `rows` rows (bl->p->lock held): src
  * (rows, k) u8, weights (k, n) s8 in the layout oneDNN picks, bias (1, n)
  * f32, dst (rows, n) u8; output scales src_scale * w_scale[n] / dst_scale,
  * zero points of src and dst, relu as a post-op (applied before the dst
  * zero point is added, so it clamps at the zero point, as torch's quantized
  * relu does).  Returns 1 when slot 1 wants the weights in another layout
  * than slot 0 (the caller then runs one piece). */
-static int build_slot(linear_cache *p, int s, int64_t rows, const prim_key *key,
-                      const float *w_scales, int64_t n, int64_t k, bool per_channel)
+static int build_slot(void *ctx, int s, int64_t rows)
 {
     const char *op = "quantized_linear";
+    const linear_build *bl = ctx;
+    linear_cache *p = bl->p;
+    const prim_key *key = bl->key;
+    int64_t n = bl->n, k = bl->k;
     linear_prim *sl = &p->slot[s];
     dnnl_memory_desc_t wmd;
     dnnl_dims_t sd = {rows, k}, wd = {k, n}, bd = {1, n}, dd = {rows, n};
@@ -290,9 +360,9 @@ static int build_slot(linear_cache *p, int s, int64_t rows, const prim_key *key,
                                     &sl->dst_md)))
         return qt__dnnl_error(op, "the matmul descriptor", st);
     const qt_dnnl_requant rq = {key->src_scale, key->dst_scale, key->src_zp, key->dst_zp,
-                                 key->relu != 0, per_channel};
+                                 key->relu != 0, bl->per_channel};
     dnnl_primitive_desc_t pd = NULL;
-    int rc = qt__dnnl_int8_pd(&pd, &desc, &rq, w_scales, n, engine, op,
+    int rc = qt__dnnl_int8_pd(&pd, &desc, &rq, bl->w_scales, n, engine, op,
                               "the int8 matmul for these parameters");
     if (rc < 0)
         return rc;
@@ -318,32 +388,22 @@ static int build_slot(linear_cache *p, int s, int64_t rows, const prim_key *key,
     return 0;
 }
 
-/* Builds the primitives for key (p->lock held), made at the OpenMP
- * thread count they will run at; with pieces of two sizes whose weights
- * oneDNN would lay out differently, falls back to one piece (*key then
- * says so). */
+static void drop_slots(void *ctx)
+{
+    drop_prims(((linear_build *)ctx)->p);
+}
+
+/* Builds the primitives for key (p->lock held); *key's plan may fall back
+ * to one piece (qt__dnnl_build_slots). */
 static int build(linear_cache *p, prim_key *key, const float *w_scales, int64_t n, int64_t k,
                  bool per_channel)
 {
-    drop_prims(p);
-    int before = qt__dnnl_threads(key->threads_each);
-    int64_t lo = key->m / key->pieces;
-    int rc = build_slot(p, 0, lo, key, w_scales, n, k, per_channel);
-    if (rc == 0 && key->m % key->pieces)
-        rc = build_slot(p, 1, lo + 1, key, w_scales, n, k, per_channel);
-    if (rc == 1) {
-        drop_prims(p);
-        qt__dnnl_threads_restore(before);
-        key->pieces = 1;
-        key->threads_each = weft_get_num_threads();
-        before = qt__dnnl_threads(key->threads_each);
-        rc = build_slot(p, 0, key->m, key, w_scales, n, k, per_channel);
-    }
-    qt__dnnl_threads_restore(before);
-    if (rc < 0) {
-        drop_prims(p);
+    linear_build bl = {p, key, w_scales, n, k, per_channel};
+    qt_dnnl_plan plan = {key->pieces, key->threads_each};
+    int rc = qt__dnnl_build_slots(&bl, key->m, &plan, build_slot, drop_slots);
+    if (rc < 0)
         return rc;
-    }
+    key->pieces = plan.pieces, key->threads_each = plan.threads_each;
     p->have_prim = true;
     p->key = *key;
     return 0;
@@ -358,12 +418,11 @@ typedef struct linear_job {
     const float *bias;
     uint8_t *scratch; /* scratch_stride bytes a piece */
     size_t scratch_stride;
-    dnnl_status_t failed; /* the first piece's failure */
-    pthread_mutex_t lock;
 } linear_job;
 
-static dnnl_status_t run_piece(linear_job *j, int64_t i)
+static dnnl_status_t run_piece(void *job, int64_t i)
 {
+    const linear_job *j = job;
     const linear_cache *p = j->p;
     int64_t r0 = piece_start(p->key.m, p->key.pieces, i);
     int64_t rows = piece_start(p->key.m, p->key.pieces, i + 1) - r0;
@@ -394,21 +453,6 @@ static dnnl_status_t run_piece(linear_job *j, int64_t i)
     for (int a = 0; a < 5; a++)
         dnnl_memory_destroy(all[a]);
     return st;
-}
-
-static void run_pieces(int64_t begin, int64_t end, void *ctx)
-{
-    linear_job *j = ctx;
-    int before = qt__dnnl_threads(j->p->key.threads_each);
-    for (int64_t i = begin; i < end; i++) {
-        dnnl_status_t st = run_piece(j, i);
-        if (st) {
-            pthread_mutex_lock(&j->lock);
-            j->failed = j->failed ? j->failed : st;
-            pthread_mutex_unlock(&j->lock);
-        }
-    }
-    qt__dnnl_threads_restore(before);
 }
 
 /* Reorders the (n, k) int8 weight w into p->packed_md's layout. */
@@ -544,8 +588,7 @@ static int linear_kernel(weft_call *call, void *ctx)
     if (rc == 0 && !p->packed && (rc = weft_contiguous(&wc, qw->repr)) == 0 &&
         (rc = pack(p, weft_tensor_data_ptr(wc), n, k)) == 0)
         p->version = version;
-    linear_job job = {.p = p, .k = k, .n = n, .bias = bias ? b : NULL,
-                      .lock = PTHREAD_MUTEX_INITIALIZER};
+    linear_job job = {.p = p, .k = k, .n = n, .bias = bias ? b : NULL};
     /* each piece's scratch, from weft's allocator (which keeps such blocks
      * for the next call; the int32 sums of a 500 x 256 piece are 512 KiB) */
     size_t most = p->slot[0].scratch_bytes > p->slot[1].scratch_bytes ? p->slot[0].scratch_bytes
@@ -559,12 +602,9 @@ static int linear_kernel(weft_call *call, void *ctx)
     if (rc == 0) {
         job.x = weft_tensor_data_ptr(xc);
         job.y = weft_tensor_data_ptr(y);
-        if (p->key.pieces == 1)
-            run_pieces(0, 1, &job);
-        else
-            rc = weft_parallel_for(0, p->key.pieces, 1, run_pieces, &job);
-        if (rc == 0 && job.failed)
-            rc = qt__dnnl_error(op, "to run the matmul", job.failed);
+        dnnl_status_t st = qt__dnnl_run_pieces(p->key.pieces, p->key.threads_each, run_piece, &job);
+        if (st)
+            rc = qt__dnnl_error(op, "to run the matmul", st);
     }
     pthread_mutex_unlock(&p->lock);
     if (rc == 0) {
