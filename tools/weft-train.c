@@ -605,11 +605,13 @@ int main(int argc, char **argv)
      * from it, whenever it is loaded */
     if (o.threads != 0 && weft_set_num_threads(o.threads) < 0)
         return fail("--threads");
-    /* Before the plugins load OpenMP (the quantized plugin's oneDNN): its
-     * threads share the CPUs with weft's pool, and OpenMP's default keeps
-     * them spinning after each int8 call on the CPU the next operator's
-     * pool worker needs (the int8 MLP's test set took 0.29-1.2 s so with
-     * 2 threads on a loaded 2-CPU machine, 0.05 s with passive waits:
+    /* Before the plugins load OpenMP (the quantized plugin's oneDNN).
+     * Its int8 products run on weft's pool with OpenMP at one thread now,
+     * but a product of fewer rows than threads still starts an OpenMP team,
+     * and OpenMP's default keeps its threads spinning after each call on
+     * the CPU the next operator's pool worker needs (when every int8 call
+     * ran on such a team, the int8 MLP's test set took 0.29-1.2 s with 2
+     * threads on a loaded 2-CPU machine, 0.05 s with passive waits:
      * docs/benchmarks.md).  The float models run no OpenMP team; a user's
      * setting wins. */
     setenv("OMP_WAIT_POLICY", "passive", 0);
