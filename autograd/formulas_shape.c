@@ -176,7 +176,9 @@ static int triu_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     return weft_triu(&gi[0], go[0], extra_info(n, 1)[0]);
 }
 
-/* roll back by the negated shifts */
+/* roll back by the negated shifts, each reduced modulo its extent first:
+ * a shift of INT64_MIN has no negation in int64, its remainder does (and
+ * roll takes shifts modulo the extent anyway) */
 static int roll_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
 {
     const int64_t *shifts = extra_info(n, 1), *dims = shifts + 1 + shifts[0];
@@ -184,8 +186,21 @@ static int roll_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     int count = (int)shifts[0];
     if (count > WEFT_MAX_DIMS)
         return wf__errorf(WEFT_EINVAL, "roll: too many shifts to differentiate");
-    for (int i = 0; i < count; i++)
-        negated[i] = -shifts[1 + i];
+    const int64_t *sizes;
+    int ndim;
+    weft_dtype dtype;
+    shape_of(n, 0, &sizes, &ndim, &dtype);
+    for (int i = 0; i < count; i++) {
+        int64_t extent = 1; /* without dims, the flattened tensor's */
+        if (dims[0]) {
+            int64_t d = dims[1 + i] < 0 ? dims[1 + i] + ndim : dims[1 + i];
+            extent = d >= 0 && d < ndim ? sizes[d] : 1; /* the forward checked dims */
+        } else {
+            for (int k = 0; k < ndim; k++)
+                extent *= sizes[k];
+        }
+        negated[i] = extent > 0 ? -(shifts[1 + i] % extent) : 0;
+    }
     return weft_roll(&gi[0], go[0], negated, count, dims[0] ? dims + 1 : NULL, (int)dims[0]);
 }
 
