@@ -259,8 +259,15 @@ static int pad_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
     pads++;
     if (mode == 0) {
         int64_t negated[2 * WEFT_MAX_DIMS];
-        for (int i = 0; i < count; i++)
+        for (int i = 0; i < count; i++) {
+            /* a pad of INT64_MIN (beside one near INT64_MAX, so that the
+             * size fits) crops more than any input holds: every output
+             * element is padding and the gradient is zero; its negation
+             * does not exist in int64 */
+            if (pads[i] == INT64_MIN)
+                return weft_zeros(&gi[0], sizes, ndim, dtype, go[0]->device);
             negated[i] = -pads[i];
+        }
         return weft_pad(&gi[0], go[0], negated, count, "constant", NULL);
     }
     weft_tensor *g = weft_tensor_retain(go[0]);

@@ -438,7 +438,7 @@ static void test_sorting(void)
 enum grad_op {
     G_CAT, G_STACK, G_INDEX_SELECT, G_GATHER, G_EMBEDDING, G_FLIP, G_TRIL, G_TRIU, G_SORT,
     G_TOPK, G_SCATTER_ADD, G_SCATTER, G_INDEX_ADD, G_ROLL, G_ROLL_MIN, G_ROLL_FLAT_MIN, G_REPEAT,
-    G_PAD, G_PAD_REFLECT, G_PAD_REPLICATE, G_CLONE, G_MASKED_SELECT, G_COUNT
+    G_PAD, G_PAD_MIN, G_PAD_REFLECT, G_PAD_REPLICATE, G_CLONE, G_MASKED_SELECT, G_COUNT
 };
 static const char *const grad_names[] = {
     "cat", "stack", "index_select", "gather", "embedding", "flip", "tril", "triu", "sort",
@@ -446,6 +446,7 @@ static const char *const grad_names[] = {
     /* a shift of INT64_MIN: its negation, the backward's shift, does not
      * exist in int64 (fuzz_call_boxed's UBSan finding) */
     "roll by INT64_MIN along dim 1", "roll by INT64_MIN flattened", "repeat", "pad constant",
+    "pad constant by (INT64_MIN, INT64_MAX): all padding, no gradient",
     "pad reflect", "pad replicate", "clone", "masked_select"};
 
 static weft_tensor *grad_index, *grad_index2d, *grad_mask;
@@ -497,6 +498,8 @@ static int apply_grad_op(weft_tensor **out, weft_tensor *const *in, int n, void 
         return weft_repeat(out, in[0], INTS(2, 1, 3), 3);
     case G_PAD:
         return weft_pad(out, in[0], INTS(1, -1, 0, 2), 4, "constant", NULL);
+    case G_PAD_MIN:
+        return weft_pad(out, in[0], INTS(INT64_MIN, INT64_MAX), 2, "constant", NULL);
     case G_PAD_REFLECT:
         return weft_pad(out, in[0], INTS(2, 1, 1, 0), 4, "reflect", NULL);
     case G_PAD_REPLICATE:
