@@ -4,6 +4,8 @@
 #ifndef WEFT_LAYOUTS_QUANTIZED_DNNL_COMMON_H
 #define WEFT_LAYOUTS_QUANTIZED_DNNL_COMMON_H
 
+#include <stdint.h>
+
 #include <oneapi/dnnl/dnnl.h>
 
 #include "quantized.h"
@@ -71,6 +73,13 @@ dnnl_status_t qt__dnnl_run_pieces(int64_t pieces, int threads_each,
  * in bytes (its scratchpad is the caller's, so that two threads may run
  * one primitive at once); *md receives its descriptor. */
 size_t qt__dnnl_scratch(dnnl_primitive_desc_t pd, dnnl_memory_desc_t *md);
+/* p rounded up to 64 bytes: buffers handed to oneDNN come from weft's
+ * allocator, whose small blocks are malloc's (16-byte aligned); the
+ * callers allocate 63 bytes more. */
+static inline uint8_t *qt__align64(void *p)
+{
+    return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
 /* quantized_conv2d (dnnl_conv.c). */
 int qt__register_dnnl_conv(weft_registrar *reg);
 

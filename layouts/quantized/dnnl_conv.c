@@ -467,17 +467,17 @@ static int conv_kernel(weft_call *call, void *ctx)
     }
     int64_t pieces = p->key.pieces;
     if (rc == 0 && job.src_stride &&
-        (rc = weft_new_output(&src_buf, xc, (int64_t[]){(int64_t)job.src_stride * pieces}, 1,
+        (rc = weft_new_output(&src_buf, xc, (int64_t[]){(int64_t)job.src_stride * pieces + 63}, 1,
                               WEFT_UINT8)) == 0)
-        job.src_buf = weft_tensor_data_ptr(src_buf);
+        job.src_buf = qt__align64(weft_tensor_data_ptr(src_buf));
     if (rc == 0 && job.dst_stride &&
-        (rc = weft_new_output(&dst_buf, xc, (int64_t[]){(int64_t)job.dst_stride * pieces}, 1,
+        (rc = weft_new_output(&dst_buf, xc, (int64_t[]){(int64_t)job.dst_stride * pieces + 63}, 1,
                               WEFT_UINT8)) == 0)
-        job.dst_buf = weft_tensor_data_ptr(dst_buf);
+        job.dst_buf = qt__align64(weft_tensor_data_ptr(dst_buf));
     if (rc == 0 && job.scratch_stride &&
-        (rc = weft_new_output(&scratch, xc, (int64_t[]){(int64_t)job.scratch_stride * pieces}, 1,
+        (rc = weft_new_output(&scratch, xc, (int64_t[]){(int64_t)job.scratch_stride * pieces + 63}, 1,
                               WEFT_UINT8)) == 0)
-        job.scratch = weft_tensor_data_ptr(scratch);
+        job.scratch = qt__align64(weft_tensor_data_ptr(scratch));
     if (rc == 0) {
         job.x = weft_tensor_data_ptr(xc);
         job.y = weft_tensor_data_ptr(raw ? raw : y);

@@ -596,9 +596,9 @@ static int linear_kernel(weft_call *call, void *ctx)
     job.scratch_stride = (most + 63) / 64 * 64;
     if (rc == 0 && job.scratch_stride &&
         (rc = weft_new_output(&scratch, xc,
-                              (int64_t[]){(int64_t)job.scratch_stride * p->key.pieces}, 1,
+                              (int64_t[]){(int64_t)job.scratch_stride * p->key.pieces + 63}, 1,
                               WEFT_UINT8)) == 0)
-        job.scratch = weft_tensor_data_ptr(scratch);
+        job.scratch = qt__align64(weft_tensor_data_ptr(scratch));
     if (rc == 0) {
         job.x = weft_tensor_data_ptr(xc);
         job.y = weft_tensor_data_ptr(y);
