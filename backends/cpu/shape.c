@@ -590,7 +590,10 @@ static int pad_kernel(weft_call *call, void *ctx)
         int d = ndim - 1 - p;
         int64_t left = pad->u.ints[2 * p], right = pad->u.ints[2 * p + 1];
         int64_t n = weft_tensor_sizes(self)[d];
-        int64_t crop_left = left < 0 ? -left : 0, crop_right = right < 0 ? -right : 0;
+        /* a crop past the whole extent crops it all (and INT64_MIN has no
+         * negation in int64) */
+        int64_t crop_left = left < 0 ? (left <= -n ? n : -left) : 0;
+        int64_t crop_right = right < 0 ? (right <= -n ? n : -right) : 0;
         int64_t len = n - crop_left - crop_right;
         if (len <= 0) {
             empty = true;

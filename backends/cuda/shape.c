@@ -413,7 +413,10 @@ static int pad_kernel(weft_call *call, void *ctx)
     for (int p = 0; rc == 0 && p < npairs; p++) {
         int d = ndim - 1 - p;
         int64_t left = pads[2 * p], right = pads[2 * p + 1], n = weft_tensor_sizes(self)[d];
-        int64_t crop_left = left < 0 ? -left : 0, crop_right = right < 0 ? -right : 0;
+        /* a crop past the whole extent crops it all (and INT64_MIN has no
+         * negation in int64) */
+        int64_t crop_left = left < 0 ? (left <= -n ? n : -left) : 0;
+        int64_t crop_right = right < 0 ? (right <= -n ? n : -right) : 0;
         int64_t kept = n - crop_left - crop_right;
         if (kept <= 0) {
             empty = true;
