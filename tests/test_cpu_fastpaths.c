@@ -117,6 +117,10 @@ static void test_max_pool(void)
         bool ceil, ties;
     } cases[] = {
         {4, 3, 28, 28, 2, 2, 0, false, false}, /* the CNN's: windows inside */
+        {3, 5, 14, 14, 2, 2, 0, false, true},  /* the CNN's second: 7 outputs a row */
+        {1, 1, 16, 16, 2, 2, 0, false, true},  /* 8 outputs a row: one whole block */
+        {2, 1, 6, 34, 2, 2, 0, false, false},  /* 17: two whole blocks and one more */
+        {1, 1, 2, 2, 2, 2, 0, false, false},   /* one window */
         {2, 5, 15, 13, 2, 2, 0, false, true},  /* odd sizes drop a row and column */
         {2, 3, 11, 9, 3, 1, 0, false, true},   /* 3x3 stride 1 */
         {2, 3, 12, 10, 3, 2, 0, false, false}, /* 3x3 stride 2 */
@@ -176,6 +180,26 @@ static void test_max_pool(void)
         rc = weft_max_pool2d_with_indices_backward(&gi, y, x, ind);
         ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), "index -1"),
            "max_pool2d backward refuses a negative index: %s", weft_last_error());
+    }
+    /* the planes check their indices on the pool, each before its stores:
+     * a bad one in the last row of the last of many planes, far past the
+     * plane (a store there would land outside the output), or just past it */
+    for (int far = 0; far < 2; far++) {
+        weft_tensor *x = filled(INTS(64, 16, 28, 28), 4, 11, false), *y = NULL, *ind = NULL;
+        weft_tensor *gi = NULL;
+        int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(2, 2), 2, INTS(2, 2), 2,
+                                              INTS(0, 0), 2, INTS(1, 1), 2, false);
+        keep(y);
+        keep(ind);
+        const int64_t bad = far ? (int64_t)1 << 40 : 28 * 28;
+        if (rc == 0)
+            ((int64_t *)weft_tensor_data_ptr(ind))[weft_tensor_numel(ind) - 3] = bad;
+        rc = rc == 0 ? weft_max_pool2d_with_indices_backward(&gi, y, x, ind) : rc;
+        char want[64];
+        snprintf(want, sizeof want, "index %lld ", (long long)bad);
+        ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), want),
+           "max_pool2d backward refuses index %lld in the last plane of 1024: %s", (long long)bad,
+           weft_last_error());
     }
     /* a plane of -inf only: the window's first element is the index */
     weft_tensor *x = filled(INTS(1, 1, 4, 4), 4, 7, false);
