@@ -70,23 +70,14 @@ static double window_of(const pool_geometry *g, int64_t oh, int64_t ow, int64_t 
     } while (0)
 
 /* n outputs of stride-2 windows whose first rows start at r0 (r1, r2 the
- * next rows), r0[0] being element `base` of the plane.
- * The 2x2 row's vector loops (8 outputs a step, then 4) cover whole blocks
- * of ROW_BLOCK outputs; a last, partial block is copied into padded rows
- * and run as a whole one.  Without that the CNN's rows (14 and 7
- * outputs) spent most of their time in the scalar, branching remainder
- * (perf: the pool forward was 8% of a CNN epoch, most of it in vcomiss/ja).
- * (A block loop with a constant count of 8 is worse: the compiler unrolls
- * it whole into that same scalar code, 4x slower.) */
-enum { ROW_BLOCK = 4 };
+ * next rows), r0[0] being element `base` of the plane. */
 #define DEFINE_MAX_ROWS(NAME, T)                                                           \
-    __attribute__((noipa)) /* not specialised for n = ROW_BLOCK: that unrolls it whole */ \
-    static void max_2x2_blocks_##NAME(const T *restrict r0, const T *restrict r1,          \
-                                      int64_t o0, int64_t W, int64_t n, T *restrict y,     \
-                                      int64_t *restrict ind)                               \
+    static inline void max_2x2_row_##NAME(const T *restrict r0, int64_t base, int64_t W,   \
+                                          int64_t n, T *restrict y, int64_t *restrict ind) \
     {                                                                                      \
+        const T *restrict r1 = r0 + W;                                                     \
         for (int64_t ow = 0; ow < n; ow++) {                                               \
-            const int64_t c = 2 * ow, o = o0 + c;                                          \
+            const int64_t c = 2 * ow, o = base + c;                                        \
             T best = r0[c];                                                                \
             int64_t at = o;                                                                \
             MAX_STEP(T, r0[c + 1], o + 1);                                                 \
@@ -94,28 +85,6 @@ enum { ROW_BLOCK = 4 };
             MAX_STEP(T, r1[c + 1], o + W + 1);                                             \
             y[ow] = best;                                                                  \
             ind[ow] = at;                                                                  \
-        }                                                                                  \
-    }                                                                                      \
-    static inline void max_2x2_row_##NAME(const T *restrict r0, int64_t base, int64_t W,   \
-                                          int64_t n, T *restrict y, int64_t *restrict ind) \
-    {                                                                                      \
-        const T *restrict r1 = r0 + W;                                                     \
-        const int64_t ow = n - n % ROW_BLOCK;                                              \
-        max_2x2_blocks_##NAME(r0, r1, base, W, ow, y, ind);                                \
-        if (ow == n)                                                                       \
-            return;                                                                        \
-        /* the padding's outputs are computed and dropped: any value does */              \
-        const int64_t rest = n - ow;                                                       \
-        T p0[2 * ROW_BLOCK] = {0}, p1[2 * ROW_BLOCK] = {0}, py[ROW_BLOCK];                 \
-        int64_t pind[ROW_BLOCK];                                                           \
-        for (int64_t i = 0; i < 2 * rest; i++) {                                           \
-            p0[i] = r0[2 * ow + i];                                                        \
-            p1[i] = r1[2 * ow + i];                                                        \
-        }                                                                                  \
-        max_2x2_blocks_##NAME(p0, p1, base + 2 * ow, W, ROW_BLOCK, py, pind);              \
-        for (int64_t i = 0; i < rest; i++) {                                               \
-            y[ow + i] = py[i];                                                             \
-            ind[ow + i] = pind[i];                                                         \
         }                                                                                  \
     }                                                                                      \
     static void max_3x3_row_##NAME(const T *restrict r0, int64_t base, int64_t W,          \
