@@ -201,6 +201,23 @@ static void test_max_pool(void)
            "max_pool2d backward refuses index %lld in the last plane of 1024: %s", (long long)bad,
            weft_last_error());
     }
+    /* ceil_mode with an odd height: the last row of blocks is one row high,
+     * and an index one row below it lies past the plane (here in the next
+     * plane's memory, or past the last plane's) */
+    for (int64_t plane = 0; plane < 2; plane++) {
+        weft_tensor *x = filled(INTS(1, 2, 3, 4), 4, 13, false), *y = NULL, *ind = NULL;
+        weft_tensor *gi = NULL;
+        int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(2, 2), 2, INTS(2, 2), 2,
+                                              INTS(0, 0), 2, INTS(1, 1), 2, true);
+        keep(y);
+        keep(ind);
+        if (rc == 0) /* output [1, 2, 2, 2]: the plane's first window of its last row */
+            ((int64_t *)weft_tensor_data_ptr(ind))[plane * 4 + 2] = 3 * 4;
+        rc = rc == 0 ? weft_max_pool2d_with_indices_backward(&gi, y, x, ind) : rc;
+        ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), "index 12 "),
+           "max_pool2d backward ceil_mode refuses an index below a one-row block (plane %lld): "
+           "%s", (long long)plane, weft_last_error());
+    }
     /* a plane of -inf only: the window's first element is the index */
     weft_tensor *x = filled(INTS(1, 1, 4, 4), 4, 7, false);
     float *xp = weft_tensor_data_ptr(x);

@@ -251,13 +251,14 @@ DEFINE_MAX_ROWS(float64, double)
         bool in = true;                                                                    \
         for (int64_t oh = 0; oh < OH; oh++, go += OW, ind += OW) {                         \
             const int64_t b = 2 * oh * W, end = (2 * oh + 2 < H ? 2 * oh + 2 : H) * W;     \
+            const bool two_rows = 2 * oh + 1 < H; /* ceil_mode's last block row: one */    \
             for (int64_t ow = 0; ow < fw; ow++) {                                          \
                 const int64_t d = ind[ow] - (b + 2 * ow);                                  \
-                in &= ((uint64_t)d < 2) | ((uint64_t)(d - W) < 2);                         \
+                in &= ((uint64_t)d < 2) | (two_rows & ((uint64_t)(d - W) < 2));            \
             }                                                                              \
             if (fw < OW) { /* ceil_mode: the last block is one column wide */              \
                 const int64_t d = ind[fw] - (b + 2 * fw);                                  \
-                in &= (d == 0) | (d == W);                                                 \
+                in &= (d == 0) | (two_rows & (d == W));                                    \
             }                                                                              \
             if (!in) /* overlapping windows: found in the first rows */                    \
                 return false;                                                              \
