@@ -110,6 +110,24 @@ static bool pool_matches(const weft_tensor *x, const weft_tensor *y, const weft_
     return true;
 }
 
+/* 2x2 stride 2 max_pool2d of a random [sizes] input, then its backward
+ * with index number `at` set to `bad`: whether the backward refuses it
+ * with WEFT_ERANGE naming that index, and makes no gradient. */
+static bool backward_refuses(const int64_t *sizes, bool ceil_mode, int64_t at, int64_t bad)
+{
+    weft_tensor *x = filled(sizes, 4, 9, false), *y = NULL, *ind = NULL, *gi = NULL;
+    int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(2, 2), 2, INTS(2, 2), 2, INTS(0, 0),
+                                          2, INTS(1, 1), 2, ceil_mode);
+    keep(y);
+    keep(ind);
+    if (rc == 0)
+        ((int64_t *)weft_tensor_data_ptr(ind))[at] = bad;
+    rc = rc == 0 ? weft_max_pool2d_with_indices_backward(&gi, y, x, ind) : rc;
+    char want[64];
+    snprintf(want, sizeof want, "index %lld ", (long long)bad);
+    return rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), want);
+}
+
 static void test_max_pool(void)
 {
     static const struct {
@@ -117,6 +135,10 @@ static void test_max_pool(void)
         bool ceil, ties;
     } cases[] = {
         {4, 3, 28, 28, 2, 2, 0, false, false}, /* the CNN's: windows inside */
+        {3, 5, 14, 14, 2, 2, 0, false, true},  /* the CNN's second: 7 outputs a row */
+        {1, 1, 16, 16, 2, 2, 0, false, true},  /* 8 outputs a row: one whole block */
+        {2, 1, 6, 34, 2, 2, 0, false, false},  /* 17: two whole blocks and one more */
+        {1, 1, 2, 2, 2, 2, 0, false, false},   /* one window */
         {2, 5, 15, 13, 2, 2, 0, false, true},  /* odd sizes drop a row and column */
         {2, 3, 11, 9, 3, 1, 0, false, true},   /* 3x3 stride 1 */
         {2, 3, 12, 10, 3, 2, 0, false, false}, /* 3x3 stride 2 */
@@ -161,22 +183,26 @@ static void test_max_pool(void)
     }
     ok(all_nan_ok, "max_pool2d 3x3 stride 2: a NaN anywhere, padded or not, as the reference");
     /* the backward refuses indices outside the plane, naming the index */
-    {
-        weft_tensor *x = filled(INTS(1, 1, 4, 4), 4, 9, false), *y = NULL, *ind = NULL, *gi = NULL;
-        int rc = weft_max_pool2d_with_indices(&y, &ind, x, INTS(2, 2), 2, INTS(2, 2), 2,
-                                              INTS(0, 0), 2, INTS(1, 1), 2, false);
-        keep(y);
-        keep(ind);
-        if (rc == 0)
-            ((int64_t *)weft_tensor_data_ptr(ind))[2] = 16;
-        rc = rc == 0 ? weft_max_pool2d_with_indices_backward(&gi, y, x, ind) : rc;
-        ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), "index 16"),
-           "max_pool2d backward refuses an index past the plane: %s", weft_last_error());
-        ((int64_t *)weft_tensor_data_ptr(ind))[2] = -1;
-        rc = weft_max_pool2d_with_indices_backward(&gi, y, x, ind);
-        ok(rc == WEFT_ERANGE && gi == NULL && strstr(weft_last_error(), "index -1"),
-           "max_pool2d backward refuses a negative index: %s", weft_last_error());
-    }
+    ok(backward_refuses(INTS(1, 1, 4, 4), false, 2, 16),
+       "max_pool2d backward refuses an index past the plane: %s", weft_last_error());
+    ok(backward_refuses(INTS(1, 1, 4, 4), false, 2, -1),
+       "max_pool2d backward refuses a negative index: %s", weft_last_error());
+    /* the planes check their indices on the pool, each before its stores:
+     * a bad one in the last row of the last of many planes, far past the
+     * plane (a store there would land outside the output), or just past it */
+    const int64_t last_row = 64 * 16 * 14 * 14 - 3;
+    ok(backward_refuses(INTS(64, 16, 28, 28), false, last_row, 28 * 28),
+       "max_pool2d backward refuses index 784 in the last plane of 1024: %s", weft_last_error());
+    ok(backward_refuses(INTS(64, 16, 28, 28), false, last_row, (int64_t)1 << 40),
+       "max_pool2d backward refuses index 2^40 in the last plane of 1024: %s", weft_last_error());
+    /* ceil_mode with an odd height: the last row of blocks is one row high,
+     * and an index one row below it lies past the plane (here in the next
+     * plane's memory, or past the last plane's); output [1, 2, 2, 2], each
+     * plane's element 2 the first window of its last row */
+    for (int64_t plane = 0; plane < 2; plane++)
+        ok(backward_refuses(INTS(1, 2, 3, 4), true, plane * 4 + 2, 3 * 4),
+           "max_pool2d backward ceil_mode refuses an index below a one-row block (plane %lld): "
+           "%s", (long long)plane, weft_last_error());
     /* a plane of -inf only: the window's first element is the index */
     weft_tensor *x = filled(INTS(1, 1, 4, 4), 4, 7, false);
     float *xp = weft_tensor_data_ptr(x);
