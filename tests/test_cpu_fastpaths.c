@@ -187,6 +187,10 @@ static void test_max_pool(void)
        "max_pool2d backward refuses an index past the plane: %s", weft_last_error());
     ok(backward_refuses(INTS(1, 1, 4, 4), false, 2, -1),
        "max_pool2d backward refuses a negative index: %s", weft_last_error());
+    /* the 2x2 path's offset from its block is computed unsigned: INT64_MIN
+     * minus the block's start overflowed int64 (UBSan) */
+    ok(backward_refuses(INTS(1, 1, 4, 4), false, 2, INT64_MIN),
+       "max_pool2d backward refuses index INT64_MIN: %s", weft_last_error());
     /* the planes check their indices on the pool, each before its stores:
      * a bad one in the last row of the last of many planes, far past the
      * plane (a store there would land outside the output), or just past it */

@@ -253,12 +253,12 @@ DEFINE_MAX_ROWS(float64, double)
             const int64_t b = 2 * oh * W, end = (2 * oh + 2 < H ? 2 * oh + 2 : H) * W;     \
             const bool two_rows = 2 * oh + 1 < H; /* ceil_mode's last block row: one */    \
             for (int64_t ow = 0; ow < fw; ow++) {                                          \
-                const int64_t d = ind[ow] - (b + 2 * ow);                                  \
-                in &= ((uint64_t)d < 2) | (two_rows & ((uint64_t)(d - W) < 2));            \
+                const uint64_t d = (uint64_t)ind[ow] - (uint64_t)(b + 2 * ow);             \
+                in &= (d < 2) | (two_rows & (d - (uint64_t)W < 2));                        \
             }                                                                              \
             if (fw < OW) { /* ceil_mode: the last block is one column wide */              \
-                const int64_t d = ind[fw] - (b + 2 * fw);                                  \
-                in &= (d == 0) | (two_rows & (d == W));                                    \
+                const uint64_t d = (uint64_t)ind[fw] - (uint64_t)(b + 2 * fw);             \
+                in &= (d == 0) | (two_rows & (d == (uint64_t)W));                          \
             }                                                                              \
             if (!in) /* overlapping windows: found in the first rows */                    \
                 return false;                                                              \
