@@ -479,6 +479,19 @@ static void test_index_put(void)
     ok(weft_index_put(&r, x, &rmask, 1, ones, true) == 0 &&
            values_are(keep(r), (double[]){0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12}),
        "a [3] row mask with accumulate");
+    /* a 0-d mask (torch's new unit dim) is refused by name: the kernel
+     * wrote every element for a false one, and the backward read a null
+     * index (fuzz_call_boxed: UBSan) */
+    for (int v = 0; v < 2; v++) {
+        weft_tensor *m0 = bool_tensor(NULL, 0, (double[]){v}), *got = NULL;
+        weft_tensor *vr = make(WEFT_FLOAT32, INTS(1), 1, (double[]){7});
+        weft_tensor_set_requires_grad(vr, true);
+        int rc = weft_index_put(&got, x, &m0, 1, vr, false);
+        ok(rc == WEFT_ESHAPE && got == NULL && strstr(weft_last_error(), "0-d mask"),
+           "index_put with a 0-d %s mask: refused, naming it (%s)", v ? "true" : "false",
+           weft_last_error());
+        keep(m0), keep(vr);
+    }
     /* index tensors broadcast: [2, 1] with [3] → [2, 3] positions */
     weft_tensor *bi[2] = {ints_tensor(INTS(2, 1), 2, (int64_t[]){0, 2}),
                           ints_tensor(INTS(3), 1, (int64_t[]){0, 1, 3})};

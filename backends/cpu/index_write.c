@@ -254,6 +254,15 @@ static int gather_indices(index_set *s, const char *op, const weft_tensor *self,
             break;
         if (dt == WEFT_BOOL || dt == WEFT_UINT8) {
             int m = weft_tensor_ndim(ix);
+            if (m == 0) {
+                /* torch reads a 0-d mask as a new unit dim indexed by [0]
+                 * or by nothing; this kernel indexes self's own dims only
+                 * (it wrote every element for a false one) */
+                rc = weft_set_error(WEFT_ESHAPE, "%s: index %d is a 0-d mask, which index_put "
+                                    "does not take (x[mask] = v does; or unsqueeze self and "
+                                    "index the new dim with [0] or [])", op, i);
+                break;
+            }
             if (s->count + m > ndim) {
                 rc = weft_set_error(WEFT_ESHAPE, "%s: too many indices for a tensor of dimension %d",
                                     op, ndim);

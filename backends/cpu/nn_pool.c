@@ -273,7 +273,7 @@ DEFINE_MAX_ROWS(float64, double)
     }                                                                                      \
     static void pool_backward_##NAME(int64_t begin, int64_t end, void *ctx)                \
     {                                                                                      \
-        const pool_job *j = ctx;                                                           \
+        pool_job *j = ctx; /* not const: a plane with a bad index sets bad_index */        \
         const pool_geometry *g = j->g;                                                     \
         /* the output size of 2x2 stride 2 windows, floor or ceil_mode */                  \
         const bool tiles_2x2 = (g->OH == g->H / 2 || g->OH == (g->H + 1) / 2) &&           \
