@@ -41,16 +41,18 @@ int qt__dnnl_int8_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const qt_dn
  * (conv2d) into pieces, run the pieces on weft's pool (weft_parallel_for)
  * and set OpenMP to one thread on the thread running each piece, as the
  * CPU plugin does with oneDNN's sgemm and convolutions.  Only with fewer
- * rows than threads does a piece keep more OpenMP threads (threads_each),
- * so that a one-row product still uses every thread weft may. */
+ * rows than threads, or few rows a piece and a weight past a core's L2,
+ * does one piece keep more OpenMP threads (threads_each: weft's count),
+ * so that oneDNN splits the columns itself. */
 typedef struct qt_dnnl_plan {
     int64_t pieces;   /* >= 1 */
     int threads_each; /* OpenMP threads per piece; 0: leave OpenMP as it is */
 } qt_dnnl_plan;
-/* The plan for `rows` independent rows of `work` multiply-adds in all, at
- * weft_get_num_threads() threads.  Where oneDNN's threads are not OpenMP's
- * (no omp_set_num_threads beside libdnnl), one piece and threads_each 0. */
-qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work);
+/* The plan for `rows` independent rows of `work` multiply-adds in all
+ * with a weight of weight_bytes, at weft_get_num_threads() threads.
+ * Where oneDNN's threads are not OpenMP's (no omp_set_num_threads beside
+ * libdnnl), one piece and threads_each 0. */
+qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work, double weight_bytes);
 /* Sets the calling thread's OpenMP team size for oneDNN to n (0: leaves
  * it) and returns what qt__dnnl_threads_restore puts back. */
 int qt__dnnl_threads(int n);

@@ -441,8 +441,9 @@ static int conv_kernel(weft_call *call, void *ctx)
         goto done;
     }
     const conv_shape sh = {oc, kh, kw, oh, ow};
-    qt_dnnl_plan plan = qt__dnnl_plan(key.n, (double)key.n * (double)oc * (double)(oh * ow) *
-                                                 (double)(key.c / key.groups * kh * kw));
+    double taps = (double)(key.c / key.groups * kh * kw);
+    qt_dnnl_plan plan = qt__dnnl_plan(key.n, (double)key.n * (double)oc * (double)(oh * ow) * taps,
+                                      (double)oc * taps);
     key.pieces = plan.pieces, key.threads_each = plan.threads_each;
     pthread_mutex_lock(&p->lock);
     uint32_t version = weft_tensor_version(qw->repr);

@@ -57,8 +57,16 @@ static void find_openmp(void)
  * calling thread, OpenMP at one thread: a split would cost more than it
  * saves. */
 #define SPLIT_WORK 1048576.0
+/* Pieces of rows each read the whole weight (and oneDNN computes its
+ * zero-point compensation over it again per piece): with fewer rows a
+ * piece than this and a weight past a core's L2, oneDNN's own split (of
+ * the columns) over an OpenMP team of weft's thread count does better
+ * (64 x 1024 -> 1024 in bench/quant-torch.py: 700-800 us in pieces of 32
+ * rows against 540-690 us on the team, alternating; docs/benchmarks.md). */
+#define FEW_ROWS 128
+#define LARGE_WEIGHT 262144.0
 
-qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work)
+qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work, double weight_bytes)
 {
     qt_dnnl_plan plan = {1, 0};
     if (!omp.set)
@@ -67,6 +75,10 @@ qt_dnnl_plan qt__dnnl_plan(int64_t rows, double work)
     plan.threads_each = 1;
     if (work < SPLIT_WORK || threads < 2 || rows < 1)
         return plan;
+    if (rows / threads < FEW_ROWS && weight_bytes > LARGE_WEIGHT) {
+        plan.threads_each = threads;
+        return plan;
+    }
     plan.pieces = rows < threads ? rows : threads;
     plan.threads_each = threads / (int)plan.pieces;
     return plan;
@@ -567,7 +579,7 @@ static int linear_kernel(weft_call *call, void *ctx)
         for (int64_t j = 0; j < n; j++)
             b[j] = bp[j] / ((float)qx->scale * w_scales[j]);
     }
-    qt_dnnl_plan plan = qt__dnnl_plan(m, (double)m * (double)n * (double)k);
+    qt_dnnl_plan plan = qt__dnnl_plan(m, (double)m * (double)n * (double)k, (double)n * (double)k);
     prim_key key = {m, plan.pieces, plan.threads_each, (float)qx->scale, (float)out_scale,
                     (int32_t)qx->zero_point, (int32_t)out_zp, relu, bias != NULL};
     linear_cache *p = (linear_cache *)qt__prepacked_get(qw, linear_cache_free, linear_cache_new);
