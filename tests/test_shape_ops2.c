@@ -490,8 +490,7 @@ static void test_index_put(void)
         ok(rc == WEFT_ESHAPE && got == NULL && strstr(weft_last_error(), "0-d mask"),
            "index_put with a 0-d %s mask: refused, naming it (%s)", v ? "true" : "false",
            weft_last_error());
-        keep(m0), keep(vr);
-    }
+    } /* make() keeps what it makes: drop_all releases m0 and vr */
     /* index tensors broadcast: [2, 1] with [3] → [2, 3] positions */
     weft_tensor *bi[2] = {ints_tensor(INTS(2, 1), 2, (int64_t[]){0, 2}),
                           ints_tensor(INTS(3), 1, (int64_t[]){0, 1, 3})};
