@@ -284,8 +284,9 @@ typedef struct linear_cache {
     uint32_t version; /* of the weight's integers when packed */
     dnnl_memory_desc_t packed_md;
     void *packed;     /* the weights in packed_md's layout (aligned) */
-    bool have_prim;
-    prim_key asked, key; /* the plan asked for, and the one built (see build) */
+    /* the plan asked for, and the one built (see build); valid while
+     * slot[0].prim is made */
+    prim_key asked, key;
     linear_prim slot[2];
     dnnl_memory_desc_t bias_md;
 } linear_cache;
@@ -297,7 +298,6 @@ static void drop_prims(linear_cache *p)
             dnnl_primitive_destroy(p->slot[s].prim);
         memset(&p->slot[s], 0, sizeof p->slot[s]);
     }
-    p->have_prim = false;
 }
 
 static void linear_cache_free(qt_prepacked *h)
@@ -416,7 +416,6 @@ static int build(linear_cache *p, prim_key *key, const float *w_scales, int64_t 
     if (rc < 0)
         return rc;
     key->pieces = plan.pieces, key->threads_each = plan.threads_each;
-    p->have_prim = true;
     p->key = *key;
     return 0;
 }
@@ -593,7 +592,7 @@ static int linear_kernel(weft_call *call, void *ctx)
         free(p->packed);
         p->packed = NULL;
     }
-    if (!p->have_prim || !key_equal(&p->asked, &key) || !p->packed) {
+    if (!p->slot[0].prim || !key_equal(&p->asked, &key) || !p->packed) {
         p->asked = key;
         rc = build(p, &key, w_scales, n, k, qw->scheme == QT_PER_CHANNEL_AFFINE);
     }
