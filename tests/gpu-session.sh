@@ -17,6 +17,12 @@
 #   bench.jsonl  bench/cuda-bench rows, then bench/cuda-torch.py's
 #   train.log    weft-train mlp and cnn (--json lines at the end of each)
 #   info.log     nvidia-smi, weft-info, the toolkit's and driver's versions
+#   cpu.log      the host CPU (lscpu), then every CPU TAP program under the
+#                CPU plugin variant the loader picks there, quant-bench and
+#                weft-train --quantize: the host of a GPU machine may have
+#                AVX-512 and VNNI, which the build machines lack, so the
+#                avx512 builds' tests and int8 speed run natively only here
+# summary.txt also gets the first "not ok" lines of tests.log and cpu.log.
 #
 # The machine needs the project's Debian image with the CUDA toolkit (it
 # reaches nothing outside); nothing here needs the network.
@@ -106,9 +112,14 @@ if [ -n "$pre" ]; then
     inc=$("$0" -c "import sysconfig; print(sysconfig.get_paths()[\"include\"])")
     mkdir -p "$1/py/weft"
     for f in "$PWD"/python/weft/*; do ln -sfn "$f" "$1/py/weft/"; done
-    gcc -shared -fPIC -O1 -std=gnu11 -fvisibility=hidden -pthread -fno-strict-aliasing -DHAVE_CONFIG_H \
-        -I"$1/gen" -I"$1/gen/include" -I. -Iinclude -I"$inc" python/*.c tools/info_report.c -L"$1/lib" -l:libweft.so.1 -o "$1/py/weft/_C.so"'
-    step python_extension 120 "$out/build.log" sh -c "$pyext" "$py" "$pre"
+    mkdir -p "$1/pyobj"
+    # one compiler per source, all cores at once (a single gcc over every
+    # file took a minute of the session)
+    ls python/*.c tools/info_report.c | xargs -P "$2" -I{} sh -c '\''gcc -c -fPIC -O1 -std=gnu11 \
+        -fvisibility=hidden -pthread -fno-strict-aliasing -DHAVE_CONFIG_H -I"$1/gen" -I"$1/gen/include" \
+        -I. -Iinclude -I"$2" "$3" -o "$1/pyobj/$(basename "$3" .c).o"'\'' _ "$1" "$inc" {}
+    gcc -shared -pthread "$1"/pyobj/*.o -L"$1/lib" -l:libweft.so.1 -o "$1/py/weft/_C.so"'
+    step python_extension 120 "$out/build.log" sh -c "$pyext" "$py" "$pre" "$jobs"
     pypath=$pre/py
 else
     build='if [ ! -f config.status ] || ! grep -q "S\\[\"HAVE_CUDA_TRUE\"\\]=\"\"" config.status; then
@@ -145,6 +156,9 @@ export PYTHONPATH PYTHONDONTWRITEBYTECODE PYTHONUNBUFFERED
 # line-buffered, so that a crash shows the last check before it
 lb=
 command -v stdbuf >/dev/null 2>&1 && lb="stdbuf -oL"
+# the sparse layouts on CUDA (libweft-sparse_cuda.so, cuSPARSE) first:
+# the step a short session most needs
+step test_sparse_cuda 60 "$out/tests.log" $lb "$(P tests/test_sparse_cuda)"
 step test_cuda 60 "$out/tests.log" $lb "$(P tests/test_cuda)"
 if [ -n "$pre" ] && [ -d "$pre/asan" ]; then
     # the AddressSanitizer build (tests/gpu-stage.sh); the CUDA runtime
@@ -157,14 +171,39 @@ step test_cuda_nn 90 "$out/tests.log" $lb "$(P tests/test_cuda_nn)"
 # the convolutions again with cuDNN's algorithms timed for every problem
 step test_cuda_nn_cudnn_find 90 "$out/tests.log" env WEFT_CUDNN_FIND=always $lb "$(P tests/test_cuda_nn)"
 step test_cuda_index 60 "$out/tests.log" $lb "$(P tests/test_cuda_index)"
-# the sparse layouts on CUDA (libweft-sparse_cuda.so, cuSPARSE)
-step test_sparse_cuda 60 "$out/tests.log" $lb "$(P tests/test_sparse_cuda)"
 # the nccl collective backend in a world of one (where it was built)
 if [ -x "$(P tests/test_nccl)" ]; then
     step test_nccl 90 "$out/tests.log" $lb "$(P tests/test_nccl)"
 fi
 grep -c '^ok' "$out/tests.log" | sed 's/^/tests: ok lines /' >>"$out/summary.txt"
 grep '^not ok' "$out/tests.log" | head -40 >>"$out/summary.txt"
+
+# ------------------------------------------------------- the host CPU
+# lscpu, then the CPU's TAP programs in parallel (each under its own time
+# limit, its output kept whole in cpu.log, its exit status and counts in a
+# line of summary.txt), then the int8 and block-format numbers
+{
+    echo "=== lscpu ==="
+    lscpu 2>&1 || grep -m1 -E '^(model name|flags)' /proc/cpuinfo
+    echo "=== weft-info (the CPU variant chosen here) ==="
+    "$(P weft-info)" 2>&1 | grep -i -E 'cpu|quantized'
+} >"$out/cpu.log"
+step cpu_tests 200 "$out/cpu.log" sh tests/cpu-tap-all.sh "$out/cpu-summary" "$pre"
+[ -f "$out/cpu-summary" ] && cat "$out/cpu-summary" >>"$out/summary.txt" && rm -f "$out/cpu-summary"
+grep '^not ok' "$out/cpu.log" | head -40 >>"$out/summary.txt"
+qb=$(P bench/quant-bench)
+[ -n "$pre" ] && qb=$pre/cpu/quant-bench
+step cpu_quant_bench 60 "$out/cpu.log" "$qb"
+# the AVX2 block kernels on the same CPU, for the AVX-512 ones' gain
+step cpu_quant_bench_avx2 60 "$out/cpu.log" env WEFT_QUANTIZED_KERNELS=avx2 "$qb"
+# twice: the test set's inference takes milliseconds on many cores
+for i in 1 2; do
+    step cpu_mlp_int8 60 "$out/cpu.log" "$(P weft-train)" --model mlp --device cpu --epochs 1 --quantize \
+        --json --data "$data"
+done
+step cpu_cnn_int8 90 "$out/cpu.log" "$(P weft-train)" --model cnn --device cpu --epochs 1 --quantize --json \
+    --data "$data"
+step cpu_quant_torch 60 "$out/cpu.log" "$py" bench/quant-torch.py
 
 # ----------------------------------------------------------- benchmark
 step bench_weft 60 "$out/bench.jsonl" "$(P bench/cuda-bench)"
@@ -193,6 +232,6 @@ gen_include=
 [ -n "$pre" ] && gen_include="-I$pre/gen/include -I$pre/gen"
 step gpu_portable 60 "$out/tests.log" env WEFT_NVCC="$nvcc" \
     WEFT_NVCC_FLAGS="-gencode arch=compute_$gpu_arch,code=sm_$gpu_arch $gen_include" sh tests/gpu_portable.sh
-grep '^not ok' "$out/tests.log" | head -60 >"$out/not-ok.txt"
+grep '^not ok' "$out/tests.log" | sed -n '41,100p' >>"$out/summary.txt"
 echo "total $(elapsed)s of ${budget}s" >>"$out/summary.txt"
 cat "$out/summary.txt"

@@ -14,10 +14,17 @@
 #   bin/      the real programs behind libtool's wrappers: the CUDA TAP
 #             programs, weft-info, weft-train, weft-conformance, cuda-bench
 #   lib/      libweft.so.1 and the plugins (cpu and its variants, cuda,
-#             sparse, sparse_cuda; quantized is left out: it needs oneDNN),
+#             sparse, sparse_cuda, quantized),
 #             test_sparse_cuda, and the
 #             nccl collective backend when built (test_nccl in bin/)
-#   deps/     OpenBLAS, libgfortran, libquadmath (what the CPU plugin links)
+#   deps/     OpenBLAS, libgfortran, libquadmath (what the CPU plugin links),
+#             oneDNN with libgomp and libOpenCL (what the quantized plugin
+#             links and the CPU plugin opens for its convolutions)
+#   cpu/      the CPU TAP programs (every tests/test_* that links neither
+#             libtorch nor a GPU runtime) and quant-bench: a GPU machine's
+#             host CPU is the one place this workplace reaches whose CPU
+#             may have AVX-512, which only there runs natively
+#   testplugins/  the test plugins those programs load (tests/plugins/)
 #   deps-cuda/ libcudart.so.13, used only when the machine has none
 #   data/     Debian's FashionMNIST IDX files, for weft-train
 #   gen/      config.h and the generated headers, for the Python extension
@@ -53,20 +60,34 @@ if [ -x tests/.libs/test_nccl ] && [ -f .libs/libweftdist-nccl.so ]; then
     cp tests/.libs/test_nccl "$tmp/bin/"
     cp .libs/libweftdist-nccl.so "$tmp/lib/"
 fi
-for p in cpu cpu-avx2 cpu-avx512 cuda sparse sparse_cuda; do
+for p in cpu cpu-avx2 cpu-avx512 cuda sparse sparse_cuda quantized; do
     cp ".libs/libweft-$p.so" "$tmp/lib/"
 done
+# the CPU's test programs and the plugins they load
+mkdir -p "$tmp/cpu" "$tmp/testplugins"
+make -j"$(nproc)" tap-programs bench/quant-bench >/dev/null
+for p in tests/.libs/test_*; do
+    case ${p##*/} in
+    test_cuda* | test_hip* | test_sparse_cuda | test_nccl | test_dlpack_torch | test_dist | test_ddp) continue ;;
+    esac
+    cp "$p" "$tmp/cpu/"
+done
+cp bench/.libs/quant-bench "$tmp/cpu/"
+cp -L tests/plugins/.libs/*.so "$tmp/testplugins/"
 # the sparse layouts on CUDA (cuSPARSE: the machine's own, like NCCL)
 cp tests/.libs/test_sparse_cuda "$tmp/bin/"
 # a library by its soname, from where this machine's loader finds it
 dep() {
-    f=$(ldd .libs/libweft-cpu.so .libs/libweft-cuda.so | awk -v n="$1" '$1 == n { print $3; exit }')
+    f=$(ldd .libs/libweft-cpu.so .libs/libweft-cuda.so .libs/libweft-quantized.so | awk -v n="$1" '$1 == n { print $3; exit }')
     [ -n "$f" ] || { echo "gpu-stage: no $1 here" >&2; exit 1; }
     cp "$(readlink -f "$f")" "$tmp/$2/$1"
 }
 dep libopenblas.so.0 deps
 dep libgfortran.so.5 deps
 dep libquadmath.so.0 deps
+dep libdnnl.so.2 deps
+dep libgomp.so.1 deps
+dep libOpenCL.so.1 deps
 dep libcudart.so.13 deps-cuda
 cp /usr/share/datasets/fashion-mnist/*.gz "$tmp/data/"
 # what the Python extension's compilation there needs beside the sources
