@@ -11,12 +11,45 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <weft/ops.h>
 #include <weft/weft.h>
 
 #define N 4096
-#define STREAM_NUMEL (16 * 1024 * 1024)
+/* STREAM's rule: each array at least four times the last-level cache, so
+ * that the loop times memory, not the cache.  16M floats (64 MB) was that
+ * on the 32 MB L3 of the build machine, not on a server part: a GPU
+ * machine's 16 Xeon cores here report a 300 MiB L3, which would hold most
+ * of three 64 MB arrays and of 320 MiB of rotated weights.  Set in main
+ * from the cache size the system reports. */
+static long stream_numel = 16 * 1024 * 1024;
+static double rotation_bytes = 320.0 * 1024 * 1024;
+
+/* the last-level cache in bytes as sysfs or sysconf reports it (0 if
+ * neither says) */
+static long llc_bytes(void)
+{
+    long best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], unit = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        long v = 0;
+        if (!f)
+            continue;
+        if (fscanf(f, "%ld%c", &v, &unit) >= 1) {
+            v *= unit == 'K' ? 1024L : unit == 'M' ? 1024L * 1024 : 1;
+            best = v > best ? v : best;
+        }
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    best = l3 > best ? l3 : best;
+#endif
+    return best;
+}
 
 static double now_ns(void)
 {
@@ -95,8 +128,8 @@ __attribute__((target_clones("avx2", "default"))) static void add_slice(vec8 *re
 
 static void stream_slice(stream *s, int t)
 {
-    long lo = (long)STREAM_NUMEL * t / s->nthreads / 16 * 16;
-    long hi = t + 1 == s->nthreads ? STREAM_NUMEL : (long)STREAM_NUMEL * (t + 1) / s->nthreads / 16 * 16;
+    long lo = stream_numel * t / s->nthreads / 16 * 16;
+    long hi = t + 1 == s->nthreads ? stream_numel : stream_numel * (t + 1) / s->nthreads / 16 * 16;
     add_slice((vec8 *)(s->c + lo), (const vec8 *)(s->a + lo), (const vec8 *)(s->b + lo),
               (hi - lo) / 8);
 }
@@ -124,7 +157,7 @@ static void stream_call(void *ctx)
 static double stream_gbs(int nthreads)
 {
     stream s = {.nthreads = nthreads};
-    size_t bytes = (size_t)STREAM_NUMEL * sizeof(float);
+    size_t bytes = (size_t)stream_numel * sizeof(float);
     if (posix_memalign((void **)&s.a, 4096, bytes) || posix_memalign((void **)&s.b, 4096, bytes) ||
         posix_memalign((void **)&s.c, 4096, bytes))
         die("out of memory for STREAM");
@@ -138,10 +171,10 @@ static double stream_gbs(int nthreads)
     }
     /* touched once before timing, so no page fault is timed (one socket
      * here: which thread touches first does not place the memory) */
-    for (long i = 0; i < STREAM_NUMEL; i++)
+    for (long i = 0; i < stream_numel; i++)
         s.a[i] = 1.5f, s.b[i] = 2.25f, s.c[i] = 0;
     double ns = median_ns(stream_call, &s, 11);
-    if (s.c[0] != 3.75f || s.c[STREAM_NUMEL - 1] != 3.75f)
+    if (s.c[0] != 3.75f || s.c[stream_numel - 1] != 3.75f)
         die("the STREAM loop computed a wrong sum");
     s.stop = 1;
     pthread_barrier_wait(&s.start);
@@ -154,13 +187,12 @@ static double stream_gbs(int nthreads)
 /* ------------------------------------------------------- the products */
 
 /* Each call multiplies the next of `n` copies of one weight, so that the
- * copies together (ROTATION_BYTES) exceed any last-level cache: a 4096 x
- * 4096 Q4_0 weight is 9.4 MB and fits this machine's 32 MB L3, so calling
- * one weight back to back would time reads from the cache, not from
- * memory, as an LLM's decoding (each layer's weight once per token) never
- * can. */
-#define ROTATION_BYTES (320.0 * 1024 * 1024)
-#define MAX_COPIES 64
+ * copies together (rotation_bytes: 320 MiB, or four times the last-level
+ * cache if more) exceed the cache: a 4096 x 4096 Q4_0 weight is 9.4 MB and
+ * fits the build machine's 32 MB L3, so calling one weight back to back
+ * would time reads from the cache, not from memory, as an LLM's decoding
+ * (each layer's weight once per token) never can. */
+#define MAX_COPIES 512
 
 typedef struct product {
     weft_tensor *w[MAX_COPIES], *x;
@@ -189,7 +221,7 @@ static void make_copies(product *p, const weft_tensor *wf, int layout, weft_tens
         if ((layout ? weft_to_layout(&c, wf, layout) : weft_clone(&c, wf)) < 0)
             die("a copy of the weight");
         p->w[p->n++] = c;
-    } while (p->n < MAX_COPIES && p->n * (double)weft_tensor_nbytes(p->w[0]) < ROTATION_BYTES);
+    } while (p->n < MAX_COPIES && p->n * (double)weft_tensor_nbytes(p->w[0]) < rotation_bytes);
 }
 
 static void free_copies(product *p)
@@ -207,6 +239,11 @@ int main(int argc, char **argv)
     if (q4 < 0 || q8 < 0)
         die("the quantized plugin is not loaded");
     int threads = weft_get_num_threads();
+    long llc = llc_bytes();
+    if (llc > stream_numel) /* floats: arrays of 4 x llc bytes */
+        stream_numel = llc;
+    if (4.0 * (double)llc > rotation_bytes)
+        rotation_bytes = 4.0 * (double)llc;
     weft_manual_seed(1);
     weft_tensor *wf = NULL, *x = NULL, *w4 = NULL, *w8 = NULL;
     if (weft_randn(&wf, (int64_t[]){N, N}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL) < 0 ||
@@ -250,20 +287,23 @@ int main(int argc, char **argv)
            gf = weft_tensor_nbytes(wf) / tf;
     double share4 = median(s4, ROUNDS), share8 = median(s8, ROUNDS), sharef = median(sf, ROUNDS);
     if (json) {
-        printf("{\"threads\": %d, \"kernels\": \"%s\", \"stream_add_gbs\": %.3f, "
+        printf("{\"threads\": %d, \"kernels\": \"%s\", \"llc_bytes\": %ld, "
+               "\"stream_floats\": %ld, \"stream_add_gbs\": %.3f, "
                "\"q4_0_matvec_4096_us\": %.2f, \"q4_0_matvec_4096_gbs\": %.3f, "
                "\"q8_0_matvec_4096_us\": %.2f, \"q8_0_matvec_4096_gbs\": %.3f, "
                "\"f32_matvec_4096_us\": %.2f, \"f32_matvec_4096_gbs\": %.3f, "
                "\"q4_0_of_stream\": %.3f, \"q8_0_of_stream\": %.3f, \"f32_of_stream\": %.3f}\n",
-               threads, kname, stream, t4 / 1e3, g4, t8 / 1e3, g8, tf / 1e3, gf, share4, share8,
+               threads, kname, llc, stream_numel, stream, t4 / 1e3, g4, t8 / 1e3, g8, tf / 1e3, gf, share4, share8,
                sharef);
     } else {
-        printf("threads %d, block kernels %s, weights rotated through %d/%d/%d copies (%.0f MiB "
-               "of weights each, more than a last-level cache)\n",
-               threads, kname, p4.n, p8.n, pf.n, ROTATION_BYTES / 1048576);
+        printf("threads %d, block kernels %s, last-level cache %.0f MiB, weights rotated through "
+               "%d/%d/%d copies (%.0f MiB of weights each)\n",
+               threads, kname, (double)llc / 1048576, p4.n, p8.n, pf.n, rotation_bytes / 1048576);
+        char row[64];
+        snprintf(row, sizeof row, "memory bandwidth: plain C STREAM add, %ldM floats",
+                 stream_numel / (1024 * 1024));
         printf("%-58s %10s %10s %8s\n", "row", "us/call", "GB/s", "of STREAM");
-        printf("%-58s %10s %10.2f %8s\n", "memory bandwidth: plain C STREAM add, 16M floats", "",
-               stream, "100%");
+        printf("%-58s %10s %10.2f %8s\n", row, "", stream, "100%");
         printf("%-58s %10.1f %10.2f %7.0f%%  (goal >= 80%%)\n",
                "Q4_0 4096x4096 matvec (weft_matmul), weight bytes read", t4 / 1e3, g4,
                100 * share4);

@@ -1172,6 +1172,101 @@ static void test_pool_and_conv_layouts(void)
         weft_tensor_release(all[i]);
 }
 
+/* The passes that run on weft's pool in pieces (the pools over planes or
+ * images, quantize and dequantize over runs of one scale): at 1 and 3
+ * threads the same integers and floats, on inputs large enough to be cut
+ * into several pieces (a piece is at least 64 Ki values); the 2 x 2 pools
+ * also against the windows' maxima. */
+static void test_parallel_passes(void)
+{
+    weft_manual_seed(41);
+    weft_tensor *f = NULL;
+    /* N H W C: 16 images of 34 x 18 x 24, about 4 pieces either way */
+    weft_randn(&f, (int64_t[]){16, 34, 18, 24}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    for (int channels_last = 0; channels_last < 2; channels_last++) {
+        weft_tensor *nhwc = NULL, *x = NULL, *c = NULL, *m[2][2] = {{NULL}}, *r[2][2] = {{NULL}};
+        weft_quantize_per_tensor(&nhwc, f, 0.05, 128, WEFT_UINT8);
+        weft_quantized_permute(&x, nhwc, (int64_t[]){0, 3, 1, 2}, 4);
+        if (!channels_last) {
+            weft_quantized_contiguous(&c, x);
+            weft_tensor_release(x);
+            x = c;
+        }
+        int rc = 0;
+        for (int t = 0; t < 2; t++) {
+            weft_set_num_threads(t ? 3 : 1);
+            /* the 2 x 2 path, then the general one (3 x 3, stride 2, padding 1) */
+            rc |= weft_max_pool2d(&m[t][0], x, (int64_t[]){2, 2}, 2, (int64_t[]){2, 2}, 2,
+                                  (int64_t[]){0, 0}, 2, (int64_t[]){1, 1}, 2, false);
+            rc |= weft_max_pool2d(&m[t][1], x, (int64_t[]){3, 3}, 2, (int64_t[]){2, 2}, 2,
+                                  (int64_t[]){1, 1}, 2, (int64_t[]){1, 1}, 2, false);
+            weft_int_repr(&r[t][0], m[t][0]);
+            weft_int_repr(&r[t][1], m[t][1]);
+        }
+        weft_set_num_threads(2);
+        const char *layout = channels_last ? "channels-last" : "contiguous";
+        is_int(rc, 0, "max_pool2d of a %s (16, 24, 34, 18) uint8 tensor at 1 and 3 threads",
+               layout);
+        is_int(rc ? -1 : mismatches(r[0][0], r[1][0], 0), 0, "  2 x 2: the same integers");
+        weft_tensor *want = rc ? NULL : pool_2x2_reference(x);
+        is_int(rc ? -1 : mismatches(r[1][0], want, 0), 0, "  2 x 2: every window's maximum");
+        is_int(rc ? -1 : mismatches(r[0][1], r[1][1], 0), 0, "  3 x 3, padding 1: the same integers");
+        weft_tensor *all[] = {nhwc, x, m[0][0], m[0][1], m[1][0], m[1][1],
+                              r[0][0], r[0][1], r[1][0], r[1][1], want};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            weft_tensor_release(all[i]);
+    }
+    weft_tensor_release(f);
+
+    /* per tensor: 19 runs of 16 Ki values (the last short); per channel
+     * along dim 0 (7 runs of 50,000) and along dim 1 (runs of one value
+     * whose scale repeats every 40) */
+    static const int64_t shapes[3][2] = {{1, 300001}, {7, 50000}, {3000, 40}};
+    for (int k = 0; k < 3; k++) {
+        weft_tensor *x = NULL, *scales = NULL, *zps = NULL, *q[2] = {NULL, NULL},
+                    *r[2] = {NULL, NULL}, *d[2] = {NULL, NULL};
+        weft_randn(&x, shapes[k], 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        int axis = k == 2 ? 1 : 0;
+        int64_t nch = shapes[k][axis];
+        if (k > 0) {
+            weft_empty(&scales, (int64_t[]){nch}, 1, WEFT_FLOAT64, WEFT_DEVICE_CPU);
+            weft_empty(&zps, (int64_t[]){nch}, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+            double *sv = weft_tensor_data_ptr(scales);
+            int64_t *zv = weft_tensor_data_ptr(zps);
+            for (int64_t c = 0; c < nch; c++)
+                sv[c] = 0.01 + 0.002 * (double)c, zv[c] = (c * 7) % 11 - 5;
+        }
+        int rc = 0;
+        for (int t = 0; t < 2; t++) {
+            weft_set_num_threads(t ? 3 : 1);
+            rc |= k == 0 ? weft_quantize_per_tensor(&q[t], x, 0.02, 3, WEFT_INT8)
+                         : weft_quantize_per_channel(&q[t], x, scales, zps, axis, WEFT_INT8);
+            rc |= weft_int_repr(&r[t], q[t]);
+            rc |= weft_dequantize(&d[t], q[t]);
+        }
+        weft_set_num_threads(2);
+        const char *what = k == 0 ? "per tensor" : axis ? "per channel, axis 1" : "per channel, axis 0";
+        is_int(rc, 0, "quantize and dequantize (%lld, %lld) %s at 1 and 3 threads",
+               (long long)shapes[k][0], (long long)shapes[k][1], what);
+        is_int(rc ? -1 : mismatches(r[0], r[1], 0), 0, "  the same integers");
+        is_int(rc ? -1 : mismatches(d[0], d[1], 0), 0, "  the same floats back");
+        /* and the last value as the formula gives it (a run's offset or
+         * scale off by one would move it) */
+        int64_t last[2] = {shapes[k][0] - 1, shapes[k][1] - 1};
+        double xv = 0, rv = 0;
+        weft_tensor_get(x, last, &xv);
+        if (r[1])
+            weft_tensor_get(r[1], last, &rv);
+        double sc = k == 0 ? 0.02 : 0.01 + 0.002 * (double)(nch - 1);
+        double zp = k == 0 ? 3 : (double)(((nch - 1) * 7) % 11 - 5);
+        double wantv = fmin(127, fmax(-128, nearbyint((double)(float)(xv * (float)(1.0 / sc))) + zp));
+        is_double(rv, wantv, 1, "  the last value: %g quantizes to %g (got %g)", xv, wantv, rv);
+        weft_tensor *all[] = {x, scales, zps, q[0], q[1], r[0], r[1], d[0], d[1]};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            weft_tensor_release(all[i]);
+    }
+}
+
 /* the hand-written operators: relu exact in the integers, max_pool2d
  * keeps the integers, add within one step of the float reference, and the
  * quantizers an operator cannot combine refused */
@@ -1337,6 +1432,7 @@ int main(void)
         test_quantized_conv2d();
         test_quantized_ops();
         test_pool_and_conv_layouts();
+        test_parallel_passes();
         test_observers();
         weft_host_allocator_stats(&after);
     }

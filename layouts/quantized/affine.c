@@ -187,6 +187,65 @@ static const affine_kernels *kernels_for(weft_dtype dtype)
 
 /* ---------------------------------------------- quantize and dequantize */
 
+/* Quantize and dequantize run on weft's intra-op pool (weft_parallel_for)
+ * in runs that share a scale and zero point: a channel's inner values
+ * (per channel), or pieces of RUN values (per tensor).  On one thread they
+ * were a serial share of the int8 models' inference that many cores made
+ * large (docs/benchmarks.md, issue 17, fourteenth session). */
+enum { RUN = 16384, PIECE_VALUES = 65536 };
+typedef struct affine_job {
+    const affine_kernels *k;
+    bool quantize;
+    const char *src;
+    char *dst;
+    size_t src_size, dst_size; /* bytes a value */
+    int64_t n, run, channels;  /* values, values a run, runs before the channel repeats */
+    double scale;              /* per tensor */
+    int64_t zero_point, lo, hi;
+    const double *scales; /* per channel, else NULL */
+    const int64_t *zero_points;
+} affine_job;
+
+static void affine_runs(int64_t a, int64_t b, void *arg)
+{
+    const affine_job *j = arg;
+    for (int64_t r = a; r < b; r++) {
+        int64_t at = r * j->run, len = j->n - at < j->run ? j->n - at : j->run;
+        double scale = j->scales ? j->scales[r % j->channels] : j->scale;
+        int64_t zp = j->scales ? j->zero_points[r % j->channels] : j->zero_point;
+        const void *x = j->src + (size_t)at * j->src_size;
+        void *y = j->dst + (size_t)at * j->dst_size;
+        if (j->quantize)
+            j->k->quantize(x, y, len, scale, zp, j->lo, j->hi);
+        else
+            j->k->dequantize(x, y, len, scale, zp);
+    }
+}
+
+/* j's runs (q's scheme) over the pool; j's kernels, direction, pointers,
+ * sizes and range already set */
+static int affine_run_all(affine_job *j, const qt_affine *q, const int64_t *sizes, int ndim)
+{
+    if (q->scheme == QT_PER_TENSOR_AFFINE) {
+        j->run = RUN;
+        j->channels = 1;
+        j->scale = q->scale;
+        j->zero_point = q->zero_point;
+    } else {
+        int64_t outer, channels, inner;
+        split_at(sizes, ndim, q->axis, &outer, &channels, &inner);
+        if (inner == 0)
+            return 0;
+        j->run = inner;
+        j->channels = channels;
+        j->scales = weft_tensor_data_ptr(q->scales);
+        j->zero_points = weft_tensor_data_ptr(q->zero_points);
+    }
+    int64_t runs = (j->n + j->run - 1) / j->run;
+    int64_t grain = PIECE_VALUES / j->run;
+    return weft_parallel_for(0, runs, grain > 1 ? grain : 1, affine_runs, j);
+}
+
 /* A contiguous float32 copy (or reference) of src, which must be floating. */
 static int float_input(weft_tensor **out, const char *op, const weft_tensor *src)
 {
@@ -222,26 +281,14 @@ int qt__quantize(weft_tensor **out, const weft_tensor *src, const qt_affine *q, 
         return rc;
     rc = weft_new_output(&repr, f, weft_tensor_sizes(f), weft_tensor_ndim(f), dtype);
     if (rc == 0) {
-        const affine_kernels *k = kernels_for(dtype);
-        const float *x = weft_tensor_data_ptr(f);
-        char *y = weft_tensor_data_ptr(repr);
-        size_t esize = weft_dtype_size(dtype);
-        if (q->scheme == QT_PER_TENSOR_AFFINE) {
-            k->quantize(x, y, weft_tensor_numel(f), q->scale, q->zero_point, lo, hi);
-        } else {
-            int64_t outer, channels, inner;
-            split_at(weft_tensor_sizes(f), weft_tensor_ndim(f), q->axis, &outer, &channels,
-                     &inner);
-            const double *s = weft_tensor_data_ptr(q->scales);
-            const int64_t *z = weft_tensor_data_ptr(q->zero_points);
-            for (int64_t o = 0; o < outer; o++)
-                for (int64_t c = 0; c < channels; c++) {
-                    int64_t at = (o * channels + c) * inner;
-                    k->quantize(x + at, y + at * (int64_t)esize, inner, s[c], z[c], lo, hi);
-                }
-        }
-        rc = qt__wrap(out, repr, q);
+        affine_job j = {.k = kernels_for(dtype), .quantize = true,
+                        .src = weft_tensor_data_ptr(f), .dst = weft_tensor_data_ptr(repr),
+                        .src_size = sizeof(float), .dst_size = weft_dtype_size(dtype),
+                        .n = weft_tensor_numel(f), .lo = lo, .hi = hi};
+        rc = affine_run_all(&j, q, weft_tensor_sizes(f), weft_tensor_ndim(f));
     }
+    if (rc == 0)
+        rc = qt__wrap(out, repr, q);
     weft_tensor_release(repr);
     weft_tensor_release(f);
     return rc;
@@ -256,26 +303,16 @@ int qt__dequantize(weft_tensor **out, const weft_tensor *t)
         return rc;
     rc = weft_new_output(&f, c, weft_tensor_sizes(c), weft_tensor_ndim(c), WEFT_FLOAT32);
     if (rc == 0) {
-        const affine_kernels *k = kernels_for(weft_tensor_dtype(c));
-        const char *x = weft_tensor_data_ptr(c);
-        float *y = weft_tensor_data_ptr(f);
-        size_t esize = weft_dtype_size(weft_tensor_dtype(c));
-        if (q->scheme == QT_PER_TENSOR_AFFINE) {
-            k->dequantize(x, y, weft_tensor_numel(c), q->scale, q->zero_point);
-        } else {
-            int64_t outer, channels, inner;
-            split_at(weft_tensor_sizes(c), weft_tensor_ndim(c), q->axis, &outer, &channels,
-                     &inner);
-            const double *s = weft_tensor_data_ptr(q->scales);
-            const int64_t *z = weft_tensor_data_ptr(q->zero_points);
-            for (int64_t o = 0; o < outer; o++)
-                for (int64_t ch = 0; ch < channels; ch++) {
-                    int64_t at = (o * channels + ch) * inner;
-                    k->dequantize(x + at * (int64_t)esize, y + at, inner, s[ch], z[ch]);
-                }
-        }
-        *out = f;
+        affine_job j = {.k = kernels_for(weft_tensor_dtype(c)), .quantize = false,
+                        .src = weft_tensor_data_ptr(c), .dst = weft_tensor_data_ptr(f),
+                        .src_size = weft_dtype_size(weft_tensor_dtype(c)),
+                        .dst_size = sizeof(float), .n = weft_tensor_numel(c)};
+        rc = affine_run_all(&j, q, weft_tensor_sizes(c), weft_tensor_ndim(c));
     }
+    if (rc == 0)
+        *out = f;
+    else
+        weft_tensor_release(f);
     weft_tensor_release(c);
     return rc;
 }

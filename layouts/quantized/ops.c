@@ -200,6 +200,51 @@ QT_MAX_POOL(uint8_t)
 QT_MAX_POOL(int8_t)
 QT_MAX_POOL(int32_t)
 
+/* The pools run on weft's intra-op pool (weft_parallel_for), in pieces of
+ * whole planes (channels first) or whole images (channels last): serial,
+ * the two pools held the int8 CNN's test set to 1.38x the float model's
+ * speed on a 16-core Xeon, where the convolutions run on all cores
+ * (docs/benchmarks.md, issue 17, fourteenth session). */
+typedef struct pool_job {
+    const char *src;
+    char *dst;
+    size_t esize;
+    int64_t ch, h, w, oh, ow; /* ch: channels of a channels-last input */
+    const int64_t *k, *s, *p, *d;
+    max_pool_fn general;
+    max_pool_2x2_fn two;
+    max_pool_2x2_nhwc_fn two_nhwc;
+} pool_job;
+
+/* planes [a, b) of a channels-first input */
+static void pool_planes(int64_t a, int64_t b, void *arg)
+{
+    const pool_job *j = arg;
+    const char *src = j->src + (size_t)(a * j->h * j->w) * j->esize;
+    char *dst = j->dst + (size_t)(a * j->oh * j->ow) * j->esize;
+    if (j->two)
+        j->two(src, dst, b - a, j->h, j->w, j->oh, j->ow);
+    else
+        j->general(src, dst, b - a, j->h, j->w, j->oh, j->ow, j->k, j->s, j->p, j->d);
+}
+
+/* images [a, b) of a channels-last input */
+static void pool_images(int64_t a, int64_t b, void *arg)
+{
+    const pool_job *j = arg;
+    j->two_nhwc(j->src + (size_t)(a * j->h * j->w * j->ch) * j->esize,
+                j->dst + (size_t)(a * j->oh * j->ow * j->ch) * j->esize, b - a, j->ch,
+                j->h, j->w, j->oh, j->ow);
+}
+
+/* at least ~64 KiB of input a piece: below that a hand-off costs more
+ * than the loop */
+static int64_t pool_grain(int64_t bytes_per_item)
+{
+    int64_t g = (64 * 1024) / (bytes_per_item > 0 ? bytes_per_item : 1);
+    return g > 1 ? g : 1;
+}
+
 /* One pooled extent as torch computes it (ceil_mode: the last window must
  * start inside the input or its left padding). */
 static int64_t pooled_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
@@ -283,21 +328,28 @@ static int max_pool_kernel(weft_call *call, void *ctx)
                   d[0] == 1 && d[1] == 1 && 2 * oh <= h && 2 * ow <= w;
     weft_tensor *c = NULL, *y = NULL, *raw = NULL, *out = NULL;
     int rc = 0;
+    pool_job job = {.esize = weft_dtype_size(dt), .h = h, .w = w, .oh = oh, .ow = ow,
+                    .k = k, .s = s, .p = p, .d = d};
     if (is_2x2 && qt__is_channels_last(q->repr)) {
         /* channels-last in, channels-last out: no copy to NCHW and back */
         const int64_t *sz = weft_tensor_sizes(q->repr);
         if ((rc = weft_new_output(&raw, q->repr, (int64_t[]){sz[0], oh, ow, sz[1]}, 4, dt)) == 0 &&
-            (rc = weft_permute(&y, raw, (int64_t[]){0, 3, 1, 2}, 4)) == 0)
-            two_nhwc[which](weft_tensor_data_ptr(q->repr), weft_tensor_data_ptr(y), sz[0], sz[1],
-                            h, w, oh, ow);
+            (rc = weft_permute(&y, raw, (int64_t[]){0, 3, 1, 2}, 4)) == 0) {
+            job.src = weft_tensor_data_ptr(q->repr);
+            job.dst = weft_tensor_data_ptr(y);
+            job.ch = sz[1];
+            job.two_nhwc = two_nhwc[which];
+            rc = weft_parallel_for(0, sz[0], pool_grain(h * w * sz[1] * (int64_t)job.esize),
+                                   pool_images, &job);
+        }
     } else if ((rc = weft_contiguous(&c, q->repr)) == 0 &&
                (rc = weft_new_output(&y, c, sizes, nd, dt)) == 0) {
-        int64_t planes = weft_tensor_numel(c) / (h * w);
-        if (is_2x2)
-            two[which](weft_tensor_data_ptr(c), weft_tensor_data_ptr(y), planes, h, w, oh, ow);
-        else
-            general[which](weft_tensor_data_ptr(c), weft_tensor_data_ptr(y), planes, h, w, oh,
-                           ow, k, s, p, d);
+        job.src = weft_tensor_data_ptr(c);
+        job.dst = weft_tensor_data_ptr(y);
+        job.two = is_2x2 ? two[which] : NULL;
+        job.general = general[which];
+        rc = weft_parallel_for(0, weft_tensor_numel(c) / (h * w),
+                               pool_grain(h * w * (int64_t)job.esize), pool_planes, &job);
     }
     if (rc == 0)
         rc = qt__wrap(&out, y, q);
