@@ -315,21 +315,37 @@ static void copy_plane(convert_fn fn, char *d, const char *s, int64_t rows, int6
         }
 }
 
-/* Runs fn over g: a plane at a time, counting through the outer dims. */
-static void run_copy(const copy_geometry *g, convert_fn fn, char *d, const char *s)
+/* A copy's work in units: whole planes (the two innermost dims) when there
+ * are several, else TILE-row bands of the one plane.  Pieces of units run
+ * on a pool: each unit writes its own part of the destination. */
+typedef struct copy_work {
+    const copy_geometry *g;
+    convert_fn fn;
+    char *d;
+    const char *s;
+    int row, col;     /* the plane's dims in g (row < 0: a single row) */
+    int64_t planes;   /* product of the dims above row */
+    int64_t rows;     /* rows of a plane */
+} copy_work;
+
+/* planes [a, b): the first one's offsets from its index, then counting */
+static void copy_planes(int64_t a, int64_t b, void *arg)
 {
-    if (g->ndim == 0) {
-        fn(d, 0, s, 0, 1);
-        return;
-    }
-    int col = g->ndim - 1, row = g->ndim - 2; /* row < 0: a single row */
-    int64_t rows = row >= 0 ? g->sizes[row] : 1;
+    const copy_work *w = arg;
+    const copy_geometry *g = w->g;
+    int row = w->row, col = w->col;
     int64_t d_row = row >= 0 ? g->dst_strides[row] : 0, s_row = row >= 0 ? g->src_strides[row] : 0;
-    int64_t planes = 1, index[WEFT_MAX_DIMS] = {0};
-    for (int i = 0; i < row; i++)
-        planes *= g->sizes[i];
-    for (int64_t k = 0; k < planes; k++) {
-        copy_plane(fn, d, s, rows, g->sizes[col], d_row, g->dst_strides[col], s_row,
+    int64_t index[WEFT_MAX_DIMS] = {0}, rest = a;
+    char *d = w->d;
+    const char *s = w->s;
+    for (int i = row - 1; i >= 0; i--) {
+        index[i] = rest % g->sizes[i];
+        rest /= g->sizes[i];
+        d += index[i] * g->dst_strides[i];
+        s += index[i] * g->src_strides[i];
+    }
+    for (int64_t k = a; k < b; k++) {
+        copy_plane(w->fn, d, s, w->rows, g->sizes[col], d_row, g->dst_strides[col], s_row,
                    g->src_strides[col]);
         for (int i = row - 1; i >= 0; i--) {
             if (++index[i] < g->sizes[i]) {
@@ -344,7 +360,82 @@ static void run_copy(const copy_geometry *g, convert_fn fn, char *d, const char 
     }
 }
 
+/* bands [a, b) of TILE rows of the single plane */
+static void copy_bands(int64_t a, int64_t b, void *arg)
+{
+    const copy_work *w = arg;
+    const copy_geometry *g = w->g;
+    int64_t r0 = a * TILE, r1 = b * TILE < w->rows ? b * TILE : w->rows;
+    int64_t d_row = g->dst_strides[w->row], s_row = g->src_strides[w->row];
+    copy_plane(w->fn, w->d + r0 * d_row, w->s + r0 * s_row, r1 - r0, g->sizes[w->col], d_row,
+               g->dst_strides[w->col], s_row, g->src_strides[w->col]);
+}
+
+/* Below this many destination bytes a copy stays on the calling thread: a
+ * pool's hand-off costs microseconds, which a small copy does not repay. */
+enum { PARALLEL_COPY_BYTES = 256 * 1024, PIECE_BYTES = 64 * 1024 };
+
+/* Runs fn over g, on `parallel` when given and the copy is large. */
+static void run_copy(const copy_geometry *g, convert_fn fn, char *d, const char *s,
+                     int64_t bytes, weft_parallel_for_fn parallel)
+{
+    if (g->ndim == 0) {
+        fn(d, 0, s, 0, 1);
+        return;
+    }
+    copy_work w = {g, fn, d, s, g->ndim - 2, g->ndim - 1, 1, 1};
+    w.rows = w.row >= 0 ? g->sizes[w.row] : 1;
+    for (int i = 0; i < w.row; i++)
+        w.planes *= g->sizes[i];
+    if (parallel && bytes >= PARALLEL_COPY_BYTES) {
+        if (w.planes > 1) {
+            int64_t grain = PIECE_BYTES / (bytes / w.planes > 0 ? bytes / w.planes : 1);
+            if (parallel(0, w.planes, grain > 1 ? grain : 1, copy_planes, &w) == 0)
+                return;
+        } else if (w.row >= 0) {
+            int64_t bands = (w.rows + TILE - 1) / TILE;
+            int64_t grain = PIECE_BYTES / (bytes / bands > 0 ? bytes / bands : 1);
+            if (parallel(0, bands, grain > 1 ? grain : 1, copy_bands, &w) == 0)
+                return;
+        }
+        /* a pool that failed ran nothing (weft_parallel_for's pools only
+         * fail before starting): the calling thread does it all */
+    }
+    copy_planes(0, w.planes, &w);
+}
+
+/* No element of t is stored where another is (no stride 0 over a size
+ * above 1, no interleaving): its strides, sorted, each span the dims below.
+ * Pieces of a copy into such a tensor write disjoint bytes. */
+static bool writes_each_once(const weft_tensor *t)
+{
+    int64_t st[WEFT_MAX_DIMS], sz[WEFT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->sizes[i] != 1) {
+            /* insertion by |stride| */
+            int64_t a = llabs(t->strides[i]);
+            int k = n++;
+            for (; k > 0 && st[k - 1] > a; k--)
+                st[k] = st[k - 1], sz[k] = sz[k - 1];
+            st[k] = a, sz[k] = t->sizes[i];
+        }
+    int64_t span = 1;
+    for (int i = 0; i < n; i++) {
+        if (st[i] < span)
+            return false;
+        if (__builtin_mul_overflow(st[i], sz[i], &span))
+            return false;
+    }
+    return true;
+}
+
 int wf__host_copy(weft_tensor *dst, const weft_tensor *src)
+{
+    return wf__host_copy_on(dst, src, NULL);
+}
+
+int wf__host_copy_on(weft_tensor *dst, const weft_tensor *src, weft_parallel_for_fn parallel)
 {
     if (!dst || !src)
         return wf__errorf(WEFT_EINVAL, "copy_: NULL tensor");
@@ -363,9 +454,9 @@ int wf__host_copy(weft_tensor *dst, const weft_tensor *src)
         weft_tensor *tmp = NULL;
         rc = weft_empty(&tmp, src->sizes, src->ndim, (weft_dtype)src->dtype, WEFT_DEVICE_CPU);
         if (rc == 0)
-            rc = wf__host_copy(tmp, src);
+            rc = wf__host_copy_on(tmp, src, parallel);
         if (rc == 0)
-            rc = wf__host_copy(dst, tmp);
+            rc = wf__host_copy_on(dst, tmp, parallel);
         weft_tensor_release(tmp);
         return rc;
     }
@@ -379,6 +470,6 @@ int wf__host_copy(weft_tensor *dst, const weft_tensor *src)
     }
     convert_fn fn = dst->dtype == src->dtype ? raw_copy_for(item)
                                              : convert_table[src->dtype][dst->dtype];
-    run_copy(&g, fn, d, s);
+    run_copy(&g, fn, d, s, dst->numel * (int64_t)item, writes_each_once(dst) ? parallel : NULL);
     return 0;
 }

@@ -332,8 +332,12 @@ void wf__device_init(void);
 double wf__load_double(const void *p, weft_dtype dtype);
 void wf__store_double(void *p, weft_dtype dtype, double v);
 /* Strided copy with dtype conversion between two host tensors of the same
- * shape (the core's copy_ kernel for CPU). */
+ * shape (the core's copy_ kernel for CPU).  wf__host_copy_on runs a large
+ * copy in pieces through `parallel` (weft_parallel_for, from the layers
+ * above: c10 has no pool of its own) when the destination has no element
+ * written twice; NULL runs it on the calling thread. */
 int wf__host_copy(weft_tensor *dst, const weft_tensor *src);
+int wf__host_copy_on(weft_tensor *dst, const weft_tensor *src, weft_parallel_for_fn parallel);
 
 /* half-precision conversions (c10/half.c) */
 float wf__half_to_float(uint16_t h);

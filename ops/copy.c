@@ -12,7 +12,7 @@
 static int copy_into(weft_tensor *dst, const weft_tensor *src)
 {
     if (dst->device.type == WEFT_DEVICE_TYPE_CPU && src->device.type == WEFT_DEVICE_TYPE_CPU)
-        return wf__host_copy(dst, src);
+        return wf__host_copy_on(dst, src, weft_parallel_for);
     return weft_copy_(dst, src);
 }
 

@@ -18,7 +18,7 @@ static int copy_kernel(weft_call *call, void *ctx)
     weft_tensor *dst = call->args[0].u.tensor;
     const weft_tensor *src = call->args[1].u.tensor;
     if (dst->device.type == WEFT_DEVICE_TYPE_CPU && src->device.type == WEFT_DEVICE_TYPE_CPU)
-        return wf__host_copy(dst, src);
+        return wf__host_copy_on(dst, src, weft_parallel_for);
     if (dst->numel == 0)
         return 0;
     bool dst_dev = dst->device.type != WEFT_DEVICE_TYPE_CPU;
@@ -54,14 +54,14 @@ static int copy_kernel(weft_call *call, void *ctx)
             rc = weft_empty(&host_dst, dst->sizes, dst->ndim, (weft_dtype)dst->dtype,
                             WEFT_DEVICE_CPU);
             if (rc == 0)
-                rc = wf__host_copy(host_dst, host_src);
+                rc = wf__host_copy_on(host_dst, host_src, weft_parallel_for);
             if (rc == 0)
                 rc = wf__copy_bytes(weft_tensor_data_ptr(dst), dst->device,
                                     weft_tensor_data_ptr(host_dst), WEFT_DEVICE_CPU,
                                     (size_t)dst->numel * weft_dtype_size(dst->dtype));
         }
     } else if (rc == 0) {
-        rc = wf__host_copy(dst, host_src);
+        rc = wf__host_copy_on(dst, host_src, weft_parallel_for);
     }
     weft_tensor_release(host_src);
     weft_tensor_release(host_dst);

@@ -23,6 +23,8 @@
 #                AVX-512 and VNNI, which the build machines lack, so the
 #                avx512 builds' tests and int8 speed run natively only here
 # summary.txt also gets the first "not ok" lines of tests.log and cpu.log.
+# WEFT_GPU_SESSION_STEPS (a regular expression over the step names below)
+# runs only those steps.
 #
 # The machine needs the project's Debian image with the CUDA toolkit (it
 # reaches nothing outside); nothing here needs the network.
@@ -56,9 +58,16 @@ limit() {
 }
 # step NAME CAP LOG COMMAND...: runs the command under its limit, appends
 # its output to LOG, and records the outcome in summary.txt
+# WEFT_GPU_SESSION_STEPS: an extended regular expression; only the steps
+# whose names match run (a second call that reruns what the first found)
 step() {
     name=$1 cap=$2 log=$3
     shift 3
+    if [ -n "${WEFT_GPU_SESSION_STEPS:-}" ] &&
+        ! printf '%s\n' "$name" | grep -q -x -E "$WEFT_GPU_SESSION_STEPS"; then
+        echo "SKIPPED $name: not in WEFT_GPU_SESSION_STEPS" >>"$out/summary.txt"
+        return 0
+    fi
     t=$(limit "$cap")
     if [ "$t" -le 5 ]; then
         echo "SKIPPED $name: the session's ${budget}s are spent" >>"$out/summary.txt"

@@ -546,6 +546,72 @@ static void test_parallel_for_on_pool(void)
     ok(pf_each_once(&st, PF_N) && atomic_load(&st.other_thread), "and still on the CPU pool");
 }
 
+/* Host copies large enough to run in pieces on the pool (the core's
+ * strided copy: contiguous() of a permuted tensor, a converting copy),
+ * checked element by element at 3 threads: one plane cut into bands of
+ * rows (a 2-D transpose whose rows are not a multiple of the tile), many
+ * planes (a channels-last uint8 tensor made contiguous), a converting copy
+ * of a transposed view, and a destination that stores elements twice
+ * (expanded: stays on one thread, every element the last row written). */
+static void test_parallel_copies(void)
+{
+    weft_set_num_threads(3);
+    weft_tensor *x = random_of(INTS(700, 900), 2, WEFT_FLOAT32, 21), *xt = NULL, *c = NULL,
+                *d = NULL;
+    weft_transpose(&xt, x, 0, 1);
+    is_int(weft_contiguous(&c, xt), 0, "contiguous() of a 900 x 700 transposed view at 3 threads");
+    is_int(weft_to_dtype(&d, xt, WEFT_FLOAT64), 0, "and its float64 copy");
+    const float *xv = weft_tensor_data_ptr(x), *cv = c ? weft_tensor_data_ptr(c) : NULL;
+    const double *dv = d ? weft_tensor_data_ptr(d) : NULL;
+    int64_t bad = cv && dv ? 0 : -1;
+    for (int64_t i = 0; bad >= 0 && i < 900; i++)
+        for (int64_t j = 0; j < 700; j++)
+            bad += cv[i * 700 + j] != xv[j * 900 + i] || dv[i * 700 + j] != (double)xv[j * 900 + i];
+    is_int(bad, 0, "  every element where the transpose puts it, in both");
+    weft_tensor_release(xt), weft_tensor_release(c), weft_tensor_release(d);
+
+    /* (37, 24, 19, 23) uint8 stored channels-last, made contiguous */
+    weft_tensor *u = NULL, *perm = NULL, *uc = NULL;
+    weft_generator *g = NULL;
+    weft_generator_create(&g, 22);
+    weft_randint(&u, 0, 256, INTS(37, 19, 23, 24), 4, WEFT_UINT8, WEFT_DEVICE_CPU, g);
+    weft_generator_destroy(g);
+    weft_permute(&perm, u, INTS(0, 3, 1, 2), 4);
+    is_int(weft_contiguous(&uc, perm), 0, "contiguous() of a channels-last (37, 24, 19, 23) uint8");
+    const uint8_t *uv = u ? weft_tensor_data_ptr(u) : NULL, *ucv = uc ? weft_tensor_data_ptr(uc) : NULL;
+    bad = uv && ucv ? 0 : -1;
+    for (int64_t n = 0; bad >= 0 && n < 37; n++)
+        for (int64_t ch = 0; ch < 24; ch++)
+            for (int64_t h = 0; h < 19; h++)
+                for (int64_t w = 0; w < 23; w++)
+                    bad += ucv[((n * 24 + ch) * 19 + h) * 23 + w] !=
+                           uv[((n * 19 + h) * 23 + w) * 24 + ch];
+    is_int(bad, 0, "  every element in NCHW order");
+    weft_tensor_release(u), weft_tensor_release(perm), weft_tensor_release(uc);
+
+    /* a (300,) row expanded to (1000, 300) as the destination: the rows of
+     * the source are written in order onto the same 300 elements */
+    weft_tensor *row = NULL, *ex = NULL;
+    weft_zeros(&row, INTS(300), 1, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_tensor *src = random_of(INTS(1000, 300), 2, WEFT_FLOAT32, 23);
+    weft_expand(&ex, row, INTS(1000, 300), 2);
+    int rc = ex ? weft_copy_(ex, src) : -1;
+    if (rc == 0) {
+        const float *rv = weft_tensor_data_ptr(row), *sv = weft_tensor_data_ptr(src);
+        bad = 0;
+        for (int64_t j = 0; j < 300; j++)
+            bad += rv[j] != sv[999 * 300 + j];
+        is_int(bad, 0, "copy_ into an expanded destination: each element the last row's, as "
+                       "on one thread");
+    } else {
+        ok(strstr(weft_last_error(), "copy_") != NULL,
+           "copy_ into an expanded destination is refused by name: %s", weft_last_error());
+    }
+    weft_tensor_release(row), weft_tensor_release(ex);
+    weft_set_num_threads(2);
+    drop_all();
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print-count")) {
@@ -563,6 +629,7 @@ int main(int argc, char **argv)
     }
     test_parallel_for_on_pool();
     test_same_results();
+    test_parallel_copies();
     test_pool_resizes();
     test_openblas_single_threaded();
     test_bad_counts();

@@ -874,6 +874,29 @@ int main(int argc, char **argv)
          * right after an int8 one measured ~10% slower (caches and thread
          * wake-ups), so alternating would flatter the int8 model */
         double float_accuracy = 0;
+        /* with --profile: one untimed pass of each model under the
+         * profiler first, and the operators that took the most time in
+         * each (where the int8 model's time goes on this machine) */
+        for (int pass = 0; o.profile && rc == 0 && pass < 2; pass++) {
+            weft_profiler *ep = NULL;
+            weft_profiler_options po = {sizeof po, true, false};
+            char *table = NULL;
+            double acc;
+            if ((rc = weft_profiler_create(&ep, &po)) == 0 && (rc = weft_profiler_start(ep)) == 0) {
+                rc = evaluate(&acc, m, cnn, &test, dev, pass ? q : NULL, qtest);
+                int src = weft_profiler_stop(ep);
+                rc = rc < 0 ? rc : src;
+            }
+            if (rc == 0)
+                rc = weft_profiler_table(&table, ep, "self_cpu_time_total", 12, true);
+            if (rc == 0)
+                fprintf(o.json ? stderr : stdout,
+                        "weft-train: the operators that took the most time in one pass of the %s "
+                        "model over the test set:\n%s",
+                        pass ? "int8" : "float", table);
+            free(table);
+            weft_profiler_destroy(ep);
+        }
         for (int pass = 0; rc == 0 && pass < 6; pass++) {
             bool int8 = pass >= 3;
             double t0 = now(), c0 = cpu_now();
