@@ -128,6 +128,14 @@ static void plan_checks(void)
        "conv plan: a 3-D input is not the plan's case: %s", err);
     ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, (const int64_t[]){0}, 1, NULL, 0, NULL, 0, 2, err,
                        sizeof err) < 0 && strstr(err, "positive"), "conv plan: stride 0: %s", err);
+    /* sizes near int64's limit beside a 0-sized dim (the CPU's UBSan
+     * finding): refused, no overflow */
+    ok(wfc_plan_conv2d(&cg, in, 4, (const int64_t[]){4, (int64_t)1 << 62, 0, 3}, 4, NULL, 0, NULL,
+                       0, NULL, 0, 2, err, sizeof err) < 0 && strstr(err, "groups"),
+       "conv plan: 2^62 weight channels times groups 2 is refused: %s", err);
+    ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, NULL, 0, (const int64_t[]){(int64_t)1 << 62}, 1, NULL,
+                       0, 2, err, sizeof err) < 0 && strstr(err, "int64"),
+       "conv plan: padding 2^62 is refused: %s", err);
     int64_t chunks, len;
     wfc_plan_reduce_split(1, (int64_t)1 << 28, &chunks, &len);
     ok(chunks > 1 && chunks * len >= (int64_t)1 << 28 && (chunks - 1) * len < (int64_t)1 << 28,
@@ -299,6 +307,14 @@ static void plan_upsample_checks(void)
            t.conv.c == 3 && t.conv.oc == 4 && t.conv.h == 10 && t.conv.oh == 5,
        "conv_transpose2d plan: [2,4,5,5] by [4,3,3,3], stride 2, padding 1, output_padding 1 "
        "gives [2,3,10,10], the input gradient of a 10x10 conv2d");
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, (const int64_t[]){4, (int64_t)1 << 62, 0, 3}, 4,
+                                 &one, 1, &one, 1, NULL, 0, &one, 1, 2, err, sizeof err) < 0 &&
+           strstr(err, "int64"),
+       "conv_transpose2d plan: 2^62 output channels per group times 2 is refused: %s", err);
+    const int64_t big = (int64_t)1 << 62;
+    ok(wfc_plan_conv_transpose2d(&t, in, 4, wt, 4, &big, 1, &one, 1, NULL, 0, &one, 1, 1, err,
+                                 sizeof err) < 0 && strstr(err, "int64"),
+       "conv_transpose2d plan: stride 2^62 is refused: %s", err);
     const int64_t wt2[4] = {4, 1, 3, 3}, op2 = 2, d3 = 3;
     ok(wfc_plan_conv_transpose2d(&t, in, 4, wt2, 4, &two, 1, &one, 1, &op2, 1, &d3, 1, 2, err,
                                  sizeof err) == 0 &&

@@ -247,6 +247,22 @@ static void test_conv_transpose(void)
     weft_tensor *w2 = rnd(WEFT_FLOAT64, SHAPE(3, 2, 2, 2), -1, 1);
     error_is(weft_conv2d(&res, x0, w2, NULL, one, 1, huge, 1, one, 1, 1), WEFT_EINVAL, "int64",
              "conv2d with a padding of 2^62");
+    /* a weight with 2^62 channels a group beside a 0-sized dim: times
+     * groups 2 past int64 (fuzz_call_boxed's UBSan finding in conv2d's
+     * channel check, through conv1d) */
+    weft_tensor *wide = NULL, *wide_t = NULL, *x00 = NULL;
+    is_int(weft_empty(&wide, SHAPE(1, (int64_t)1 << 62, 0, 1), WEFT_FLOAT64, WEFT_DEVICE_CPU), 0,
+           "an empty [1, 2^62, 0, 1] weight");
+    keep(wide);
+    error_is(weft_conv2d(&res, x0, wide, NULL, one, 1, zero, 1, one, 1, 2), WEFT_ESHAPE,
+             "groups=2", "conv2d with 2^62 weight channels and groups 2");
+    /* conv_transpose2d: no input channels, so a [0, 2^62, 1, 1] weight */
+    is_int(weft_empty(&wide_t, SHAPE(0, (int64_t)1 << 62, 1, 1), WEFT_FLOAT64, WEFT_DEVICE_CPU) |
+               weft_empty(&x00, SHAPE(1, 0, 4, 3), WEFT_FLOAT64, WEFT_DEVICE_CPU),
+           0, "an empty [0, 2^62, 1, 1] weight and [1, 0, 4, 3] input");
+    keep(wide_t), keep(x00);
+    error_is(weft_conv_transpose2d(&res, x00, wide_t, NULL, one, 1, zero, 1, zero, 1, 2, one, 1),
+             WEFT_EINVAL, "int64", "conv_transpose2d with 2^62 output channels a group, groups 2");
     weft_tensor *w33 = rnd(WEFT_FLOAT64, SHAPE(3, 2, 3, 3), -1, 1);
     error_is(weft_conv2d(&res, x0, w33, NULL, one, 1, zero, 1, huge, 1, 1), WEFT_EINVAL, "int64",
              "conv2d with a dilation of 2^62 and a 3x3 kernel");

@@ -1062,6 +1062,16 @@ static void test_quantized_conv2d(void)
         weft_tensor *bad = NULL;
         is_int(qconv(&bad, qx, qw, b, 1, 1, 3, 0.2, 90, false), WEFT_ESHAPE, "groups 3: refused");
         ok(bad == NULL, "nothing came out");
+        /* 2^62 weight channels a group beside no output channels: times
+         * groups 2 past int64, refused without the overflow (UBSan) */
+        weft_tensor *wf = NULL, *wq = NULL;
+        weft_empty(&wf, (int64_t[]){0, (int64_t)1 << 62, 1, 1}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+        is_int(wf ? weft_quantize_per_tensor(&wq, wf, 0.1, 0, WEFT_INT8) : -1, 0,
+               "an empty weight of 2^62 channels a group quantizes");
+        is_int(qconv(&bad, qx, wq, NULL, 1, 1, 2, 0.2, 90, false), WEFT_ESHAPE,
+               "and with groups 2 is refused by name: %s", weft_last_error());
+        weft_tensor_release(wf);
+        weft_tensor_release(wq);
     }
     weft_tensor *all[] = {x, w, b, qx, qw, sc, zp};
     for (int i = 0; i < 7; i++)

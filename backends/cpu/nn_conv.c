@@ -458,12 +458,17 @@ static int finish_geometry(const char *op, const int64_t *in, int in_nd, const i
                               weft_format_shape(b1, sizeof b1, w, w_nd));
     g->N = in[0], g->C = in[1], g->H = in[2], g->W = in[3];
     g->OC = w[0], g->KH = w[2], g->KW = w[3];
-    if (g->C != w[1] * g->groups || g->OC % g->groups != 0 || g->OC == 0)
+    /* the weight's channels times groups, checked: beside a 0-sized dim a
+     * size may be near int64's limit (fuzz_call_boxed's UBSan finding) */
+    int64_t wc;
+    if (__builtin_mul_overflow(w[1], g->groups, &wc) || g->C != wc ||
+        g->OC % g->groups != 0 || g->OC == 0)
         return weft_set_error(WEFT_ESHAPE, "%s: weight of shape %s with groups=%lld does not fit "
-                              "an input of shape %s (expected %lld input channels, and output "
-                              "channels divisible by groups)", op,
+                              "an input of shape %s (expected %lld x %lld input channels, and "
+                              "output channels divisible by groups)", op,
                               weft_format_shape(b1, sizeof b1, w, 4), (long long)g->groups,
-                              weft_format_shape(b2, sizeof b2, in, 4), (long long)(w[1] * g->groups));
+                              weft_format_shape(b2, sizeof b2, in, 4), (long long)w[1],
+                              (long long)g->groups);
     int64_t eh, ew;
     if (!padded_extent(g->H, g->padding[0], g->dilation[0], g->KH, &eh) ||
         !padded_extent(g->W, g->padding[1], g->dilation[1], g->KW, &ew))
@@ -905,7 +910,11 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
                                   "either stride (%lld) or dilation (%lld)", op,
                                   (long long)output_padding[i], (long long)stride[i],
                                   (long long)dilation[i]);
-    int64_t out_size[4] = {in[0], w[1] * groups, 0, 0};
+    int64_t out_size[4] = {in[0], 0, 0, 0};
+    if (__builtin_mul_overflow(w[1], groups, &out_size[1]))
+        return weft_set_error(WEFT_EINVAL, "%s: weight %s with groups=%lld gives more output "
+                              "channels than int64 holds", op,
+                              weft_format_shape(bw, sizeof bw, w, w_nd), (long long)groups);
     for (int i = 0; i < 2; i++) {
         if (!transposed_extent(in[2 + i], stride[i], padding[i], dilation[i], w[2 + i],
                                output_padding[i], &out_size[2 + i]))

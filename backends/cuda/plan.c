@@ -262,6 +262,31 @@ static int two_of(int64_t *out, const int64_t *v, int n, int64_t fallback)
     return 0;
 }
 
+/* Extents computed with overflow checks: beside a 0-sized dim a size may
+ * be near int64's limit (the CPU plugin's nn_conv.c checks the same way;
+ * fuzz_call_boxed found the unchecked forms there).  size + 2 padding -
+ * dilation (kernel - 1): */
+static bool padded_extent(int64_t size, int64_t padding, int64_t dilation, int64_t kernel,
+                          int64_t *out)
+{
+    int64_t pad2, reach;
+    return !__builtin_mul_overflow(padding, 2, &pad2) &&
+           !__builtin_mul_overflow(dilation, kernel - 1, &reach) &&
+           !__builtin_add_overflow(size, pad2, out) && !__builtin_sub_overflow(*out, reach, out);
+}
+
+/* (size - 1) stride - 2 padding + dilation (kernel - 1) + output_padding + 1 */
+static bool transposed_extent(int64_t size, int64_t stride, int64_t padding, int64_t dilation,
+                              int64_t kernel, int64_t output_padding, int64_t *out)
+{
+    int64_t grown, pad2, reach;
+    return !__builtin_mul_overflow(size - 1, stride, &grown) &&
+           !__builtin_mul_overflow(padding, 2, &pad2) &&
+           !__builtin_mul_overflow(dilation, kernel - 1, &reach) &&
+           !__builtin_sub_overflow(grown, pad2, out) && !__builtin_add_overflow(*out, reach, out) &&
+           !__builtin_add_overflow(*out, output_padding, out) && !__builtin_add_overflow(*out, 1, out);
+}
+
 int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int64_t *weight,
                     int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
                     const int64_t *dilation, int nd, int64_t groups, char *err, int errlen)
@@ -291,20 +316,31 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
     g->groups = groups;
     g->n = input[0], g->c = input[1], g->h = input[2], g->w = input[3];
     g->oc = weight[0], g->kh = weight[2], g->kw = weight[3];
-    if (g->c != weight[1] * groups || g->oc % groups != 0 || g->oc == 0) {
+    int64_t wc;
+    if (__builtin_mul_overflow(weight[1], groups, &wc) || g->c != wc || g->oc % groups != 0 ||
+        g->oc == 0) {
         snprintf(err, (size_t)errlen, "a weight [%lld, %lld, %lld, %lld] with groups=%lld does "
-                 "not fit an input of %lld channels (expected %lld, and output channels "
+                 "not fit an input of %lld channels (expected %lld x %lld, and output channels "
                  "divisible by groups)", (long long)weight[0], (long long)weight[1],
                  (long long)weight[2], (long long)weight[3], (long long)groups, (long long)g->c,
-                 (long long)(weight[1] * groups));
+                 (long long)weight[1], (long long)groups);
         return -1;
     }
-    int64_t eh = g->h + 2 * g->padding[0] - g->dilation[0] * (g->kh - 1);
-    int64_t ew = g->w + 2 * g->padding[1] - g->dilation[1] * (g->kw - 1);
+    int64_t eh, ew;
+    if (!padded_extent(g->h, g->padding[0], g->dilation[0], g->kh, &eh) ||
+        !padded_extent(g->w, g->padding[1], g->dilation[1], g->kw, &ew)) {
+        snprintf(err, (size_t)errlen, "padding [%lld, %lld] and dilation [%lld, %lld] with a "
+                 "%lldx%lld input and a %lldx%lld kernel give sizes past int64's range",
+                 (long long)g->padding[0], (long long)g->padding[1], (long long)g->dilation[0],
+                 (long long)g->dilation[1], (long long)g->h, (long long)g->w, (long long)g->kh,
+                 (long long)g->kw);
+        return -1;
+    }
     if (g->kh < 1 || g->kw < 1 || eh < 1 || ew < 1) {
         snprintf(err, (size_t)errlen, "the (dilated) kernel %lldx%lld is larger than the padded "
-                 "input %lldx%lld", (long long)g->kh, (long long)g->kw,
-                 (long long)(g->h + 2 * g->padding[0]), (long long)(g->w + 2 * g->padding[1]));
+                 "input of %lldx%lld with padding %lldx%lld", (long long)g->kh, (long long)g->kw,
+                 (long long)g->h, (long long)g->w, (long long)g->padding[0],
+                 (long long)g->padding[1]);
         return -1;
     }
     g->oh = (eh - 1) / g->stride[0] + 1;
@@ -436,9 +472,19 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
                      (long long)d[i]);
             return -1;
         }
-    t->out[0] = input[0], t->out[1] = weight[1] * groups;
+    t->out[0] = input[0];
+    bool past = __builtin_mul_overflow(weight[1], groups, &t->out[1]);
+    for (int i = 0; i < 2 && !past; i++)
+        past = !transposed_extent(input[2 + i], s[i], p[i], d[i], weight[2 + i], op[i],
+                                  &t->out[2 + i]);
+    if (past) {
+        snprintf(err, (size_t)errlen, "input %s with weight %s, groups=%lld, stride, padding, "
+                 "dilation and output_padding give an output size past int64's range",
+                 weft_format_shape(bi, sizeof bi, input, 4), weft_format_shape(bw, sizeof bw, weight, 4),
+                 (long long)groups);
+        return -1;
+    }
     for (int i = 0; i < 2; i++) {
-        t->out[2 + i] = (input[2 + i] - 1) * s[i] - 2 * p[i] + d[i] * (weight[2 + i] - 1) + op[i] + 1;
         if (t->out[2 + i] < 1) {
             snprintf(err, (size_t)errlen, "input %s with weight %s gives an output size of %lld, "
                      "which is too small", weft_format_shape(bi, sizeof bi, input, 4),

@@ -356,8 +356,9 @@ static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor 
         return weft_set_error(WEFT_EINVAL, "%s: the weight's zero points must be 0 (symmetric "
                                            "quantization, as torch's onednn engine requires)",
                               op);
+    int64_t wc = 0;
     if (groups < 1 || weft_tensor_size(x, 1) % groups || oc % groups ||
-        weft_tensor_size(w, 1) * groups != weft_tensor_size(x, 1))
+        __builtin_mul_overflow(weft_tensor_size(w, 1), groups, &wc) || wc != weft_tensor_size(x, 1))
         return weft_set_error(WEFT_ESHAPE, "%s: %lld input channels, a weight for %lld per group "
                                            "and %lld groups do not fit",
                               op, (long long)weft_tensor_size(x, 1),
