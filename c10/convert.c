@@ -316,8 +316,9 @@ static void copy_plane(convert_fn fn, char *d, const char *s, int64_t rows, int6
 }
 
 /* A copy's work in units: whole planes (the two innermost dims) when there
- * are several, else TILE-row bands of the one plane.  Pieces of units run
- * on a pool: each unit writes its own part of the destination. */
+ * are several, else TILE-row bands of the one plane, else COLS-element
+ * runs of the one row.  Pieces of units run on a pool: each unit writes
+ * its own part of the destination. */
 typedef struct copy_work {
     const copy_geometry *g;
     convert_fn fn;
@@ -371,6 +372,18 @@ static void copy_bands(int64_t a, int64_t b, void *arg)
                g->dst_strides[w->col], s_row, g->src_strides[w->col]);
 }
 
+/* columns [a, b) of COLS elements of a single row (a contiguous tensor
+ * converted to another dtype merges into one) */
+enum { COLS = 4096 };
+static void copy_cols(int64_t a, int64_t b, void *arg)
+{
+    const copy_work *w = arg;
+    const copy_geometry *g = w->g;
+    int64_t c0 = a * COLS, c1 = b * COLS < g->sizes[w->col] ? b * COLS : g->sizes[w->col];
+    w->fn(w->d + c0 * g->dst_strides[w->col], g->dst_strides[w->col],
+          w->s + c0 * g->src_strides[w->col], g->src_strides[w->col], c1 - c0);
+}
+
 /* Below this many destination bytes a copy stays on the calling thread: a
  * pool's hand-off costs microseconds, which a small copy does not repay. */
 enum { PARALLEL_COPY_BYTES = 256 * 1024, PIECE_BYTES = 64 * 1024 };
@@ -396,6 +409,11 @@ static void run_copy(const copy_geometry *g, convert_fn fn, char *d, const char 
             int64_t bands = (w.rows + TILE - 1) / TILE;
             int64_t grain = PIECE_BYTES / (bytes / bands > 0 ? bytes / bands : 1);
             if (parallel(0, bands, grain > 1 ? grain : 1, copy_bands, &w) == 0)
+                return;
+        } else {
+            int64_t pieces = (g->sizes[w.col] + COLS - 1) / COLS;
+            int64_t grain = PIECE_BYTES / (bytes / pieces > 0 ? bytes / pieces : 1);
+            if (parallel(0, pieces, grain > 1 ? grain : 1, copy_cols, &w) == 0)
                 return;
         }
         /* a pool that failed ran nothing (weft_parallel_for's pools only

@@ -551,7 +551,8 @@ static void test_parallel_for_on_pool(void)
  * checked element by element at 3 threads: one plane cut into bands of
  * rows (a 2-D transpose whose rows are not a multiple of the tile), many
  * planes (a channels-last uint8 tensor made contiguous), a converting copy
- * of a transposed view, and a destination that stores elements twice
+ * of a transposed view, a contiguous tensor converted (one row cut into
+ * runs), and a destination that stores elements twice
  * (expanded: stays on one thread, every element the last row written). */
 static void test_parallel_copies(void)
 {
@@ -588,6 +589,20 @@ static void test_parallel_copies(void)
                            uv[((n * 19 + h) * 23 + w) * 24 + ch];
     is_int(bad, 0, "  every element in NCHW order");
     weft_tensor_release(u), weft_tensor_release(perm), weft_tensor_release(uc);
+
+    /* a contiguous tensor converted to another dtype: one row of values
+     * (merged dims), cut into runs */
+    weft_tensor *v = random_of(INTS(3, 100003), 2, WEFT_FLOAT32, 24), *v64 = NULL, *vi = NULL;
+    is_int(weft_to_dtype(&v64, v, WEFT_FLOAT64) | weft_to_dtype(&vi, v, WEFT_INT32), 0,
+           "a (3, 100003) float32 tensor to float64 and int32 at 3 threads");
+    const float *vv = weft_tensor_data_ptr(v);
+    const double *v64v = v64 ? weft_tensor_data_ptr(v64) : NULL;
+    const int32_t *viv = vi ? weft_tensor_data_ptr(vi) : NULL;
+    bad = v64v && viv ? 0 : -1;
+    for (int64_t i = 0; bad >= 0 && i < 300009; i++)
+        bad += v64v[i] != (double)vv[i] || viv[i] != (int32_t)vv[i];
+    is_int(bad, 0, "  every value converted in place");
+    weft_tensor_release(v64), weft_tensor_release(vi);
 
     /* a (300,) row expanded to (1000, 300) as the destination: the rows of
      * the source are written in order onto the same 300 elements */
