@@ -1078,6 +1078,39 @@ static void test_quantized_conv2d(void)
         weft_tensor_release(all[i]);
 }
 
+/* The convolution's cache after a write into the weight: with an input
+ * zero point (folded into the bias with the weight's sums, which the cache
+ * keeps beside the packed weight) the call after copy_ must give what a
+ * fresh weight of the new values gives. */
+static void test_packed_conv_weight_written(void)
+{
+    weft_manual_seed(51);
+    weft_tensor *x = NULL, *w = NULL, *w2 = NULL, *qx = NULL, *qw = NULL, *qw2 = NULL,
+                *y1 = NULL, *y2 = NULL, *want = NULL;
+    weft_randn(&x, (int64_t[]){2, 3, 7, 6}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&w, (int64_t[]){5, 3, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_quantize_per_tensor(&qx, x, 0.03, 97, WEFT_UINT8);
+    weft_quantize_per_tensor(&qw, w, 0.05, 0, WEFT_INT8);
+    /* every weight up by one step: the sums change, not only their signs */
+    weft_add_scalar(&w2, w, 0.05);
+    weft_quantize_per_tensor(&qw2, w2, 0.05, 0, WEFT_INT8);
+    int rc = qconv(&y1, qx, qw, NULL, 1, 1, 1, 0.1, 40, false);
+    if (rc == WEFT_ENOTSUP && strstr(weft_last_error(), "without oneDNN")) {
+        skip(3, "the plugin was built without oneDNN");
+    } else {
+        is_int(rc, 0, "conv cache: the first call (input zero point 97, padding 1)");
+        is_int(weft_copy_(qw, w2), 0, "conv cache: copy_ of new values into the weight");
+        is_int(qconv(&y2, qx, qw, NULL, 1, 1, 1, 0.1, 40, false) |
+                   qconv(&want, qx, qw2, NULL, 1, 1, 1, 0.1, 40, false),
+               0, "conv cache: the call after the write and one with a fresh weight");
+        is_int(y2 && want ? repr_mismatches(y2, want) : -1, 0,
+               "conv cache: the same integers (the packing and the weight sums rebuilt)");
+    }
+    weft_tensor *all[] = {x, w, w2, qx, qw, qw2, y1, y2, want};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+}
+
 /* The maxima of the 2 x 2, stride 2 windows of x's integers (N, C, H, W),
  * by the definition, read element by element whatever x's layout. */
 static weft_tensor *pool_2x2_reference(const weft_tensor *x)
@@ -1440,6 +1473,7 @@ int main(void)
         test_blocks();
         test_quantized_linear();
         test_quantized_conv2d();
+        test_packed_conv_weight_written();
         test_quantized_ops();
         test_pool_and_conv_layouts();
         test_parallel_passes();

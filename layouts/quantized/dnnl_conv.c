@@ -63,6 +63,7 @@ typedef struct conv_cache {
     dnnl_memory_desc_t wei_md, bias_md;
     bool dst_channels_last; /* the output is written NHWC, in place */
     void *packed;
+    int64_t *wsum; /* each output channel's weight integers summed (the zero-point fold) */
 } conv_cache;
 
 static void drop(conv_cache *p)
@@ -77,6 +78,8 @@ static void drop(conv_cache *p)
     }
     free(p->packed);
     p->packed = NULL;
+    free(p->wsum);
+    p->wsum = NULL;
     p->have = false;
 }
 
@@ -235,6 +238,17 @@ static int build(conv_cache *p, dnnl_engine_t eng, conv_key *key, const weft_ten
     }
     if (rc == 0)
         rc = qt__dnnl_reorder(op, &user_wei, weft_tensor_data_ptr(wc), &p->wei_md, p->packed);
+    /* the weight sums the zero-point fold subtracts (conv_kernel) */
+    int64_t per = weft_tensor_numel(wc) / (sh->oc > 0 ? sh->oc : 1);
+    if (rc == 0 && !(p->wsum = malloc(sizeof *p->wsum * (size_t)(sh->oc > 0 ? sh->oc : 1))))
+        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory for the weight sums", op);
+    for (int64_t j = 0; rc == 0 && j < sh->oc; j++) {
+        const int8_t *row = (const int8_t *)weft_tensor_data_ptr(wc) + j * per;
+        int64_t sum = 0;
+        for (int64_t k = 0; k < per; k++)
+            sum += row[k];
+        p->wsum[j] = sum;
+    }
     if (rc < 0) {
         drop(p);
         return rc;
@@ -427,7 +441,6 @@ static int conv_kernel(weft_call *call, void *ctx)
     float *w_scales = malloc(sizeof(float) * (size_t)oc),
           *b = bias || fold ? calloc((size_t)oc, sizeof(float)) : NULL;
     weft_tensor *xc = NULL, *wc = NULL, *bf = NULL, *bc = NULL, *raw = NULL, *y = NULL, *out = NULL;
-    weft_tensor *wsum = NULL;
     /* the reordered input and output, when the primitive wants another
      * layout: weft's allocator keeps such blocks for the next call, where
      * fresh memory every call took a page fault every 4 KiB */
@@ -466,19 +479,7 @@ static int conv_kernel(weft_call *call, void *ctx)
         for (int64_t j = 0; j < oc; j++)
             b[j] = bp[j] / ((float)qx->scale * w_scales[j]);
     }
-    if (fold) {
-        /* minus z times each output channel's weight sum (exact in int64) */
-        weft_tensor *w64 = NULL;
-        if ((rc = weft_to_dtype(&w64, qw->repr, WEFT_INT64)) == 0)
-            rc = weft_sum(&wsum, w64, (int64_t[]){1, 2, 3}, 3, false);
-        weft_tensor_release(w64);
-        if (rc == 0 && !weft_tensor_is_contiguous(wsum))
-            rc = weft_set_error(WEFT_EINVAL, "%s: the weight sums are not contiguous", op);
-        if (rc < 0)
-            goto done;
-        const int64_t *ws = weft_tensor_data_ptr(wsum);
-        for (int64_t j = 0; j < oc; j++)
-            b[j] -= (float)(qx->zero_point * ws[j]);
+    if (fold) { /* the bias gets minus z times the weight sums, below */
         key.src_zp = 0;
         key.bias = 1;
     }
@@ -500,6 +501,10 @@ static int conv_kernel(weft_call *call, void *ctx)
             (rc = build(p, eng, &key, wc, w_scales, per_channel, &sh)) == 0)
             p->version = version;
     }
+    /* minus z times each output channel's weight sum (the packed weight's
+     * companion, exact in int64) */
+    for (int64_t j = 0; rc == 0 && fold && j < oc; j++)
+        b[j] -= (float)(qx->zero_point * p->wsum[j]);
     if (rc == 0 && p->dst_channels_last) /* (N, OH, OW, OC) in memory, seen as NCHW */
         rc = weft_new_output(&raw, xc, (int64_t[]){key.n, oh, ow, oc}, 4, WEFT_UINT8);
     if (rc == 0)
@@ -541,7 +546,7 @@ static int conv_kernel(weft_call *call, void *ctx)
 done:
     free(w_scales);
     free(b);
-    weft_tensor *all[] = {xc, wc, bf, bc, raw, y, src_buf, dst_buf, scratch, wsum};
+    weft_tensor *all[] = {xc, wc, bf, bc, raw, y, src_buf, dst_buf, scratch};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
