@@ -226,6 +226,49 @@ static void test_mv_outer(void)
     error_is(weft_mv(&res, m, big), WEFT_ESHAPE, "vec [4]", "mv of [3, 2] and [4]");
     error_is(weft_mv(&res, big, big), WEFT_ESHAPE, "self [4]", "mv of a vector");
 
+    /* large enough to be cut into blocks of rows (or of the transposed
+     * matrix's columns) on the pool, at 3 threads: 1003 x 611 and its
+     * transposed view, float32 and float64, a strided vector; every entry
+     * against the double-precision sum */
+    weft_set_num_threads(3);
+    for (int d = 0; d < 2; d++) {
+        weft_dtype dt = d ? WEFT_FLOAT32 : WEFT_FLOAT64;
+        for (int transposed = 0; transposed < 2; transposed++) {
+            const int64_t shp[2] = {transposed ? 611 : 1003, transposed ? 1003 : 611};
+            weft_tensor *m0 = rnd(dt, shp, 2, -1, 1, false);
+            weft_tensor *mm = m0, *mt = NULL, *wide = rnd(dt, SHAPE(1222), -1, 1, false),
+                        *vv = NULL, *rr = NULL;
+            if (transposed) {
+                weft_t(&mt, m0);
+                mm = keep(mt);
+            }
+            weft_slice(&vv, wide, 0, 1, 1222, 2); /* 611 entries, stride 2 */
+            keep(vv);
+            /* float64 contiguous copies (a copy made per element, as at3
+             * does, would take gigabytes here) */
+            weft_tensor *md = NULL, *mc = NULL, *vd = NULL, *vc = NULL;
+            weft_to_dtype(&md, mm, WEFT_FLOAT64);
+            weft_contiguous(&mc, keep(md));
+            weft_to_dtype(&vd, vv, WEFT_FLOAT64);
+            weft_contiguous(&vc, keep(vd));
+            keep(mc), keep(vc);
+            const double *mp = weft_tensor_data_ptr(mc), *vp = weft_tensor_data_ptr(vc);
+            double *want = malloc(sizeof *want * 1003);
+            for (int64_t i = 0; want && i < 1003; i++) {
+                want[i] = 0;
+                for (int64_t k = 0; k < 611; k++)
+                    want[i] += mp[i * 611 + k] * vp[k];
+            }
+            char what[96];
+            snprintf(what, sizeof what, "mv %s 1003 x 611%s, strided vec, 3 threads",
+                     weft_dtype_name(dt), transposed ? " (transposed)" : "");
+            if (ok(want && weft_mv(&rr, mm, vv) == 0, "%s runs", what))
+                check_close(keep(rr), want, 1003, d ? 2e-4 : 1e-12, what);
+            free(want);
+        }
+    }
+    weft_set_num_threads(2);
+
     /* outer promotes as mul does */
     weft_tensor *a = rnd(WEFT_INT32, SHAPE(3), -4, 4, true), *b = rnd(WEFT_FLOAT64, SHAPE(2), -1, 1, false);
     double oref[6];

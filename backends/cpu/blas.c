@@ -436,8 +436,47 @@ static int addbmm_kernel(weft_call *call, void *ctx)
     return cpu__deliver(call, target, dest, rc);
 }
 
+/* One gemv's pieces: blocks of y's entries, each a gemv of its own over
+ * A's rows (row-major A) or A^T's columns (a transposed operand), so each
+ * piece reads its own part of A once. */
+typedef struct gemv_job {
+    weft_dtype dtype;
+    bool trans;
+    int64_t rows, cols, ld, incx, block; /* rows x cols: the matrix BLAS is given */
+    const char *a;
+    const void *x;
+    char *y;
+} gemv_job;
+
+static void gemv_pieces(int64_t begin, int64_t end, void *arg)
+{
+    const gemv_job *j = arg;
+    size_t es = weft_dtype_size(j->dtype);
+    int64_t outs = j->trans ? j->cols : j->rows;
+    for (int64_t piece = begin; piece < end; piece++) {
+        int64_t first = piece * j->block;
+        int64_t count = outs - first < j->block ? outs - first : j->block;
+        /* NoTrans: rows [first, first + count); Trans: those columns of A^T */
+        const char *a = j->a + (size_t)(j->trans ? first : first * j->ld) * es;
+        int rows = (int)(j->trans ? j->rows : count), cols = (int)(j->trans ? count : j->cols);
+        enum CBLAS_TRANSPOSE op = j->trans ? CblasTrans : CblasNoTrans;
+        if (j->dtype == WEFT_FLOAT32)
+            cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, (const float *)a, (int)j->ld, j->x,
+                        (int)j->incx, 0.0f, (float *)j->y + first, 1);
+        else
+            cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, (const double *)a, (int)j->ld, j->x,
+                        (int)j->incx, 0.0, (double *)j->y + first, 1);
+    }
+}
+
 /* y = A x for float32/float64 through gemv; A is read in place when BLAS
- * can (row-major or transposed), else from a contiguous copy. */
+ * can (row-major or transposed), else from a contiguous copy.  A product
+ * of at least GEMV_SPLIT multiply-adds is cut into blocks of y's entries
+ * on the pool: BLAS runs single-threaded under weft (its threads would be
+ * a second pool), and one thread reads memory at a fraction of what the
+ * cores together do (a 4096 x 4096 float32 matrix-vector product at 14%
+ * of STREAM on a 16-core Xeon, docs/benchmarks.md). */
+enum { GEMV_SPLIT = 1 << 18, GEMV_MIN_OUTS = 64 };
 static int blas_matrix_vector(weft_dtype dtype, const weft_tensor *a, const weft_tensor *x,
                               weft_tensor *y, product *p)
 {
@@ -448,15 +487,23 @@ static int blas_matrix_vector(weft_dtype dtype, const weft_tensor *a, const weft
     if (rc < 0)
         return rc;
     /* a transposed operand is the row-major [k, n] matrix A^T */
-    int rows = (int)(trans ? p->k : p->n), cols = (int)(trans ? p->n : p->k);
-    enum CBLAS_TRANSPOSE op = trans ? CblasTrans : CblasNoTrans;
-    int incx = (int)weft_tensor_stride(x, 0);
-    if (dtype == WEFT_FLOAT32)
-        cblas_sgemv(CblasRowMajor, op, rows, cols, 1.0f, (const float *)p->a.data, (int)ld,
-                    weft_tensor_data_ptr(x), incx, 0.0f, weft_tensor_data_ptr(y), 1);
+    gemv_job j = {dtype, trans, trans ? p->k : p->n, trans ? p->n : p->k, ld,
+                  weft_tensor_stride(x, 0), 0, p->a.data, weft_tensor_data_ptr(x),
+                  weft_tensor_data_ptr(y)};
+    int64_t outs = p->n, pieces = 1;
+    if ((double)p->n * (double)p->k >= (double)GEMV_SPLIT && outs >= 2 * GEMV_MIN_OUTS) {
+        pieces = weft_get_num_threads();
+        if (pieces > outs / GEMV_MIN_OUTS)
+            pieces = outs / GEMV_MIN_OUTS;
+    }
+    /* blocks of a multiple of 16 entries: whole vectors of the kernels */
+    int64_t block = (outs + pieces - 1) / pieces;
+    j.block = pieces > 1 ? (block + 15) / 16 * 16 : outs;
+    pieces = (outs + j.block - 1) / j.block;
+    if (pieces <= 1)
+        gemv_pieces(0, 1, &j);
     else
-        cblas_dgemv(CblasRowMajor, op, rows, cols, 1.0, (const double *)p->a.data, (int)ld,
-                    weft_tensor_data_ptr(x), incx, 0.0, weft_tensor_data_ptr(y), 1);
+        cpu__parallel_for(0, pieces, 1, gemv_pieces, &j);
     weft_tensor_release(copy);
     return 0;
 }
