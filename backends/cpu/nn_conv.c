@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/conv_extent.h"
 #include "conv.h"
 #include "nn.h"
 #include "vec_math.h"
@@ -416,33 +417,6 @@ static int parse_params(const char *op, const weft_value *args, conv_geometry *g
     return cpu__gemm_library_ready(op);
 }
 
-/* The sizes below come from the caller's arguments and from tensor sizes
- * that may be near int64's limit beside a 0-sized dimension, so the output
- * size arithmetic is checked: false where a step overflows
- * (fuzz_call_boxed's UBSan finding: conv_transpose2d with a padding of
- * 2^62).  size + 2 padding - dilation (kernel - 1): */
-static bool padded_extent(int64_t size, int64_t padding, int64_t dilation, int64_t kernel,
-                          int64_t *out)
-{
-    int64_t pad2, reach;
-    return !__builtin_mul_overflow(padding, 2, &pad2) &&
-           !__builtin_mul_overflow(dilation, kernel - 1, &reach) &&
-           !__builtin_add_overflow(size, pad2, out) && !__builtin_sub_overflow(*out, reach, out);
-}
-
-/* conv_transpose2d's output size: (size - 1) stride - 2 padding +
- * dilation (kernel - 1) + output_padding + 1 */
-static bool transposed_extent(int64_t size, int64_t stride, int64_t padding, int64_t dilation,
-                              int64_t kernel, int64_t output_padding, int64_t *out)
-{
-    int64_t grown, pad2, reach;
-    return !__builtin_mul_overflow(size - 1, stride, &grown) &&
-           !__builtin_mul_overflow(padding, 2, &pad2) &&
-           !__builtin_mul_overflow(dilation, kernel - 1, &reach) &&
-           !__builtin_sub_overflow(grown, pad2, out) && !__builtin_add_overflow(*out, reach, out) &&
-           !__builtin_add_overflow(*out, output_padding, out) && !__builtin_add_overflow(*out, 1, out);
-}
-
 /* Fills in and checks the geometry from input sizes [N, C, H, W] and
  * weight sizes [OC, C / groups, KH, KW]. */
 static int finish_geometry(const char *op, const int64_t *in, int in_nd, const int64_t *w,
@@ -470,8 +444,8 @@ static int finish_geometry(const char *op, const int64_t *in, int in_nd, const i
                               weft_format_shape(b2, sizeof b2, in, 4), (long long)w[1],
                               (long long)g->groups);
     int64_t eh, ew;
-    if (!padded_extent(g->H, g->padding[0], g->dilation[0], g->KH, &eh) ||
-        !padded_extent(g->W, g->padding[1], g->dilation[1], g->KW, &ew))
+    if (!conv_padded_extent(g->H, g->padding[0], g->dilation[0], g->KH, &eh) ||
+        !conv_padded_extent(g->W, g->padding[1], g->dilation[1], g->KW, &ew))
         return weft_set_error(WEFT_EINVAL, "%s: padding [%lld, %lld] and dilation [%lld, %lld] "
                               "with input %s and weight %s give sizes past int64's range", op,
                               (long long)g->padding[0], (long long)g->padding[1],
@@ -916,7 +890,7 @@ static int conv_transpose2d_kernel(weft_call *call, void *ctx)
                               "channels than int64 holds", op,
                               weft_format_shape(bw, sizeof bw, w, w_nd), (long long)groups);
     for (int i = 0; i < 2; i++) {
-        if (!transposed_extent(in[2 + i], stride[i], padding[i], dilation[i], w[2 + i],
+        if (!conv_transposed_extent(in[2 + i], stride[i], padding[i], dilation[i], w[2 + i],
                                output_padding[i], &out_size[2 + i]))
             return weft_set_error(WEFT_EINVAL, "%s: stride, padding, dilation and output_padding "
                                   "with input %s and weight %s give an output size past "

@@ -8,6 +8,7 @@
 #include <weft/weft.h>
 
 #include "plan.h"
+#include "backends/conv_extent.h"
 
 void wfc_broadcast_strides(int64_t *out, const int64_t *osz, const int64_t *ost, int ond,
                            const int64_t *sizes, int nd)
@@ -262,31 +263,6 @@ static int two_of(int64_t *out, const int64_t *v, int n, int64_t fallback)
     return 0;
 }
 
-/* Extents computed with overflow checks: beside a 0-sized dim a size may
- * be near int64's limit (the CPU plugin's nn_conv.c checks the same way;
- * fuzz_call_boxed found the unchecked forms there).  size + 2 padding -
- * dilation (kernel - 1): */
-static bool padded_extent(int64_t size, int64_t padding, int64_t dilation, int64_t kernel,
-                          int64_t *out)
-{
-    int64_t pad2, reach;
-    return !__builtin_mul_overflow(padding, 2, &pad2) &&
-           !__builtin_mul_overflow(dilation, kernel - 1, &reach) &&
-           !__builtin_add_overflow(size, pad2, out) && !__builtin_sub_overflow(*out, reach, out);
-}
-
-/* (size - 1) stride - 2 padding + dilation (kernel - 1) + output_padding + 1 */
-static bool transposed_extent(int64_t size, int64_t stride, int64_t padding, int64_t dilation,
-                              int64_t kernel, int64_t output_padding, int64_t *out)
-{
-    int64_t grown, pad2, reach;
-    return !__builtin_mul_overflow(size - 1, stride, &grown) &&
-           !__builtin_mul_overflow(padding, 2, &pad2) &&
-           !__builtin_mul_overflow(dilation, kernel - 1, &reach) &&
-           !__builtin_sub_overflow(grown, pad2, out) && !__builtin_add_overflow(*out, reach, out) &&
-           !__builtin_add_overflow(*out, output_padding, out) && !__builtin_add_overflow(*out, 1, out);
-}
-
 int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int64_t *weight,
                     int weight_nd, const int64_t *stride, int ns, const int64_t *padding, int np,
                     const int64_t *dilation, int nd, int64_t groups, char *err, int errlen)
@@ -327,8 +303,8 @@ int wfc_plan_conv2d(wfc_conv2d *g, const int64_t *input, int input_nd, const int
         return -1;
     }
     int64_t eh, ew;
-    if (!padded_extent(g->h, g->padding[0], g->dilation[0], g->kh, &eh) ||
-        !padded_extent(g->w, g->padding[1], g->dilation[1], g->kw, &ew)) {
+    if (!conv_padded_extent(g->h, g->padding[0], g->dilation[0], g->kh, &eh) ||
+        !conv_padded_extent(g->w, g->padding[1], g->dilation[1], g->kw, &ew)) {
         snprintf(err, (size_t)errlen, "padding [%lld, %lld] and dilation [%lld, %lld] with a "
                  "%lldx%lld input and a %lldx%lld kernel give sizes past int64's range",
                  (long long)g->padding[0], (long long)g->padding[1], (long long)g->dilation[0],
@@ -475,7 +451,7 @@ int wfc_plan_conv_transpose2d(wfc_conv_transpose2d *t, const int64_t *input, int
     t->out[0] = input[0];
     bool past = __builtin_mul_overflow(weight[1], groups, &t->out[1]);
     for (int i = 0; i < 2 && !past; i++)
-        past = !transposed_extent(input[2 + i], s[i], p[i], d[i], weight[2 + i], op[i],
+        past = !conv_transposed_extent(input[2 + i], s[i], p[i], d[i], weight[2 + i], op[i],
                                   &t->out[2 + i]);
     if (past) {
         snprintf(err, (size_t)errlen, "input %s with weight %s, groups=%lld, stride, padding, "
