@@ -488,6 +488,10 @@ int wf__host_copy_on(weft_tensor *dst, const weft_tensor *src, weft_parallel_for
     }
     convert_fn fn = dst->dtype == src->dtype ? raw_copy_for(item)
                                              : convert_table[src->dtype][dst->dtype];
-    run_copy(&g, fn, d, s, dst->numel * (int64_t)item, writes_each_once(dst) ? parallel : NULL);
+    int64_t bytes = dst->numel * (int64_t)item;
+    /* the stride check only where the pool would be used: small copies
+     * are most copies, and pay nothing for it */
+    run_copy(&g, fn, d, s, bytes,
+             parallel && bytes >= PARALLEL_COPY_BYTES && writes_each_once(dst) ? parallel : NULL);
     return 0;
 }
