@@ -26,8 +26,11 @@
 static long stream_numel = 16 * 1024 * 1024;
 static double rotation_bytes = 320.0 * 1024 * 1024;
 
-/* the last-level cache in bytes as sysfs or sysconf reports it (0 if
- * neither says) */
+/* the last-level cache in bytes as sysfs reports it for this CPU, else as
+ * sysconf does (0 if neither says).  sysfs first: it gives the cache this
+ * CPU shares (a Zen 3 VM's sysfs says 32 MiB, its CPUID, which sysconf
+ * reads, the whole socket's 256 MiB; eight times larger arrays moved the
+ * STREAM figure by more than the noise) */
 static long llc_bytes(void)
 {
     long best = 0;
@@ -45,8 +48,10 @@ static long llc_bytes(void)
         fclose(f);
     }
 #ifdef _SC_LEVEL3_CACHE_SIZE
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    best = l3 > best ? l3 : best;
+    if (best == 0) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        best = l3 > 0 ? l3 : 0;
+    }
 #endif
     return best;
 }
