@@ -12,23 +12,39 @@
 #   sh tests/cpu-tap-all.sh SUMMARY [PREBUILT]
 #
 # PREBUILT: an unpacked tests/gpu-stage.sh archive (its cpu/ and
-# testplugins/); without it, this build tree's programs.  Left out: the GPU
+# testplugins/); without it, this build tree's programs (with
+# WEFT_PLUGIN_PATH at its .libs, as tests/gpu-session.sh sets it).  Left out: the GPU
 # programs, test_dlpack_torch (libtorch) and test_dist/test_ddp (mpirun's,
 # through tests/dist.sh).
+#
+#   sh tests/cpu-tap-all.sh --list
+#
+# prints those programs (tests/test_NAME, one a line) and does nothing
+# else: tests/gpu-stage.sh packs what it lists.
 set -u
+cd "$(dirname "$0")/.." || exit 2
+# the build's TAP programs less the GPU, libtorch and mpirun ones
+cpu_programs() {
+    for p in $(make -s print-tap-tests); do
+        case ${p##*/} in
+        test_cuda* | test_hip* | test_sparse_cuda | test_nccl | test_dlpack_torch | test_dist | test_ddp) ;;
+        *) echo "$p" ;;
+        esac
+    done
+}
+if [ "${1:-}" = --list ]; then
+    cpu_programs
+    exit 0
+fi
 summary=$1
 pre=${2:-}
-cd "$(dirname "$0")/.." || exit 2
 if [ -n "$pre" ]; then
     list=$(ls "$pre"/cpu/test_*)
     WEFT_TEST_PLUGIN_DIR=$pre/testplugins
 else
     list=
-    for p in $(make -s print-tap-tests); do
-        case ${p##*/} in
-        test_cuda* | test_hip* | test_sparse_cuda | test_nccl | test_dlpack_torch | test_dist | test_ddp) ;;
-        *) list="$list $PWD/$p" ;;
-        esac
+    for p in $(cpu_programs); do
+        list="$list $PWD/$p"
     done
     WEFT_TEST_PLUGIN_DIR=$PWD/tests/plugins/.libs
     WEFT_BUILDDIR=$PWD

@@ -66,11 +66,8 @@ done
 # the CPU's test programs and the plugins they load
 mkdir -p "$tmp/cpu" "$tmp/testplugins"
 make -j"$(nproc)" tap-programs bench/quant-bench >/dev/null
-for p in tests/.libs/test_*; do
-    case ${p##*/} in
-    test_cuda* | test_hip* | test_sparse_cuda | test_nccl | test_dlpack_torch | test_dist | test_ddp) continue ;;
-    esac
-    cp "$p" "$tmp/cpu/"
+for p in $(sh tests/cpu-tap-all.sh --list); do
+    cp "tests/.libs/${p##*/}" "$tmp/cpu/"
 done
 cp bench/.libs/quant-bench "$tmp/cpu/"
 cp -L tests/plugins/.libs/*.so "$tmp/testplugins/"
