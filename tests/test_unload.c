@@ -106,6 +106,10 @@ static double now_ms(void)
 }
 
 /* --- threads that use what a failing init registered (test-lateinit.so) */
+/* How long they wait for it to register: a bound for a broken test only, as
+ * long as the plugin's own wait (tests/plugins/lateinit.c), since under the
+ * sanitizers on a loaded machine 10 s was once not enough. */
+#define LATE_WAIT_MS 120000
 typedef struct late_job {
     weft_tensor *held;  /* a storage on latedev, from its allocator */
     weft_tensor *flags; /* late_wait_'s start and end flags */
@@ -117,7 +121,7 @@ static void *late_allocate(void *arg)
     late_job *job = arg;
     int type = -1;
     double t0 = now_ms();
-    while ((type = weft_device_type_from_name("latedev")) < 0 && now_ms() - t0 < 10000)
+    while ((type = weft_device_type_from_name("latedev")) < 0 && now_ms() - t0 < LATE_WAIT_MS)
         sched_yield();
     int64_t sz[1] = {4};
     job->alloc_rc = type < 0 ? type
@@ -131,7 +135,7 @@ static void *late_call(void *arg)
     late_job *job = arg;
     const weft_op *op;
     double t0 = now_ms();
-    while ((job->call_rc = weft_op_find(&op, "late_wait_")) < 0 && now_ms() - t0 < 10000)
+    while ((job->call_rc = weft_op_find(&op, "late_wait_")) < 0 && now_ms() - t0 < LATE_WAIT_MS)
         sched_yield();
     if (job->call_rc == 0) {
         weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = job->flags},
