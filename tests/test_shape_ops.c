@@ -636,6 +636,57 @@ static void test_index_select_pieces(void)
     drop_all();
 }
 
+/* Gathers large enough, from sources larger still, that the CPU plugin
+ * writes the rows with streaming stores (backends/cpu/index.c: an output of
+ * 8 MiB or more from a source four times larger, rows of whole 16-byte
+ * units): index_select across two blocks and embedding, at 1 and 2
+ * threads, every element checked; rows of 60 bytes take plain stores and
+ * are checked alike. */
+static void test_gather_streamed(void)
+{
+    enum { OUTER = 2, ROWS = 131072, N = 32768 };
+    const int widths[] = {64, 15}; /* 256-byte rows (streamed), 60-byte */
+    int saved = weft_get_num_threads();
+    for (int w = 0; w < 2; w++) {
+        const int64_t width = widths[w];
+        weft_tensor *idx = NULL;
+        weft_empty(&idx, SIZES(N), 1, WEFT_INT64, WEFT_DEVICE_CPU);
+        keep(idx);
+        int64_t *ix = weft_tensor_data_ptr(idx);
+        for (int64_t j = 0; j < N; j++)
+            ix[j] = (j * 40503 + 17) % ROWS;
+        ix[N - 1] = ROWS - 1;
+        weft_tensor *x = iota(WEFT_FLOAT32, SIZES(OUTER, ROWS, width), 3), *flat = NULL;
+        weft_reshape(&flat, x, SIZES(OUTER * ROWS, width), 2);
+        keep(flat);
+        for (int threads = 1; threads <= 2; threads++) {
+            weft_set_num_threads(threads);
+            weft_tensor *r = NULL, *e = NULL;
+            int rc = weft_index_select(&r, x, 1, idx);
+            int rc2 = weft_embedding(&e, flat, idx, -1);
+            weft_set_num_threads(saved);
+            ok(rc == 0 && rc2 == 0, "index_select and embedding of %d rows of %lld floats, %d thread(s)",
+               N, (long long)width, threads);
+            if (rc < 0 || rc2 < 0)
+                continue;
+            keep(r);
+            keep(e);
+            const float *p = weft_tensor_data_ptr(r), *q = weft_tensor_data_ptr(e);
+            int64_t bad = 0, bad2 = 0;
+            for (int64_t o = 0; o < OUTER; o++)
+                for (int64_t j = 0; j < N; j++)
+                    for (int64_t k = 0; k < width; k++)
+                        bad += p[(o * N + j) * width + k] != (float)((o * ROWS + ix[j]) * width + k);
+            for (int64_t j = 0; j < N; j++)
+                for (int64_t k = 0; k < width; k++)
+                    bad2 += q[j * width + k] != (float)(ix[j] * width + k);
+            ok(bad == 0 && bad2 == 0, "every element in place (%lld and %lld wrong)", (long long)bad,
+               (long long)bad2);
+        }
+        drop_all();
+    }
+}
+
 int main(void)
 {
     if (!default_plugins_loaded())
@@ -643,6 +694,7 @@ int main(void)
     test_cat_stack();
     test_index_select_gather();
     test_index_select_pieces();
+    test_gather_streamed();
     test_scatter_index_add();
     test_one_hot_masks();
     test_rearranging();

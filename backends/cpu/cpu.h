@@ -287,6 +287,21 @@ int cpu__map(weft_call *call, cpu_mode mode, const cpu_map *m, weft_tensor *cons
 int cpu__elementwise(const char *op, weft_tensor *out, weft_tensor *const *inputs, int ninputs,
                      cpu_loop_fn loop, const void *params);
 
+/* Streaming (non-temporal) stores, for outputs far larger than the caches,
+ * whose plain stores would first read each line from memory (read for
+ * ownership).  cpu__stream_out copies n bytes from src to dst, the 16-byte
+ * aligned middle of dst with streaming stores; they are weakly ordered, so
+ * a piece that used it calls cpu__stream_fence before the pool reports it
+ * done.  CPU_STREAMING is 0 where the ISA has none: then cpu__stream_out
+ * is a memcpy. */
+#if defined(__SSE2__)
+#define CPU_STREAMING 1
+#else
+#define CPU_STREAMING 0
+#endif
+void cpu__stream_out(char *dst, const char *src, size_t n);
+void cpu__stream_fence(void);
+
 /* ------------------------------------------------------------- helpers */
 
 /* WEFT_EDEVICE unless t lives on the CPU; names op and the argument. */

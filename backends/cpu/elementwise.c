@@ -226,12 +226,13 @@ typedef struct flat_job {
  * so a 4 MiB piece means an output of 32 MiB or more there. */
 enum { STREAM_MIN_BYTES = 4 << 20, STREAM_CHUNK_BYTES = 8192 };
 
-#if defined(__SSE2__)
+#if CPU_STREAMING
 #include <emmintrin.h>
-/* Copies n bytes from the aligned buffer src to dst, the 16-byte aligned
- * middle of dst with non-temporal stores; the caller fences. */
-static void stream_out(char *dst, const char *src, size_t n)
+#endif
+
+void cpu__stream_out(char *dst, const char *src, size_t n)
 {
+#if CPU_STREAMING
     size_t head = (size_t)(-(uintptr_t)dst & 15);
     if (head > n)
         head = n;
@@ -240,11 +241,17 @@ static void stream_out(char *dst, const char *src, size_t n)
     for (; i + 16 <= n; i += 16)
         _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
     memcpy(dst + i, src + i, n - i);
-}
-#define STREAMING 1
 #else
-#define STREAMING 0
+    memcpy(dst, src, n);
 #endif
+}
+
+void cpu__stream_fence(void)
+{
+#if CPU_STREAMING
+    _mm_sfence();
+#endif
+}
 
 static void flat_run_range(int64_t begin, int64_t end, void *ctx)
 {
@@ -253,11 +260,10 @@ static void flat_run_range(int64_t begin, int64_t end, void *ctx)
     for (int k = 0; k < job->noperands; k++)
         ptrs[k] = job->data[k] + begin * job->strides[k];
     const int64_t n = end - begin, es = job->strides[0];
-    if (!STREAMING || !job->stream || n * es < STREAM_MIN_BYTES || es > STREAM_CHUNK_BYTES) {
+    if (!CPU_STREAMING || !job->stream || n * es < STREAM_MIN_BYTES || es > STREAM_CHUNK_BYTES) {
         job->loop(ptrs, job->strides, n, job->params);
         return;
     }
-#if STREAMING
     /* an input that is the output itself (in place) is read before the
      * chunk is written back, element for element as the loop would */
     _Alignas(64) char buf[STREAM_CHUNK_BYTES];
@@ -267,14 +273,11 @@ static void flat_run_range(int64_t begin, int64_t end, void *ctx)
         const int64_t m = n - i < chunk ? n - i : chunk;
         ptrs[0] = buf;
         job->loop(ptrs, job->strides, m, job->params);
-        stream_out(out + i * es, buf, (size_t)(m * es));
+        cpu__stream_out(out + i * es, buf, (size_t)(m * es));
         for (int k = 1; k < job->noperands; k++)
             ptrs[k] += m * job->strides[k];
     }
-    /* streaming stores are weakly ordered: they must be visible before the
-     * pool reports the piece done */
-    _mm_sfence();
-#endif
+    cpu__stream_fence();
 }
 
 static bool same_shape(const weft_tensor *a, const weft_tensor *b)

@@ -58,13 +58,26 @@ static int copy_of(const weft_tensor *t, weft_tensor **out)
  * each is a miss, so the row AHEAD lookups on is asked for while this one
  * is copied (a 4096 x 20 lookup in a 1M x 64 table: 14-25 ms -> 7-11 ms,
  * bench/sparse-python.py's embedding step), and large gathers are split
- * over the pool (the misses of two threads overlap). */
+ * over the pool (the misses of two threads overlap).
+ *
+ * A large gather from a source several times larger still (an embedding
+ * table) writes its rows with streaming stores (cpu__stream_out): its
+ * reads miss all over the source, which evicts the output from the caches
+ * before its consumer comes, so the output is written to memory anyway,
+ * and plain stores would first read every line of it too.  The embedding
+ * step's forward (81,920 rows of 256 bytes, 21 MB, from a 256 MB table):
+ * 4.2-4.8 -> 3.4-3.9 ms, median of 60 steps, the two alternating in one
+ * process on this 2-core machine; the sum that reads the output after it
+ * took the same time either way (docs/benchmarks.md, issue 16, fifteenth
+ * session). */
+enum { GATHER_STREAM_MIN_BYTES = 8 << 20, GATHER_STREAM_SOURCE_RATIO = 4 };
 typedef struct take_job {
     char *dst;
     const char *src;
     int64_t src_len, n;
     const int64_t *idx;
     size_t row_bytes;
+    bool stream; /* rows go out with streaming stores */
 } take_job;
 
 static void take_range(int64_t begin, int64_t end, void *ctx)
@@ -83,18 +96,31 @@ static void take_range(int64_t begin, int64_t end, void *ctx)
             for (int64_t b = 0; b < rb; b += 64)
                 __builtin_prefetch(row + b, 0);
         }
-        memcpy(to, block + t->idx[j] * rb, t->row_bytes);
+        if (t->stream)
+            cpu__stream_out(to, block + t->idx[j] * rb, t->row_bytes);
+        else
+            memcpy(to, block + t->idx[j] * rb, t->row_bytes);
         if (++j == t->n) {
             j = 0;
             block += t->src_len * rb;
         }
     }
+    if (t->stream)
+        cpu__stream_fence();
 }
 
 static void take_rows(char *dst, const char *src, int64_t outer, int64_t src_len,
                       const int64_t *idx, int64_t n, size_t row_bytes)
 {
-    take_job t = {dst, src, src_len, n, idx, row_bytes};
+    const double out_bytes = (double)outer * (double)n * (double)row_bytes;
+    /* whole 16-byte units per row, so that no line mixes the two kinds of
+     * store (weft's allocations are 64-byte aligned; an unaligned view's
+     * rows would be, and take plain stores) */
+    const bool stream = CPU_STREAMING && out_bytes >= GATHER_STREAM_MIN_BYTES &&
+                        (double)outer * (double)src_len * (double)row_bytes >=
+                            GATHER_STREAM_SOURCE_RATIO * out_bytes &&
+                        row_bytes % 16 == 0 && (uintptr_t)dst % 16 == 0;
+    take_job t = {dst, src, src_len, n, idx, row_bytes, stream};
     /* rows of at least 64 KiB per piece: below that a wake-up costs more */
     int64_t grain = (int64_t)(65536 / (row_bytes ? row_bytes : 1)) + 1;
     if (n > 0)
