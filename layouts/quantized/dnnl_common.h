@@ -75,6 +75,14 @@ dnnl_status_t qt__dnnl_run_pieces(int64_t pieces, int threads_each,
  * in bytes (its scratchpad is the caller's, so that two threads may run
  * one primitive at once); *md receives its descriptor. */
 size_t qt__dnnl_scratch(dnnl_primitive_desc_t pd, dnnl_memory_desc_t *md);
+/* The input zero-point fold of quantized_linear and quantized_conv2d:
+ * sum_k w_k (x_k - z) = sum_k w_k x_k - z sum_k w_k, so a nonzero input
+ * zero point z goes into the bias as minus z times each output channel's
+ * weight sum, and oneDNN, given none, runs no compensation in its loop.
+ * *sums receives a malloc'd array of the sums of `rows` rows of `per` int8
+ * weights each (the packed weight's companion, rebuilt with it); on
+ * failure NULL and the error set (WEFT_ENOMEM, naming op). */
+int qt__weight_sums(const char *op, const int8_t *w, int64_t rows, int64_t per, int64_t **sums);
 /* p rounded up to 64 bytes: buffers handed to oneDNN come from weft's
  * allocator, whose small blocks are malloc's (16-byte aligned); the
  * callers allocate 63 bytes more. */

@@ -239,16 +239,9 @@ static int build(conv_cache *p, dnnl_engine_t eng, conv_key *key, const weft_ten
     if (rc == 0)
         rc = qt__dnnl_reorder(op, &user_wei, weft_tensor_data_ptr(wc), &p->wei_md, p->packed);
     /* the weight sums the zero-point fold subtracts (conv_kernel) */
-    int64_t per = weft_tensor_numel(wc) / (sh->oc > 0 ? sh->oc : 1);
-    if (rc == 0 && !(p->wsum = malloc(sizeof *p->wsum * (size_t)(sh->oc > 0 ? sh->oc : 1))))
-        rc = weft_set_error(WEFT_ENOMEM, "%s: out of memory for the weight sums", op);
-    for (int64_t j = 0; rc == 0 && j < sh->oc; j++) {
-        const int8_t *row = (const int8_t *)weft_tensor_data_ptr(wc) + j * per;
-        int64_t sum = 0;
-        for (int64_t k = 0; k < per; k++)
-            sum += row[k];
-        p->wsum[j] = sum;
-    }
+    if (rc == 0)
+        rc = qt__weight_sums(op, weft_tensor_data_ptr(wc), sh->oc,
+                             weft_tensor_numel(wc) / (sh->oc > 0 ? sh->oc : 1), &p->wsum);
     if (rc < 0) {
         drop(p);
         return rc;
