@@ -57,9 +57,6 @@ def random_csr(n, density):
     return crow, cols.copy(), vals
 
 
-results = []
-
-
 def row(name, wfn, tfn, rounds=ROUNDS, block=1):
     tw, tt = [], []
     for _ in range(rounds):
@@ -69,7 +66,6 @@ def row(name, wfn, tfn, rounds=ROUNDS, block=1):
             times.extend(best(fn, 1) for _ in range(block))
     bw, bt = min(tw), min(tt)
     mw, mt = statistics.median(tw), statistics.median(tt)
-    results.append((name, bw, bt, mw, mt))
     print(f"{name:<52} weft {bw * 1e3:9.2f} ms   torch {bt * 1e3:9.2f} ms   "
           f"torch/weft {bt / bw:5.2f}x   medians {mw * 1e3:.2f} / {mt * 1e3:.2f} ms = "
           f"{mt / mw:.2f}x ({len(tw)} calls each)", flush=True)
