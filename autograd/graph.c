@@ -524,10 +524,20 @@ WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t)
             *out = NULL;
         return wf__errorf(WEFT_EINVAL, "detach: NULL argument");
     }
-    /* a layout's payload has one owner: no second tensor can share it */
-    if (wf__require_strided(t, "detach") < 0) {
-        *out = NULL;
-        return WEFT_EINVAL;
+    if (t->layout != WEFT_LAYOUT_STRIDED) {
+        /* a layout's payload has one owner, so the detached tensor is the
+         * layout's alias (a new payload sharing what the layout lets it
+         * share), made with grad mode off so that nothing records it */
+        if (!wf__viewable(t)) {
+            *out = NULL;
+            return wf__layout_refuse(t, "detach");
+        }
+        bool was = weft_set_grad_enabled(false);
+        int rc = weft_alias(out, t);
+        weft_set_grad_enabled(was);
+        if (rc == 0)
+            (*out)->keys &= ~WF_AUTOGRAD_KEYS;
+        return rc;
     }
     int rc = wf__tensor_make(out, t->storage, t->sizes, t->strides, t->ndim, t->storage_offset,
                              (weft_dtype)t->dtype);

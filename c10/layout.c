@@ -180,7 +180,12 @@ int wf__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_v
         *out = NULL;
         return rc;
     }
-    const char *bad = result_problem(*out, t, t->layout, t->device, v->shape, v->ndim);
+    /* a select may leave what the layout cannot hold (a sparse tensor's
+     * last sparse dim selected): then the result is strided, as torch's */
+    int want = v->kind == WEFT_LAYOUT_VIEW_SELECT && *out && (*out)->layout == WEFT_LAYOUT_STRIDED
+                   ? WEFT_LAYOUT_STRIDED
+                   : t->layout;
+    const char *bad = result_problem(*out, t, want, t->device, v->shape, v->ndim);
     if (!bad)
         return 0;
     weft_tensor_release(*out);

@@ -607,6 +607,167 @@ static void test_shape_ops(void)
         weft_tensor_release(all[i]);
 }
 
+/* The core's own view functions on sparse tensors (the layout's view
+ * hook): weft_transpose, weft_t, weft_permute, weft_select, weft_narrow,
+ * weft_slice, weft_contiguous, weft_detach answer as torch's do on a
+ * sparse tensor, compared with the same view of the dense tensor; what
+ * the layouts cannot do is refused by name, leaving *out NULL. */
+static void check_view(int rc, weft_tensor *r, const weft_tensor *want, int layout,
+                       const char *what)
+{
+    is_int(rc, 0, "%s", what);
+    if (rc < 0)
+        diag("%s", weft_last_error());
+    is_int(r ? weft_tensor_layout(r) : -1, layout, "%s: the layout is kept", what);
+    is_double(r ? sdiff(r, want) : INFINITY, 0, 0, "%s: the values", what);
+}
+
+static void refused(int rc, weft_tensor *r, int code, const char *msg, const char *what)
+{
+    is_int(rc, code, "%s refused", what);
+    like(weft_last_error(), msg, "%s: the message", what);
+    ok(r == NULL, "%s: nothing returned", what);
+}
+
+static void test_core_views(void)
+{
+    int coo_id = weft_layout_lookup("sparse_coo"), csr_id = weft_layout_lookup("sparse_csr");
+    weft_tensor *A = random_sparse_dense(6, 5, 0.4, WEFT_FLOAT32);
+    weft_tensor *S = dup_coo(A), *r = NULL, *want = NULL;
+#define VIEW_CASE(call_sparse, call_dense, layout, what)                                   \
+    do {                                                                                  \
+        int rc_ = (call_sparse);                                                          \
+        call_dense;                                                                       \
+        check_view(rc_, r, want, layout, what);                                           \
+        weft_tensor_release(r);                                                           \
+        weft_tensor_release(want);                                                        \
+        r = want = NULL;                                                                  \
+    } while (0)
+    VIEW_CASE(weft_transpose(&r, S, 0, 1), weft_transpose(&want, A, 0, 1), coo_id, "transpose");
+    VIEW_CASE(weft_transpose(&r, S, -1, 0), weft_transpose(&want, A, 1, 0), coo_id,
+              "transpose with a negative dim");
+    VIEW_CASE(weft_t(&r, S), weft_t(&want, A), coo_id, "t");
+    VIEW_CASE(weft_permute(&r, S, (int64_t[]){1, 0}, 2),
+              weft_permute(&want, A, (int64_t[]){1, 0}, 2), coo_id, "permute");
+    VIEW_CASE(weft_select(&r, S, 1, -1), weft_select(&want, A, 1, 4), coo_id, "select");
+    VIEW_CASE(weft_select(&r, S, 0, 2), weft_select(&want, A, 0, 2), coo_id, "select dim 0");
+    VIEW_CASE(weft_narrow(&r, S, 0, 1, 3), weft_narrow(&want, A, 0, 1, 3), coo_id, "narrow");
+    VIEW_CASE(weft_slice(&r, S, 1, -3, 100, 1), weft_slice(&want, A, 1, -3, 100, 1), coo_id,
+              "slice, Python's clamping");
+    VIEW_CASE(weft_narrow(&r, S, 1, 2, 0), weft_narrow(&want, A, 1, 2, 0), coo_id,
+              "narrow to nothing");
+    /* the identity permutation is a new tensor all the same */
+    VIEW_CASE(weft_permute(&r, S, (int64_t[]){0, 1}, 2), weft_alias(&want, A), coo_id,
+              "permute (identity)");
+    weft_tensor *c = NULL;
+    is_int(weft_contiguous(&c, S), 0, "contiguous");
+    ok(c == S, "is the tensor itself, as torch's");
+    weft_tensor_release(c);
+    /* hybrid: 4-D with 3 sparse dims and 1 dense: a permutation of the
+     * sparse dims is several swaps; a dense dim cannot become sparse */
+    weft_tensor *H = NULL, *Hs = NULL;
+    weft_randn(&H, (int64_t[]){3, 4, 2, 3}, 4, WEFT_FLOAT64, WEFT_DEVICE_CPU, NULL);
+    Hs = to_coo(H, 3);
+    VIEW_CASE(weft_permute(&r, Hs, (int64_t[]){2, 0, 1, 3}, 4),
+              weft_permute(&want, H, (int64_t[]){2, 0, 1, 3}, 4), coo_id,
+              "permute of three sparse dims");
+    VIEW_CASE(weft_select(&r, Hs, 3, 1), weft_select(&want, H, 3, 1), coo_id,
+              "select on the dense dim");
+    VIEW_CASE(weft_narrow(&r, Hs, 3, 1, 2), weft_narrow(&want, H, 3, 1, 2), coo_id,
+              "narrow on the dense dim");
+    weft_tensor *H2 = NULL, *H2s = NULL;
+    weft_randn(&H2, (int64_t[]){3, 4, 2, 3}, 4, WEFT_FLOAT64, WEFT_DEVICE_CPU, NULL);
+    H2s = to_coo(H2, 2);
+    VIEW_CASE(weft_permute(&r, H2s, (int64_t[]){1, 0, 3, 2}, 4),
+              weft_permute(&want, H2, (int64_t[]){1, 0, 3, 2}, 4), coo_id,
+              "permute of the sparse dims and of the dense dims");
+    int rc = weft_transpose(&r, Hs, 0, 3);
+    refused(rc, r, WEFT_ENOTSUP, "cannot move dense dimension 3 to position 0", "transpose sparse with dense");
+    /* what the sparse layouts do not do */
+    rc = weft_slice(&r, S, 0, 0, 6, 2);
+    refused(rc, r, WEFT_ENOTSUP, "slice: a step of 2 is not supported for a sparse_coo", "a step of 2");
+    rc = weft_reshape(&r, S, (int64_t[]){30}, 1);
+    refused(rc, r, WEFT_ENOTSUP, "reshape: not supported for a sparse_coo tensor", "reshape");
+    rc = weft_unsqueeze(&r, S, 0);
+    refused(rc, r, WEFT_ENOTSUP, "unsqueeze: not supported for a sparse_coo tensor", "unsqueeze");
+    rc = weft_expand(&r, S, (int64_t[]){2, 6, 5}, 3);
+    refused(rc, r, WEFT_ENOTSUP, "expand: not supported", "expand");
+    rc = weft_select(&r, S, 0, 6);
+    refused(rc, r, WEFT_ERANGE, "index 6 out of range", "select out of range (the core's check)");
+    /* CSR: narrow keeps the layout; transpose (torch's is sparse_csc) and
+     * select (torch's is sparse_coo) are refused, naming the way */
+    weft_tensor *C = call1("to_sparse_csr", A);
+    VIEW_CASE(weft_narrow(&r, C, 0, 2, 3), weft_narrow(&want, A, 0, 2, 3), csr_id, "CSR narrow");
+    VIEW_CASE(weft_narrow(&r, C, 1, 1, 3), weft_narrow(&want, A, 1, 1, 3), csr_id,
+              "CSR narrow of columns");
+    rc = weft_t(&r, C);
+    refused(rc, r, WEFT_ENOTSUP, "sparse_csc", "CSR t");
+    rc = weft_select(&r, C, 0, 1);
+    refused(rc, r, WEFT_ENOTSUP, "to_sparse() first", "CSR select");
+    is_int(weft_contiguous(&c, C), 0, "CSR contiguous");
+    ok(c == C, "is the tensor itself");
+    weft_tensor_release(c);
+    /* detach: a new sparse tensor sharing the values, not requiring grad */
+    weft_tensor *L = dup_coo(A), *Ld = NULL;
+    weft_tensor_set_requires_grad(L, true);
+    is_int(weft_detach(&Ld, L), 0, "detach of a sparse leaf requiring grad");
+    ok(Ld && !weft_tensor_requires_grad(Ld), "does not require grad");
+    is_double(Ld ? sdiff(Ld, A) : INFINITY, 0, 0, "same values");
+    /* (grad mode off: values() of a tensor requiring grad is recorded) */
+    bool was = weft_set_grad_enabled(false);
+    weft_tensor *lv = call1("values", L), *ldv = Ld ? call1("values", Ld) : NULL;
+    weft_set_grad_enabled(was);
+    ok(ldv && weft_tensor_data_ptr(lv) == weft_tensor_data_ptr(ldv), "sharing them, as torch's");
+    /* gradients through the views: loss = sum(to_dense(view(L)) * M) gives
+     * L a sparse gradient on its own pattern, M put back through the view
+     * and masked as torch's to_dense masks it */
+    weft_tensor *M = NULL, *Mt = NULL;
+    weft_randn(&M, (int64_t[]){5, 6}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+    weft_transpose(&Mt, M, 0, 1);
+    weft_tensor *v = NULL, *vd = NULL, *p = NULL, *y = NULL, *g = NULL, *gd = NULL;
+    is_int(weft_t(&v, L), 0, "t of a sparse leaf requiring grad");
+    ok(v && weft_tensor_requires_grad(v), "records a node");
+    vd = call1("to_dense", v);
+    weft_mul(&p, vd, M);
+    weft_sum(&y, p, NULL, 0, false);
+    is_int(weft_backward(&y, 1, NULL, false, false), 0, "backward through t");
+    weft_tensor_grad(&g, L);
+    is_int(g ? weft_tensor_layout(g) : -1, coo_id, "the leaf's gradient is sparse_coo");
+    /* on L's pattern: M^T where A (hence L) has an entry, else 0 */
+    weft_tensor *mask = NULL, *masked = NULL;
+    weft_ne_scalar(&mask, A, 0.0);
+    weft_mul(&masked, Mt, mask);
+    gd = g ? dense(g) : NULL;
+    is_double(maxdiff(gd, masked), 0, 1e-6, "and M^T on the leaf's pattern");
+    weft_tensor *all1[] = {v, vd, p, y, g, gd};
+    for (size_t i = 0; i < sizeof all1 / sizeof *all1; i++)
+        weft_tensor_release(all1[i]);
+    /* select: row 2 of the gradient is the gradient of the row, the rest 0 */
+    weft_tensor_set_grad(L, NULL);
+    weft_tensor *row = NULL, *mrow = NULL, *want_g = NULL, *wrow = NULL;
+    is_int(weft_select(&v, L, 0, 2), 0, "select of a sparse leaf requiring grad");
+    vd = call1("to_dense", v);
+    weft_select(&mrow, Mt, 0, 2);
+    weft_mul(&p, vd, mrow);
+    weft_sum(&y, p, NULL, 0, false);
+    is_int(weft_backward(&y, 1, NULL, false, false), 0, "backward through select");
+    weft_tensor_grad(&g, L);
+    is_int(g ? weft_tensor_layout(g) : -1, coo_id, "the leaf's gradient is sparse_coo");
+    weft_zeros(&want_g, (int64_t[]){6, 5}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_select(&wrow, want_g, 0, 2);
+    weft_select(&row, masked, 0, 2);
+    weft_copy_(wrow, row);
+    gd = g ? dense(g) : NULL;
+    is_double(maxdiff(gd, want_g), 0, 1e-6, "and row 2 of the pattern's M^T");
+    weft_tensor *all2[] = {v, vd, p, y, g, gd, row, mrow, want_g, wrow};
+    for (size_t i = 0; i < sizeof all2 / sizeof *all2; i++)
+        weft_tensor_release(all2[i]);
+    weft_tensor *all[] = {A, S, H, Hs, H2, H2s, C, L, Ld, lv, ldv, M, Mt, mask, masked};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+#undef VIEW_CASE
+}
+
 /* 200k entries over 1000 x 100 positions: many duplicates; the values are
  * chosen so that the order of summation changes the float32 result */
 static void test_coalesce_parallel(void)
@@ -1007,6 +1168,7 @@ int main(void)
     test_products();
     test_elementwise();
     test_shape_ops();
+    test_core_views();
     test_coalesce_parallel();
     test_inplace();
     test_row_update_parallel();

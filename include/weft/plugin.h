@@ -580,7 +580,9 @@ typedef struct weft_layout_interface {
      * weft_narrow, weft_select, weft_expand, weft_squeeze,
      * weft_unsqueeze, weft_alias, weft_contiguous) call it once they have
      * checked their arguments.  The result must have v->shape, t's dtype
-     * and device; the core checks.  Optional: without it those functions
+     * and device, and this layout, except that SELECT may return a strided
+     * tensor where the layout cannot hold the result (a sparse tensor's
+     * only sparse dim selected); the core checks.  Optional: without it those functions
      * refuse the layout by name, as before (weft_as_strided always does:
      * a layout's strides are its own). */
     int (*view)(weft_tensor **out, const weft_tensor *t, const struct weft_layout_view *v);

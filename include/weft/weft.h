@@ -476,7 +476,13 @@ WEFT_API int weft_autograd_grad(weft_tensor **grads, weft_tensor *const *outputs
  * mode off no graph is recorded (torch.no_grad). */
 WEFT_API bool weft_set_grad_enabled(bool enabled);
 WEFT_API bool weft_is_grad_enabled(void);
-/* A new tensor sharing t's storage and version that does not require grad. */
+/* A new tensor sharing t's storage and version that does not require grad
+ * (*out: a new reference, NULL on error).  A tensor of a plugin layout is
+ * detached as its layout's alias (the layout interface's view hook, grad
+ * mode off for the call): a new payload sharing what the layout shares;
+ * a layout without the hook is refused, WEFT_EINVAL naming it.  Thread
+ * safety: as any view function (t may be shared; the grad mode touched is
+ * the calling thread's). */
 WEFT_API int weft_detach(weft_tensor **out, const weft_tensor *t);
 
 /* A hook on the gradient of a tensor: called with the gradient when backward

@@ -402,6 +402,7 @@ static int init(weft_registrar *reg)
         .describe = coo_describe,
         .nbytes = coo_nbytes,
         .to_device = any_to_device,
+        .view = sp__layout_view,
     };
     static const weft_layout_interface csr_iface = {
         .struct_size = sizeof csr_iface,
@@ -412,6 +413,7 @@ static int init(weft_registrar *reg)
         .describe = csr_describe,
         .nbytes = csr_nbytes,
         .to_device = any_to_device,
+        .view = sp__layout_view,
     };
     int rc = weft_register_layout(reg, &coo_iface, &sp__coo_layout);
     if (rc == 0)

@@ -127,6 +127,11 @@ int sp__spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, cons
 /* COO t with dimensions d0 and d1 swapped (both sparse or both dense; negative
  * counts from the end): a new tensor sharing nothing it would write. */
 int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64_t d1);
+/* The layout interface's view hook of both sparse layouts (views.c): the
+ * core's transpose, permute, select, narrow, contiguous and alias of a
+ * sparse tensor, through the plugin's operators so that autograd records
+ * them. */
+int sp__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_view *v);
 /* Whether a tensor argument of call requires grad with grad mode on: the
  * core's formulas for mm, mv, addmm and index_select leave a call with a
  * plugin-layout operand to the layout's kernel (formula layout_records),

@@ -8,6 +8,7 @@ import numbers
 
 from . import _C
 from ._device import _of_tensor, device
+from ._layout import strided as _strided
 
 Tensor = _C.Tensor
 
@@ -192,6 +193,16 @@ def _reshape_as(self, other):
     return self.reshape(other.shape)
 
 
+def _narrow_copy(self, dim, start, length):
+    """self.narrow(dim, start, length) in new memory, as torch's: a strided
+    tensor's narrow is a view, so it is cloned; a sparse tensor's narrow
+    is already a new tensor (torch's sparse narrow refuses and names this
+    method)."""
+    part = self.narrow(dim, start, length)
+    return part.clone() if part.layout == _strided or part.is_quantized else part
+
+
+Tensor.narrow_copy = _narrow_copy
 Tensor.view_as = _view_as
 Tensor.expand_as = _expand_as
 Tensor.reshape_as = _reshape_as

@@ -523,6 +523,89 @@ def reshaping_and_conversion_gradients():
 
 
 @test
+def torch_view_names():
+    """t, transpose, T, permute, select, indexing, narrow, slicing, contiguous and detach of a sparse tensor by torch's names: sparse results equal to torch's (narrow to its narrow_copy, which torch's narrow names), gradients through them sparse and equal to torch's; the rest refused by name"""
+    need_plugin()
+    for dtype, tol in DTYPES:
+        for name, w, t in patterns(dtype):
+            if w.sparse_dim() == 2:
+                views = {"t()": (w.t(), t.t()), "transpose(0, 1)": (w.transpose(0, 1),
+                         t.transpose(0, 1)), "T": (w.T, t.t()),
+                         "permute(1, 0)": (w.permute(1, 0), t.permute(1, 0)),
+                         "select(1, -1)": (w.select(1, -1), t.select(1, -1))}
+            else:  # hybrid (6, 5, 3) with one sparse dim: the dense dims swap
+                views = {"transpose(1, 2)": (w.transpose(1, 2),
+                                             t.to_dense().transpose(1, 2).to_sparse(1)),
+                         "permute(0, 2, 1)": (w.permute(0, 2, 1),
+                                              t.to_dense().permute(0, 2, 1).to_sparse(1)),
+                         "select(2, 1)": (w.select(2, 1), t.select(2, 1))}
+            views.update({"select(0, 2)": (w.select(0, 2), t.select(0, 2)),
+                          "[3]": (w[3], t[3]), "[-1]": (w[-1], t[-1]),
+                          "narrow(0, 1, 3)": (w.narrow(0, 1, 3), t.narrow_copy(0, 1, 3)),
+                          "narrow(1, 2, 2)": (w.narrow(1, 2, 2), t.narrow_copy(1, 2, 2)),
+                          "[1:4]": (w[1:4], t.narrow_copy(0, 1, 3)),
+                          "narrow_copy(1, 0, 2)": (w.narrow_copy(1, 0, 2),
+                                                   t.narrow_copy(1, 0, 2)),
+                          "contiguous()": (w.contiguous(), t.contiguous()),
+                          "detach()": (w.detach(), t.detach())})
+            for what, (a, b) in views.items():
+                what = "%s %s %s" % (np.dtype(dtype).name, name, what)
+                # torch's layout: strided where the only sparse dim is selected
+                eq(a.layout, "sparse_coo" if b.layout == torch.sparse_coo else "strided",
+                   what + ": the layout")
+                close(a, b, tol, what)
+        w, _ = random_coo((4, 3), 2, 5, dtype)
+        c = w.contiguous()
+        eq((c.indices().data_ptr(), c.values().data_ptr()),
+           (w.indices().data_ptr(), w.values().data_ptr()), "contiguous() is the tensor itself")
+    # gradients: gradcheck through each, then a sparse leaf's gradient
+    # through t() and select() against torch's (to_dense masks it to the
+    # leaf's pattern in both)
+    idx = W(np.array([[0, 1, 1, 3, 0], [2, 0, 2, 1, 2]], np.int64))
+    v = with_grad(W(rng.standard_normal(5)))
+    coo = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3])  # noqa: E731
+    cases = {"t": lambda v: coo(v).t().to_dense() * 2.0,
+             "transpose": lambda v: coo(v).transpose(1, 0).to_dense() * 2.0,
+             "select": lambda v: coo(v).select(1, 2).to_dense() * 2.0,
+             "index": lambda v: coo(v)[0].to_dense() * 2.0,
+             "narrow": lambda v: coo(v).narrow(0, 1, 3).to_dense() * 2.0,
+             "slice": lambda v: coo(v)[:, 1:].to_dense() * 2.0,
+             "mm after t": lambda v: weft.mm(coo(v).t(), W(np.ones((4, 2))))}
+    for name, f in cases.items():
+        eq(weft.autograd.gradcheck(f, (v,)), True, name)
+    for dtype, tol in DTYPES:
+        _, w, t = list(patterns(dtype))[2]  # duplicates
+        g = rng.standard_normal((5, 6)).astype(dtype)
+        A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+        A.t().to_dense().backward(W(g))
+        tA.t().to_dense().backward(T(g))
+        eq(A.grad.layout, "sparse_coo", "t: the leaf's gradient is sparse")
+        close(A.grad, tA.grad, tol, "t: the leaf's gradient")
+        A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+        g1 = np.ascontiguousarray(g[:, 0])
+        A.select(0, 2).to_dense().backward(W(g1))
+        # torch 1.13 has no sparse select_backward: its reference is the
+        # select of the dense tensor, whose to_dense masks the gradient
+        tA.to_dense().select(0, 2).backward(T(g1))
+        eq(A.grad.layout, "sparse_coo", "select: the leaf's gradient is sparse")
+        eq(tA.grad.layout, torch.sparse_coo, "and so is torch's reference")
+        close(A.grad, tA.grad, tol, "select: the leaf's gradient")
+    # refused, naming the function, the layout and the way
+    w, _ = random_coo((4, 3), 2, 5, np.float32)
+    raises(RuntimeError, w.reshape, 12, contains="reshape: not supported for a sparse_coo")
+    raises(RuntimeError, w.view, 12, contains="view: not supported for a sparse_coo")
+    raises(RuntimeError, w.unsqueeze, 0, contains="to_dense()")
+    raises(RuntimeError, lambda: w[::2], contains="a step of 2")
+    h = weft.sparse_coo_tensor(W(np.array([[0, 2]], np.int64)), W(np.ones((2, 3))), [4, 3])
+    raises(RuntimeError, h.t, contains="cannot move dense dimension 1")
+    c = w.coalesce().to_sparse_csr()
+    raises(RuntimeError, c.t, contains="sparse_csc")
+    raises(RuntimeError, c.select, 0, 1, contains="to_sparse() first")
+    close(c.narrow(1, 1, 2), w.to_dense()[:, 1:3], 0, "CSR narrow")
+    eq(c.narrow(1, 1, 2).layout, "sparse_csr", "CSR narrow keeps the layout")
+
+
+@test
 def to_dense_gradient_and_sparse_mask():
     """to_dense's gradient is grad.sparse_mask(input) as torch 1.13's (the input's coalesced pattern, duplicates once), for COO (empty, duplicates, hybrid) and CSR (which torch refuses); sparse_mask against torch's"""
     need_plugin()
