@@ -242,6 +242,14 @@ static PyObject *m_stride(PyObject *self, PyObject *args)
     PyObject *dim = NULL;
     if (!PyArg_ParseTuple(args, "|O", &dim))
         return NULL;
+    /* a plugin layout has no strides (weft_tensor_strides is NULL: the
+     * tuple read it and crashed, s.stride() of a sparse tensor) */
+    int layout = weft_tensor_layout(WPY_T(self));
+    if (layout != WEFT_LAYOUT_STRIDED)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "stride: a tensor of layout '%s' has no strides (convert it with "
+                            "to_dense() first)",
+                            weft_layout_name(layout));
     if (!dim || dim == Py_None)
         return sizes_tuple(weft_tensor_strides(WPY_T(self)), weft_tensor_ndim(WPY_T(self)));
     long d = PyLong_AsLong(dim);
@@ -896,6 +904,15 @@ static int tensor_getbuffer(PyObject *self, Py_buffer *view, int flags)
     weft_tensor *t = WPY_T(self);
     weft_dtype d = weft_tensor_dtype(t);
     const char *format = buffer_format(d);
+    /* a plugin layout's elements are not strided memory (memoryview of a
+     * sparse tensor read its NULL strides and crashed) */
+    if (weft_tensor_layout(t) != WEFT_LAYOUT_STRIDED) {
+        PyErr_Format(PyExc_BufferError,
+                     "a tensor of layout '%s' has no strided memory to expose as a buffer "
+                     "(convert it with to_dense() first)",
+                     weft_layout_name(weft_tensor_layout(t)));
+        return -1;
+    }
     if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
         PyErr_SetString(PyExc_BufferError, "only cpu tensors expose their memory as a buffer");
         return -1;

@@ -230,6 +230,13 @@ def refusals():
     e = raises(NotImplementedError, weft.exp, w, contains="sparse_coo")
     eq("exp" in str(e), True)
     raises(BufferError, w.__dlpack__, contains="sparse_coo")
+    # what reads a strided tensor's strides refuses a sparse one by name
+    # (stride() and the buffer protocol read NULL strides and crashed)
+    raises(RuntimeError, w.stride, contains="layout 'sparse_coo' has no strides")
+    raises(RuntimeError, w.stride, 0, contains="no strides")
+    raises(BufferError, memoryview, w, contains="layout 'sparse_coo' has no strided memory")
+    raises(BufferError, memoryview, w.to_sparse_csr(), contains="sparse_csr")
+    eq(memoryview(w.to_dense()).shape, (4, 3), "a strided tensor's buffer as before")
 
 
 def train_both(w0, batches, optimizer, **opts):
