@@ -70,6 +70,8 @@ else
         run "PyTorch CUDA (Debian)" "$debian" test_torch_cuda.py
         # the sparse layouts against torch.sparse (issue 16)
         run "sparse layouts (PyTorch)" "$debian" test_sparse.py
+        # torch's functions that are compositions of weft's (python/weft/_compose.py)
+        run "compositions (PyTorch)" "$debian" test_compose.py
     else
         skip "PyTorch (Debian) peer" "torch is not installed for $debian (apt-get install python3-torch)"
     fi

@@ -46,6 +46,11 @@ from ._device import device  # noqa: E402
 from ._layout import layout, layouts, strided, to_layout  # noqa: E402
 from ._tensor import (as_tensor, einsum, empty_like, from_numpy, full_like, is_tensor,  # noqa: E402
                       ones_like, rand_like, randint_like, randn_like, zeros_like)
+# torch's functions that are compositions of weft's operators and views
+from . import _compose  # noqa: E402
+for _name in _compose._MODULE:
+    globals()[_name] = getattr(_compose, _name)
+del _name
 from .grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import autograd, cuda  # noqa: E402
