@@ -615,6 +615,18 @@ int wpy_tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
         return -1;
     }
+    /* torch's rule: a sparse tensor's select, narrow and transpose are new
+     * tensors, not views, so a write into one would not reach self (it did
+     * nothing, silently); the quantized layout's views share memory and
+     * take writes */
+    const char *layout = weft_layout_name(weft_tensor_layout(WPY_T(self)));
+    if (layout && strncmp(layout, "sparse", 6) == 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "Cannot assign to a sparse tensor (layout '%s'; convert it with to_dense() "
+                     "first)",
+                     layout);
+        return -1;
+    }
     parsed_key k;
     if (parse_key(&k, WPY_T(self), key) < 0)
         return -1;

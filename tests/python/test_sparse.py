@@ -605,7 +605,16 @@ def torch_view_names():
     raises(RuntimeError, lambda: w[::2], contains="a step of 2")
     h = weft.sparse_coo_tensor(W(np.array([[0, 2]], np.int64)), W(np.ones((2, 3))), [4, 3])
     raises(RuntimeError, h.t, contains="cannot move dense dimension 1")
+    # these results are new tensors, not views (as torch's): assignment
+    # through an index, which would not reach the tensor, is refused as
+    # torch refuses it, and the tensor is left as it was
+    before = dense_np(w).copy()
+    raises(TypeError, w.__setitem__, 0, 5.0, contains="Cannot assign to a sparse tensor")
+    raises(TypeError, w.__setitem__, (slice(None), 1), W(np.ones(4, np.float32)),
+           contains="layout 'sparse_coo'")
+    eq(np.array_equal(dense_np(w), before), True, "and the tensor is unchanged")
     c = w.coalesce().to_sparse_csr()
+    raises(TypeError, c.__setitem__, 0, 1.0, contains="sparse_csr")
     raises(RuntimeError, c.t, contains="sparse_csc")
     raises(RuntimeError, c.select, 0, 1, contains="to_sparse() first")
     close(c.narrow(1, 1, 2), w.to_dense()[:, 1:3], 0, "CSR narrow")
