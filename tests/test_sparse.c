@@ -545,6 +545,76 @@ static void test_elementwise(void)
         weft_tensor_release(all[i]);
 }
 
+/* division and powers by a number, in-place scaling, and a sparse times
+ * a strided tensor of its shape (sparse on the sparse one's pattern, as
+ * torch's); what would change the implicit zeros is refused by name */
+static void test_scalar_and_dense_arithmetic(void)
+{
+    int coo_id = weft_layout_lookup("sparse_coo"), csr_id = weft_layout_lookup("sparse_csr");
+    weft_tensor *A = random_sparse_dense(7, 9, 0.3, WEFT_FLOAT64),
+                *D = random_sparse_dense(7, 9, 1.0, WEFT_FLOAT64);
+    weft_tensor *S = dup_coo(A), *C = call1("to_sparse_csr", A), *r = NULL, *want = NULL;
+    is_int(weft_div_scalar(&r, S, 4.0), 0, "sparse / 4");
+    weft_div_scalar(&want, A, 4.0);
+    is_double(r ? sdiff(r, want) : INFINITY, 0, 1e-15, "its values");
+    weft_tensor_release(r);
+    is_int(weft_div_scalar(&r, C, 4.0), 0, "CSR / 4");
+    is_int(r ? weft_tensor_layout(r) : -1, csr_id, "stays CSR");
+    is_double(r ? sdiff(r, want) : INFINITY, 0, 1e-15, "its values");
+    weft_tensor_release(r);
+    weft_tensor_release(want);
+    r = NULL;
+    is_int(weft_div_scalar(&r, S, 0.0), WEFT_EINVAL, "sparse / 0 refused");
+    like(weft_last_error(), "implicit zeros NaN", "saying why");
+    ok(r == NULL, "nothing returned");
+    /* x ** 3 after the duplicates are summed (dup_coo halves each entry
+     * into two: (a/2)^3 + (a/2)^3 would be wrong) */
+    is_int(weft_pow_scalar(&r, S, 3.0), 0, "sparse ** 3");
+    weft_pow_scalar(&want, A, 3.0);
+    is_double(r ? sdiff(r, want) : INFINITY, 0, 1e-12, "of the summed entries");
+    weft_tensor_release(r);
+    weft_tensor_release(want);
+    r = NULL;
+    is_int(weft_pow_scalar(&r, S, 0.0), WEFT_EINVAL, "sparse ** 0 refused");
+    like(weft_last_error(), "0 ** 0 is not 0", "saying why");
+    /* in place: the values scaled where they lie */
+    weft_tensor *S2 = NULL;
+    weft_clone(&S2, S);
+    is_int(weft_mul_scalar_(S2, -2.0), 0, "sparse *= -2");
+    weft_mul_scalar(&want, A, -2.0);
+    is_double(sdiff(S2, want), 0, 1e-15, "scaled in place");
+    is_double(sdiff(S, A), 0, 0, "the clone's source untouched");
+    weft_tensor_release(want);
+    /* sparse * dense and dense * sparse: sparse, on S's pattern */
+    weft_mul(&want, A, D);
+    is_int(weft_mul(&r, S, D), 0, "sparse * dense");
+    is_int(r ? weft_tensor_layout(r) : -1, coo_id, "is sparse");
+    is_double(r ? sdiff(r, want) : INFINITY, 0, 1e-15, "the product");
+    ok(r && scalar(call1("_nnz", r)) == scalar(call1("_nnz", S)), "on the sparse operand's entries");
+    weft_tensor_release(r);
+    is_int(weft_mul(&r, D, C), 0, "dense * CSR");
+    is_int(r ? weft_tensor_layout(r) : -1, csr_id, "is CSR");
+    is_double(r ? sdiff(r, want) : INFINITY, 0, 1e-15, "the product");
+    weft_tensor_release(r);
+    /* hybrid: the dense dims multiply element by element too */
+    weft_tensor *H = NULL, *HD = NULL, *Hs = NULL, *hw = NULL;
+    weft_randn(&H, (int64_t[]){4, 3, 2}, 3, WEFT_FLOAT64, WEFT_DEVICE_CPU, NULL);
+    weft_randn(&HD, (int64_t[]){4, 3, 2}, 3, WEFT_FLOAT64, WEFT_DEVICE_CPU, NULL);
+    Hs = to_coo(H, 1);
+    weft_mul(&hw, H, HD);
+    is_int(weft_mul(&r, Hs, HD), 0, "hybrid sparse * dense");
+    is_double(r ? sdiff(r, hw) : INFINITY, 0, 1e-15, "the product");
+    weft_tensor_release(r);
+    r = NULL;
+    weft_tensor *small = random_sparse_dense(1, 9, 1.0, WEFT_FLOAT64);
+    is_int(weft_mul(&r, S, small), WEFT_ESHAPE, "sparse * a dense tensor of another shape");
+    like(weft_last_error(), "no broadcasting", "refused, naming the rule");
+    ok(r == NULL, "nothing returned");
+    weft_tensor *all[] = {A, D, S, C, want, S2, H, HD, Hs, hw, small};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        weft_tensor_release(all[i]);
+}
+
 static void test_shape_ops(void)
 {
     weft_tensor *A = random_sparse_dense(6, 5, 0.4, WEFT_FLOAT32);
@@ -1167,6 +1237,7 @@ int main(void)
     test_csr();
     test_products();
     test_elementwise();
+    test_scalar_and_dense_arithmetic();
     test_shape_ops();
     test_core_views();
     test_coalesce_parallel();

@@ -1,11 +1,13 @@
 /* layouts/sparse/ops.c — the operators on sparse tensors: products with a
  * dense operand (mm, addmm, mv, matmul), CSR x CSR, add/sub, products by a
- * scalar and by another sparse tensor, value-wise unary operators, sum,
+ * scalar (mul, in place, div, pow) and by another sparse or a strided
+ * tensor, value-wise unary operators, sum,
  * clone, cat, index_select, copy_ and the view-like transpose, narrow and
  * select.  An operator not registered here fails in the dispatcher with
  * WEFT_ENOKERNEL naming the operator and the layout (no strided fallback:
  * densifying a sparse matrix behind the caller's back is the out-of-memory
  * the layout exists to avoid). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -628,8 +630,113 @@ static int mul_scalar_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* Division by a number: linear, so duplicates need no coalesce.  Not by
+ * 0 or NaN: the implicit zeros would become NaN (0 / 0), which a sparse
+ * result cannot hold; torch leaves them 0, a result that differs from the
+ * dense division, so weft refuses it by name instead. */
+static int div_scalar_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *t = weft_arg_tensor(call, 0);
+    double k = weft_arg_double(call, 1);
+    if (k == 0 || isnan(k))
+        return weft_set_error(WEFT_EINVAL,
+                              "div_scalar: dividing a %s tensor by %g would make its implicit "
+                              "zeros NaN (0 / %g); convert it with to_dense() first",
+                              sp__layout_name(t), k, k);
+    weft_tensor *v, *out;
+    int rc = weft_div_scalar(&v, values_of(t), k);
+    if (rc == 0)
+        rc = with_values(&out, t, v);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+/* x ** e with e > 0 keeps 0 at 0, so it applies to the values once
+ * duplicates are summed (it is not linear); e <= 0 or NaN would turn the
+ * implicit zeros into 1, inf or NaN and is refused by name */
+static int pow_scalar_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *t = weft_arg_tensor(call, 0);
+    double e = weft_arg_double(call, 1);
+    if (!(e > 0))
+        return weft_set_error(WEFT_EINVAL,
+                              "pow_scalar: an exponent of %g would change the implicit zeros of "
+                              "a %s tensor (0 ** %g is not 0); convert it with to_dense() first",
+                              e, sp__layout_name(t), e);
+    weft_tensor *c = NULL, *v, *out;
+    int rc = sp__is_coo(t) ? sp__coalesce(&c, t) : 0;
+    if (!c)
+        c = weft_tensor_retain(t);
+    if (rc == 0)
+        rc = weft_pow_scalar(&v, values_of(c), e);
+    if (rc == 0)
+        rc = with_values(&out, c, v);
+    weft_tensor_release(c);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+/* self *= k in place: the values are scaled where they lie (shared with
+ * any alias of self, as torch's values are) */
+static int mul_scalar_inplace_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    return weft_mul_scalar_(values_of(weft_arg_tensor(call, 0)), weft_arg_double(call, 1));
+}
+
+/* sparse * dense of one shape and dtype: sparse, on the sparse operand's
+ * pattern, each entry times the dense element at its position (linear in
+ * the entries, so duplicates need no coalesce); torch's result too */
+static int mul_dense(weft_tensor **out, const weft_tensor *a, const weft_tensor *b)
+{
+    if (!same_shape(a, b) || weft_tensor_dtype(a) != weft_tensor_dtype(b))
+        return weft_set_error(WEFT_ESHAPE,
+                              "mul: a sparse and a strided operand must have one shape and "
+                              "dtype (no broadcasting)");
+    weft_tensor *c = NULL, *lin = NULL, *flat = NULL, *picked = NULL, *v = NULL, *r = NULL;
+    int rc = as_coo(&c, a);
+    const sp__coo *p = rc == 0 ? sp__coo_of(c) : NULL;
+    if (rc == 0) {
+        /* the entries' row-major positions over the sparse dims */
+        rc = weft_empty(&lin, (int64_t[]){p->nnz}, 1, WEFT_INT64, WEFT_DEVICE_CPU);
+        if (rc == 0) {
+            const int64_t *ix = weft_tensor_data_ptr(p->indices), *size = weft_tensor_sizes(a);
+            int64_t *l = weft_tensor_data_ptr(lin);
+            for (int64_t e = 0; e < p->nnz; e++) {
+                int64_t at = 0;
+                for (int d = 0; d < p->sparse_dim; d++)
+                    at = at * size[d] + ix[d * p->nnz + e];
+                l[e] = at;
+            }
+        }
+    }
+    if (rc == 0) {
+        int64_t shape[WEFT_MAX_DIMS + 1];
+        shape[0] = prod(weft_tensor_sizes(a), p->sparse_dim);
+        for (int d = 0; d < p->dense_dim; d++)
+            shape[d + 1] = weft_tensor_size(a, p->sparse_dim + d);
+        rc = weft_reshape(&flat, b, shape, p->dense_dim + 1);
+    }
+    if (rc == 0)
+        rc = weft_index_select(&picked, flat, 0, lin);
+    if (rc == 0)
+        rc = weft_mul(&v, p->values, picked);
+    if (rc == 0)
+        rc = with_values(&r, c, v);
+    if (rc == 0 && sp__is_csr(a)) {
+        rc = sp__coo_to_csr(out, r);
+        weft_tensor_release(r);
+    } else if (rc == 0) {
+        *out = r;
+    }
+    weft_tensor *all[] = {c, lin, flat, picked};
+    sp__release_all(all, 4);
+    return rc;
+}
+
 /* sparse * sparse: the positions both hold (merge of two coalesced
- * COO entry lists); a 0-d strided operand is a scalar */
+ * COO entry lists); a 0-d strided operand is a scalar; a strided operand
+ * of the sparse one's shape is mul_dense */
 static int mul_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -651,9 +758,19 @@ static int mul_kernel(weft_call *call, void *ctx)
             rc = with_values(&out, a, v);
         return rc < 0 ? rc : weft_return_tensor(call, 0, out);
     }
+    if (is_strided(a) && is_sparse(b)) {
+        const weft_tensor *t = a;
+        a = b;
+        b = t;
+    }
+    if (is_sparse(a) && is_strided(b)) {
+        rc = mul_dense(&out, a, b);
+        return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    }
     if (!is_sparse(a) || !is_sparse(b) || weft_tensor_layout(a) != weft_tensor_layout(b))
         return weft_set_error(WEFT_ENOTSUP,
-                              "mul: takes two sparse tensors of one layout (or a scalar), got "
+                              "mul: takes two sparse tensors of one layout, a sparse and a "
+                              "strided one, or a scalar, got "
                               "layouts '%s' and '%s'",
                               sp__layout_name(a), sp__layout_name(b));
     if (!same_shape(a, b) || weft_tensor_dtype(a) != weft_tensor_dtype(b))
@@ -1458,6 +1575,9 @@ int sp__register_ops(weft_registrar *reg)
         {"sub", sub_kernel, NULL},
         {"mul", mul_kernel, NULL},
         {"mul_scalar", mul_scalar_kernel, NULL},
+        {"mul_scalar_", mul_scalar_inplace_kernel, NULL},
+        {"div_scalar", div_scalar_kernel, NULL},
+        {"pow_scalar", pow_scalar_kernel, NULL},
         {"neg", unary_kernel, (const void *)weft_neg},
         {"abs", unary_kernel, (const void *)weft_abs},
         {"relu", unary_kernel, (const void *)weft_relu},

@@ -530,6 +530,46 @@ def reshaping_and_conversion_gradients():
 
 
 @test
+def scalar_and_dense_arithmetic():
+    """s / k, s ** k, s *= k, s * d and d * s against torch on every pattern (hybrid included), gradients of both operands of s * d equal to torch's (both sparse), and the refusals where the implicit zeros would change"""
+    need_plugin()
+    for dtype, tol in DTYPES:
+        for name, w, t in patterns(dtype):
+            what = "%s %s" % (np.dtype(dtype).name, name)
+            close(w / 4.0, t / 4.0, tol, what + " / 4")
+            close(w.pow(3), t.pow(3), tol, what + " ** 3")
+            close(w ** 2, t ** 2, tol, what + " ** 2")
+            d = rng.standard_normal(tuple(t.shape)).astype(dtype)
+            eq((w * W(d)).layout, "sparse_coo", what + " * dense: sparse")
+            close(w * W(d), t * T(d), tol, what + " * dense")
+            close(W(d) * w, T(d) * t, tol, what + " dense *")
+            c = w.clone()
+            c.mul_(-1.5)
+            close(c, t * -1.5, tol, what + " *= -1.5")
+            close(w, t, 0, what + ": the clone's source untouched")
+        _, w, t = list(patterns(dtype))[2]  # duplicates, 6 x 5
+        d = rng.standard_normal((6, 5)).astype(dtype)
+        cw = w.coalesce().to_sparse_csr() * W(d)
+        eq(cw.layout, "sparse_csr", "CSR * dense: CSR")
+        close(cw, t.to_dense() * T(d), tol, "CSR * dense")
+    # gradients of s * d, both operands', as torch's
+    _, w, t = list(patterns(np.float64))[2]
+    d = rng.standard_normal((6, 5))
+    A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+    B, tB = with_grad(W(d)), T(d).requires_grad_(True)
+    (A * B).to_dense().sum().backward()
+    (tA * tB).to_dense().sum().backward()
+    eq((A.grad.layout, B.grad.layout), ("sparse_coo", "sparse_coo"), "both gradients sparse")
+    close(A.grad, tA.grad, 1e-12, "d(sparse)")
+    close(B.grad, tB.grad, 1e-12, "d(dense)")
+    w, _ = random_coo((4, 3), 2, 5, np.float32)
+    raises(RuntimeError, lambda: w / 0.0, contains="implicit zeros NaN")
+    raises(RuntimeError, lambda: w ** 0, contains="0 ** 0 is not 0")
+    raises(RuntimeError, lambda: w ** -1.0, contains="implicit zeros")
+    raises(RuntimeError, lambda: w * W(np.ones(3, np.float32)), contains="no broadcasting")
+
+
+@test
 def torch_view_names():
     """t, transpose, T, permute, select, indexing, narrow, slicing, contiguous and detach of a sparse tensor by torch's names: sparse results equal to torch's (narrow to its narrow_copy, which torch's narrow names), gradients through them sparse and equal to torch's; the rest refused by name"""
     need_plugin()
