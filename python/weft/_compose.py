@@ -242,6 +242,11 @@ def tensor_split(input, indices_or_sections, dim=0):
         if n <= 0:
             raise RuntimeError("tensor_split: number of sections must be larger than 0, got %d"
                                % n)
+        if n > size + (1 << 16):
+            # (each section is a tensor in the tuple: billions of empty
+            # ones would only exhaust memory slowly)
+            raise RuntimeError("tensor_split: %d sections of a dimension of size %d is more "
+                               "than this function makes" % (n, size))
         q, r = divmod(size, n)
         bounds, at = [], 0
         for i in range(n - 1):
@@ -261,24 +266,42 @@ def tensor_split(input, indices_or_sections, dim=0):
 
 def repeat_interleave(input, repeats, dim=None):
     """torch.repeat_interleave: each element (or slice along dim) repeated
-    repeats times (an int, or one count per element)"""
+    repeats times (an int, or one count per element); the index is built
+    with weft's operators, so a huge count fails in the allocator at once
+    instead of in a Python loop"""
     if dim is None:
         input, dim = input.reshape(-1), 0
     d = _dim(dim, input.ndim, "repeat_interleave")
     size = input.shape[d]
-    counts = repeats.tolist() if isinstance(repeats, Tensor) else repeats
-    if isinstance(counts, numbers.Integral):
-        counts = [int(counts)] * size
-    counts = _ints(counts)
-    if len(counts) == 1 and size != 1:
-        counts = counts * size
+    if isinstance(repeats, numbers.Integral) or (isinstance(repeats, Tensor) and
+                                                 repeats.numel() == 1 and size != 1):
+        r = int(repeats.item() if isinstance(repeats, Tensor) else repeats)
+        if r < 0:
+            raise RuntimeError("repeat_interleave: repeats can not be negative")
+        shape = list(input.shape)
+        wide = shape[:d + 1] + [r] + shape[d + 1:]
+        return input.unsqueeze(d + 1).expand(wide).reshape(shape[:d] + [size * r] + shape[d + 1:])
+    counts = _ints(repeats.tolist() if isinstance(repeats, Tensor) else repeats)
     if len(counts) != size:
         raise RuntimeError("repeat_interleave: repeats must have the same size as input along "
                            "dim (%d against %d)" % (len(counts), size))
     if builtins.any(c < 0 for c in counts):
         raise RuntimeError("repeat_interleave: repeats can not be negative")
-    index = [i for i, c in enumerate(counts) for _ in range(c)]
-    return input.index_select(d, _C.tensor(index, dtype=_C.int64, device=input.device))
+    # the output's index i -> the source element: a step of (j - the last
+    # j) at the first output of each element j that repeats, summed
+    total = builtins.sum(counts)
+    steps = _C.zeros(total, dtype=_C.int64, device=input.device)
+    starts, jumps, at, last = [], [], 0, 0
+    for j, c in enumerate(counts):
+        if c:
+            starts.append(at)
+            jumps.append(j - last)
+            last = j
+        at += c
+    if starts:
+        steps = steps.index_add(0, _C.tensor(starts, dtype=_C.int64, device=input.device),
+                                _C.tensor(jumps, dtype=_C.int64, device=input.device))
+    return input.index_select(d, steps.cumsum(0))
 
 
 # ------------------------------------------------------- element-wise

@@ -134,6 +134,14 @@ def splitting_and_repeating():
     both(lambda m, t: m.repeat_interleave(t, 3, dim=0), x, what="repeat_interleave dim 0")
     both(lambda m, t: t.repeat_interleave(m.tensor([1, 0, 2, 1, 3]), dim=1), x,
          what="repeat_interleave counts")
+    both(lambda m, t: m.repeat_interleave(t, m.tensor([0, 2, 0, 0, 1])), x[0],
+         what="repeat_interleave with zero counts")
+    both(lambda m, t: m.repeat_interleave(t, m.tensor([0, 0, 0, 0, 0])), x[0],
+         what="repeat_interleave to nothing")
+    both(lambda m, t: m.repeat_interleave(t, m.tensor(2), dim=1), x,
+         what="repeat_interleave by a 0-d tensor")
+    raises(MemoryError, weft.repeat_interleave, W(x), 2 ** 40)
+    raises(RuntimeError, weft.tensor_split, W(x), 2 ** 40, contains="more than")
     raises(RuntimeError, weft.repeat_interleave, W(x), weft.tensor([1, 2]), dim=1,
            contains="same size")
     raises(RuntimeError, weft.repeat_interleave, W(x), -1, contains="negative")
