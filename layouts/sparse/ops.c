@@ -619,15 +619,23 @@ static int unary_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
-static int mul_scalar_kernel(weft_call *call, void *ctx)
+typedef int (*scalar_fn)(weft_tensor **out, const weft_tensor *self, double k);
+
+/* f(values, k) on t's pattern, as call's result */
+static int values_by_scalar(weft_call *call, const weft_tensor *t, scalar_fn f, double k)
 {
-    (void)ctx;
-    const weft_tensor *t = weft_arg_tensor(call, 0);
     weft_tensor *v, *out;
-    int rc = weft_mul_scalar(&v, values_of(t), weft_arg_double(call, 1));
+    int rc = f(&v, values_of(t), k);
     if (rc == 0)
         rc = with_values(&out, t, v);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
+static int mul_scalar_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    return values_by_scalar(call, weft_arg_tensor(call, 0), weft_mul_scalar,
+                            weft_arg_double(call, 1));
 }
 
 /* Division by a number: linear, so duplicates need no coalesce.  Not by
@@ -644,11 +652,7 @@ static int div_scalar_kernel(weft_call *call, void *ctx)
                               "div_scalar: dividing a %s tensor by %g would make its implicit "
                               "zeros NaN (0 / %g); convert it with to_dense() first",
                               sp__layout_name(t), k, k);
-    weft_tensor *v, *out;
-    int rc = weft_div_scalar(&v, values_of(t), k);
-    if (rc == 0)
-        rc = with_values(&out, t, v);
-    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    return values_by_scalar(call, t, weft_div_scalar, k);
 }
 
 /* x ** e with e > 0 keeps 0 at 0, so it applies to the values once
@@ -664,16 +668,13 @@ static int pow_scalar_kernel(weft_call *call, void *ctx)
                               "pow_scalar: an exponent of %g would change the implicit zeros of "
                               "a %s tensor (0 ** %g is not 0); convert it with to_dense() first",
                               e, sp__layout_name(t), e);
-    weft_tensor *c = NULL, *v, *out;
+    weft_tensor *c = NULL;
     int rc = sp__is_coo(t) ? sp__coalesce(&c, t) : 0;
-    if (!c)
-        c = weft_tensor_retain(t);
-    if (rc == 0)
-        rc = weft_pow_scalar(&v, values_of(c), e);
-    if (rc == 0)
-        rc = with_values(&out, c, v);
+    if (rc < 0)
+        return rc;
+    rc = values_by_scalar(call, c ? c : t, weft_pow_scalar, e);
     weft_tensor_release(c);
-    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+    return rc;
 }
 
 /* self *= k in place: the values are scaled where they lie (shared with
