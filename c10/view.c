@@ -454,8 +454,11 @@ WEFT_API int weft_unsqueeze(weft_tensor **out, const weft_tensor *t, int dim)
             strides[i] = t->strides[j++];
         }
     }
-    if (t->layout)
-        return layout_shape_view(out, t, WEFT_LAYOUT_VIEW_SHAPE, "unsqueeze", sizes, t->ndim + 1);
+    if (t->layout) /* .dim: where the new dim is (a layout may need it: sparse) */
+        return wf__layout_view(out, t,
+                               &(weft_layout_view){.kind = WEFT_LAYOUT_VIEW_SHAPE,
+                                                   .op = "unsqueeze", .shape = sizes,
+                                                   .ndim = t->ndim + 1, .dim = d});
     return make_view(out, t, sizes, strides, t->ndim + 1, t->storage_offset, WF_VIEW_RESHAPE);
 }
 

@@ -729,6 +729,13 @@ static void test_core_views(void)
     /* the identity permutation is a new tensor all the same */
     VIEW_CASE(weft_permute(&r, S, (int64_t[]){0, 1}, 2), weft_alias(&want, A), coo_id,
               "permute (identity)");
+    /* unsqueeze: torch's rule, a sparse dim where the new dim's place is
+     * <= sparse_dim, else a dense one */
+    VIEW_CASE(weft_unsqueeze(&r, S, 0), weft_unsqueeze(&want, A, 0), coo_id, "unsqueeze(0)");
+    VIEW_CASE(weft_unsqueeze(&r, S, -1), weft_unsqueeze(&want, A, -1), coo_id, "unsqueeze(-1)");
+    weft_tensor *u0 = NULL, *u2 = NULL;
+    weft_unsqueeze(&u0, S, 2);
+    ok(u0 && scalar(call1("sparse_dim", u0)) == 3, "unsqueeze(2) of 2 sparse dims: a sparse dim");
     weft_tensor *c = NULL;
     is_int(weft_contiguous(&c, S), 0, "contiguous");
     ok(c == S, "is the tensor itself, as torch's");
@@ -743,6 +750,11 @@ static void test_core_views(void)
               "permute of three sparse dims");
     VIEW_CASE(weft_select(&r, Hs, 3, 1), weft_select(&want, H, 3, 1), coo_id,
               "select on the dense dim");
+    VIEW_CASE(weft_unsqueeze(&r, Hs, 4), weft_unsqueeze(&want, H, 4), coo_id,
+              "unsqueeze among the dense dims");
+    weft_unsqueeze(&u2, Hs, 4);
+    ok(u2 && scalar(call1("sparse_dim", u2)) == 3 && scalar(call1("dense_dim", u2)) == 2,
+       "a dense dim there");
     VIEW_CASE(weft_narrow(&r, Hs, 3, 1, 2), weft_narrow(&want, H, 3, 1, 2), coo_id,
               "narrow on the dense dim");
     weft_tensor *H2 = NULL, *H2s = NULL;
@@ -758,8 +770,11 @@ static void test_core_views(void)
     refused(rc, r, WEFT_ENOTSUP, "slice: a step of 2 is not supported for a sparse_coo", "a step of 2");
     rc = weft_reshape(&r, S, (int64_t[]){30}, 1);
     refused(rc, r, WEFT_ENOTSUP, "reshape: not supported for a sparse_coo tensor", "reshape");
-    rc = weft_unsqueeze(&r, S, 0);
-    refused(rc, r, WEFT_ENOTSUP, "unsqueeze: not supported for a sparse_coo tensor", "unsqueeze");
+    weft_tensor *U = NULL;
+    weft_unsqueeze(&U, S, 1);
+    rc = weft_squeeze(&r, U, 1);
+    refused(rc, r, WEFT_ENOTSUP, "squeeze: not supported for a sparse_coo tensor", "squeeze");
+    weft_tensor_release(U);
     rc = weft_expand(&r, S, (int64_t[]){2, 6, 5}, 3);
     refused(rc, r, WEFT_ENOTSUP, "expand: not supported", "expand");
     rc = weft_select(&r, S, 0, 6);
@@ -832,6 +847,22 @@ static void test_core_views(void)
     weft_tensor *all2[] = {v, vd, p, y, g, gd, row, mrow, want_g, wrow};
     for (size_t i = 0; i < sizeof all2 / sizeof *all2; i++)
         weft_tensor_release(all2[i]);
+    /* unsqueeze of the uncoalesced L: the gradient comes back through
+     * values() of L coalesced (each duplicate once, not twice) */
+    weft_tensor_set_grad(L, NULL);
+    weft_tensor *mu = NULL;
+    is_int(weft_unsqueeze(&v, L, 1), 0, "unsqueeze of a sparse leaf requiring grad");
+    vd = call1("to_dense", v);
+    weft_unsqueeze(&mu, Mt, 1);
+    weft_mul(&p, vd, mu);
+    weft_sum(&y, p, NULL, 0, false);
+    is_int(weft_backward(&y, 1, NULL, false, false), 0, "backward through unsqueeze");
+    weft_tensor_grad(&g, L);
+    gd = g ? call1("to_dense", g) : NULL;
+    is_double(maxdiff(gd, masked), 0, 1e-6, "M^T on the leaf's pattern, duplicates once");
+    weft_tensor *all3[] = {v, vd, p, y, g, gd, mu, u0, u2};
+    for (size_t i = 0; i < sizeof all3 / sizeof *all3; i++)
+        weft_tensor_release(all3[i]);
     weft_tensor *all[] = {A, S, H, Hs, H2, H2s, C, L, Ld, lv, ldv, M, Mt, mask, masked};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);

@@ -607,7 +607,8 @@ typedef struct weft_layout_view {
     const int64_t *shape;  /* the result's shape, every kind */
     int ndim;              /* shape's length */
     const int64_t *dims;   /* PERMUTE: result dim i is t's dim dims[i] */
-    int dim;               /* SLICE, SELECT: the dim of t */
+    int dim;               /* SLICE, SELECT: the dim of t; SHAPE from weft_unsqueeze
+                            * (op "unsqueeze"): the new dim's place in the result */
     int64_t start, end;    /* SLICE: 0 <= start <= end <= size */
     int64_t step;          /* SLICE: >= 1 */
     int64_t index;         /* SELECT: 0 <= index < size */

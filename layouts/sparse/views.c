@@ -10,7 +10,9 @@
  *    (torch refuses narrow on a sparse tensor and names narrow_copy; weft
  *    has the operator, so it answers);
  *  - contiguous is the tensor itself; an alias (same shape) is a new
- *    tensor sharing the indices and values.
+ *    tensor sharing the indices and values;
+ *  - unsqueeze is the constructor over indices and values with a new
+ *    sparse or dense dim (torch's rule for which).
  *
  * These go through the dispatcher, not the kernels directly, so that
  * autograd records them with the plugin's own formulas (a sparse input's
@@ -19,7 +21,7 @@
  * where the operator keeps them), so writing to the result's indices does
  * not reach the source's.
  *
- * Everything else (reshape, view, expand, unsqueeze, and on CSR
+ * Everything else (reshape, view, expand, squeeze, and on CSR
  * transpose and select, whose torch results are sparse_csc and sparse_coo)
  * is refused, naming the function, the layout and the way around. */
 #include <string.h>
@@ -125,6 +127,62 @@ static int coo_permute(weft_tensor **out, const weft_tensor *t, const weft_layou
     return rc;
 }
 
+/* unsqueeze of a COO tensor at result dim d, as torch's: a sparse dim (a
+ * row of zeros in the indices) where d <= sparse_dim, else a dense one (a
+ * dim of the values).  Made by the constructor from indices and values(),
+ * both through the dispatcher, so a tensor requiring grad gets its
+ * gradient back through values() (torch 1.13 has no backward for it). */
+static int coo_unsqueeze(weft_tensor **out, const weft_tensor *t, const weft_layout_view *v)
+{
+    /* values()'s gradient is per entry: for duplicates each would carry the
+     * whole gradient of their position, so a tensor autograd tracks is
+     * coalesced first (coalesce's own backward sums them correctly) */
+    weft_tensor *c = NULL;
+    if (tracked(t) && !sp__coo_of(t)->coalesced) {
+        int rc = call_op(&c, "coalesce", t, NULL, 0);
+        if (rc < 0)
+            return rc;
+        t = c;
+    }
+    const sp__coo *p = sp__coo_of(t);
+    int d = v->dim, sd = p->sparse_dim;
+    weft_tensor *ix = NULL, *val = NULL, *nix = NULL, *nval = NULL;
+    int rc = call_op(&ix, "indices", t, NULL, 0);
+    if (rc == 0)
+        rc = call_op(&val, "values", t, NULL, 0);
+    if (rc == 0 && d <= sd) {
+        weft_tensor *zero = NULL, *head = NULL, *tail = NULL;
+        rc = weft_zeros(&zero, (int64_t[]){1, p->nnz}, 2, WEFT_INT64, weft_tensor_device(ix));
+        if (rc == 0)
+            rc = weft_narrow(&head, ix, 0, 0, d);
+        if (rc == 0)
+            rc = weft_narrow(&tail, ix, 0, d, sd - d);
+        if (rc == 0)
+            rc = weft_cat(&nix, (weft_tensor *[]){head, zero, tail}, 3, 0);
+        weft_tensor *tmp[] = {zero, head, tail};
+        sp__release_all(tmp, 3);
+        nval = weft_tensor_retain(val);
+    } else if (rc == 0) {
+        nix = weft_tensor_retain(ix);
+        rc = weft_unsqueeze(&nval, val, d - sd + 1);
+    }
+    if (rc == 0) {
+        const weft_op *op = NULL;
+        weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = nix},
+                              {.tag = WEFT_VALUE_TENSOR, .u.tensor = nval},
+                              {.tag = WEFT_VALUE_INT_LIST, .len = v->ndim, .u.ints = v->shape},
+                              {.tag = WEFT_VALUE_BOOL, .u.b = true}};
+        weft_value ret = {0};
+        rc = weft_op_find(&op, "sparse_coo_tensor");
+        if (rc == 0)
+            rc = weft_call_boxed(op, args, 4, &ret, 1);
+        *out = rc == 0 ? ret.u.tensor : NULL;
+    }
+    weft_tensor *all[] = {ix, val, nix, nval, c};
+    sp__release_all(all, 5);
+    return rc;
+}
+
 static int refuse(const weft_tensor *t, const weft_layout_view *v, const char *why)
 {
     return weft_set_error(WEFT_ENOTSUP, "%s: not supported for a %s tensor (%s)", v->op,
@@ -146,6 +204,8 @@ int sp__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_v
     case WEFT_LAYOUT_VIEW_EXPAND:
         if (same_shape(t, v))
             return alias(out, t);
+        if (coo && v->kind == WEFT_LAYOUT_VIEW_SHAPE && strcmp(v->op, "unsqueeze") == 0)
+            return coo_unsqueeze(out, t, v);
         return refuse(t, v,
                       v->kind == WEFT_LAYOUT_VIEW_EXPAND
                           ? "a sparse tensor is not broadcast in place; convert it with "
