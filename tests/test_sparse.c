@@ -610,6 +610,22 @@ static void test_scalar_and_dense_arithmetic(void)
     is_int(weft_mul(&r, S, small), WEFT_ESHAPE, "sparse * a dense tensor of another shape");
     like(weft_last_error(), "no broadcasting", "refused, naming the rule");
     ok(r == NULL, "nothing returned");
+    /* sparse_to_dtype: the values converted, the pattern kept (its being
+     * coalesced too); a missing dtype refused */
+    weft_tensor *f32v = NULL, *Sc = call1("coalesce", S);
+    weft_value ta[] = {TV(Sc), {.tag = WEFT_VALUE_DTYPE, .u.dtype = WEFT_FLOAT32}};
+    is_int(callop(&r, "sparse_to_dtype", ta, 2), 0, "sparse_to_dtype float32");
+    is_int(r ? weft_tensor_dtype(r) : -1, WEFT_FLOAT32, "float32");
+    weft_to_dtype(&f32v, A, WEFT_FLOAT32);
+    is_double(r ? sdiff(r, f32v) : INFINITY, 0, 0, "the values converted");
+    ok(r && scalar(call1("is_coalesced", r)) == 1, "still coalesced");
+    weft_tensor_release(r);
+    r = NULL;
+    weft_value tn[] = {TV(Sc), {.tag = WEFT_VALUE_NONE}};
+    is_int(callop(&r, "sparse_to_dtype", tn, 2), WEFT_EINVAL, "sparse_to_dtype without a dtype");
+    like(weft_last_error(), "a dtype is required", "refused, saying so");
+    weft_tensor_release(f32v);
+    weft_tensor_release(Sc);
     weft_tensor *all[] = {A, D, S, C, want, S2, H, HD, Hs, hw, small};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         weft_tensor_release(all[i]);

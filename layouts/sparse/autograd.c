@@ -546,7 +546,7 @@ int sp__product_autograd(weft_call *call)
 /* coalesce, sparse_transpose, sparse_narrow, sparse_select, to_sparse and
  * to_sparse_csr: one input, one output; backward maps the gradient back
  * onto the input's shape and layout. */
-enum { UN_COALESCE, UN_TRANSPOSE, UN_NARROW, UN_SELECT, UN_CONVERT, UN_INDEX };
+enum { UN_COALESCE, UN_TRANSPOSE, UN_NARROW, UN_SELECT, UN_CONVERT, UN_INDEX, UN_DTYPE };
 typedef struct unary {
     weft_call *call; /* first (rerun_forward); forward only */
     int kind;
@@ -732,6 +732,12 @@ static int unary_backward(weft_function_ctx *ctx, weft_tensor *const *gout, int 
     case UN_SELECT:
         rc = unnarrow(&gin[0], g, self, u->kind, u->arg[0], u->arg[1]);
         break;
+    case UN_DTYPE: /* the gradient in the input's layout and dtype */
+        rc = in_layout_of(&coo, g, self);
+        if (rc == 0)
+            rc = sp__is_coo(coo) || sp__is_csr(coo) ? sp__to_dtype(&gin[0], coo, weft_tensor_dtype(self))
+                                       : weft_to_dtype(&gin[0], coo, weft_tensor_dtype(self));
+        break;
     case UN_INDEX: {
         weft_tensor *index = NULL, *coo_self = NULL;
         rc = weft_function_saved(&index, ctx, 1);
@@ -760,7 +766,8 @@ static int unary_apply(weft_call *call, int kind)
 {
     static const char *const names[] = {"CoalesceBackward", "SparseTransposeBackward",
                                         "SparseNarrowBackward", "SparseSelectBackward",
-                                        "SparseConversionBackward", "SparseIndexSelectBackward"};
+                                        "SparseConversionBackward", "SparseIndexSelectBackward",
+                                        "SparseToDtypeBackward"};
     unary *u = calloc(1, sizeof *u);
     if (!u)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", weft_op_name(call->op));
@@ -968,6 +975,7 @@ int sp__register_autograd(weft_registrar *reg)
         {"sparse_transpose", unary_autograd, UN_TRANSPOSE},
         {"sparse_narrow", unary_autograd, UN_NARROW},
         {"sparse_select", unary_autograd, UN_SELECT},
+        {"sparse_to_dtype", unary_autograd, UN_DTYPE},
     };
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof rows / sizeof *rows; i++)

@@ -619,6 +619,30 @@ static int unary_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* t's pattern with its values in dtype (a copy of them, as torch's to();
+ * the pattern, and its being coalesced, shared) */
+int sp__to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
+{
+    *out = NULL;
+    if (!is_sparse(t))
+        return weft_set_error(WEFT_ENOTSUP, "sparse_to_dtype: not supported for layout '%s'",
+                              sp__layout_name(t));
+    weft_tensor *v = NULL;
+    int rc = weft_to_dtype(&v, values_of(t), dtype);
+    return rc < 0 ? rc : with_values(out, t, v);
+}
+
+static int to_dtype_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_value *d = &call->args[1];
+    if (d->tag != WEFT_VALUE_DTYPE)
+        return weft_set_error(WEFT_EINVAL, "sparse_to_dtype: a dtype is required");
+    weft_tensor *out;
+    int rc = sp__to_dtype(&out, weft_arg_tensor(call, 0), d->u.dtype);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
 typedef int (*scalar_fn)(weft_tensor **out, const weft_tensor *self, double k);
 
 /* f(values, k) on t's pattern, as call's result */
@@ -1577,6 +1601,7 @@ int sp__register_ops(weft_registrar *reg)
         {"mul", mul_kernel, NULL},
         {"mul_scalar", mul_scalar_kernel, NULL},
         {"mul_scalar_", mul_scalar_inplace_kernel, NULL},
+        {"sparse_to_dtype", to_dtype_kernel, NULL},
         {"div_scalar", div_scalar_kernel, NULL},
         {"pow_scalar", pow_scalar_kernel, NULL},
         {"neg", unary_kernel, (const void *)weft_neg},

@@ -127,6 +127,9 @@ int sp__spmm(weft_tensor **out, const weft_tensor *a, const weft_tensor *b, cons
 /* COO t with dimensions d0 and d1 swapped (both sparse or both dense; negative
  * counts from the end): a new tensor sharing nothing it would write. */
 int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64_t d1);
+/* t (COO or CSR) with its values converted to dtype, the pattern shared
+ * (ops.c: the kernel of sparse_to_dtype, and its backward). */
+int sp__to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype);
 /* The layout interface's view hook of both sparse layouts (views.c): the
  * core's transpose, permute, select, narrow, contiguous and alias of a
  * sparse tensor, through the plugin's operators so that autograd records

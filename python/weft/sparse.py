@@ -126,6 +126,41 @@ def _install():
             return core_to_dense(self)
 
         T.to_dense = to_dense
+    # to(dtype) and the converters (float(), double(), type(), type_as())
+    # of a sparse tensor through the plugin's sparse_to_dtype, which keeps
+    # the layout (the core's dtype conversion takes strided tensors only);
+    # the device part of to() goes to the core as before
+    to_dtype_op = getattr(_C, "sparse_to_dtype", None)
+    if to_dtype_op is not None:
+        core_to = T.to
+
+        def to(self, *args, **kwargs):
+            """torch's Tensor.to(): dtype, device or another tensor's both"""
+            if not (_is_layout(self, "sparse_coo") or _is_layout(self, "sparse_csr")):
+                return core_to(self, *args, **kwargs)
+            dtype, rest = kwargs.pop("dtype", None), []
+            for a in args:
+                if isinstance(a, _C.dtype) and dtype is None:
+                    dtype = a
+                elif isinstance(a, T):  # to(other): its dtype and device
+                    dtype = a.dtype
+                    rest.append(a.device)
+                else:
+                    rest.append(a)
+            copy = kwargs.pop("copy", False)
+            kwargs.pop("non_blocking", None)
+            kwargs.pop("memory_format", None)
+            out = self
+            if dtype is not None and dtype != self.dtype:
+                out = to_dtype_op(self, dtype)
+            if rest or kwargs:
+                moved = core_to(out, *rest, **kwargs)
+                out = moved
+            if copy and out is self:
+                out = _C.clone(self)
+            return out
+
+        T.to = to
     # weft.sparse_coo and weft.sparse_csr, as torch.sparse_coo/sparse_csr
     import weft
 

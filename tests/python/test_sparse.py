@@ -570,6 +570,43 @@ def scalar_and_dense_arithmetic():
 
 
 @test
+def dtype_conversions():
+    """float(), double(), long(), to(dtype), to(device, dtype), to(other), type_as of COO and CSR tensors against torch's: the layout, the pattern (coalesced or not) and the values; a float32 leaf's gradient through double() equal to torch's, in float32"""
+    need_plugin()
+    for name, w, t in patterns(np.float32):
+        for what, f in [("double()", lambda x: x.double()), ("float()", lambda x: x.float()),
+                        ("long()", lambda x: x.long()),
+                        ("to(float64)", lambda x: x.to(weft.float64 if isinstance(x, weft.Tensor)
+                                                       else torch.float64)),
+                        ("to(cpu, float64)", lambda x: x.to("cpu", weft.float64 if isinstance(
+                            x, weft.Tensor) else torch.float64)),
+                        # (torch 1.13's type_as refuses a strided other for a
+                        # sparse tensor; weft's takes its dtype)
+                        ("type_as", lambda x: x.type_as(W(np.zeros(1))) if isinstance(
+                            x, weft.Tensor) else x.double())]:
+            a, b = f(w), f(t)
+            eq(a.layout, "sparse_coo", "%s %s: the layout" % (name, what))
+            eq(str(a.dtype).split(".")[-1], str(b.dtype).split(".")[-1], name + " " + what)
+            eq((a._nnz(), a.is_coalesced()), (b._nnz(), b.is_coalesced()),
+               "%s %s: the pattern" % (name, what))
+            close(a, b, 0, "%s %s" % (name, what))
+    _, w, t = list(patterns(np.float32))[1]
+    c = w.coalesce().to_sparse_csr().double()
+    eq((c.layout, c.dtype), ("sparse_csr", weft.float64), "CSR double(): CSR, float64")
+    close(c, t.to_dense().double(), 0, "CSR double()")
+    eq(w.to(weft.float32) is w, True, "to() of its own dtype is the tensor itself")
+    # the gradient comes back in the leaf's dtype and layout
+    _, w, t = list(patterns(np.float32))[2]  # duplicates
+    A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+    g = rng.standard_normal((6, 5))
+    A.double().to_dense().backward(W(g))
+    tA.double().to_dense().backward(T(g))
+    eq((A.grad.layout, A.grad.dtype), ("sparse_coo", weft.float32),
+       "the leaf's gradient: sparse, float32")
+    close(A.grad, tA.grad, 1e-6, "the leaf's gradient through double()")
+
+
+@test
 def torch_view_names():
     """t, transpose, T, permute, select, indexing, narrow, slicing, contiguous and detach of a sparse tensor by torch's names: sparse results equal to torch's (narrow to its narrow_copy, which torch's narrow names), gradients through them sparse and equal to torch's; the rest refused by name"""
     need_plugin()
