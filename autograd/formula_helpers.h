@@ -24,7 +24,7 @@ struct formula {
     record_fn record;
     uint8_t diff;         /* the differentiable tensor arguments, by argument index */
     bool needs_old_self;  /* in-place forms whose formula reads self's old value */
-    /* products (mm, mv, addmm) and sum: with a differentiable operand of a plugin
+    /* products (mm, mv, addmm), sum and norm: with a differentiable operand of a plugin
      * layout that requires grad, the layout's kernel records the node, as
      * the formula here would give that operand a dense gradient (a sparse
      * one keeps its pattern, as torch.sparse.mm's) and transpose it, which

@@ -410,7 +410,9 @@ static const formula reduce_formulas[] = {
     {"cumprod", "CumprodBackward", cumprod_backward, record_self, 0x1, false},
     {"cumprod_", "CumprodBackward", cumprod_backward, record_self, 0x1, true},
     {"logsumexp", "LogsumexpBackward", logsumexp_backward, record_self, 0x1, false},
-    {"norm", "NormBackward", norm_backward, record_self, 0x1, false},
+    /* a plugin layout's norm records its own node (the sparse one's is
+     * made of differentiable operators on the values) */
+    {"norm", "NormBackward", norm_backward, record_self, 0x1, false, true},
     {"var", "VarBackward", var_backward, record_self, 0x1, false},
     {"std", "StdBackward", std_backward, record_self, 0x1, false},
     {"prod", "ProdBackward", prod_backward, record_self, 0x1, false},

@@ -610,6 +610,20 @@ static void test_scalar_and_dense_arithmetic(void)
     is_int(weft_mul(&r, S, small), WEFT_ESHAPE, "sparse * a dense tensor of another shape");
     like(weft_last_error(), "no broadcasting", "refused, naming the rule");
     ok(r == NULL, "nothing returned");
+    /* norm over all elements: of the summed duplicates; for p < 0 the
+     * implicit zeros decide it */
+    for (int k = 0; k < 3; k++) {
+        static const double ps[] = {2.0, 1.0, -INFINITY};
+        weft_tensor *ns = NULL, *nd = NULL;
+        is_int(weft_norm(&ns, S, &ps[k], NULL, 0, false), 0, "norm(p=%g) of a sparse tensor", ps[k]);
+        weft_norm(&nd, A, &ps[k], NULL, 0, false);
+        is_double(ns ? maxdiff(ns, nd) : INFINITY, 0, 1e-12, "the dense tensor's");
+        weft_tensor_release(ns);
+        weft_tensor_release(nd);
+    }
+    r = NULL;
+    is_int(weft_norm(&r, S, NULL, (int64_t[]){0}, 1, false), WEFT_ENOTSUP, "norm over a dim");
+    like(weft_last_error(), "over some dims is not supported", "refused by name");
     /* sparse_to_dtype: the values converted, the pattern kept (its being
      * coalesced too); a missing dtype refused */
     weft_tensor *f32v = NULL, *Sc = call1("coalesce", S);

@@ -643,6 +643,73 @@ static int to_dtype_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
+/* name(t) through the dispatcher, autograd included */
+static int dispatch1(weft_tensor **out, const char *name, const weft_tensor *t)
+{
+    *out = NULL;
+    const weft_op *op = NULL;
+    weft_value arg = {.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}, ret = {0};
+    int rc = weft_op_find(&op, name);
+    if (rc == 0)
+        rc = weft_call_boxed(op, &arg, 1, &ret, 1);
+    if (rc == 0)
+        *out = ret.u.tensor;
+    return rc;
+}
+
+/* norm over every element (torch.norm of a sparse tensor; what
+ * clip_grad_norm_ takes of each gradient): the norm of the coalesced
+ * values, plus one zero when the tensor has implicit zeros and p < 0 (they
+ * decide it then: 0 ** p is inf; for p >= 0 they add nothing).  Made of
+ * operators autograd differentiates (coalesce, values, the strided norm),
+ * so a tensor requiring grad gets its gradient: the core's formula leaves
+ * a sparse operand's call to this kernel (layout_records). */
+static int norm_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    const weft_tensor *t = weft_arg_tensor(call, 0);
+    int nd = 0;
+    if (!weft_arg_is_none(call, 2))
+        weft_arg_ints(call, 2, &nd);
+    if (nd > 0)
+        return weft_set_error(WEFT_ENOTSUP,
+                              "norm: over some dims is not supported for a %s tensor (over all "
+                              "of them is); convert it with to_dense() first",
+                              sp__layout_name(t));
+    double p = weft_arg_is_none(call, 1) ? 2.0 : weft_arg_double(call, 1);
+    bool keepdim = weft_arg_bool(call, 3);
+    weft_tensor *c = NULL, *v = NULL, *flat = NULL, *zero = NULL, *all = NULL, *r = NULL,
+                *out = NULL;
+    int rc = sp__is_coo(t) ? dispatch1(&c, "coalesce", t) : 0;
+    if (rc == 0)
+        rc = dispatch1(&v, "values", c ? c : t);
+    int64_t nnz = rc == 0 ? weft_tensor_numel(v) : 0;
+    const weft_tensor *x = v;
+    if (rc == 0 && p < 0 && nnz < weft_tensor_numel(t)) {
+        rc = weft_reshape(&flat, v, (int64_t[]){-1}, 1);
+        if (rc == 0)
+            rc = weft_zeros(&zero, (int64_t[]){1}, 1, weft_tensor_dtype(v), weft_tensor_device(v));
+        if (rc == 0)
+            rc = weft_cat(&all, (weft_tensor *[]){flat, zero}, 2, 0);
+        x = all;
+    }
+    if (rc == 0)
+        rc = weft_arg_is_none(call, 4)
+                 ? weft_norm(&r, x, &p, NULL, 0, false)
+                 : weft_norm_ex(&r, x, &p, NULL, 0, false, call->args[4].u.dtype);
+    if (rc == 0 && keepdim) {
+        int64_t ones[WEFT_MAX_DIMS];
+        for (int d = 0; d < weft_tensor_ndim(t); d++)
+            ones[d] = 1;
+        rc = weft_reshape(&out, r, ones, weft_tensor_ndim(t));
+    } else if (rc == 0) {
+        out = weft_tensor_retain(r);
+    }
+    weft_tensor *tmp[] = {c, v, flat, zero, all, r};
+    sp__release_all(tmp, 6);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
 typedef int (*scalar_fn)(weft_tensor **out, const weft_tensor *self, double k);
 
 /* f(values, k) on t's pattern, as call's result */
@@ -1602,6 +1669,7 @@ int sp__register_ops(weft_registrar *reg)
         {"mul_scalar", mul_scalar_kernel, NULL},
         {"mul_scalar_", mul_scalar_inplace_kernel, NULL},
         {"sparse_to_dtype", to_dtype_kernel, NULL},
+        {"norm", norm_kernel, NULL},
         {"div_scalar", div_scalar_kernel, NULL},
         {"pow_scalar", pow_scalar_kernel, NULL},
         {"neg", unary_kernel, (const void *)weft_neg},

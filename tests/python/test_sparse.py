@@ -3,6 +3,8 @@ every operator on random patterns (nnz 0, duplicates, hybrid dimensions,
 int32 and int64 CSR indices, float32 and float64), compared with
 torch.sparse on the same indices and values; the refusals; DLPack's
 BufferError.  Inputs are made with NumPy and handed to both frameworks."""
+import math
+
 import numpy as np
 import torch
 
@@ -604,6 +606,52 @@ def dtype_conversions():
     eq((A.grad.layout, A.grad.dtype), ("sparse_coo", weft.float32),
        "the leaf's gradient: sparse, float32")
     close(A.grad, tA.grad, 1e-6, "the leaf's gradient through double()")
+
+
+@test
+def norms_and_clipping():
+    """norm of COO and CSR tensors for p in 2, 1, 0, inf, -inf, -1, 3 against the dense norm (torch's sparse norm where torch has one), its gradient against the dense one's, and clip_grad_norm_ (2, 1, inf) over an embedding's sparse gradient, which torch 1.13 does not scale"""
+    need_plugin()
+    for dtype, tol in DTYPES:
+        for name, w, t in patterns(dtype):
+            d = t.to_dense()
+            for p in (2, 1, 0, math.inf, -math.inf, -1, 3):
+                close(weft.norm(w, p, None, False), torch.norm(d, p), tol,
+                      "%s norm(p=%s)" % (name, p))
+            close(w.norm(), torch.norm(t), tol, name + " Tensor.norm() against torch's sparse")
+            if w.sparse_dim() == 2:
+                close(weft.norm(w.coalesce().to_sparse_csr(), 1, None, False), torch.norm(d, 1),
+                      tol, name + " CSR norm(p=1)")
+    w, _ = random_coo((4, 3), 2, 5, np.float32)
+    raises(RuntimeError, weft.norm, w, 2, [0], False, contains="over some dims")
+    _, w, t = list(patterns(np.float64))[2]
+    A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+    A.norm().backward()
+    # (torch 1.13 has no backward for a sparse norm: its reference is the
+    # dense norm's, which to_dense masks to the pattern)
+    tA.to_dense().norm().backward()
+    eq(A.grad.layout, "sparse_coo", "norm: the leaf's gradient is sparse")
+    close(A.grad, tA.grad, 1e-12, "norm: the leaf's gradient")
+    # clip_grad_norm_ of sparse gradients (an embedding with sparse=True)
+    idx = rng.integers(0, 50, (8, 3))
+    for norm_type in (2.0, 1.0, math.inf):
+        we, te = weft.nn.Embedding(50, 4, sparse=True), torch.nn.Embedding(50, 4, sparse=True)
+        with weft.no_grad():
+            we.weight.copy_(W(te.weight.detach().numpy()))
+        (we(W(idx)) ** 2).sum().backward()
+        (te(T(idx)) ** 2).sum().backward()
+        # torch 1.13's clip_grad_norm_ cannot be the reference: with a
+        # sparse gradient it leaves it unscaled (its detach().mul_() does
+        # not reach it) and fails for inf (no sparse max); the reference is
+        # the dense gradient's norm and the gradient times its coefficient
+        unclipped = te.weight.grad.to_dense().clone()
+        b = torch.norm(unclipped, norm_type)
+        a = weft.nn.utils.clip_grad_norm_(we.parameters(), 0.5, norm_type)
+        close(a, b, 1e-5, "clip_grad_norm_(%s): the norm" % norm_type)
+        eq(we.weight.grad.layout, "sparse_coo", "the gradient stays sparse")
+        coef = min(0.5 / (float(b) + 1e-6), 1.0)
+        close(we.weight.grad, unclipped * coef, 1e-5,
+              "clip_grad_norm_(%s): the clipped gradient" % norm_type)
 
 
 @test

@@ -21,12 +21,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not grads:
         return _C.tensor(0.0)
     with no_grad():
-        if norm_type == math.inf:
-            norms = [g.abs().max() for g in grads]
-            total = norms[0] if len(norms) == 1 else _C.stack(norms).max()
-        else:
-            norms = [_C.norm(g, norm_type, None, False) for g in grads]
-            total = _C.norm(_C.stack(norms), norm_type, None, False)
+        # norm() of each gradient, inf included (the largest magnitude):
+        # a sparse gradient's norm is its layout's, over its entries
+        norms = [_C.norm(g, norm_type, None, False) for g in grads]
+        total = norms[0] if len(norms) == 1 else _C.norm(_C.stack(norms), norm_type, None, False)
         value = total.item()
         if error_if_nonfinite and not math.isfinite(value):
             raise RuntimeError("The total norm of order %s for gradients from `parameters` is "
