@@ -610,6 +610,31 @@ static void test_scalar_and_dense_arithmetic(void)
     is_int(weft_mul(&r, S, small), WEFT_ESHAPE, "sparse * a dense tensor of another shape");
     like(weft_last_error(), "no broadcasting", "refused, naming the rule");
     ok(r == NULL, "nothing returned");
+    /* sparse += sparse in place: the entries appended; an alias made
+     * before keeps the old ones */
+    weft_tensor *acc = NULL, *old = NULL, *sum2 = NULL, *Sd = NULL;
+    weft_clone(&acc, S);
+    weft_detach(&old, acc);
+    weft_tensor *SD = to_coo(D, 2);
+    is_int(weft_add_ex_(acc, SD, 0.5), 0, "sparse.add_(sparse, alpha 0.5)");
+    weft_add_ex(&sum2, A, D, 0.5);
+    is_double(sdiff(acc, sum2), 0, 1e-15, "the sum");
+    ok(scalar(call1("_nnz", acc)) == scalar(call1("_nnz", S)) + scalar(call1("_nnz", SD)),
+       "the entries appended");
+    is_double(sdiff(old, A), 0, 0, "an alias made before keeps the old entries");
+    /* stack: along a new sparse dim (0) and a new dense one (after them) */
+    for (int d = 0; d <= 2; d += 2) {
+        weft_tensor *st = NULL, *sd = NULL;
+        is_int(weft_stack(&st, (weft_tensor *[]){S, SD}, 2, d), 0, "stack of two, dim %d", d);
+        weft_stack(&sd, (weft_tensor *[]){A, D}, 2, d);
+        is_int(st ? weft_tensor_layout(st) : -1, coo_id, "sparse");
+        is_double(st ? sdiff(st, sd) : INFINITY, 0, 0, "the stacked values");
+        weft_tensor_release(st);
+        weft_tensor_release(sd);
+    }
+    weft_tensor *tmp2[] = {acc, old, sum2, Sd, SD};
+    for (size_t i = 0; i < sizeof tmp2 / sizeof *tmp2; i++)
+        weft_tensor_release(tmp2[i]);
     /* norm over all elements: of the summed duplicates; for p < 0 the
      * implicit zeros decide it */
     for (int k = 0; k < 3; k++) {
@@ -1001,8 +1026,9 @@ static void test_inplace(void)
     weft_tensor *big[] = {BI, BV, BS, BT, bwant, bd};
     for (size_t i = 0; i < sizeof big / sizeof *big; i++)
         weft_tensor_release(big[i]);
-    is_int(weft_add_(S1, P), WEFT_ENOTSUP, "sparse.add_ refused");
-    like(weft_last_error(), "add_: takes a strided self and a sparse other", "naming the layouts");
+    is_int(weft_add_(S1, P), WEFT_ENOTSUP, "sparse.add_(strided) refused");
+    like(weft_last_error(), "add_: takes a strided or sparse_coo self and a sparse other",
+         "naming the layouts");
     is_int(weft_fill_(S1, 0.0), 0, "fill_(sparse, 0)");
     is_int(scalar(call1("_nnz", S1)), 0, "leaves no entries");
     weft_zeros(&z, (int64_t[]){8, 3}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);

@@ -509,16 +509,50 @@ static int sub_kernel(weft_call *call, void *ctx)
  * reach otherwise; more sparse dimensions scatter one axpy per entry into
  * a contiguous self, or go to index_put_ with accumulate.  Every path adds
  * a row's entries in entry order, so duplicates add up deterministically. */
+/* COO self += alpha * other (sparse, of self's shape, dtype and
+ * sparse_dim): other's entries appended to self's, uncoalesced, as torch's
+ * add_ of two sparse tensors.  self's payload takes the new index and value
+ * tensors; an alias made before (detach) keeps the old ones, as torch's. */
+static int coo_add_inplace(weft_tensor *self, const weft_tensor *other, double alpha)
+{
+    if (!same_shape(self, other))
+        return weft_set_error(WEFT_ESHAPE, "add_: the sparse operands must have one shape");
+    if (weft_tensor_dtype(self) != weft_tensor_dtype(other))
+        return weft_set_error(WEFT_EDTYPE, "add_: dtypes differ: %s and %s",
+                              weft_dtype_name(weft_tensor_dtype(self)),
+                              weft_dtype_name(weft_tensor_dtype(other)));
+    weft_tensor *co = NULL, *sum = NULL;
+    int rc = as_coo(&co, other);
+    if (rc == 0)
+        rc = coo_add(&sum, self, co, alpha, "add_");
+    weft_tensor_release(co);
+    if (rc < 0)
+        return rc;
+    sp__coo *p = sp__coo_of(self), *q = sp__coo_of(sum);
+    weft_tensor *ix = p->indices, *v = p->values;
+    p->indices = q->indices;
+    p->values = q->values;
+    p->nnz = q->nnz;
+    p->coalesced = q->coalesced;
+    p->valid = q->valid;
+    q->indices = ix; /* the old ones go with sum */
+    q->values = v;
+    weft_tensor_release(sum);
+    return 0;
+}
+
 static int add_inplace_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
     weft_tensor *self = weft_arg_tensor(call, 0);
     const weft_tensor *other = weft_arg_tensor(call, 1);
     double alpha = weft_arg_double(call, 2);
+    if (sp__is_coo(self) && is_sparse(other))
+        return coo_add_inplace(self, other, alpha);
     if (!is_strided(self) || !is_sparse(other))
         return weft_set_error(WEFT_ENOTSUP,
-                              "add_: takes a strided self and a sparse other, got layouts '%s' "
-                              "and '%s'",
+                              "add_: takes a strided or sparse_coo self and a sparse other, got "
+                              "layouts '%s' and '%s'",
                               sp__layout_name(self), sp__layout_name(other));
     if (!same_shape(self, other))
         return weft_set_error(WEFT_ESHAPE, "add_: the sparse operand must have self's shape");
@@ -1221,6 +1255,51 @@ static int fill_kernel(weft_call *call, void *ctx)
 
 /* ----------------------------------------- cat, index_select, transpose */
 
+/* stack of COO tensors: each unsqueezed at dim (torch's rule: a sparse
+ * dim there when dim <= sparse_dim), then concatenated there.  Grad mode
+ * is off inside: the core's formula records stack's node, whose backward
+ * selects each input's part of the gradient (a sparse one through the
+ * layout's view hook). */
+static int stack_kernel(weft_call *call, void *ctx)
+{
+    (void)ctx;
+    int n;
+    weft_tensor *const *ts = weft_arg_tensors(call, 0, &n);
+    int64_t dim = weft_arg_int(call, 1);
+    if (n < 1)
+        return weft_set_error(WEFT_EINVAL, "stack: expects a non-empty list of tensors");
+    for (int i = 0; i < n; i++)
+        if (!sp__is_coo(ts[i]))
+            return weft_set_error(WEFT_ENOTSUP,
+                                  "stack: takes sparse_coo tensors only, got layout '%s' at %d",
+                                  sp__layout_name(ts[i]), i);
+    int ndim = weft_tensor_ndim(ts[0]);
+    if (dim < 0)
+        dim += ndim + 1;
+    if (dim < 0 || dim > ndim)
+        return weft_set_error(WEFT_ERANGE, "stack: dimension %lld out of range for %d-D",
+                              (long long)weft_arg_int(call, 1), ndim + 1);
+    for (int i = 1; i < n; i++)
+        if (!same_shape(ts[i], ts[0]))
+            return weft_set_error(WEFT_ESHAPE,
+                                  "stack: expects each tensor to be equal size, but tensor %d "
+                                  "differs from tensor 0",
+                                  i);
+    weft_tensor **us = calloc((size_t)n, sizeof *us), *out = NULL;
+    if (!us)
+        return weft_set_error(WEFT_ENOMEM, "stack: out of memory");
+    bool was = weft_set_grad_enabled(false);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = weft_unsqueeze(&us[i], ts[i], (int)dim);
+    if (rc == 0)
+        rc = weft_cat(&out, us, n, dim);
+    weft_set_grad_enabled(was);
+    sp__release_all(us, n);
+    free(us);
+    return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+}
+
 static int cat_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
@@ -1700,6 +1779,7 @@ int sp__register_ops(weft_registrar *reg)
     };
     const weft_kernel_entry coo_only[] = {
         {"cat", cat_kernel, NULL},
+        {"stack", stack_kernel, NULL},
         {"index_select", index_select_kernel, NULL},
         {"sparse_transpose", transpose_kernel, NULL},
         {"sparse_narrow", narrow_kernel, NULL},

@@ -655,6 +655,42 @@ def norms_and_clipping():
 
 
 @test
+def inplace_add_and_stack():
+    """s.add_(other, alpha) of two sparse tensors (entries appended, an earlier detach keeping the old ones) and stack of sparse tensors along every dim against torch's, with a leaf's gradient through stack"""
+    need_plugin()
+    for dtype, tol in DTYPES:
+        for name, w, t in patterns(dtype):
+            w2, t2 = random_coo(tuple(t.shape), t.sparse_dim(), 4, dtype)
+            a, ta = w.clone(), t.clone()
+            before = a.detach()
+            a.add_(w2, alpha=-2.0)
+            ta.add_(t2, alpha=-2.0)
+            eq((a.layout, a._nnz()), ("sparse_coo", ta._nnz()), name + " add_: layout, nnz")
+            close(a, ta, tol, name + " add_")
+            close(before, t, 0, name + " add_: a detach made before keeps the old entries")
+            for d in range(-t.ndim - 1, t.ndim + 1):
+                sw, st = weft.stack([w, w2, w], d), torch.stack([t, t2, t], d)
+                eq((sw.sparse_dim(), sw.dense_dim()), (st.sparse_dim(), st.dense_dim()),
+                   "%s stack(dim=%d): sparse and dense dims" % (name, d))
+                close(sw, st, tol, "%s stack(dim=%d)" % (name, d))
+    w, t = random_coo((4, 3), 2, 5, np.float32)
+    raises(RuntimeError, w.add_, W(np.ones((4, 3), np.float32)), contains="sparse other")
+    raises(RuntimeError, w.add_, random_coo((3, 3), 2, 2, np.float32)[0], contains="one shape")
+    raises(RuntimeError, weft.stack, [w, W(np.ones((4, 3), np.float32))],
+           contains="sparse_coo tensors only")
+    raises(RuntimeError, weft.stack, [w, random_coo((3, 3), 2, 2, np.float32)[0]],
+           contains="equal size")
+    # the gradient of a leaf through stack: its part of the incoming one
+    _, w, t = list(patterns(np.float64))[2]
+    A, tA = with_grad(w.clone()), t.detach().requires_grad_(True)
+    g = rng.standard_normal((2, 6, 5))
+    weft.stack([A, A * 2.0]).to_dense().backward(W(g))
+    torch.stack([tA, tA * 2.0]).to_dense().backward(T(g))
+    eq(A.grad.layout, "sparse_coo", "stack: the leaf's gradient is sparse")
+    close(A.grad, tA.grad, 1e-12, "stack: the leaf's gradient")
+
+
+@test
 def torch_view_names():
     """t, transpose, T, permute, select, indexing, narrow, slicing, contiguous and detach of a sparse tensor by torch's names: sparse results equal to torch's (narrow to its narrow_copy, which torch's narrow names), gradients through them sparse and equal to torch's; the rest refused by name"""
     need_plugin()
