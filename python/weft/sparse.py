@@ -136,7 +136,8 @@ def _install():
 
         def to(self, *args, **kwargs):
             """torch's Tensor.to(): dtype, device or another tensor's both"""
-            if not (_is_layout(self, "sparse_coo") or _is_layout(self, "sparse_csr")):
+            lay = self.layout  # (read once: to() is called often on strided tensors)
+            if lay != "sparse_coo" and lay != "sparse_csr":
                 return core_to(self, *args, **kwargs)
             dtype, rest = kwargs.pop("dtype", None), []
             for a in args:
