@@ -389,9 +389,10 @@ def logit(input, eps=None):
     return (p / (1 - p)).log()
 
 
-def where(condition, input=None, other=None):
+def where(condition, input=None, other=None, **kwargs):
     """torch.where: input where condition, else other (either may be a
-    Python number); with condition alone, the nonzero indices per dim"""
+    Python number); with condition alone, the nonzero indices per dim;
+    out= as the operator's"""
     if input is None and other is None:
         return tuple(_C.nonzero(condition).t().unbind(0)) if condition.ndim else \
             (_C.nonzero(condition.reshape(1)).reshape(-1),)
@@ -402,7 +403,7 @@ def where(condition, input=None, other=None):
                  for v in (input, other)]
         kind = float if float in kinds else int if int in kinds else bool
         like = _C.tensor(kind(0), device=condition.device)
-    return _C.where(condition, _as_tensor(input, like), _as_tensor(other, like))
+    return _C.where(condition, _as_tensor(input, like), _as_tensor(other, like), **kwargs)
 
 
 # ----------------------------------------------------- comparisons

@@ -196,6 +196,9 @@ def where_with_numbers():
     same(W(x).where(W(x) > 0, 2.0), T(x).where(T(x) > 0, T(np.float32(2.0))),
          "Tensor.where with a number (torch 1.13's takes a tensor)")
     both(lambda m, t: m.argwhere(t), np.array([[0.0, 1.0], [2.0, 0.0]]), what="argwhere")
+    out = weft.empty(2, 2)
+    weft.where(W(x) > 0, W(x), 0.0, out=out)
+    same(out, torch.where(T(x) > 0, T(x), T(np.float32(0))), "where(..., out=)")
 
 
 @test
