@@ -888,16 +888,7 @@ static int slice_of(weft_tensor **out, const weft_tensor *g, const weft_tensor *
     weft_tensor *part = NULL, *d = NULL;
     int rc;
     if (sp__is_coo(g)) {
-        const weft_op *op = NULL;
-        weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)g},
-                              {.tag = WEFT_VALUE_INT, .u.i = dim},
-                              {.tag = WEFT_VALUE_INT, .u.i = start},
-                              {.tag = WEFT_VALUE_INT, .u.i = len}};
-        weft_value ret = {0};
-        rc = weft_op_find(&op, "sparse_narrow");
-        if (rc == 0)
-            rc = weft_call_boxed(op, args, 4, &ret, 1);
-        part = rc == 0 ? ret.u.tensor : NULL;
+        rc = sp__call_ints(&part, "sparse_narrow", g, (int64_t[]){dim, start, len}, 3);
     } else {
         rc = weft_to_strided(&d, g);
         if (rc == 0)

@@ -23,6 +23,17 @@ static bool is_strided(const weft_tensor *t)
     return t && weft_tensor_layout(t) == WEFT_LAYOUT_STRIDED;
 }
 
+/* entry e's row-major position over the first sd dims of sizes (ix: the
+ * COO indices, sd rows of nnz) */
+static inline int64_t entry_pos(const int64_t *ix, int64_t nnz, int64_t e, const int64_t *sizes,
+                                int sd)
+{
+    int64_t at = 0;
+    for (int d = 0; d < sd; d++)
+        at = at * sizes[d] + ix[d * nnz + e];
+    return at;
+}
+
 static int64_t prod(const int64_t *s, int n)
 {
     int64_t p = 1;
@@ -582,9 +593,7 @@ static int add_inplace_kernel(weft_call *call, void *ctx)
         const int64_t *sizes = weft_tensor_sizes(self);
         const size_t row_bytes = (size_t)inner * es;
         for (int64_t e = 0; e < p->nnz; e++) {
-            int64_t lin = 0;
-            for (int d = 0; d < p->sparse_dim; d++)
-                lin = lin * sizes[d] + ix[d * p->nnz + e];
+            int64_t lin = entry_pos(ix, p->nnz, e, sizes, p->sparse_dim);
             k->axpy(inner, alpha, vals + (size_t)e * row_bytes, dst + (size_t)lin * row_bytes);
         }
     } else {
@@ -677,20 +686,6 @@ static int to_dtype_kernel(weft_call *call, void *ctx)
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
-/* name(t) through the dispatcher, autograd included */
-static int dispatch1(weft_tensor **out, const char *name, const weft_tensor *t)
-{
-    *out = NULL;
-    const weft_op *op = NULL;
-    weft_value arg = {.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}, ret = {0};
-    int rc = weft_op_find(&op, name);
-    if (rc == 0)
-        rc = weft_call_boxed(op, &arg, 1, &ret, 1);
-    if (rc == 0)
-        *out = ret.u.tensor;
-    return rc;
-}
-
 /* norm over every element (torch.norm of a sparse tensor; what
  * clip_grad_norm_ takes of each gradient): the norm of the coalesced
  * values, plus one zero when the tensor has implicit zeros and p < 0 (they
@@ -714,9 +709,9 @@ static int norm_kernel(weft_call *call, void *ctx)
     bool keepdim = weft_arg_bool(call, 3);
     weft_tensor *c = NULL, *v = NULL, *flat = NULL, *zero = NULL, *all = NULL, *r = NULL,
                 *out = NULL;
-    int rc = sp__is_coo(t) ? dispatch1(&c, "coalesce", t) : 0;
+    int rc = sp__is_coo(t) ? sp__call_ints(&c, "coalesce", t, NULL, 0) : 0;
     if (rc == 0)
-        rc = dispatch1(&v, "values", c ? c : t);
+        rc = sp__call_ints(&v, "values", c ? c : t, NULL, 0);
     int64_t nnz = rc == 0 ? weft_tensor_numel(v) : 0;
     const weft_tensor *x = v;
     if (rc == 0 && p < 0 && nnz < weft_tensor_numel(t)) {
@@ -828,12 +823,8 @@ static int mul_dense(weft_tensor **out, const weft_tensor *a, const weft_tensor 
         if (rc == 0) {
             const int64_t *ix = weft_tensor_data_ptr(p->indices), *size = weft_tensor_sizes(a);
             int64_t *l = weft_tensor_data_ptr(lin);
-            for (int64_t e = 0; e < p->nnz; e++) {
-                int64_t at = 0;
-                for (int d = 0; d < p->sparse_dim; d++)
-                    at = at * size[d] + ix[d * p->nnz + e];
-                l[e] = at;
-            }
+            for (int64_t e = 0; e < p->nnz; e++)
+                l[e] = entry_pos(ix, p->nnz, e, size, p->sparse_dim);
         }
     }
     if (rc == 0) {
@@ -877,12 +868,7 @@ static int mul_kernel(weft_call *call, void *ctx)
     if (is_sparse(a) && is_strided(b) && weft_tensor_ndim(b) == 0) {
         double k;
         rc = weft_tensor_item(b, &k);
-        weft_tensor *v;
-        if (rc == 0)
-            rc = weft_mul_scalar(&v, values_of(a), k);
-        if (rc == 0)
-            rc = with_values(&out, a, v);
-        return rc < 0 ? rc : weft_return_tensor(call, 0, out);
+        return rc < 0 ? rc : values_by_scalar(call, a, weft_mul_scalar, k);
     }
     if (is_strided(a) && is_sparse(b)) {
         const weft_tensor *t = a;

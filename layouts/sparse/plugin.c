@@ -63,6 +63,28 @@ static int64_t csr_nbytes(const weft_tensor *t)
            weft_tensor_nbytes(p->values);
 }
 
+int sp__call(weft_tensor **out, const char *name, const weft_value *args, int nargs)
+{
+    *out = NULL;
+    const weft_op *op = NULL;
+    weft_value ret = {0};
+    int rc = weft_op_find(&op, name);
+    if (rc == 0)
+        rc = weft_call_boxed(op, args, nargs, &ret, 1);
+    if (rc == 0)
+        *out = ret.u.tensor;
+    return rc;
+}
+
+int sp__call_ints(weft_tensor **out, const char *name, const weft_tensor *t, const int64_t *ints,
+                  int nints)
+{
+    weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}};
+    for (int i = 0; i < nints && i < 3; i++)
+        args[1 + i] = (weft_value){.tag = WEFT_VALUE_INT, .u.i = ints[i]};
+    return sp__call(out, name, args, 1 + (nints < 3 ? nints : 3));
+}
+
 /* The kernels here read the payload on the host, so a tensor on another
  * device goes through the to_dense operator instead: the kernel a device's
  * sparse plugin registered for this layout there (libweft-sparse-cuda.so),
@@ -70,16 +92,8 @@ static int64_t csr_nbytes(const weft_tensor *t)
  * here: a device's to_dense does not call weft_to_strided. */
 static int any_to_strided(weft_tensor **out, const weft_tensor *t)
 {
-    if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU) {
-        const weft_op *op;
-        int rc = weft_op_find(&op, "to_dense");
-        if (rc < 0)
-            return rc;
-        weft_value arg = {.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}, ret = {0};
-        rc = weft_call_boxed(op, &arg, 1, &ret, 1);
-        *out = rc < 0 ? NULL : ret.u.tensor;
-        return rc;
-    }
+    if (weft_tensor_device(t).type != WEFT_DEVICE_TYPE_CPU)
+        return sp__call_ints(out, "to_dense", t, NULL, 0);
     return sp__is_coo(t) ? sp__coo_to_dense(out, t) : sp__csr_to_dense(out, t);
 }
 

@@ -130,6 +130,13 @@ int sp__coo_transpose(weft_tensor **out, const weft_tensor *t, int64_t d0, int64
 /* t (COO or CSR) with its values converted to dtype, the pattern shared
  * (ops.c: the kernel of sparse_to_dtype, and its backward). */
 int sp__to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype);
+/* An operator by name through the dispatcher, autograd included (so a
+ * composition of them is differentiated with the operators' formulas): its
+ * one tensor result in *out (NULL on error).  sp__call_ints takes t and up
+ * to three ints.  plugin.c. */
+int sp__call(weft_tensor **out, const char *name, const weft_value *args, int nargs);
+int sp__call_ints(weft_tensor **out, const char *name, const weft_tensor *t, const int64_t *ints,
+                  int nints);
 /* The layout interface's view hook of both sparse layouts (views.c): the
  * core's transpose, permute, select, narrow, contiguous and alias of a
  * sparse tensor, through the plugin's operators so that autograd records

@@ -28,26 +28,6 @@
 
 #include "sparse.h"
 
-/* name(t, ints...) through the dispatcher (autograd included). */
-static int call_op(weft_tensor **out, const char *name, const weft_tensor *t, const int64_t *ints,
-                   int nints)
-{
-    *out = NULL;
-    const weft_op *op = NULL;
-    int rc = weft_op_find(&op, name);
-    if (rc < 0)
-        return rc;
-    weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = (weft_tensor *)t}};
-    for (int i = 0; i < nints; i++)
-        args[1 + i] = (weft_value){.tag = WEFT_VALUE_INT, .u.i = ints[i]};
-    weft_value ret = {0};
-    rc = weft_call_boxed(op, args, 1 + nints, &ret, 1);
-    if (rc < 0)
-        return rc;
-    *out = ret.u.tensor;
-    return 0;
-}
-
 static bool tracked(const weft_tensor *t)
 {
     return weft_tensor_requires_grad(t) && weft_is_grad_enabled();
@@ -62,8 +42,8 @@ static int alias(weft_tensor **out, const weft_tensor *t)
     int ndim = weft_tensor_ndim(t);
     if (tracked(t) && ndim > 0) {
         if (sp__is_coo(t))
-            return call_op(out, "sparse_transpose", t, (int64_t[]){0, 0}, 2);
-        return call_op(out, "sparse_narrow", t, (int64_t[]){0, 0, weft_tensor_size(t, 0)}, 3);
+            return sp__call_ints(out, "sparse_transpose", t, (int64_t[]){0, 0}, 2);
+        return sp__call_ints(out, "sparse_narrow", t, (int64_t[]){0, 0, weft_tensor_size(t, 0)}, 3);
     }
     int rc;
     if (sp__is_coo(t)) {
@@ -112,7 +92,7 @@ static int coo_permute(weft_tensor **out, const weft_tensor *t, const weft_layou
         while (cur[j] != v->dims[i])
             j++;
         weft_tensor *next = NULL;
-        rc = call_op(&next, "sparse_transpose", r ? r : t, (int64_t[]){i, j}, 2);
+        rc = sp__call_ints(&next, "sparse_transpose", r ? r : t, (int64_t[]){i, j}, 2);
         weft_tensor_release(r);
         r = next;
         int64_t x = cur[i];
@@ -139,7 +119,7 @@ static int coo_unsqueeze(weft_tensor **out, const weft_tensor *t, const weft_lay
      * coalesced first (coalesce's own backward sums them correctly) */
     weft_tensor *c = NULL;
     if (tracked(t) && !sp__coo_of(t)->coalesced) {
-        int rc = call_op(&c, "coalesce", t, NULL, 0);
+        int rc = sp__call_ints(&c, "coalesce", t, NULL, 0);
         if (rc < 0)
             return rc;
         t = c;
@@ -147,9 +127,9 @@ static int coo_unsqueeze(weft_tensor **out, const weft_tensor *t, const weft_lay
     const sp__coo *p = sp__coo_of(t);
     int d = v->dim, sd = p->sparse_dim;
     weft_tensor *ix = NULL, *val = NULL, *nix = NULL, *nval = NULL;
-    int rc = call_op(&ix, "indices", t, NULL, 0);
+    int rc = sp__call_ints(&ix, "indices", t, NULL, 0);
     if (rc == 0)
-        rc = call_op(&val, "values", t, NULL, 0);
+        rc = sp__call_ints(&val, "values", t, NULL, 0);
     if (rc == 0 && d <= sd) {
         weft_tensor *zero = NULL, *head = NULL, *tail = NULL;
         rc = weft_zeros(&zero, (int64_t[]){1, p->nnz}, 2, WEFT_INT64, weft_tensor_device(ix));
@@ -167,16 +147,11 @@ static int coo_unsqueeze(weft_tensor **out, const weft_tensor *t, const weft_lay
         rc = weft_unsqueeze(&nval, val, d - sd + 1);
     }
     if (rc == 0) {
-        const weft_op *op = NULL;
         weft_value args[4] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = nix},
                               {.tag = WEFT_VALUE_TENSOR, .u.tensor = nval},
                               {.tag = WEFT_VALUE_INT_LIST, .len = v->ndim, .u.ints = v->shape},
                               {.tag = WEFT_VALUE_BOOL, .u.b = true}};
-        weft_value ret = {0};
-        rc = weft_op_find(&op, "sparse_coo_tensor");
-        if (rc == 0)
-            rc = weft_call_boxed(op, args, 4, &ret, 1);
-        *out = rc == 0 ? ret.u.tensor : NULL;
+        rc = sp__call(out, "sparse_coo_tensor", args, 4);
     }
     weft_tensor *all[] = {ix, val, nix, nval, c};
     sp__release_all(all, 5);
@@ -224,7 +199,7 @@ int sp__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_v
         if (!coo)
             return refuse(t, v,
                           "the result would be sparse_coo; convert it with to_sparse() first");
-        return call_op(out, "sparse_select", t, (int64_t[]){v->dim, v->index}, 2);
+        return sp__call_ints(out, "sparse_select", t, (int64_t[]){v->dim, v->index}, 2);
     case WEFT_LAYOUT_VIEW_SLICE:
         if (v->step != 1)
             return weft_set_error(WEFT_ENOTSUP,
@@ -235,7 +210,7 @@ int sp__layout_view(weft_tensor **out, const weft_tensor *t, const weft_layout_v
             return refuse(t, v,
                           "a batched CSR tensor is narrowed as sparse_coo; convert it with "
                           "to_sparse() first");
-        return call_op(out, "sparse_narrow", t, (int64_t[]){v->dim, v->start, v->end - v->start},
+        return sp__call_ints(out, "sparse_narrow", t, (int64_t[]){v->dim, v->start, v->end - v->start},
                        3);
     default:
         return weft_set_error(WEFT_ENOTSUP, "%s: the sparse layouts do not know view kind %d",

@@ -174,8 +174,7 @@ def broadcast_tensors(*tensors):
 def atleast_1d(*tensors):
     """torch.atleast_1d"""
     one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
-    out = [t.reshape(1) if t.ndim == 0 else t
-           for t in (tensors if not one else tensors[:1])]
+    out = [t.reshape(1) if t.ndim == 0 else t for t in tensors]
     return out[0] if one else tuple(out)
 
 
@@ -183,7 +182,7 @@ def atleast_2d(*tensors):
     """torch.atleast_2d"""
     one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
     out = [t.reshape(1, 1) if t.ndim == 0 else t.unsqueeze(0) if t.ndim == 1 else t
-           for t in (tensors if not one else tensors[:1])]
+           for t in tensors]
     return out[0] if one else tuple(out)
 
 
