@@ -317,7 +317,7 @@ static void tensor_str(const printer *pr, const char *p, int dim, int indent)
 
 /* _add_suffixes: ", suffix" on the last line while it fits in LINEWIDTH,
  * else on a new line at the prefix's indent. */
-static void add_suffixes(strbuf *out, char suffixes[][64], int count, int indent)
+static void add_suffixes(strbuf *out, char suffixes[][256], int count, int indent)
 {
     const char *newline = strrchr(out->data ? out->data : "", '\n');
     /* Python's len(s) - s.rfind('\n') + 1, with rfind giving -1 for none */
@@ -350,7 +350,7 @@ static void tensor_repr(strbuf *out, const weft_tensor *h, weft_device device,
     static const char prefix[] = "tensor(";
     const int indent = (int)sizeof prefix - 1;
     weft_dtype dtype = (weft_dtype)h->dtype;
-    char suffixes[4][64];
+    char suffixes[4][256]; /* the layout's (see weft_tensor_to_string) */
     int nsuffixes = 0;
     sb_puts(out, prefix);
     if (layout_suffix)
@@ -397,7 +397,7 @@ WEFT_API int weft_tensor_to_string(char **out, const weft_tensor *t)
         return wf__errorf(WEFT_EINVAL, "tensor_to_string: %s is NULL", !out ? "out" : "the tensor");
     /* a layout tensor prints its values through its strided form, and
      * says its layout and what its plugin tells of the payload */
-    char layout_suffix[64];
+    char layout_suffix[256]; /* a plugin's description of its payload fits */
     weft_tensor *strided = NULL, *host = NULL;
     int rc = wf__layout_strided(&strided, t, "tensor_to_string");
     if (rc < 0)

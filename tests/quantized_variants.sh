@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/quantized_variants.sh — tests/test_quantized once per block-kernel
 # variant of the quantized plugin (scalar, avx2, avx512) that this machine
-# runs, pinned with WEFT_QUANTIZED_KERNELS: the rest of make check tests
+# runs, pinned with WEFT_QUANTIZED_KERNELS, and once per int8 GEMM of
+# quantized linear (oneDNN's; the AVX2 one, layouts/quantized/igemm.c),
+# pinned with WEFT_QUANTIZED_GEMM: the rest of make check tests
 # only the widest, so the scalar code (what a machine without AVX2 runs)
 # and the AVX2 code on an AVX-512 machine would otherwise go unseen.  The
 # test itself checks that the pinned variant is the one running.  A variant
@@ -12,7 +14,7 @@ WEFT_PLUGIN_PATH=${WEFT_PLUGIN_PATH:-$builddir/.libs}
 export WEFT_PLUGIN_PATH
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
 has() { for f in "$@"; do case " $flags " in *" $f "*) ;; *) return 1 ;; esac; done; }
-echo "1..3"
+echo "1..6"
 n=0
 fail=0
 out=$(mktemp)
@@ -32,5 +34,28 @@ for variant in scalar avx2 avx512; do
         fail=1
     fi
 done
+for gemm in onednn avx2; do
+    n=$((n + 1))
+    case $gemm in
+    avx2) has avx2 || { echo "ok $n # SKIP the avx2 int8 GEMM: this CPU lacks avx2"; continue; } ;;
+    esac
+    if WEFT_QUANTIZED_GEMM=$gemm "$builddir/tests/test_quantized" >"$out" 2>&1 &&
+        ! grep -q '^not ok' "$out" && grep -q "int8 linear GEMM: $gemm" "$out"; then
+        echo "ok $n - test_quantized with the $gemm int8 GEMM"
+    else
+        echo "not ok $n - test_quantized with the $gemm int8 GEMM:"
+        sed 's/^/# /' "$out"
+        fail=1
+    fi
+done
+# a value the plugin cannot honour fails its load, naming the variable
+n=$((n + 1))
+if WEFT_QUANTIZED_GEMM=vnni "$builddir/weft-info" 2>&1 |
+    grep -q 'WEFT_QUANTIZED_GEMM=vnni: expected onednn or avx2'; then
+    echo "ok $n - WEFT_QUANTIZED_GEMM=vnni: the plugin's load fails, saying what it takes"
+else
+    echo "not ok $n - WEFT_QUANTIZED_GEMM=vnni: no load failure naming it in weft-info"
+    fail=1
+fi
 rm -f "$out"
 exit $fail

@@ -1475,6 +1475,137 @@ static void test_handle_cache_across_reload(void)
     weft_tensor_release(x);
 }
 
+/* Which int8 GEMM quantized_linear runs ("avx2" or "onednn"): the block
+ * layouts' description says it. */
+static const char *int8_gemm(char *buf, size_t size)
+{
+    weft_tensor *f = NULL, *w = NULL;
+    char *text = NULL;
+    weft_zeros(&f, (int64_t[]){1, 32}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+    weft_to_layout(&w, f, weft_layout_lookup("q4_0"));
+    weft_tensor_to_string(&text, w);
+    const char *at = text ? strstr(text, "int8 linear: ") : NULL;
+    snprintf(buf, size, "%s", !at ? "?" : strncmp(at + 13, "avx2", 4) == 0 ? "avx2" : "onednn");
+    weft_free(text);
+    weft_tensor_release(f);
+    weft_tensor_release(w);
+    return buf;
+}
+
+static uint32_t lcg(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+/* quantized_linear against its definition, computed here: the sum of
+ * u8 x s8 products in pairs of k, each pair saturated to 16 bits as
+ * vpmaddubsw does (oneDNN and torch on AVX2 without VNNI; exact where
+ * nothing saturates, and on VNNI), then oneDNN's float requantization:
+ * ((sum + bias') * scale, relu, + zero point, clamped, rounded half to
+ * even), with the input zero point folded into bias' as the plugin does.
+ * The weights mix columns of 8-bit range (pairs that saturate with large
+ * inputs), 6-bit and 4-bit range, and rows of small and full-range inputs,
+ * so that the AVX2 GEMM runs groups both ways (igemm.c) and the tails of
+ * rows (not a multiple of 4) and columns (not of 16).  The AVX2 GEMM
+ * must equal the definition byte for byte; oneDNN's within one step (its
+ * post-processing may round in another order); k = 100 (not a multiple of
+ * 8) goes to oneDNN in both. */
+static void test_linear_definition(void)
+{
+    char gemm[16];
+    int8_gemm(gemm, sizeof gemm);
+    diag("int8 linear GEMM: %s", gemm);
+    static const struct {
+        int64_t m, k, n, zp;
+        bool bias, relu, edge;
+    } cases[] = {{67, 64, 40, 37, true, false, false}, {130, 784, 33, 0, true, true, false},
+                 {3, 96, 10, 200, false, false, false}, {257, 200, 256, 73, true, true, false},
+                 {5, 100, 24, 5, true, false, false}, {1, 8, 1, 0, false, true, false},
+                 {4, 16, 16, 0, false, false, true}};
+    uint32_t seed = 7;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t m = cases[c].m, k = cases[c].k, n = cases[c].n, zp = cases[c].zp;
+        uint8_t *x = malloc((size_t)(m * k));
+        int8_t *w = malloc((size_t)(n * k));
+        double *sw = malloc(sizeof *sw * (size_t)n);
+        int64_t *zw = calloc((size_t)n, sizeof *zw);
+        float *bias = malloc(sizeof *bias * (size_t)n);
+        uint8_t *want = malloc((size_t)(m * n));
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t i = 0; i < k; i++) {
+                uint32_t v = lcg(&seed);
+                x[r * k + i] = v % 10 < 3 ? 0 : (uint8_t)(r % 4 == 1 ? v % 61 : v % 256);
+                if (cases[c].edge) /* at the 16-bit bound: 128 x (4 x 64) = 32768 */
+                    x[r * k + i] = 128;
+            }
+        for (int64_t j = 0; j < n; j++) {
+            int range = j % 3 == 0 ? 128 : j % 3 == 1 ? 32 : 8;
+            for (int64_t i = 0; i < k; i++)
+                w[j * k + i] = cases[c].edge ? (int8_t)(j % 2 ? 64 : 63)
+                                             : (int8_t)((int)(lcg(&seed) % (unsigned)(2 * range)) - range);
+            sw[j] = 0.001 * (double)(1 + j % 5);
+            bias[j] = (float)((double)(lcg(&seed) % 2001) / 1000.0 - 1.0);
+        }
+        const double sx = 0.02, so = 0.1;
+        const int64_t zo = cases[c].relu ? 0 : 128;
+        for (int64_t j = 0; j < n; j++) {
+            float wsf = (float)sw[j];
+            int64_t wsum = 0;
+            for (int64_t i = 0; i < k; i++)
+                wsum += w[j * k + i];
+            float b = cases[c].bias ? bias[j] / ((float)sx * wsf) : 0.0f;
+            b -= (float)(zp * wsum);
+            float scale = (float)sx * wsf / (float)so;
+            for (int64_t r = 0; r < m; r++) {
+                int32_t acc = 0;
+                for (int64_t i = 0; i < k; i += 2) {
+                    int32_t pair = x[r * k + i] * w[j * k + i] + x[r * k + i + 1] * w[j * k + i + 1];
+                    acc += pair > 32767 ? 32767 : pair < -32768 ? -32768 : pair;
+                }
+                float v = ((float)acc + b) * scale;
+                if (cases[c].relu)
+                    v = v > 0.0f ? v : 0.0f;
+                v += (float)zo;
+                v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+                want[r * n + j] = (uint8_t)nearbyintf(v);
+            }
+        }
+        weft_tensor *xi = from_data(x, (int64_t[]){m, k}, 2, WEFT_UINT8),
+                    *wi = from_data(w, (int64_t[]){n, k}, 2, WEFT_INT8),
+                    *swt = from_data(sw, (int64_t[]){n}, 1, WEFT_FLOAT64),
+                    *zwt = from_data(zw, (int64_t[]){n}, 1, WEFT_INT64),
+                    *bt = from_data(bias, (int64_t[]){n}, 1, WEFT_FLOAT32),
+                    *wantt = from_data(want, (int64_t[]){m, n}, 2, WEFT_UINT8);
+        weft_tensor *qx = NULL, *qw = NULL, *y[2] = {NULL, NULL}, *r[2] = {NULL, NULL};
+        weft_make_per_tensor_quantized(&qx, xi, sx, zp);
+        weft_make_per_channel_quantized(&qw, wi, swt, zwt, 0);
+        int rc = 0;
+        for (int t = 0; t < 2; t++) {
+            weft_set_num_threads(t ? 3 : 1);
+            rc |= qlinear(&y[t], qx, qw, cases[c].bias ? bt : NULL, so, zo, cases[c].relu);
+            if (y[t])
+                weft_int_repr(&r[t], y[t]);
+        }
+        weft_set_num_threads(2);
+        bool exact = strcmp(gemm, "avx2") == 0 && k % 8 == 0;
+        int64_t off = r[0] ? mismatches(r[0], wantt, 0) : -1;
+        ok(rc == 0 && r[0] && r[1] &&
+               (exact ? off == 0 : mismatches(r[0], wantt, 1) == 0) &&
+               mismatches(r[0], r[1], 0) == 0,
+           "linear %lld x %lld -> %lld (input zero point %lld%s%s%s): %s the definition "
+           "(%lld of %lld differ), the same at 1 and 3 threads",
+           (long long)m, (long long)k, (long long)n, (long long)zp, cases[c].bias ? ", bias" : "",
+           cases[c].relu ? ", relu" : "", cases[c].edge ? ", sums at the 16-bit bound" : "",
+           exact ? "equal to" : "within one step of",
+           (long long)off, (long long)(m * n));
+        weft_tensor *all[] = {xi, wi, swt, zwt, bt, wantt, qx, qw, y[0], y[1], r[0], r[1]};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            weft_tensor_release(all[i]);
+        free(x), free(w), free(sw), free(zw), free(bias), free(want);
+    }
+}
+
 int main(void)
 {
     ok(weft_load_default_plugins() >= 1, "default plugins loaded");
@@ -1494,6 +1625,7 @@ int main(void)
         test_errors();
         test_blocks();
         test_quantized_linear();
+        test_linear_definition();
         test_quantized_conv2d();
         test_packed_conv_weight_written();
         test_quantized_ops();

@@ -213,8 +213,11 @@ static int from_strided_q4_0(weft_tensor **out, const weft_tensor *src)
 static int describe(const weft_tensor *t, char *buf, size_t size)
 {
     const qt_blocks *b = weft_tensor_layout_payload(t);
-    return snprintf(buf, size, "%lld blocks of %d, float16 scales, %s kernels",
-                    (long long)(b->rows * (b->cols / QT_BLOCK)), QT_BLOCK, qt__kernels->name);
+    /* the int8 linear's GEMM too: the plugin's one place to say which code
+     * runs (tests/quantized_variants.sh checks it) */
+    return snprintf(buf, size, "%lld blocks of %d, float16 scales, %s kernels; int8 linear: %s",
+                    (long long)(b->rows * (b->cols / QT_BLOCK)), QT_BLOCK, qt__kernels->name,
+                    qt__igemm_on ? "avx2" : "onednn");
 }
 
 static int64_t nbytes(const weft_tensor *t)

@@ -299,7 +299,9 @@ typedef struct linear_cache {
     uint32_t version; /* of the weight's integers when packed */
     dnnl_memory_desc_t packed_md;
     void *packed;     /* the weights in packed_md's layout (aligned) */
-    int64_t *wsum;    /* each output's weight integers summed, made with packed */
+    int64_t *wsum;    /* each output's weight integers summed, made with packed or ig */
+    qt_igemm ig;      /* the AVX2 GEMM's packing (qt__igemm_on), of ig_version */
+    uint32_t ig_version;
     /* the plan asked for, and the one built (see build); valid while
      * slot[0].prim is made */
     prim_key asked, key;
@@ -322,6 +324,7 @@ static void linear_cache_free(qt_prepacked *h)
     drop_prims(p);
     free(p->packed);
     free(p->wsum);
+    qt__igemm_free(&p->ig);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -546,6 +549,46 @@ static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor 
     return qt__check_params(op, scale, zero_point, WEFT_UINT8);
 }
 
+/* quantized_linear through igemm.c's kernels (p->lock held): packs the
+ * weight when its integers changed version, folds the input zero point z
+ * into b as the oneDNN path does, and runs.  The scales are oneDNN's
+ * output scales, computed in the same float arithmetic, so that both
+ * paths write the same bytes. */
+static int igemm_linear(linear_cache *p, const qt_affine *qw, uint32_t version, int64_t n,
+                        int64_t k, int64_t m, const weft_tensor *xc, weft_tensor *y,
+                        const float *w_scales, float src_scale, float dst_scale, int64_t z,
+                        float *b, int32_t out_zp, bool relu)
+{
+    const char *op = "quantized_linear";
+    int rc = 0;
+    if (!p->ig.b || p->ig_version != version) {
+        weft_tensor *wc = NULL;
+        qt__igemm_free(&p->ig);
+        free(p->wsum);
+        p->wsum = NULL;
+        if ((rc = weft_contiguous(&wc, qw->repr)) == 0 &&
+            (rc = qt__igemm_pack(&p->ig, weft_tensor_data_ptr(wc), n, k, op)) == 0 &&
+            (rc = qt__weight_sums(op, weft_tensor_data_ptr(wc), n, k, &p->wsum)) < 0)
+            qt__igemm_free(&p->ig);
+        weft_tensor_release(wc);
+        if (rc < 0)
+            return rc;
+        p->ig_version = version;
+    }
+    float *scale = malloc(sizeof *scale * (size_t)n);
+    if (!scale)
+        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
+    for (int64_t j = 0; j < n; j++) {
+        scale[j] = src_scale * w_scales[j] / dst_scale;
+        if (z)
+            b[j] -= (float)(z * p->wsum[j]);
+    }
+    rc = qt__igemm_run(&p->ig, weft_tensor_data_ptr(xc), m, weft_tensor_data_ptr(y), scale, b,
+                       out_zp, relu, op);
+    free(scale);
+    return rc;
+}
+
 /* quantized_linear(Tensor input, Tensor weight, Tensor? bias, float scale, int zero_point, bool relu=False) */
 static int linear_kernel(weft_call *call, void *ctx)
 {
@@ -615,6 +658,13 @@ static int linear_kernel(weft_call *call, void *ctx)
     }
     pthread_mutex_lock(&p->lock);
     uint32_t version = weft_tensor_version(qw->repr);
+    if (qt__igemm_on && k % 8 == 0 && k / 8 <= UINT16_MAX) {
+        rc = igemm_linear(p, qw, version, n, k, m, xc, y, w_scales, (float)qx->scale,
+                          (float)out_scale, fold ? qx->zero_point : 0, key.bias ? b : NULL,
+                          (int32_t)out_zp, relu);
+        pthread_mutex_unlock(&p->lock);
+        goto wrap;
+    }
     if (p->packed && p->version != version) { /* the weight was written: repack */
         free(p->packed);
         p->packed = NULL;
@@ -649,6 +699,7 @@ static int linear_kernel(weft_call *call, void *ctx)
             rc = qt__dnnl_error(op, "to run the matmul", st);
     }
     pthread_mutex_unlock(&p->lock);
+wrap:
     if (rc == 0) {
         qt_affine q = {.scheme = QT_PER_TENSOR_AFFINE, .scale = out_scale, .zero_point = out_zp};
         rc = qt__wrap(&out, y, &q);

@@ -79,6 +79,8 @@ static const char *schema_name(const char *schema, char *buf, size_t size)
 static int quantized_init(weft_registrar *reg)
 {
     int rc = qt__choose_kernels();
+    if (rc == 0)
+        rc = qt__choose_igemm();
     /* none of the plugin's operators has a gradient formula (quantized
      * tensors carry no gradients, as in PyTorch): each refuses an input
      * that requires grad instead of returning a result without history */

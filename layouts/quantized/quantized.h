@@ -150,6 +150,33 @@ extern const qt_block_kernels *qt__kernels;
  * runs it (else the load fails, naming it), else the widest it runs. */
 int qt__choose_kernels(void);
 
+/* The int8 GEMM of quantized linear on AVX2 without VNNI (igemm.c says
+ * how and why): a weight packed once, cached with it as oneDNN's form is. */
+typedef struct qt_igemm {
+    int64_t n, k, nb, kg; /* outputs, inputs, blocks of 16 outputs, groups of 8 inputs */
+    int8_t *b;            /* nb * kg groups of 128 bytes (64-byte aligned) */
+    uint16_t *bound;      /* per group, ascending within a block: see igemm.c */
+    uint16_t *place;      /* per group: its index in k / 8 */
+} qt_igemm;
+/* Packs the row-major (n, k) weight w; k must be a multiple of 8.  On
+ * failure *p is empty and the error names op. */
+int qt__igemm_pack(qt_igemm *p, const int8_t *w, int64_t n, int64_t k, const char *op);
+void qt__igemm_free(qt_igemm *p);
+/* y (m, n) = requantized x (m, k) times the weight, as oneDNN's int8
+ * matmul with output scales `scale`, a bias in units of the sum (NULL: none)
+ * and relu before the output zero point: the same bytes.  Runs on weft's
+ * pool. */
+int qt__igemm_run(const qt_igemm *p, const uint8_t *x, int64_t m, uint8_t *y, const float *scale,
+                  const float *bias, int32_t zero_point, bool relu, const char *op);
+/* Whether this CPU runs the kernels, and whether they beat oneDNN on it
+ * (AVX2 without AVX-512BW or VNNI). */
+bool qt__igemm_runs(void);
+bool qt__igemm_preferred(void);
+/* Whether quantized linear uses them: WEFT_QUANTIZED_GEMM=avx2|onednn if
+ * this CPU runs it (else the load fails, naming it), else as preferred. */
+extern bool qt__igemm_on;
+int qt__choose_igemm(void);
+
 int qt__register_blocks(weft_registrar *reg);
 
 #endif /* WEFT_LAYOUTS_QUANTIZED_H */
