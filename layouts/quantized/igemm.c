@@ -81,10 +81,18 @@ int qt__igemm_pack(qt_igemm *p, const int8_t *w, int64_t n, int64_t k, const cha
             for (int c = 0; c < cols; c++) {
                 const int8_t *r = w + (jb * 16 + c) * k + g * 8;
                 /* lane 0 of the column gathers k 0, 1, 4, 5; lane 1 k 2, 3, 6, 7 */
-                int l0 = abs(r[0]) + abs(r[1]) + abs(r[4]) + abs(r[5]);
-                int l1 = abs(r[2]) + abs(r[3]) + abs(r[6]) + abs(r[7]);
-                most = l0 > most ? l0 : most;
-                most = l1 > most ? l1 : most;
+                static const int lane[2][4] = {{0, 1, 4, 5}, {2, 3, 6, 7}};
+                for (int l = 0; l < 2; l++) {
+                    /* inputs are >= 0: the lane's sums lie in [-a N, a P] */
+                    int pos = 0, neg = 0;
+                    for (int q = 0; q < 4; q++)
+                        if (r[lane[l][q]] > 0)
+                            pos += r[lane[l][q]];
+                        else
+                            neg -= r[lane[l][q]];
+                    most = pos > most ? pos : most;
+                    most = neg > most ? neg : most;
+                }
             }
             key[g] = (uint32_t)most << 16 | (uint32_t)g;
         }
