@@ -608,7 +608,9 @@ static int linear_kernel(weft_call *call, void *ctx)
     (void)eng;
     qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
     int64_t n = weft_tensor_size(w, 0), k = weft_tensor_size(w, 1);
-    int64_t m = weft_tensor_numel(x) / (k ? k : 1);
+    int64_t m = 1; /* the rows: every size but the last (numel / k fails for k = 0) */
+    for (int d = 0; d + 1 < weft_tensor_ndim(x); d++)
+        m *= weft_tensor_size(x, d);
     /* float32 weight scales, as oneDNN takes them */
     float *w_scales = malloc(sizeof(float) * (size_t)(n ? n : 1));
     /* an input zero point goes into the bias (qt__weight_sums says why):
@@ -648,6 +650,21 @@ static int linear_kernel(weft_call *call, void *ctx)
         for (int64_t j = 0; j < n; j++)
             b[j] = bp[j] / ((float)qx->scale * w_scales[j]);
     }
+    if (m == 0 || n == 0 || k == 0) {
+        /* nothing to multiply: an empty output, or (no inputs) every row the
+         * requantized bias, as the definition gives; no GEMM is asked (the
+         * plan below would cut zero rows into zero pieces) */
+        uint8_t *yp = weft_tensor_data_ptr(y);
+        for (int64_t j = 0; m > 0 && j < n; j++) {
+            float v = (b ? b[j] : 0.0f) * ((float)qx->scale * w_scales[j] / (float)out_scale);
+            v = relu && !(v > 0.0f) ? 0.0f : v;
+            v += (float)out_zp;
+            uint8_t q = (uint8_t)nearbyintf(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
+            for (int64_t r = 0; r < m; r++)
+                yp[r * n + j] = q;
+        }
+        goto wrap;
+    }
     qt_dnnl_plan plan = qt__dnnl_plan(m, (double)m * (double)n * (double)k, (double)n * (double)k);
     prim_key key = {m, plan.pieces, plan.threads_each, (float)qx->scale, (float)out_scale,
                     fold ? 0 : (int32_t)qx->zero_point, (int32_t)out_zp, relu, bias || fold};
@@ -658,7 +675,7 @@ static int linear_kernel(weft_call *call, void *ctx)
     }
     pthread_mutex_lock(&p->lock);
     uint32_t version = weft_tensor_version(qw->repr);
-    if (qt__igemm_on && k % 8 == 0 && k / 8 <= UINT16_MAX) {
+    if (qt__igemm_on && k % 8 == 0 && k / 8 <= UINT16_MAX) { /* (m, n, k >= 1 here) */
         rc = igemm_linear(p, qw, version, n, k, m, xc, y, w_scales, (float)qx->scale,
                           (float)out_scale, fold ? qx->zero_point : 0, key.bias ? b : NULL,
                           (int32_t)out_zp, relu);

@@ -156,7 +156,14 @@ QT_AVX2 static inline unsigned row_max(const uint8_t *x, int64_t k)
     return r;
 }
 
-#define BCAST(p) _mm256_set1_epi32(*(const int32_t *)(const void *)(p))
+/* 4 input bytes to every 32-bit lane (memcpy: a row may start at any byte) */
+QT_AVX2 static inline __m256i bcast4(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+#define BCAST(p) bcast4(p)
 #define LOAD(p) _mm256_load_si256((const __m256i *)(const void *)(p))
 
 /* R rows x 16 columns: groups [0, nfast) summed in 16 bits, the rest the
