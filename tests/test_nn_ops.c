@@ -484,6 +484,15 @@ static void test_pooling(void)
     int64_t big[1] = {9};
     error_is(weft_avg_pool2d(&y, x, big, 1, NULL, 0, zero, 1, false, true, NULL), WEFT_ESHAPE, NULL,
              "avg_pool2d with a kernel larger than the input");
+    /* an empty plane (torch refuses it too; only the batch may be 0):
+     * every window would be padding */
+    int64_t e4[4] = {3, 4, 0, 4}, four[1] = {4};
+    error_is(weft_max_pool2d(&y, rnd(WEFT_FLOAT32, e4, 4, 0, 1), four, 1, four, 1, two, 1, unit, 1,
+                             false),
+             WEFT_ESHAPE, "empty", "max_pool2d of (3, 4, 0, 4) with padding 2");
+    error_is(weft_avg_pool2d(&y, rnd(WEFT_FLOAT32, e4, 4, 0, 1), four, 1, four, 1, two, 1, false,
+                             true, NULL),
+             WEFT_ESHAPE, "empty", "avg_pool2d of (3, 4, 0, 4) with padding 2");
     int64_t bad_index = 42 * 100;
     int64_t shape[4] = {2, 3, 3, 3};
     weft_tensor *go = rnd(WEFT_FLOAT64, shape, 4, 0, 1), *bad = NULL, *gi = NULL;

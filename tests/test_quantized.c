@@ -1340,6 +1340,34 @@ static void test_quantized_ops(void)
     const float v[6] = {-1.0f, -0.25f, 0, 0.5f, 1.25f, 3.0f};
     weft_tensor *f = from_floats(v, (int64_t[]){1, 1, 2, 3}, 4), *q = NULL, *r = NULL, *ri = NULL;
     weft_quantize_per_tensor(&q, f, 0.25, 10, WEFT_UINT8);
+    {
+        /* an empty plane: refused, as the float pools and torch refuse it
+         * (found by fuzz_python_ops: 0 / 0 planes, SIGFPE) */
+        weft_tensor *e = NULL, *qe = NULL, *pe = NULL;
+        weft_zeros(&e, (int64_t[]){3, 4, 0, 4}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+        weft_quantize_per_tensor(&qe, e, 0.25, 3, WEFT_UINT8);
+        int64_t k4[1] = {4}, p2[1] = {2}, one[1] = {1};
+        is_int(weft_max_pool2d(&pe, qe, k4, 1, k4, 1, p2, 1, one, 1, false), WEFT_ESHAPE,
+               "max_pool2d of a quantized (3, 4, 0, 4) tensor: refused");
+        like(weft_last_error(), "empty", "naming the empty planes");
+        ok(pe == NULL, "nothing came out");
+        /* a window larger than the input (no padding), and one of 2^63 - 1
+         * (fuzz_python_ops: a signed overflow, then a loop that did not
+         * end): no window, refused as the float pool refuses them */
+        weft_tensor *f3 = NULL, *q3 = NULL;
+        weft_ones(&f3, (int64_t[]){1, 2, 3, 3}, 4, WEFT_FLOAT32, WEFT_DEVICE_CPU);
+        weft_quantize_per_tensor(&q3, f3, 0.25, 3, WEFT_UINT8);
+        int64_t k5[1] = {5}, zero[1] = {0}, huge[1] = {INT64_MAX};
+        is_int(weft_max_pool2d(&pe, q3, k5, 1, NULL, 0, zero, 1, one, 1, false), WEFT_ESHAPE,
+               "max_pool2d 5 x 5 of a quantized 3 x 3 plane: refused");
+        is_int(weft_max_pool2d(&pe, q3, huge, 1, NULL, 0, zero, 1, one, 1, false), WEFT_ESHAPE,
+               "max_pool2d of a 2^63 - 1 kernel: refused");
+        ok(pe == NULL, "nothing came out of either");
+        weft_tensor_release(f3);
+        weft_tensor_release(q3);
+        weft_tensor_release(e);
+        weft_tensor_release(qe);
+    }
     is_int(weft_relu(&r, q), 0, "relu of a quantized tensor");
     is_int(weft_tensor_layout(r), weft_layout_lookup("quantized"), "is quantized");
     weft_int_repr(&ri, r);

@@ -356,14 +356,16 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
     int rc = plane_layout(op, self, g);
     if (rc < 0)
         return rc;
+    /* only the batch may be empty, as torch says: windows over an empty
+     * plane are all padding */
+    if (g->H == 0 || g->W == 0)
+        return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
     if (kind == POOL_ADAPTIVE) {
         int64_t size[2];
         if ((rc = cpu__pair_arg(op, "output_size", &args[1], NULL, 1, size)) < 0)
             return rc;
         g->OH = size[0];
         g->OW = size[1];
-        if (g->H == 0 || g->W == 0)
-            return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
         return 0;
     }
     bool ceil_mode;

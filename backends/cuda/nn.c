@@ -422,6 +422,8 @@ static int max_pool_kernel(weft_call *call, void *ctx)
     if (wfc_plan_pool2d(&pool, k, nk, s, ns, p, np, d, nd, err, sizeof err) < 0)
         return weft_set_error(WEFT_EINVAL, "%s: %s", op, err);
     int64_t h = weft_tensor_size(self, ndim - 2), w = weft_tensor_size(self, ndim - 1);
+    if (h == 0 || w == 0) /* only the batch may be empty, as torch says */
+        return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
     int64_t oh = wfc_plan_pool_out(h, pool.kh, pool.sh, pool.ph, pool.dh, ceil_mode);
     int64_t ow = wfc_plan_pool_out(w, pool.kw, pool.sw, pool.pw, pool.dw, ceil_mode);
     if (oh <= 0 || ow <= 0)
@@ -520,6 +522,8 @@ static int avg_plan(wfc_avg_pool *p, const char *op, const weft_call *call, int 
     memset(p, 0, sizeof *p);
     p->h = weft_tensor_size(self, nd - 2), p->w = weft_tensor_size(self, nd - 1);
     p->adaptive = adaptive;
+    if (p->h == 0 || p->w == 0) /* only the batch may be empty, as torch says */
+        return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
     if (adaptive) {
         int n = 0;
         const int64_t *size = grad ? NULL : weft_arg_ints(call, first, &n);
@@ -534,8 +538,6 @@ static int avg_plan(wfc_avg_pool *p, const char *op, const weft_call *call, int 
         if (p->oh < 1 || p->ow < 1)
             return weft_set_error(WEFT_EINVAL, "%s: output_size must be positive, got %lldx%lld", op,
                                   (long long)p->oh, (long long)p->ow);
-        if (p->h == 0 || p->w == 0)
-            return weft_set_error(WEFT_ESHAPE, "%s: input planes must not be empty", op);
         return 0;
     }
     int nk, ns, np;

@@ -249,11 +249,17 @@ static int64_t pool_grain(int64_t bytes_per_item)
  * start inside the input or its left padding). */
 static int64_t pooled_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
 {
-    int64_t span = n + 2 * p - d * (k - 1) - 1;
-    int64_t out = (span + (ceil ? s - 1 : 0)) / s + 1;
-    if (ceil && (out - 1) * s >= n + p)
+    /* in 128 bits: a kernel or dilation near 2^63 (fuzz_python_ops) must
+     * give "no window", not a wrapped size; and a window that does not fit
+     * the padded input gives none (division truncates toward zero, which
+     * made one of a span between -s and 0) */
+    __int128 span = (__int128)n + 2 * (__int128)p - (__int128)d * (k - 1) - 1;
+    if (span < 0)
+        return 0;
+    __int128 out = (span + (ceil ? s - 1 : 0)) / s + 1;
+    if (ceil && (out - 1) * s >= (__int128)n + p)
         out--;
-    return out;
+    return out > INT64_MAX ? INT64_MAX : (int64_t)out;
 }
 
 /* An int[] of 1 or 2 entries (or none: dflt) as a pair. */
@@ -306,6 +312,10 @@ static int max_pool_kernel(weft_call *call, void *ctx)
                                            "half the kernel",
                               op);
     int64_t h = weft_tensor_size(self, -2), w = weft_tensor_size(self, -1);
+    if (h == 0 || w == 0) /* torch's rule too: only the batch may be empty */
+        return weft_set_error(WEFT_ESHAPE, "%s: the input's planes are empty (%lld x %lld); "
+                                           "only its batch may be 0",
+                              op, (long long)h, (long long)w);
     int64_t oh = pooled_size(h, k[0], s[0], p[0], d[0], ceil);
     int64_t ow = pooled_size(w, k[1], s[1], p[1], d[1], ceil);
     if (oh < 1 || ow < 1)

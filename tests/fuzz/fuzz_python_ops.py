@@ -52,6 +52,20 @@ FUNCTIONS = sorted(
     if not name.startswith("_") and name not in EXCLUDED and callable(getattr(weft, name))
     and not isinstance(getattr(weft, name), type)
 )
+# The layout plugins' Python functions, called as the weft ones are: the
+# quantized functional calls and weft.sparse (their schemas are Python
+# signatures, so their arguments come from value()).
+MODULE_FUNCTIONS = []
+for _module in ("weft.nn.quantized.functional", "weft.sparse"):
+    try:
+        __import__(_module)
+        _m = sys.modules[_module]
+    except ImportError:
+        continue
+    MODULE_FUNCTIONS += [getattr(_m, n) for n in sorted(dir(_m))
+                         if not n.startswith("_") and callable(getattr(_m, n))
+                         and not isinstance(getattr(_m, n), type)
+                         and getattr(getattr(_m, n), "__module__", "") == _module]
 METHODS = sorted(
     name for name in dir(weft.Tensor)
     if not name.startswith("_") and callable(getattr(weft.Tensor, name, None))
@@ -96,7 +110,37 @@ def small_tensor(fdp):
         t = t.transpose(0, 1)
     if fdp.ConsumeIntInRange(0, 7) == 0 and t.dtype in (weft.float32, weft.float64):
         t.requires_grad_(True)
+    elif fdp.ConsumeIntInRange(0, 5) == 0:
+        t = layout_tensor(fdp, t)
     return t
+
+
+# Quantized (per tensor or per channel, qint8/quint8/qint32, scales and zero
+# points in and out of range) and sparse (COO, CSR) forms of a small
+# tensor, so that the layout plugins' kernels get what users pass them.
+SCALES = [1.0, 0.1, 1e-30, 0.0, -1.0, math.nan, math.inf, 3.0]
+
+
+@atheris.instrument_func
+def layout_tensor(fdp, t):
+    kind = fdp.ConsumeIntInRange(0, 3)
+    try:
+        if kind == 0:
+            return t.to_sparse()
+        if kind == 1:
+            return t.to_sparse_csr()
+        qdtype = (weft.quint8, weft.qint8, weft.qint32)[fdp.ConsumeIntInRange(0, 2)]
+        scale = SCALES[fdp.ConsumeIntInRange(0, len(SCALES) - 1)]
+        zp = fdp.ConsumeIntInRange(-2, 300) if fdp.ConsumeIntInRange(0, 3) == 0 else 0
+        f = t.detach().to(weft.float32)
+        if kind == 2 or f.dim() == 0:
+            return weft.quantize_per_tensor(f, scale, zp, qdtype)
+        axis = fdp.ConsumeIntInRange(-1, f.dim())
+        n = f.shape[axis] if -f.dim() <= axis < f.dim() else 1
+        return weft.quantize_per_channel(f, weft.full([n], scale, dtype=weft.float64),
+                                         weft.full([n], zp, dtype=weft.int64), axis, qdtype)
+    except EXPECTED:
+        return t
 
 
 @atheris.instrument_func
@@ -185,10 +229,69 @@ def value_of_type(fdp, typ):
 
 
 @atheris.instrument_func
+def quantized_tensor(fdp, qdtype, ndim, like=None):
+    """A quantized tensor of ndim dims (sizes 0..5, or mostly like's sizes
+    where given, None for free), values -40..40."""
+    shape = [fdp.ConsumeIntInRange(0, 5) for _ in range(ndim)]
+    for i, size in enumerate(like or []):
+        if size is not None and i < ndim and fdp.ConsumeIntInRange(0, 7):
+            shape[i] = size
+    numel = 1
+    for d in shape:
+        numel *= d
+    f = weft.tensor([float(fdp.ConsumeIntInRange(-40, 40)) for _ in range(numel)]).reshape(shape)
+    scale = 0.25 if fdp.ConsumeIntInRange(0, 7) else SCALES[fdp.ConsumeIntInRange(0, 7)]
+    if qdtype == weft.qint8 and ndim and fdp.ConsumeBool():
+        n = shape[0]
+        return weft.quantize_per_channel(f, weft.full([n], scale, dtype=weft.float64),
+                                         weft.zeros([n], dtype=weft.int64), 0, qdtype)
+    zp = 0 if qdtype == weft.qint8 else fdp.ConsumeIntInRange(0, 255)
+    return weft.quantize_per_tensor(f, scale, zp, qdtype)
+
+
+@atheris.instrument_func
+def quantized_call(fdp, fn):
+    """fn of weft.nn.quantized.functional with what it expects, mostly: a
+    quint8 input and a qint8 weight of random shapes (empty ones
+    included), a float bias or None, then the other arguments by value()."""
+    conv, linear = fn.__name__.startswith("conv"), fn.__name__.startswith("linear")
+    want = 4 if conv or "pool" in fn.__name__ else 2 if linear else 3
+    x = quantized_tensor(fdp, weft.quint8, want if fdp.ConsumeIntInRange(0, 3) else
+                         fdp.ConsumeIntInRange(1, 4))
+    args = [x]
+    if conv or linear:
+        # the weight's input size (conv: channels) mostly the input's
+        inner = x.shape[-1] if linear and x.dim() else x.shape[1] if x.dim() > 1 else None
+        like = [None, inner] if conv else [None, inner]
+        if linear:
+            like = [None, inner]
+        w = quantized_tensor(fdp, weft.qint8, (4 if conv else 2) if fdp.ConsumeIntInRange(0, 3)
+                             else fdp.ConsumeIntInRange(1, 4), like)
+        args.append(w)
+        n = w.shape[0] if w.dim() else 0
+        args.append(None if fdp.ConsumeBool() else
+                    weft.zeros([n if fdp.ConsumeIntInRange(0, 3) else fdp.ConsumeIntInRange(0, 5)]))
+        kwargs = {"scale": 0.5 if fdp.ConsumeIntInRange(0, 3) else
+                  FLOATS[fdp.ConsumeIntInRange(0, len(FLOATS) - 1)],
+                  "zero_point": fdp.ConsumeIntInRange(-1, 256)}
+    else:
+        kwargs = {}
+    for _ in range(0 if linear else fdp.ConsumeIntInRange(0, 3)):
+        args.append(fdp.ConsumeIntInRange(-1, 4) if fdp.ConsumeIntInRange(0, 3) else value(fdp))
+    if VERBOSE:
+        print("call %s %r %r" % (fn.__name__, args, kwargs), file=sys.stderr, flush=True)
+    return fn(*args, **kwargs)
+
+
+@atheris.instrument_func
 def call(fdp):
     method = fdp.ConsumeBool()
     if method:
         fn = getattr(small_tensor(fdp), METHODS[fdp.ConsumeIntInRange(0, len(METHODS) - 1)])
+    elif MODULE_FUNCTIONS and fdp.ConsumeIntInRange(0, 7) == 0:
+        fn = MODULE_FUNCTIONS[fdp.ConsumeIntInRange(0, len(MODULE_FUNCTIONS) - 1)]
+        if fn.__module__.endswith("quantized.functional") and fdp.ConsumeIntInRange(0, 3):
+            return quantized_call(fdp, fn)
     else:
         fn = getattr(weft, FUNCTIONS[fdp.ConsumeIntInRange(0, len(FUNCTIONS) - 1)])
     overloads = schemas(fn)
