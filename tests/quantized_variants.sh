@@ -18,6 +18,18 @@ echo "1..6"
 n=0
 fail=0
 out=$(mktemp)
+# run_pinned VARIABLE VALUE NEEDLE WHAT: test_quantized with VARIABLE=VALUE,
+# passing when it does and its output says NEEDLE (the pinned code runs)
+run_pinned() {
+    if env "$1=$2" "$builddir/tests/test_quantized" >"$out" 2>&1 &&
+        ! grep -q '^not ok' "$out" && grep -q "$3" "$out"; then
+        echo "ok $n - test_quantized with $4"
+    else
+        echo "not ok $n - test_quantized with $4:"
+        sed 's/^/# /' "$out"
+        fail=1
+    fi
+}
 for variant in scalar avx2 avx512; do
     n=$((n + 1))
     case $variant in
@@ -25,28 +37,14 @@ for variant in scalar avx2 avx512; do
     avx512) has avx2 fma f16c avx512f avx512bw avx512vl ||
         { echo "ok $n # SKIP avx512: this CPU lacks avx512f, avx512bw or avx512vl"; continue; } ;;
     esac
-    if WEFT_QUANTIZED_KERNELS=$variant "$builddir/tests/test_quantized" >"$out" 2>&1 &&
-        ! grep -q '^not ok' "$out" && grep -q "$variant kernels" "$out"; then
-        echo "ok $n - test_quantized with the $variant block kernels"
-    else
-        echo "not ok $n - test_quantized with the $variant block kernels:"
-        sed 's/^/# /' "$out"
-        fail=1
-    fi
+    run_pinned WEFT_QUANTIZED_KERNELS $variant "$variant kernels" "the $variant block kernels"
 done
 for gemm in onednn avx2; do
     n=$((n + 1))
     case $gemm in
     avx2) has avx2 || { echo "ok $n # SKIP the avx2 int8 GEMM: this CPU lacks avx2"; continue; } ;;
     esac
-    if WEFT_QUANTIZED_GEMM=$gemm "$builddir/tests/test_quantized" >"$out" 2>&1 &&
-        ! grep -q '^not ok' "$out" && grep -q "int8 linear GEMM: $gemm" "$out"; then
-        echo "ok $n - test_quantized with the $gemm int8 GEMM"
-    else
-        echo "not ok $n - test_quantized with the $gemm int8 GEMM:"
-        sed 's/^/# /' "$out"
-        fail=1
-    fi
+    run_pinned WEFT_QUANTIZED_GEMM $gemm "int8 linear GEMM: $gemm" "the $gemm int8 GEMM"
 done
 # a value the plugin cannot honour fails its load, naming the variable
 n=$((n + 1))

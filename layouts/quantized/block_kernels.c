@@ -106,7 +106,7 @@ const qt_block_kernels qt__kernels_avx512 = {"avx512", avx2_quantize_activations
 
 /* The OS must save the registers a variant uses (XCR0): a CPU may have
  * AVX-512 that its kernel or hypervisor keeps switched off. */
-static bool os_saves(unsigned bits)
+bool qt__os_saves(unsigned bits)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
@@ -121,18 +121,23 @@ static bool runs_avx2(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c") && os_saves((1u << 1) | (1u << 2));
+           __builtin_cpu_supports("f16c") && qt__os_saves((1u << 1) | (1u << 2));
 }
 
 static bool runs_avx512(void)
 {
     return runs_avx2() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           os_saves((1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7));
+           qt__os_saves((1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7));
 }
 #else
 const qt_block_kernels qt__kernels_avx2 = {"avx2", NULL, NULL, NULL};
 const qt_block_kernels qt__kernels_avx512 = {"avx512", NULL, NULL, NULL};
+bool qt__os_saves(unsigned bits)
+{
+    (void)bits;
+    return false;
+}
 static bool runs_avx2(void)
 {
     return false;

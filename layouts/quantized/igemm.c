@@ -30,7 +30,6 @@
 #include "quantized.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define QT_IGEMM_X86 1
 #else
@@ -321,22 +320,10 @@ static void run_range(int64_t begin, int64_t end, void *ctx)
         run_task(ctx, t);
 }
 
-/* The OS must save the YMM registers (XCR0 bits 1 and 2). */
-static bool os_saves_ymm(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
-        return false;
-    unsigned lo, hi;
-    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv */
-    (void)hi;
-    return (lo & 6u) == 6u;
-}
-
 bool qt__igemm_runs(void)
 {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && os_saves_ymm();
+    return __builtin_cpu_supports("avx2") && qt__os_saves((1u << 1) | (1u << 2)); /* XMM, YMM */
 }
 
 bool qt__igemm_preferred(void)

@@ -149,6 +149,9 @@ extern const qt_block_kernels *qt__kernels;
 /* Picks qt__kernels: WEFT_QUANTIZED_KERNELS=scalar|avx2|avx512 if this CPU
  * runs it (else the load fails, naming it), else the widest it runs. */
 int qt__choose_kernels(void);
+/* Whether the OS saves the XCR0 register states in bits (x86; false
+ * elsewhere): a CPU may have AVX or AVX-512 its kernel keeps switched off. */
+bool qt__os_saves(unsigned bits);
 
 /* The int8 GEMM of quantized linear on AVX2 without VNNI (igemm.c says
  * how and why): a weight packed once, cached with it as oneDNN's form is. */
