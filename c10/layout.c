@@ -250,6 +250,14 @@ WEFT_API const char *weft_layout_plugin(int layout)
     return !l ? NULL : l->owner ? l->owner->name : "core";
 }
 
+WEFT_API int weft_layout_flags(int layout)
+{
+    wf_layout *l = live_layout(layout);
+    if (!l)
+        return wf__errorf(WEFT_EINVAL, "layout_flags: no layout has id %d", layout);
+    return (int)(l->iface.flags & 0x7fffffffu);
+}
+
 WEFT_API int weft_layout_lookup(const char *name)
 {
     if (!name)

@@ -615,16 +615,18 @@ int wpy_tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
         return -1;
     }
-    /* torch's rule: a sparse tensor's select, narrow and transpose are new
-     * tensors, not views, so a write into one would not reach self (it did
-     * nothing, silently); the quantized layout's views share memory and
-     * take writes */
-    const char *layout = weft_layout_name(weft_tensor_layout(WPY_T(self)));
-    if (layout && strncmp(layout, "sparse", 6) == 0) {
+    /* a layout whose views are new tensors (the sparse ones: torch's rule
+     * for a sparse select, narrow and transpose) would take the write into
+     * a temporary and leave self as it was, silently; the quantized
+     * layout's views share memory and take writes */
+    int layout = weft_tensor_layout(WPY_T(self));
+    int flags = layout ? weft_layout_flags(layout) : 0;
+    if (flags > 0 && (flags & WEFT_LAYOUT_VIEWS_COPY)) {
+        const char *name = weft_layout_name(layout);
         PyErr_Format(PyExc_TypeError,
-                     "Cannot assign to a sparse tensor (layout '%s'; convert it with to_dense() "
-                     "first)",
-                     layout);
+                     "Cannot assign to a %s tensor: its views are copies (layout '%s'; "
+                     "convert it with to_dense() first)",
+                     name && strncmp(name, "sparse", 6) == 0 ? "sparse" : "layout", name);
         return -1;
     }
     parsed_key k;

@@ -113,6 +113,10 @@ int main(void)
     ok(id >= 1 && id <= WEFT_MAX_LAYOUTS, "it has an id (%d)", id);
     is_str(weft_layout_name(id), "constant", "and a name");
     is_str(weft_layout_plugin(id), "constlayout", "and its plugin");
+    is_int(weft_layout_flags(id), 0, "it set no flags: its views share memory");
+    is_int(weft_layout_flags(WEFT_LAYOUT_STRIDED), 0, "strided has no flags");
+    is_int(weft_layout_flags(WEFT_MAX_LAYOUTS + 3), WEFT_EINVAL, "the flags of an unknown id: refused");
+    like(weft_last_error(), "no layout has id", "saying so");
     int key = weft_layout_key(id);
     ok(key >= WEFT_KEY_LAYOUT_FIRST && key <= WEFT_KEY_LAYOUT_LAST, "its key is a layout key (%d)", key);
     is_str(weft_dispatch_key_name(key), "constant", "the key is named after the layout");

@@ -87,6 +87,8 @@ static void test_per_tensor(void)
     weft_tensor *f = from_floats(x, (int64_t[]){8}, 1), *q = NULL, *r = NULL, *d = NULL, *p = NULL;
     is_int(weft_quantize_per_tensor(&q, f, 1.0, 0, WEFT_INT8), 0, "quantize_per_tensor to qint8");
     is_int(weft_tensor_layout(q), weft_layout_lookup("quantized"), "its layout is 'quantized'");
+    is_int(weft_layout_flags(weft_layout_lookup("quantized")), 0,
+           "its views share memory (no WEFT_LAYOUT_VIEWS_COPY)");
     is_int(weft_tensor_dtype(q), WEFT_INT8, "and its dtype the representation's (qint8 = int8)");
     is_int(weft_int_repr(&r, q), 0, "int_repr");
     const double want[8] = {0, 2, 2, 0, -2, -2, 127, -128};

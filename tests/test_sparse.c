@@ -162,6 +162,9 @@ static void test_coo_basics(void)
     weft_tensor *I = i64(ix, 2, 4), *V = f32(v, (int64_t[]){4}, 1), *s = NULL;
     is_int(coo(&s, I, V, (int64_t[]){2, 3}, 2, true), 0, "sparse_coo_tensor");
     is_int(weft_tensor_layout(s), weft_layout_lookup("sparse_coo"), "its layout is sparse_coo");
+    ok(weft_layout_flags(weft_layout_lookup("sparse_coo")) == WEFT_LAYOUT_VIEWS_COPY &&
+           weft_layout_flags(weft_layout_lookup("sparse_csr")) == WEFT_LAYOUT_VIEWS_COPY,
+       "both sparse layouts say their views are copies (WEFT_LAYOUT_VIEWS_COPY)");
     ok(weft_tensor_data_ptr(s) == NULL, "no strided data");
     is_int(scalar(call1("_nnz", s)), 4, "_nnz counts the duplicates");
     is_int(scalar(call1("is_coalesced", s)), 0, "not coalesced");

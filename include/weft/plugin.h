@@ -586,7 +586,13 @@ typedef struct weft_layout_interface {
      * refuse the layout by name, as before (weft_as_strided always does:
      * a layout's strides are its own). */
     int (*view)(weft_tensor **out, const weft_tensor *t, const struct weft_layout_view *v);
+    /* Appended after issue 16: WEFT_LAYOUT_* bits (weft.h) saying how the
+     * layout behaves where a caller must know; weft_layout_flags reads
+     * them.  0, which a plugin built against an older header reads as,
+     * means none. */
+    unsigned flags;
 } weft_layout_interface;
+
 
 /* What a view function asks of a layout's view hook.  The arguments are
  * checked and normalised: dims wrapped to [0, ndim), a -1 size inferred,

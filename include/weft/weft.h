@@ -712,6 +712,17 @@ WEFT_API int weft_layout_lookup(const char *name);
 /* The name of the plugin that registered layout ("core" for strided), or
  * NULL for an unknown id. */
 WEFT_API const char *weft_layout_plugin(int layout);
+/* Layout flags, which a plugin sets in weft_layout_interface.flags.
+ * WEFT_LAYOUT_VIEWS_COPY: the layout's views (weft_select, weft_narrow,
+ * weft_transpose... of its tensors) are new tensors sharing nothing
+ * writable with the original (a sparse tensor's, as torch's), so a write
+ * into one never reaches it; Python's t[i] = x refuses such a layout
+ * instead of writing into a temporary.  Without it the views share the
+ * tensor's memory, as the quantized layout's do. */
+enum { WEFT_LAYOUT_VIEWS_COPY = 1 << 0 };
+/* The flags layout's plugin registered (0 for strided, and for a plugin
+ * that set none), or WEFT_EINVAL for an id that names no layout now. */
+WEFT_API int weft_layout_flags(int layout);
 /* Bytes held by t's elements: its storage's span for a strided tensor, what
  * the layout's interface reports (or 0 when it reports nothing) for others.
  * A NULL t is 0. */

@@ -417,6 +417,8 @@ static int init(weft_registrar *reg)
         .nbytes = coo_nbytes,
         .to_device = any_to_device,
         .view = sp__layout_view,
+        /* a sparse select or narrow is a new tensor (torch's too) */
+        .flags = WEFT_LAYOUT_VIEWS_COPY,
     };
     static const weft_layout_interface csr_iface = {
         .struct_size = sizeof csr_iface,
@@ -428,6 +430,8 @@ static int init(weft_registrar *reg)
         .nbytes = csr_nbytes,
         .to_device = any_to_device,
         .view = sp__layout_view,
+        /* a sparse select or narrow is a new tensor (torch's too) */
+        .flags = WEFT_LAYOUT_VIEWS_COPY,
     };
     int rc = weft_register_layout(reg, &coo_iface, &sp__coo_layout);
     if (rc == 0)
