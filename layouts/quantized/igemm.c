@@ -10,11 +10,12 @@
  * GEMM (and torch's) sits at that line.  Summing two vpmaddubsw results in
  * 16 bits first (vpaddw) and widening once makes it three multiplies for
  * 64 products.  That is exact only where no 16-bit lane can overflow, so
- * the weight is packed with a bound per group of 8 k: for each of its 16
- * columns and each 16-bit lane, the sum of the four |w| that lane gathers.
- * A call takes each 4-row panel's largest activation a; a group whose
- * bound b has a * b <= 32767 can overflow nowhere (every partial sum is
- * at most a * b), and runs the 16-bit way; the others run the
+ * the weight is packed with a bound per group of 8 k: over its 16 columns
+ * and their 16-bit lanes, the larger of the sums of the positive and of
+ * the negative weights among the four a lane gathers (inputs are >= 0, so
+ * a lane's partial sums lie in [-a N, a P]).  A call takes each 4-row
+ * panel's largest input a; a group whose bound b has a * b <= 32767 can
+ * overflow nowhere, and runs the 16-bit way; the others run the
  * two-multiply way, where pairs saturate exactly as oneDNN's and torch's
  * do on such CPUs.  Groups are packed in ascending order of their bound
  * (their place in k kept beside them), so the safe ones are a prefix found
