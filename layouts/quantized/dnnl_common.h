@@ -26,6 +26,21 @@ typedef struct qt_dnnl_requant {
     int32_t src_zp, dst_zp;
     bool relu, per_channel;
 } qt_dnnl_requant;
+/* Output j's requantization scale, in oneDNN's float arithmetic: every
+ * path that must write oneDNN's bytes (its primitives, the AVX2 GEMM, an
+ * empty product's bias) computes it here. */
+static inline float qt__output_scale(float src_scale, float w_scale, float dst_scale)
+{
+    return src_scale * w_scale / dst_scale;
+}
+/* An input zero point z folded into a bias in the sum's units: minus z
+ * times each output's weight sum (exact in int64; the float sum rounds,
+ * which moves an output only where it sat on a half). */
+static inline void qt__fold_zero_point(float *b, int64_t z, const int64_t *wsum, int64_t n)
+{
+    for (int64_t j = 0; z && j < n; j++)
+        b[j] -= (float)(z * wsum[j]);
+}
 /* Makes *pd, the primitive descriptor of op_desc (a convolution or matmul
  * descriptor) with those attributes and a scratchpad the caller passes
  * (DNNL_ARG_SCRATCHPAD, qt__dnnl_scratch).  Errors: WEFT_ENOMEM, WEFT_ENOTSUP

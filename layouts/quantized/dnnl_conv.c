@@ -494,10 +494,8 @@ static int conv_kernel(weft_call *call, void *ctx)
             (rc = build(p, eng, &key, wc, w_scales, per_channel, &sh)) == 0)
             p->version = version;
     }
-    /* minus z times each output channel's weight sum (the packed weight's
-     * companion, exact in int64) */
-    for (int64_t j = 0; rc == 0 && fold && j < oc; j++)
-        b[j] -= (float)(qx->zero_point * p->wsum[j]);
+    if (rc == 0 && fold) /* the weight sums are the packed weight's companion */
+        qt__fold_zero_point(b, qx->zero_point, p->wsum, oc);
     if (rc == 0 && p->dst_channels_last) /* (N, OH, OW, OC) in memory, seen as NCHW */
         rc = weft_new_output(&raw, xc, (int64_t[]){key.n, oh, ow, oc}, 4, WEFT_UINT8);
     if (rc == 0)

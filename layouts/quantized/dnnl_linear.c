@@ -198,7 +198,7 @@ int qt__dnnl_int8_pd(dnnl_primitive_desc_t *pd, const void *op_desc, const qt_dn
     if (!scales)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
     for (int64_t j = 0; j < count; j++)
-        scales[j] = rq->src_scale * w_scales[j] / rq->dst_scale;
+        scales[j] = qt__output_scale(rq->src_scale, w_scales[j], rq->dst_scale);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     dnnl_status_t st;
@@ -551,9 +551,8 @@ static int check_inputs(const char *op, const weft_tensor *x, const weft_tensor 
 
 /* quantized_linear through igemm.c's kernels (p->lock held): packs the
  * weight when its integers changed version, folds the input zero point z
- * into b as the oneDNN path does, and runs.  The scales are oneDNN's
- * output scales, computed in the same float arithmetic, so that both
- * paths write the same bytes. */
+ * into b as the oneDNN path does, and runs with oneDNN's output scales, so
+ * that both paths write the same bytes. */
 static int igemm_linear(linear_cache *p, const qt_affine *qw, uint32_t version, int64_t n,
                         int64_t k, int64_t m, const weft_tensor *xc, weft_tensor *y,
                         const float *w_scales, float src_scale, float dst_scale, int64_t z,
@@ -575,17 +574,20 @@ static int igemm_linear(linear_cache *p, const qt_affine *qw, uint32_t version, 
             return rc;
         p->ig_version = version;
     }
-    float *scale = malloc(sizeof *scale * (size_t)n);
-    if (!scale)
+    if (b)
+        qt__fold_zero_point(b, z, p->wsum, n);
+    /* scales and bias padded to the kernels' blocks of 16 columns */
+    int64_t cols = p->ig.nb * 16;
+    float *pad = calloc((size_t)(2 * cols), sizeof *pad);
+    if (!pad)
         return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
-    for (int64_t j = 0; j < n; j++) {
-        scale[j] = src_scale * w_scales[j] / dst_scale;
-        if (z)
-            b[j] -= (float)(z * p->wsum[j]);
-    }
-    rc = qt__igemm_run(&p->ig, weft_tensor_data_ptr(xc), m, weft_tensor_data_ptr(y), scale, b,
-                       out_zp, relu, op);
-    free(scale);
+    for (int64_t j = 0; j < n; j++)
+        pad[j] = qt__output_scale(src_scale, w_scales[j], dst_scale);
+    if (b)
+        memcpy(pad + cols, b, sizeof *pad * (size_t)n);
+    rc = qt__igemm_run(&p->ig, weft_tensor_data_ptr(xc), m, weft_tensor_data_ptr(y), pad,
+                       b ? pad + cols : NULL, out_zp, relu);
+    free(pad);
     return rc;
 }
 
@@ -656,7 +658,8 @@ static int linear_kernel(weft_call *call, void *ctx)
          * plan below would cut zero rows into zero pieces) */
         uint8_t *yp = weft_tensor_data_ptr(y);
         for (int64_t j = 0; m > 0 && j < n; j++) {
-            float v = (b ? b[j] : 0.0f) * ((float)qx->scale * w_scales[j] / (float)out_scale);
+            float v = (b ? b[j] : 0.0f) *
+                      qt__output_scale((float)qx->scale, w_scales[j], (float)out_scale);
             v = relu && !(v > 0.0f) ? 0.0f : v;
             v += (float)out_zp;
             uint8_t q = (uint8_t)nearbyintf(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
@@ -693,10 +696,8 @@ static int linear_kernel(weft_call *call, void *ctx)
     if (rc == 0 && !p->packed && (rc = weft_contiguous(&wc, qw->repr)) == 0 &&
         (rc = pack(p, weft_tensor_data_ptr(wc), n, k)) == 0)
         p->version = version;
-    /* minus z times each output's weight sum (exact in int64; the float
-     * sum rounds, which moves an output only where it sat on a half) */
-    for (int64_t j = 0; rc == 0 && fold && j < n; j++)
-        b[j] -= (float)(qx->zero_point * p->wsum[j]);
+    if (rc == 0 && fold)
+        qt__fold_zero_point(b, qx->zero_point, p->wsum, n);
     linear_job job = {.p = p, .k = k, .n = n, .bias = key.bias ? b : NULL};
     /* each piece's scratch, from weft's allocator (which keeps such blocks
      * for the next call; the int32 sums of a 500 x 256 piece are 512 KiB) */

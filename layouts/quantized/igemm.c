@@ -166,6 +166,35 @@ QT_AVX2 static inline __m256i bcast4(const uint8_t *p)
 #define BCAST(p) bcast4(p)
 #define LOAD(p) _mm256_load_si256((const __m256i *)(const void *)(p))
 
+/* The sums of one group for one row and 8 columns (b0: k 0-3, b1: k 4-7):
+ * the 16-bit way adds the two vpmaddubsw results before widening, the
+ * exact way widens each first. */
+QT_AVX2 static inline __m256i group_16bit(__m256i a0, __m256i a1, __m256i b0, __m256i b1)
+{
+    return _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(a0, b0), _mm256_maddubs_epi16(a1, b1)),
+        _mm256_set1_epi16(1));
+}
+
+QT_AVX2 static inline __m256i group_exact(__m256i a0, __m256i a1, __m256i b0, __m256i b1)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(a0, b0), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(a1, b1), ones));
+}
+
+/* groups [g, end) of R rows the way `group` sums them */
+#define GROUPS(R, end, group)                                                                     \
+    for (; g < (end); g++, b += BLOCK_BYTES) {                                                    \
+        const uint8_t *xg = x + (int64_t)place[g] * 8;                                            \
+        const __m256i b00 = LOAD(b), b01 = LOAD(b + 32), b10 = LOAD(b + 64), b11 = LOAD(b + 96);  \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                     \
+            __m256i a0 = BCAST(xg + r * ldx), a1 = BCAST(xg + r * ldx + 4);                       \
+            c[r][0] = _mm256_add_epi32(c[r][0], group(a0, a1, b00, b10));                         \
+            c[r][1] = _mm256_add_epi32(c[r][1], group(a0, a1, b01, b11));                         \
+        }                                                                                         \
+    }
+
 /* R rows x 16 columns: groups [0, nfast) summed in 16 bits, the rest the
  * exact way; x the panel's first row, groups at place[g] * 8 in k. The
  * row loops unroll (GCC's pragma), so the 2R sums stay in registers. */
@@ -173,41 +202,12 @@ QT_AVX2 static inline __m256i bcast4(const uint8_t *p)
     QT_AVX2 static void kernel##R(const int8_t *b, const uint16_t *place, int64_t nfast,         \
                                   int64_t kg, const uint8_t *x, int64_t ldx, __m256i *acc)       \
     {                                                                                             \
-        const __m256i ones = _mm256_set1_epi16(1);                                                \
         __m256i c[R][2];                                                                          \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                       \
             c[r][0] = c[r][1] = _mm256_setzero_si256();                                           \
         int64_t g = 0;                                                                            \
-        for (; g < nfast; g++, b += BLOCK_BYTES) {                                                \
-            const uint8_t *xg = x + (int64_t)place[g] * 8;                                        \
-            const __m256i b00 = LOAD(b), b01 = LOAD(b + 32), b10 = LOAD(b + 64),                  \
-                          b11 = LOAD(b + 96);                                                     \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                 \
-                __m256i a0 = BCAST(xg + r * ldx), a1 = BCAST(xg + r * ldx + 4);                   \
-                __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b00),                      \
-                                              _mm256_maddubs_epi16(a1, b10));                     \
-                __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, b01),                      \
-                                              _mm256_maddubs_epi16(a1, b11));                     \
-                c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(s0, ones));                 \
-                c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(s1, ones));                 \
-            }                                                                                     \
-        }                                                                                         \
-        for (; g < kg; g++, b += BLOCK_BYTES) {                                                   \
-            const uint8_t *xg = x + (int64_t)place[g] * 8;                                        \
-            const __m256i b00 = LOAD(b), b01 = LOAD(b + 32), b10 = LOAD(b + 64),                  \
-                          b11 = LOAD(b + 96);                                                     \
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                 \
-                __m256i a0 = BCAST(xg + r * ldx), a1 = BCAST(xg + r * ldx + 4);                   \
-                __m256i s0 = _mm256_add_epi32(                                                    \
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(a0, b00), ones),                       \
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(a1, b10), ones));                      \
-                __m256i s1 = _mm256_add_epi32(                                                    \
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(a0, b01), ones),                       \
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(a1, b11), ones));                      \
-                c[r][0] = _mm256_add_epi32(c[r][0], s0);                                          \
-                c[r][1] = _mm256_add_epi32(c[r][1], s1);                                          \
-            }                                                                                     \
-        }                                                                                         \
+        GROUPS(R, nfast, group_16bit)                                                             \
+        GROUPS(R, kg, group_exact)                                                                \
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                       \
             acc[2 * r] = c[r][0], acc[2 * r + 1] = c[r][1];                                       \
     }
@@ -337,17 +337,10 @@ bool qt__igemm_preferred(void)
 }
 
 int qt__igemm_run(const qt_igemm *p, const uint8_t *x, int64_t m, uint8_t *y, const float *scale,
-                  const float *bias, int32_t zero_point, bool relu, const char *op)
+                  const float *bias, int32_t zero_point, bool relu)
 {
     int64_t cols = p->nb * 16;
-    float *pad = calloc((size_t)(2 * cols), sizeof *pad);
-    if (!pad)
-        return weft_set_error(WEFT_ENOMEM, "%s: out of memory", op);
-    memcpy(pad, scale, sizeof *pad * (size_t)p->n);
-    if (bias)
-        memcpy(pad + cols, bias, sizeof *pad * (size_t)p->n);
-    igemm_job j = {p, x, y, m, 4 * PANELS, 1, p->nb, pad, bias ? pad + cols : NULL,
-                   (float)zero_point, relu};
+    igemm_job j = {p, x, y, m, 4 * PANELS, 1, p->nb, scale, bias, (float)zero_point, relu};
     int threads = weft_get_num_threads();
     double work = (double)m * (double)p->k * (double)cols;
     int64_t row_pieces = (m + j.rows_each - 1) / j.rows_each;
@@ -363,7 +356,6 @@ int qt__igemm_run(const qt_igemm *p, const uint8_t *x, int64_t m, uint8_t *y, co
         run_range(0, tasks, &j);
     else
         weft_parallel_for(0, tasks, 1, run_range, &j);
-    free(pad);
     return 0;
 }
 #else
@@ -378,9 +370,9 @@ bool qt__igemm_preferred(void)
 }
 
 int qt__igemm_run(const qt_igemm *p, const uint8_t *x, int64_t m, uint8_t *y, const float *scale,
-                  const float *bias, int32_t zero_point, bool relu, const char *op)
+                  const float *bias, int32_t zero_point, bool relu)
 {
     (void)p, (void)x, (void)m, (void)y, (void)scale, (void)bias, (void)zero_point, (void)relu;
-    return weft_set_error(WEFT_ENOTSUP, "%s: the AVX2 int8 GEMM needs an x86 CPU", op);
+    return weft_set_error(WEFT_ENOTSUP, "quantized_linear: the AVX2 int8 GEMM needs an x86 CPU");
 }
 #endif

@@ -167,10 +167,11 @@ int qt__igemm_pack(qt_igemm *p, const int8_t *w, int64_t n, int64_t k, const cha
 void qt__igemm_free(qt_igemm *p);
 /* y (m, n) = requantized x (m, k) times the weight, as oneDNN's int8
  * matmul with output scales `scale`, a bias in units of the sum (NULL: none)
- * and relu before the output zero point: the same bytes.  Runs on weft's
- * pool. */
+ * and relu before the output zero point: the same bytes.  scale and bias
+ * hold p->nb * 16 entries (the columns padded to the kernels' blocks).
+ * Runs on weft's pool; returns 0 (WEFT_ENOTSUP off x86). */
 int qt__igemm_run(const qt_igemm *p, const uint8_t *x, int64_t m, uint8_t *y, const float *scale,
-                  const float *bias, int32_t zero_point, bool relu, const char *op);
+                  const float *bias, int32_t zero_point, bool relu);
 /* Whether this CPU runs the kernels, and whether they beat oneDNN on it
  * (AVX2 without AVX-512BW or VNNI). */
 bool qt__igemm_runs(void);
