@@ -6,9 +6,10 @@
  * exact ones bit for bit, and their dot products the scalar variant's
  * within the bound of float summation in another order (the only difference
  * the variants are allowed), on random blocks, nblocks 0, 1, odd and even,
- * extreme values (weight -128, activations +-127, nibbles 0 and 15, scale
- * 0), and the same NaN or infinity as the scalar variant where a scale or an
- * activation is not finite.  Skipped, with the reason, where SIMDe's
+ * whole groups of eight and groups with a tail (the AVX2 Q4_0 kernel's
+ * unit), extreme values (weight -128, activations +-127, nibbles 0 and 15,
+ * scale 0), and the same NaN or infinity as the scalar variant where a
+ * scale or an activation is not finite.  Skipped, with the reason, where SIMDe's
  * headers (Debian: libsimde-dev, which ./quickstart installs) are absent. */
 #include <math.h>
 #include <stdint.h>
@@ -106,15 +107,22 @@ static void fill(qt_block_q8_0 *w8, qt_block_q4_0 *w4, qt_block_q8_act *x, int64
 {
     for (int64_t b = 0; b < nblocks; b++) {
         int kind = (int)(rnd() % 8);
+        int8_t all = rnd() % 2 ? 127 : -127;
         int32_t sum = 0;
         for (int j = 0; j < QT_BLOCK; j++) {
-            int8_t a = kind == 0 ? (j % 2 ? 127 : -127) : (int8_t)((int)(rnd() % 255) - 127);
+            int8_t a = kind == 0   ? (j % 2 ? 127 : -127)
+                       : kind == 3 ? all
+                                   : (int8_t)((int)(rnd() % 255) - 127);
             x[b].qs[j] = a;
             sum += a;
             w8[b].qs[j] = kind == 0 ? -128 : (int8_t)(rnd() % 256);
         }
+        /* kind 3: every nibble 15 against +-127, the largest 16-bit
+         * partial sums of the AVX2 group kernel (2 x 2 x 2 x 15 x 127) */
         for (int j = 0; j < QT_BLOCK / 2; j++)
-            w4[b].qs[j] = kind == 0 ? (j % 2 ? 0xf0 : 0x0f) : (uint8_t)(rnd() % 256);
+            w4[b].qs[j] = kind == 0   ? (j % 2 ? 0xf0 : 0x0f)
+                          : kind == 3 ? 0xff
+                                      : (uint8_t)(rnd() % 256);
         x[b].sum = sum;
         x[b].d = kind == 1 ? 0.0f : ldexpf(1.0f + 0.5f * rnd_unit(), (int)(rnd() % 20) - 10);
         float dw = ldexpf(1.0f + 0.5f * rnd_unit(), (int)(rnd() % 20) - 14);
@@ -162,12 +170,21 @@ static int64_t lanes256(__m256i v)
     return s;
 }
 
-/* Every block pair's integer sums from the AVX-512 pair functions and the
- * AVX2 block functions, against the exact ones; counts mismatches. */
+/* Every block pair's integer sums from the AVX-512 pair functions, the
+ * AVX2 block functions and every group's from the AVX2 group function (on
+ * the activations regrouped as the plugin regroups them), against the
+ * exact ones; counts mismatches. */
 static int integer_mismatches(const qt_block_q8_0 *w8, const qt_block_q4_0 *w4,
-                              const qt_block_q8_act *x, int64_t nblocks)
+                              const qt_block_q8_act *x, const qt_q4_act_group *g, int64_t nblocks)
 {
+    static const int order[QT_GROUP] = QT_GROUP_ORDER;
     int bad = 0;
+    for (int64_t b = 0; b + QT_GROUP <= nblocks; b += QT_GROUP) {
+        int32_t l[8];
+        _mm256_storeu_si256((__m256i *)l, avx2_q4_group_sums(&w4[b], &g[b / QT_GROUP]));
+        for (int k = 0; k < QT_GROUP; k++)
+            bad += l[k] != block_int_q4(&w4[b + order[k]], &x[b + order[k]]);
+    }
     for (int64_t b = 0; b + 2 <= nblocks; b += 2) {
         __m512i p8 = avx512_q8_pair(&w8[b], &x[b]), p4 = avx512_q4_pair(&w4[b], &x[b]);
         bad += lanes512(p8, 0, 8) != block_int_q8(&w8[b], &x[b]);
@@ -233,15 +250,17 @@ static void random_blocks(int64_t nblocks)
     qt_block_q8_0 *w8 = calloc((size_t)nblocks + 1, sizeof *w8);
     qt_block_q4_0 *w4 = calloc((size_t)nblocks + 1, sizeof *w4);
     qt_block_q8_act *x = calloc((size_t)nblocks + 1, sizeof *x);
+    qt_q4_act_group *g = calloc((size_t)(nblocks / QT_GROUP) + 1, sizeof *g);
     int bad_int = 0, bad512 = 0, bad2 = 0, bad_scalar = 0;
     for (int round = 0; round < 20; round++) {
         fill(w8, w4, x, nblocks);
-        bad_int += integer_mismatches(w8, w4, x, nblocks);
+        qt__group_q4_activations(x, g, nblocks);
+        bad_int += integer_mismatches(w8, w4, x, g, nblocks);
         expected e8 = expect(w8, 0, x, nblocks), e4 = expect(w4, 1, x, nblocks);
         float s8 = qt__kernels_scalar.dot_q8_0(w8, x, nblocks);
-        float s4 = qt__kernels_scalar.dot_q4_0(w4, x, nblocks);
-        float v8 = avx512_dot_q8_0(w8, x, nblocks), v4 = avx512_dot_q4_0(w4, x, nblocks);
-        float a8 = avx2_dot_q8_0(w8, x, nblocks), a4 = avx2_dot_q4_0(w4, x, nblocks);
+        float s4 = qt__kernels_scalar.dot_q4_0(w4, x, NULL, nblocks);
+        float v8 = avx512_dot_q8_0(w8, x, nblocks), v4 = avx512_dot_q4_0(w4, x, NULL, nblocks);
+        float a8 = avx2_dot_q8_0(w8, x, nblocks), a4 = avx2_dot_q4_0(w4, x, g, nblocks);
         bad_scalar += !within(s8, e8) + !within(s4, e4);
         if (!within(v8, e8) || !within(v4, e4)) {
             if (!bad512)
@@ -251,7 +270,8 @@ static void random_blocks(int64_t nblocks)
         }
         bad2 += !within(a8, e8) + !within(a4, e4);
     }
-    ok(bad_int == 0, "nblocks %lld: AVX-512 and AVX2 integer block sums exact (%d mismatches)",
+    ok(bad_int == 0,
+       "nblocks %lld: AVX-512 and AVX2 integer block and group sums exact (%d mismatches)",
        (long long)nblocks, bad_int);
     ok(bad512 == 0, "nblocks %lld: AVX-512 Q8_0 and Q4_0 dots within the summation bound of the "
        "exact value, as the scalar's (%d of 20 rounds off)", (long long)nblocks, bad512);
@@ -260,6 +280,7 @@ static void random_blocks(int64_t nblocks)
     free(w8);
     free(w4);
     free(x);
+    free(g);
 }
 
 /* One weight block's scale replaced by a non-finite one (or the
@@ -271,6 +292,7 @@ static void non_finite(void)
     qt_block_q8_0 w8[N];
     qt_block_q4_0 w4[N];
     qt_block_q8_act x[N];
+    qt_q4_act_group g[N / QT_GROUP];
     static const uint16_t scales[] = {0x7c00, 0xfc00, 0x7e00}; /* inf, -inf, nan */
     static const char *const names[] = {"inf", "-inf", "nan"};
     for (int which = 0; which < 4; which++) {
@@ -288,9 +310,11 @@ static void non_finite(void)
                     v[j] = j == 5 ? INFINITY : rnd_unit();
                 qt__quantize_activations(v, &x[at], 1);
             }
-            float s8 = qt__kernels_scalar.dot_q8_0(w8, x, N), s4 = qt__kernels_scalar.dot_q4_0(w4, x, N);
-            float got[4] = {avx512_dot_q8_0(w8, x, N), avx512_dot_q4_0(w4, x, N),
-                            avx2_dot_q8_0(w8, x, N), avx2_dot_q4_0(w4, x, N)};
+            qt__group_q4_activations(x, g, N);
+            float s8 = qt__kernels_scalar.dot_q8_0(w8, x, N);
+            float s4 = qt__kernels_scalar.dot_q4_0(w4, x, NULL, N);
+            float got[4] = {avx512_dot_q8_0(w8, x, N), avx512_dot_q4_0(w4, x, NULL, N),
+                            avx2_dot_q8_0(w8, x, N), avx2_dot_q4_0(w4, x, g, N)};
             for (int k = 0; k < 4; k++)
                 if (!same_class(got[k], k % 2 ? s4 : s8)) {
                     if (!bad)
@@ -355,7 +379,7 @@ static void activation_quantizer(void)
 
 int main(void)
 {
-    static const int64_t counts[] = {0, 1, 2, 3, 7, 8, 33, 128};
+    static const int64_t counts[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 33, 128};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         random_blocks(counts[k]);
     non_finite();

@@ -58,6 +58,22 @@ void qt__quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblock
     }
 }
 
+void qt__group_q4_activations(const qt_block_q8_act *x, qt_q4_act_group *g, int64_t nblocks)
+{
+    static const int order[QT_GROUP] = QT_GROUP_ORDER;
+    for (int64_t b = 0; b + QT_GROUP <= nblocks; b += QT_GROUP, x += QT_GROUP, g++) {
+        for (int k = 0; k < 4; k++)
+            for (int h = 0; h < 2; h++) {
+                memcpy(g->lo[k] + 16 * h, x[2 * k + h].qs, 16);
+                memcpy(g->hi[k] + 16 * h, x[2 * k + h].qs + 16, 16);
+            }
+        for (int l = 0; l < QT_GROUP; l++) {
+            g->sum8[l] = 8 * x[order[l]].sum;
+            g->d[l] = x[order[l]].d;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- scalar */
 
 static float scalar_dot_q8_0(const qt_block_q8_0 *w, const qt_block_q8_act *x, int64_t nblocks)
@@ -74,8 +90,10 @@ static float scalar_dot_q8_0(const qt_block_q8_0 *w, const qt_block_q8_act *x, i
 
 /* sum_j (n[j] - 8) q[j] = sum_j n[j] q[j] - 8 sum: the form the vector
  * kernels use, with the nibbles n unsigned */
-static float scalar_dot_q4_0(const qt_block_q4_0 *w, const qt_block_q8_act *x, int64_t nblocks)
+static float scalar_dot_q4_0(const qt_block_q4_0 *w, const qt_block_q8_act *x,
+                             const qt_q4_act_group *g, int64_t nblocks)
 {
+    (void)g;
     float sum = 0;
     for (int64_t b = 0; b < nblocks; b++) {
         int32_t s = 0;
@@ -88,7 +106,7 @@ static float scalar_dot_q4_0(const qt_block_q4_0 *w, const qt_block_q8_act *x, i
 }
 
 const qt_block_kernels qt__kernels_scalar = {"scalar", qt__quantize_activations, scalar_dot_q8_0,
-                                             scalar_dot_q4_0};
+                                             scalar_dot_q4_0, false};
 
 #if QT_X86
 /* ------------------------------------------------------------------ AVX2 */
@@ -98,11 +116,11 @@ const qt_block_kernels qt__kernels_scalar = {"scalar", qt__quantize_activations,
 #include "block_kernels_x86.h"
 
 const qt_block_kernels qt__kernels_avx2 = {"avx2", avx2_quantize_activations, avx2_dot_q8_0,
-                                           avx2_dot_q4_0};
+                                           avx2_dot_q4_0, true};
 /* the activations are a K-vector against N x K weights: AVX2's quantizer
  * is enough there */
 const qt_block_kernels qt__kernels_avx512 = {"avx512", avx2_quantize_activations, avx512_dot_q8_0,
-                                             avx512_dot_q4_0};
+                                             avx512_dot_q4_0, false};
 
 /* The OS must save the registers a variant uses (XCR0): a CPU may have
  * AVX-512 that its kernel or hypervisor keeps switched off. */
@@ -131,8 +149,8 @@ static bool runs_avx512(void)
            qt__os_saves((1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7));
 }
 #else
-const qt_block_kernels qt__kernels_avx2 = {"avx2", NULL, NULL, NULL};
-const qt_block_kernels qt__kernels_avx512 = {"avx512", NULL, NULL, NULL};
+const qt_block_kernels qt__kernels_avx2 = {"avx2", NULL, NULL, NULL, false};
+const qt_block_kernels qt__kernels_avx512 = {"avx512", NULL, NULL, NULL, false};
 bool qt__os_saves(unsigned bits)
 {
     (void)bits;

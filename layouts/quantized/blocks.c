@@ -237,6 +237,7 @@ enum { CHUNK_ROWS = 64 };
 typedef struct product {
     const qt_blocks *w;
     const qt_block_q8_act *x;
+    const qt_q4_act_group *g; /* x regrouped, nb / QT_GROUP a row, or NULL */
     const float *bias;
     float *y;
     int64_t m;
@@ -252,9 +253,11 @@ static void product_chunks(int64_t c0, int64_t c1, void *arg)
     for (int64_t n = c0 * CHUNK_ROWS; n < n1; n++)
         for (int64_t i = 0; i < p->m; i++) {
             const qt_block_q8_act *x = p->x + i * nb;
+            const qt_q4_act_group *g = p->g ? p->g + i * (nb / QT_GROUP) : NULL;
             float s = w->format == QT_Q8_0
                           ? qt__kernels->dot_q8_0((const qt_block_q8_0 *)w->data + n * nb, x, nb)
-                          : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, nb);
+                          : qt__kernels->dot_q4_0((const qt_block_q4_0 *)w->data + n * nb, x, g,
+                                                  nb);
             p->y[i * w->rows + n] = s + (p->bias ? p->bias[n] : 0.0f);
         }
 }
@@ -268,15 +271,23 @@ static void product_chunks(int64_t c0, int64_t c1, void *arg)
 static int product_parallel(const qt_blocks *w, const float *x, const float *bias, float *y,
                             int64_t m)
 {
-    int64_t nb = w->cols / QT_BLOCK;
+    int64_t nb = w->cols / QT_BLOCK, ng = nb / QT_GROUP;
+    bool grouped = w->format == QT_Q4_0 && qt__kernels->q4_groups && ng > 0;
     qt_block_q8_act *xq = malloc(sizeof *xq * (size_t)(m * nb > 0 ? m * nb : 1));
-    if (!xq)
+    qt_q4_act_group *g = grouped ? malloc(sizeof *g * (size_t)(m * ng > 0 ? m * ng : 1)) : NULL;
+    if (!xq || (grouped && !g)) {
+        free(xq);
+        free(g);
         return weft_set_error(WEFT_ENOMEM, "%s linear: no memory to quantize a %lld x %lld input",
                               format_names[w->format], (long long)m, (long long)w->cols);
+    }
     qt__kernels->quantize_activations(x, xq, m * nb);
-    product work = {w, xq, bias, y, m};
+    for (int64_t i = 0; grouped && i < m; i++)
+        qt__group_q4_activations(xq + i * nb, g + i * ng, nb);
+    product work = {w, xq, g, bias, y, m};
     int rc = weft_parallel_for(0, (w->rows + CHUNK_ROWS - 1) / CHUNK_ROWS, 1, product_chunks, &work);
     free(xq);
+    free(g);
     return rc;
 }
 

@@ -129,6 +129,28 @@ typedef struct qt_block_q8_act {
 
 void qt__quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblocks);
 
+/* The same activations regrouped for the AVX2 Q4_0 kernel, eight blocks
+ * (b0..b7) to a group, laid out as that kernel loads them: a Q4_0 block's
+ * 16 bytes hold elements 0..15 in their low nibbles and 16..31 in their
+ * high ones, so two blocks' bytes in one register give, masked, elements
+ * 0..15 of both, and shifted, 16..31 of both; lo and hi are the
+ * activations in that order.  The kernel sums the four pairs' products to
+ * one integer per block in the lane order QT_GROUP_ORDER (what its
+ * horizontal adds leave), so the corrections 8 * sum and the scales are
+ * stored in that order too.  block_kernels_x86.h says why. */
+enum { QT_GROUP = 8 };
+#define QT_GROUP_ORDER {0, 2, 4, 6, 1, 3, 5, 7}
+typedef struct qt_q4_act_group {
+    int8_t lo[4][32];  /* pair k: elements 0..15 of b(2k), then of b(2k+1) */
+    int8_t hi[4][32];  /* the same of elements 16..31 */
+    int32_t sum8[8];   /* lane l: 8 * sum of block QT_GROUP_ORDER[l] */
+    float d[8];        /* lane l: d of block QT_GROUP_ORDER[l] */
+} qt_q4_act_group;
+
+/* x's first nblocks / QT_GROUP * QT_GROUP blocks into nblocks / QT_GROUP
+ * groups (the rest the kernel reads from x itself) */
+void qt__group_q4_activations(const qt_block_q8_act *x, qt_q4_act_group *g, int64_t nblocks);
+
 /* Dot products of one row of weight blocks with quantized activations
  * (nblocks each), integer products within a block, one float multiply-add
  * per block; written once per ISA; qt__kernels is the variant chosen at
@@ -139,7 +161,10 @@ typedef struct qt_block_kernels {
     /* qt__quantize_activations's result, bit for bit */
     void (*quantize_activations)(const float *x, qt_block_q8_act *y, int64_t nblocks);
     float (*dot_q8_0)(const qt_block_q8_0 *w, const qt_block_q8_act *x, int64_t nblocks);
-    float (*dot_q4_0)(const qt_block_q4_0 *w, const qt_block_q8_act *x, int64_t nblocks);
+    /* g: x regrouped (qt__group_q4_activations) when q4_groups, else NULL */
+    float (*dot_q4_0)(const qt_block_q4_0 *w, const qt_block_q8_act *x, const qt_q4_act_group *g,
+                      int64_t nblocks);
+    bool q4_groups; /* whether dot_q4_0 reads g */
 } qt_block_kernels;
 
 extern const qt_block_kernels qt__kernels_scalar;
