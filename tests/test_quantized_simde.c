@@ -6,8 +6,8 @@
  * exact ones bit for bit, and their dot products the scalar variant's
  * within the bound of float summation in another order (the only difference
  * the variants are allowed), on random blocks, nblocks 0, 1, odd and even,
- * whole groups of eight and groups with a tail (the AVX2 Q4_0 kernel's
- * unit), extreme values (weight -128, activations +-127, nibbles 0 and 15,
+ * whole groups of eight and groups with a tail (the Q4_0 kernels'
+ * unit in both ISAs), extreme values (weight -128, activations +-127, nibbles 0 and 15,
  * scale 0), and the same NaN or infinity as the scalar variant where a
  * scale or an activation is not finite.  Skipped, with the reason, where SIMDe's
  * headers (Debian: libsimde-dev, which ./quickstart installs) are absent. */
@@ -170,27 +170,35 @@ static int64_t lanes256(__m256i v)
     return s;
 }
 
-/* Every block pair's integer sums from the AVX-512 pair functions, the
- * AVX2 block functions and every group's from the AVX2 group function (on
- * the activations regrouped as the plugin regroups them), against the
- * exact ones; counts mismatches. */
+/* Every block pair's integer sums from the AVX-512 Q8_0 pair function,
+ * the AVX2 block functions, and every group's sums and scales from the
+ * AVX2 and AVX-512 Q4_0 group functions (on the activations regrouped as
+ * the plugin regroups them), against the exact ones and the blocks'
+ * scales; counts mismatches. */
 static int integer_mismatches(const qt_block_q8_0 *w8, const qt_block_q4_0 *w4,
                               const qt_block_q8_act *x, const qt_q4_act_group *g, int64_t nblocks)
 {
     static const int order[QT_GROUP] = QT_GROUP_ORDER;
     int bad = 0;
     for (int64_t b = 0; b + QT_GROUP <= nblocks; b += QT_GROUP) {
-        int32_t l[8];
-        _mm256_storeu_si256((__m256i *)l, avx2_q4_group_sums(&w4[b], &g[b / QT_GROUP]));
-        for (int k = 0; k < QT_GROUP; k++)
-            bad += l[k] != block_int_q4(&w4[b + order[k]], &x[b + order[k]]);
+        int32_t l2[8], l512[8];
+        uint16_t h2[8], h512[8];
+        __m128i s2, s512;
+        _mm256_storeu_si256((__m256i *)l2, avx2_q4_group_sums(&w4[b], &g[b / QT_GROUP], &s2));
+        _mm256_storeu_si256((__m256i *)l512,
+                            avx512_q4_group_sums(&w4[b], &g[b / QT_GROUP], &s512));
+        _mm_storeu_si128((__m128i *)h2, s2);
+        _mm_storeu_si128((__m128i *)h512, s512);
+        for (int k = 0; k < QT_GROUP; k++) {
+            const qt_block_q4_0 *wk = &w4[b + order[k]];
+            int32_t want = block_int_q4(wk, &x[b + order[k]]);
+            bad += (l2[k] != want) + (l512[k] != want) + (h2[k] != wk->d) + (h512[k] != wk->d);
+        }
     }
     for (int64_t b = 0; b + 2 <= nblocks; b += 2) {
-        __m512i p8 = avx512_q8_pair(&w8[b], &x[b]), p4 = avx512_q4_pair(&w4[b], &x[b]);
+        __m512i p8 = avx512_q8_pair(&w8[b], &x[b]);
         bad += lanes512(p8, 0, 8) != block_int_q8(&w8[b], &x[b]);
         bad += lanes512(p8, 8, 8) != block_int_q8(&w8[b + 1], &x[b + 1]);
-        bad += lanes512(p4, 0, 8) != block_int_q4(&w4[b], &x[b]);
-        bad += lanes512(p4, 8, 8) != block_int_q4(&w4[b + 1], &x[b + 1]);
     }
     for (int64_t b = 0; b < nblocks; b++) {
         bad += lanes256(avx2_q8_block(&w8[b], &x[b])) != block_int_q8(&w8[b], &x[b]);
@@ -259,7 +267,7 @@ static void random_blocks(int64_t nblocks)
         expected e8 = expect(w8, 0, x, nblocks), e4 = expect(w4, 1, x, nblocks);
         float s8 = qt__kernels_scalar.dot_q8_0(w8, x, nblocks);
         float s4 = qt__kernels_scalar.dot_q4_0(w4, x, NULL, nblocks);
-        float v8 = avx512_dot_q8_0(w8, x, nblocks), v4 = avx512_dot_q4_0(w4, x, NULL, nblocks);
+        float v8 = avx512_dot_q8_0(w8, x, nblocks), v4 = avx512_dot_q4_0(w4, x, g, nblocks);
         float a8 = avx2_dot_q8_0(w8, x, nblocks), a4 = avx2_dot_q4_0(w4, x, g, nblocks);
         bad_scalar += !within(s8, e8) + !within(s4, e4);
         if (!within(v8, e8) || !within(v4, e4)) {
@@ -313,7 +321,7 @@ static void non_finite(void)
             qt__group_q4_activations(x, g, N);
             float s8 = qt__kernels_scalar.dot_q8_0(w8, x, N);
             float s4 = qt__kernels_scalar.dot_q4_0(w4, x, NULL, N);
-            float got[4] = {avx512_dot_q8_0(w8, x, N), avx512_dot_q4_0(w4, x, NULL, N),
+            float got[4] = {avx512_dot_q8_0(w8, x, N), avx512_dot_q4_0(w4, x, g, N),
                             avx2_dot_q8_0(w8, x, N), avx2_dot_q4_0(w4, x, g, N)};
             for (int k = 0; k < 4; k++)
                 if (!same_class(got[k], k % 2 ? s4 : s8)) {

@@ -120,7 +120,7 @@ const qt_block_kernels qt__kernels_avx2 = {"avx2", avx2_quantize_activations, av
 /* the activations are a K-vector against N x K weights: AVX2's quantizer
  * is enough there */
 const qt_block_kernels qt__kernels_avx512 = {"avx512", avx2_quantize_activations, avx512_dot_q8_0,
-                                             avx512_dot_q4_0, false};
+                                             avx512_dot_q4_0, true};
 
 /* The OS must save the registers a variant uses (XCR0): a CPU may have
  * AVX-512 that its kernel or hypervisor keeps switched off. */

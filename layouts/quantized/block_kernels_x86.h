@@ -149,24 +149,24 @@ QT_AVX2 static inline __m256i avx2_q4_pair16(const qt_block_q4_0 *w, const int8_
     return _mm256_add_epi16(l, h);
 }
 
-/* sum_j (n_j - 8) q_j of the group's eight blocks, exact, lane l holding
- * block QT_GROUP_ORDER[l]: each horizontal add works within 128-bit
- * halves, pair k's blocks sit in the two halves */
-QT_AVX2 static inline __m256i avx2_q4_group_sums(const qt_block_q4_0 *w, const qt_q4_act_group *g)
+/* The four pairs' 16-bit sums (pair k's blocks in the two 128-bit
+ * halves of p_k, as qt_q4_act_group lays them out) to sum_j (n_j - 8) q_j
+ * of the group's eight blocks, exact, lane l holding block
+ * QT_GROUP_ORDER[l]: each horizontal add works within 128-bit halves */
+QT_AVX2 static inline __m256i avx2_q4_reduce(__m256i p0, __m256i p1, __m256i p2, __m256i p3,
+                                             const qt_q4_act_group *g)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i p0 = avx2_q4_pair16(w, g->lo[0], g->hi[0]);
-    __m256i p1 = avx2_q4_pair16(w + 2, g->lo[1], g->hi[1]);
-    __m256i p2 = avx2_q4_pair16(w + 4, g->lo[2], g->hi[2]);
-    __m256i p3 = avx2_q4_pair16(w + 6, g->lo[3], g->hi[3]);
     __m256i s01 = _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones); /* A A C C | B B D D */
     __m256i s23 = _mm256_madd_epi16(_mm256_hadd_epi16(p2, p3), ones); /* E E G G | F F H H */
     return _mm256_sub_epi32(_mm256_hadd_epi32(s01, s23),
                             _mm256_loadu_si256((const __m256i *)g->sum8));
 }
 
-/* the eight weight scales, float16, in QT_GROUP_ORDER */
-QT_AVX2 static inline __m128i avx2_q4_group_scales(const qt_block_q4_0 *w)
+/* The group's integer sums (avx2_q4_reduce) and, in *scales, its eight
+ * weight scales as float16 in the same lane order */
+QT_AVX2 static inline __m256i avx2_q4_group_sums(const qt_block_q4_0 *w, const qt_q4_act_group *g,
+                                                 __m128i *scales)
 {
     __m128i h = _mm_cvtsi32_si128(w[0].d);
     h = _mm_insert_epi16(h, w[2].d, 1);
@@ -175,30 +175,40 @@ QT_AVX2 static inline __m128i avx2_q4_group_scales(const qt_block_q4_0 *w)
     h = _mm_insert_epi16(h, w[1].d, 4);
     h = _mm_insert_epi16(h, w[3].d, 5);
     h = _mm_insert_epi16(h, w[5].d, 6);
-    return _mm_insert_epi16(h, w[7].d, 7);
+    *scales = _mm_insert_epi16(h, w[7].d, 7);
+    return avx2_q4_reduce(avx2_q4_pair16(w, g->lo[0], g->hi[0]),
+                          avx2_q4_pair16(w + 2, g->lo[1], g->hi[1]),
+                          avx2_q4_pair16(w + 4, g->lo[2], g->hi[2]),
+                          avx2_q4_pair16(w + 6, g->lo[3], g->hi[3]), g);
 }
 
-/* A group is 144 bytes: three prefetches 48 apart reach every 64-byte
+/* The Q4_0 dot product a group at a time through `sums` (one of the two
+ * functions above), the tail of fewer than eight blocks a block at a time.
+ * A group is 144 bytes: three prefetches 48 apart reach every 64-byte
  * line of the stream (two 72 apart could step over one). */
-QT_AVX2 static float avx2_dot_q4_0(const qt_block_q4_0 *w, const qt_block_q8_act *x,
-                                   const qt_q4_act_group *g, int64_t nblocks)
-{
-    __m256 acc = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + QT_GROUP <= nblocks; b += QT_GROUP, g++) {
-        const char *ahead = (const char *)&w[b] + QT_PREFETCH_BYTES;
-        _mm_prefetch(ahead, _MM_HINT_T0);
-        _mm_prefetch(ahead + 48, _MM_HINT_T0);
-        _mm_prefetch(ahead + 96, _MM_HINT_T0);
-        __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(avx2_q4_group_scales(&w[b])),
-                                     _mm256_loadu_ps(g->d));
-        acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(avx2_q4_group_sums(&w[b], g)), acc);
+#define QT_Q4_GROUP_DOT(name, attr, sums)                                                      \
+    attr static float name(const qt_block_q4_0 *w, const qt_block_q8_act *x,                   \
+                           const qt_q4_act_group *g, int64_t nblocks)                          \
+    {                                                                                          \
+        __m256 acc = _mm256_setzero_ps();                                                      \
+        int64_t b = 0;                                                                         \
+        for (; b + QT_GROUP <= nblocks; b += QT_GROUP, g++) {                                  \
+            const char *ahead = (const char *)&w[b] + QT_PREFETCH_BYTES;                       \
+            _mm_prefetch(ahead, _MM_HINT_T0);                                                  \
+            _mm_prefetch(ahead + 48, _MM_HINT_T0);                                             \
+            _mm_prefetch(ahead + 96, _MM_HINT_T0);                                             \
+            __m128i h;                                                                         \
+            __m256i t = sums(&w[b], g, &h);                                                    \
+            __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(g->d));           \
+            acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(t), acc);                          \
+        }                                                                                      \
+        for (; b < nblocks; b++)                                                               \
+            acc = avx2_scaled(avx2_q4_block(&w[b], &x[b]), w[b].d, x[b].d, acc);               \
+        float r = avx2_hsum(acc);                                                              \
+        return QT_FINITE_OR(r, qt_scalar_q4);                                                  \
     }
-    for (; b < nblocks; b++)
-        acc = avx2_scaled(avx2_q4_block(&w[b], &x[b]), w[b].d, x[b].d, acc);
-    float r = avx2_hsum(acc);
-    return QT_FINITE_OR(r, qt_scalar_q4);
-}
+
+QT_Q4_GROUP_DOT(avx2_dot_q4_0, QT_AVX2, avx2_q4_group_sums)
 
 /* The activation blocks of qt__quantize_activations, the same bits (the
  * tests compare them byte for byte): the same maximum, the same 127 / amax,
@@ -279,14 +289,6 @@ QT_AVX512 static inline __m512i avx512_q8_pair(const qt_block_q8_0 *w, const qt_
     return avx512_dot_us(_mm512_abs_epi8(q), s);
 }
 
-QT_AVX512 static inline __m512i avx512_q4_pair(const qt_block_q4_0 *w, const qt_block_q8_act *x)
-{
-    __m512i n = avx512_pair(avx2_q4_nibbles(w[0].qs), avx2_q4_nibbles(w[1].qs));
-    __m512i sums = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(x[0].sum),
-                                           _mm512_set1_epi32(x[1].sum));
-    return _mm512_sub_epi32(avx512_dot_us(n, avx512_act_pair(x)), sums);
-}
-
 #define QT_AVX512_DOT(name, wtype, pair, block, scalar)                                        \
     QT_AVX512 static float name(const wtype *w, const qt_block_q8_act *x, int64_t nblocks)     \
     {                                                                                           \
@@ -307,14 +309,57 @@ QT_AVX512 static inline __m512i avx512_q4_pair(const qt_block_q4_0 *w, const qt_
 
 QT_AVX512_DOT(avx512_dot_q8_0, qt_block_q8_0, avx512_q8_pair, avx2_q8_block,
               qt__kernels_scalar.dot_q8_0)
-QT_AVX512_DOT(avx512_dot_q4_0_blocks, qt_block_q4_0, avx512_q4_pair, avx2_q4_block, qt_scalar_q4)
+/* Q4_0 a group of eight blocks at a time with AVX-512 BW, against the same
+ * regrouped activations.  Every block's scale and its 16 bytes start at
+ * an even offset of the group's 144 bytes (18 k and 18 k + 2), so three
+ * loads and word permutes (vpermt2w) put four blocks' bytes in one
+ * register and the eight scales in one vector, where the AVX2 kernel
+ * loads every block's bytes and scale on its own (8 loads, 4 inserts and
+ * 8 scale inserts a group); the unpack and the multiplies then take half
+ * the instructions in 512 bits, and the sums meet as the AVX2 kernel's
+ * (horizontal adds have no 512-bit form).  It replaces a pair kernel (a
+ * block's unpack and scale each on its own) that ran about 7 cycles a
+ * block on the 16-core Xeon host, which left one thread at 62% of its
+ * STREAM figure (docs/benchmarks.md, fourteenth session); this one is
+ * tested (tests/test_quantized_simde, emulated) but not yet timed on an
+ * AVX-512 machine. */
+static const uint16_t qt_q4_words_abcd[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
+                                              13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
+                                              25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
+/* blocks 4..7 from words 32..95 (the second and third loads) */
+static const uint16_t qt_q4_words_efgh[32] = {5,  6,  7,  8,  9,  10, 11, 12, 14, 15, 16,
+                                              17, 18, 19, 20, 21, 23, 24, 25, 26, 27, 28,
+                                              29, 30, 32, 33, 34, 35, 36, 37, 38, 39};
+/* the scales, word 9 k of block k, in QT_GROUP_ORDER */
+static const uint16_t qt_q4_words_scales[32] = {0, 18, 36, 54, 9, 27, 45, 63};
 
-/* reads the blocks, not the groups (q4_groups is false for this variant) */
-QT_AVX512 static float avx512_dot_q4_0(const qt_block_q4_0 *w, const qt_block_q8_act *x,
-                                       const qt_q4_act_group *g, int64_t nblocks)
+QT_AVX512 static inline __m512i avx512_q4_quad16(__m512i q, const int8_t *lo, const int8_t *hi)
 {
-    (void)g;
-    return avx512_dot_q4_0_blocks(w, x, nblocks);
+    const __m512i low = _mm512_set1_epi8(0xf);
+    __m512i l = _mm512_maddubs_epi16(_mm512_and_si512(q, low), _mm512_loadu_si512(lo));
+    __m512i h = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 4), low),
+                                     _mm512_loadu_si512(hi));
+    return _mm512_add_epi16(l, h);
 }
+
+QT_AVX512 static inline __m256i avx512_q4_group_sums(const qt_block_q4_0 *w,
+                                                     const qt_q4_act_group *g, __m128i *scales)
+{
+    const uint16_t *u = (const uint16_t *)(const void *)w;
+    __m512i z0 = _mm512_loadu_si512(u), z1 = _mm512_loadu_si512(u + 32);
+    /* the group's last 16 bytes; the permute reads only these words of it */
+    __m512i z2 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(u + 64)));
+    __m512i q0 = _mm512_permutex2var_epi16(z0, _mm512_loadu_si512(qt_q4_words_abcd), z1);
+    __m512i q1 = _mm512_permutex2var_epi16(z1, _mm512_loadu_si512(qt_q4_words_efgh), z2);
+    *scales = _mm512_castsi512_si128(
+        _mm512_permutex2var_epi16(z0, _mm512_loadu_si512(qt_q4_words_scales), z1));
+    /* lo[0], lo[1] (and hi) are adjacent: blocks 0..3's activations */
+    __m512i p01 = avx512_q4_quad16(q0, g->lo[0], g->hi[0]);
+    __m512i p23 = avx512_q4_quad16(q1, g->lo[2], g->hi[2]);
+    return avx2_q4_reduce(_mm512_castsi512_si256(p01), _mm512_extracti64x4_epi64(p01, 1),
+                          _mm512_castsi512_si256(p23), _mm512_extracti64x4_epi64(p23, 1), g);
+}
+
+QT_Q4_GROUP_DOT(avx512_dot_q4_0, QT_AVX512, avx512_q4_group_sums)
 
 #endif /* WEFT_LAYOUTS_QUANTIZED_BLOCK_KERNELS_X86_H */
