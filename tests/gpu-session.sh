@@ -205,6 +205,11 @@ qb=$(P bench/quant-bench)
 step cpu_quant_bench 60 "$out/cpu.log" "$qb"
 # the AVX2 block kernels on the same CPU, for the AVX-512 ones' gain
 step cpu_quant_bench_avx2 60 "$out/cpu.log" env WEFT_QUANTIZED_KERNELS=avx2 "$qb"
+# one thread each: where one core, not the memory, sets the pace, the two
+# Q4_0 group kernels' own speeds show (the AVX-512 one untimed elsewhere)
+for k in avx512 avx2; do
+    step cpu_quant_bench_1t 45 "$out/cpu.log" env WEFT_NUM_THREADS=1 WEFT_QUANTIZED_KERNELS=$k "$qb"
+done
 # twice: the test set's inference takes milliseconds on many cores
 for i in 1 2; do
     step cpu_mlp_int8 60 "$out/cpu.log" "$(P weft-train)" --model mlp --device cpu --epochs 1 --quantize \
