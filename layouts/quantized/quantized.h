@@ -129,13 +129,13 @@ typedef struct qt_block_q8_act {
 
 void qt__quantize_activations(const float *x, qt_block_q8_act *y, int64_t nblocks);
 
-/* The same activations regrouped for the AVX2 Q4_0 kernel, eight blocks
- * (b0..b7) to a group, laid out as that kernel loads them: a Q4_0 block's
+/* The same activations regrouped for the AVX2 and AVX-512 Q4_0 kernels,
+ * eight blocks (b0..b7) to a group, laid out as they load them: a Q4_0 block's
  * 16 bytes hold elements 0..15 in their low nibbles and 16..31 in their
  * high ones, so two blocks' bytes in one register give, masked, elements
  * 0..15 of both, and shifted, 16..31 of both; lo and hi are the
- * activations in that order.  The kernel sums the four pairs' products to
- * one integer per block in the lane order QT_GROUP_ORDER (what its
+ * activations in that order.  The kernels sum the four pairs' products to
+ * one integer per block in the lane order QT_GROUP_ORDER (what their
  * horizontal adds leave), so the corrections 8 * sum and the scales are
  * stored in that order too.  block_kernels_x86.h says why. */
 enum { QT_GROUP = 8 };
@@ -153,7 +153,7 @@ void qt__group_q4_activations(const qt_block_q8_act *x, qt_q4_act_group *g, int6
 
 /* Dot products of one row of weight blocks with quantized activations
  * (nblocks each), integer products within a block, one float multiply-add
- * per block; written once per ISA; qt__kernels is the variant chosen at
+ * per block (per group of eight in the vector Q4_0 kernels); written once per ISA; qt__kernels is the variant chosen at
  * load.  All variants sum the same integers: they differ only in the order
  * of the float additions across blocks. */
 typedef struct qt_block_kernels {
