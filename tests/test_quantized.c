@@ -618,6 +618,39 @@ static void test_block_products(const char *name, int layout)
         weft_tensor_release(all[i]);
 }
 
+/* Empty block products (found by fuzz_python_ops: linear of a (3, 0)
+ * input by a (0, 0) weight divided by zero, and a (3, 0) weight was
+ * converted as one of 0 rows): every shape with a size 0, the outputs
+ * being the bias where in_features is 0. */
+static void test_block_empty(const char *name, int layout)
+{
+    static const int64_t cases[][3] = {{3, 0, 2}, {0, 0, 3}, {3, 0, 0}, {0, 64, 2}, {2, 64, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t n = cases[c][0], k = cases[c][1], m = cases[c][2];
+        weft_tensor *wf = NULL, *w = NULL, *wd = NULL, *x = NULL, *b = NULL, *y = NULL;
+        weft_randn(&wf, (int64_t[]){n, k}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        weft_randn(&x, (int64_t[]){m, k}, 2, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        weft_randn(&b, (int64_t[]){n}, 1, WEFT_FLOAT32, WEFT_DEVICE_CPU, NULL);
+        is_int(weft_to_layout(&w, wf, layout), 0, "%s: a (%lld, %lld) weight", name,
+               (long long)n, (long long)k);
+        weft_to_strided(&wd, w);
+        ok(wd && weft_tensor_size(wd, 0) == n && weft_tensor_size(wd, 1) == k,
+           "%s: converts back to (%lld, %lld)", name, (long long)n, (long long)k);
+        is_int(weft_linear(&y, x, w, b), 0, "%s: linear of (%lld, %lld) by it", name,
+               (long long)m, (long long)k);
+        bool shape = y && weft_tensor_size(y, 0) == m && weft_tensor_size(y, 1) == n;
+        int64_t off = 0;
+        for (int64_t i = 0; shape && k == 0 && i < m * n; i++) /* every output its bias */
+            off += ((const float *)weft_tensor_data_ptr(y))[i] !=
+                   ((const float *)weft_tensor_data_ptr(b))[i % n];
+        ok(shape && off == 0, "%s: (%lld, %lld)%s (%lld off)", name, (long long)m, (long long)n,
+           k == 0 ? ", each row the bias" : "", (long long)off);
+        weft_tensor *all[] = {wf, w, wd, x, b, y};
+        for (int i = 0; i < 6; i++)
+            weft_tensor_release(all[i]);
+    }
+}
+
 /* The products keep helper threads between calls, one call using them at
  * a time: calls from several threads at once (the others start threads
  * of their own) must each get the whole, same result, and the helpers
@@ -722,6 +755,8 @@ static void test_blocks(void)
     test_block_round_trip("q8_0 2.1 MiB", q8, 0.5f / 127 + 127.0f / 127 / 2048, 8192, 256);
     test_block_products("q8_0", q8);
     test_block_products("q4_0", q4);
+    test_block_empty("q8_0", q8);
+    test_block_empty("q4_0", q4);
     test_block_products_concurrent(q4);
 }
 

@@ -284,10 +284,42 @@ def quantized_call(fdp, fn):
 
 
 @atheris.instrument_func
+def block_call(fdp):
+    """weft.nn.functional.linear(x, W) or weft.matmul(W, v) with W in
+    ggml's q8_0 or q4_0 blocks: 0-3 rows of 0-17 blocks (the vector Q4_0
+    kernels take groups of eight and finish a tail block by block), random
+    values with now and then a special float in W or x, and an x of W's
+    width mostly (0-3 rows, or a vector)."""
+    layout = ("q8_0", "q4_0")[fdp.ConsumeIntInRange(0, 1)]
+    rows, k = fdp.ConsumeIntInRange(0, 3), 32 * fdp.ConsumeIntInRange(0, 17)
+    weft.manual_seed(fdp.ConsumeIntInRange(0, 1 << 16))
+    w = weft.randn(rows, k) * FLOATS[fdp.ConsumeIntInRange(0, 4)]
+    if rows and k and fdp.ConsumeIntInRange(0, 3) == 0:
+        w[fdp.ConsumeIntInRange(0, rows - 1), fdp.ConsumeIntInRange(0, k - 1)] = \
+            FLOATS[fdp.ConsumeIntInRange(0, len(FLOATS) - 1)]
+    wq = weft.to_layout(w, layout)
+    width = k if fdp.ConsumeIntInRange(0, 7) else fdp.ConsumeIntInRange(0, 40)
+    x = weft.randn(width) if fdp.ConsumeIntInRange(0, 3) == 0 else \
+        weft.randn(fdp.ConsumeIntInRange(0, 3), width)
+    if x.numel() and fdp.ConsumeIntInRange(0, 3) == 0:
+        x.view(-1)[fdp.ConsumeIntInRange(0, x.numel() - 1)] = \
+            FLOATS[fdp.ConsumeIntInRange(0, len(FLOATS) - 1)]
+    if VERBOSE:
+        print("block call %s %r %r" % (layout, list(w.shape), list(x.shape)), file=sys.stderr,
+              flush=True)
+    if x.dim() == 1 and fdp.ConsumeBool():
+        return weft.matmul(wq, x)
+    bias = None if fdp.ConsumeBool() else weft.randn(rows if fdp.ConsumeIntInRange(0, 3) else 1)
+    return weft.nn.functional.linear(x, wq, bias)
+
+
+@atheris.instrument_func
 def call(fdp):
     method = fdp.ConsumeBool()
     if method:
         fn = getattr(small_tensor(fdp), METHODS[fdp.ConsumeIntInRange(0, len(METHODS) - 1)])
+    elif fdp.ConsumeIntInRange(0, 15) == 0:
+        return block_call(fdp)
     elif MODULE_FUNCTIONS and fdp.ConsumeIntInRange(0, 7) == 0:
         fn = MODULE_FUNCTIONS[fdp.ConsumeIntInRange(0, len(MODULE_FUNCTIONS) - 1)]
         if fn.__module__.endswith("quantized.functional") and fdp.ConsumeIntInRange(0, 3):
