@@ -94,23 +94,21 @@ QT_AVX2 static inline __m256 avx2_scaled(__m256i isum, uint16_t dw, float dx, __
 #define QT_PREFETCH_BYTES 4096
 /* Two accumulators over alternate blocks: one would make every block wait
  * on the last one's multiply-add latency. */
-#define QT_AVX2_DOT(name, wtype, block, scalar)                                               \
-    QT_AVX2 static float name(const wtype *w, const qt_block_q8_act *x, int64_t nblocks)      \
-    {                                                                                          \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                        \
-        int64_t b = 0;                                                                         \
-        for (; b + 2 <= nblocks; b += 2) {                                                     \
-            _mm_prefetch((const char *)&w[b] + QT_PREFETCH_BYTES, _MM_HINT_T0);               \
-            acc0 = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, acc0);                     \
-            acc1 = avx2_scaled(block(&w[b + 1], &x[b + 1]), w[b + 1].d, x[b + 1].d, acc1);     \
-        }                                                                                      \
-        if (b < nblocks)                                                                       \
-            acc0 = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, acc0);                     \
-        float r = avx2_hsum(_mm256_add_ps(acc0, acc1));                                        \
-        return QT_FINITE_OR(r, scalar);                                                        \
+QT_AVX2 static float avx2_dot_q8_0(const qt_block_q8_0 *w, const qt_block_q8_act *x,
+                                   int64_t nblocks)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nblocks; b += 2) {
+        _mm_prefetch((const char *)&w[b] + QT_PREFETCH_BYTES, _MM_HINT_T0);
+        acc0 = avx2_scaled(avx2_q8_block(&w[b], &x[b]), w[b].d, x[b].d, acc0);
+        acc1 = avx2_scaled(avx2_q8_block(&w[b + 1], &x[b + 1]), w[b + 1].d, x[b + 1].d, acc1);
     }
-
-QT_AVX2_DOT(avx2_dot_q8_0, qt_block_q8_0, avx2_q8_block, qt__kernels_scalar.dot_q8_0)
+    if (b < nblocks)
+        acc0 = avx2_scaled(avx2_q8_block(&w[b], &x[b]), w[b].d, x[b].d, acc0);
+    float r = avx2_hsum(_mm256_add_ps(acc0, acc1));
+    return QT_FINITE_OR(r, qt__kernels_scalar.dot_q8_0);
+}
 
 /* the scalar Q4_0 kernel as QT_FINITE_OR calls it */
 static inline float qt_scalar_q4(const qt_block_q4_0 *w, const qt_block_q8_act *x, int64_t nblocks)
@@ -289,26 +287,24 @@ QT_AVX512 static inline __m512i avx512_q8_pair(const qt_block_q8_0 *w, const qt_
     return avx512_dot_us(_mm512_abs_epi8(q), s);
 }
 
-#define QT_AVX512_DOT(name, wtype, pair, block, scalar)                                        \
-    QT_AVX512 static float name(const wtype *w, const qt_block_q8_act *x, int64_t nblocks)     \
-    {                                                                                           \
-        __m512 acc = _mm512_setzero_ps();                                                       \
-        int64_t b = 0;                                                                          \
-        for (; b + 2 <= nblocks; b += 2) {                                                      \
-            _mm_prefetch((const char *)&w[b] + QT_PREFETCH_BYTES, _MM_HINT_T0);                \
-            __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(w[b].d) * x[b].d), \
-                                            _mm512_set1_ps(_cvtsh_ss(w[b + 1].d) * x[b + 1].d)); \
-            acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(pair(&w[b], &x[b])), acc);             \
-        }                                                                                       \
-        __m256 tail = _mm256_setzero_ps();                                                      \
-        if (b < nblocks)                                                                        \
-            tail = avx2_scaled(block(&w[b], &x[b]), w[b].d, x[b].d, tail);                      \
-        float r = _mm512_reduce_add_ps(acc) + avx2_hsum(tail);                                  \
-        return QT_FINITE_OR(r, scalar);                                                         \
+QT_AVX512 static float avx512_dot_q8_0(const qt_block_q8_0 *w, const qt_block_q8_act *x,
+                                       int64_t nblocks)
+{
+    __m512 acc = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nblocks; b += 2) {
+        _mm_prefetch((const char *)&w[b] + QT_PREFETCH_BYTES, _MM_HINT_T0);
+        __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_cvtsh_ss(w[b].d) * x[b].d),
+                                        _mm512_set1_ps(_cvtsh_ss(w[b + 1].d) * x[b + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(avx512_q8_pair(&w[b], &x[b])), acc);
     }
+    __m256 tail = _mm256_setzero_ps();
+    if (b < nblocks)
+        tail = avx2_scaled(avx2_q8_block(&w[b], &x[b]), w[b].d, x[b].d, tail);
+    float r = _mm512_reduce_add_ps(acc) + avx2_hsum(tail);
+    return QT_FINITE_OR(r, qt__kernels_scalar.dot_q8_0);
+}
 
-QT_AVX512_DOT(avx512_dot_q8_0, qt_block_q8_0, avx512_q8_pair, avx2_q8_block,
-              qt__kernels_scalar.dot_q8_0)
 /* Q4_0 a group of eight blocks at a time with AVX-512 BW, against the same
  * regrouped activations.  Every block's scale and its 16 bytes start at
  * an even offset of the group's 144 bytes (18 k and 18 k + 2), so three

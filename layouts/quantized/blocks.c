@@ -157,17 +157,6 @@ static int blocks_alloc(qt_blocks *b, size_t bytes)
     return rc;
 }
 
-/* The rows of a tensor's last dimension: the product of the other sizes,
- * counted so (not numel / last size) because a last size of 0 leaves
- * rows to fill (a (3, 0) weight has 3 outputs, each its bias) */
-static int64_t leading_numel(const weft_tensor *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i + 1 < weft_tensor_ndim(t); i++)
-        n *= weft_tensor_size(t, i);
-    return n;
-}
-
 static int from_strided(weft_tensor **out, const weft_tensor *src, qt_format format)
 {
     const char *name = format_names[format];
@@ -189,7 +178,7 @@ static int from_strided(weft_tensor **out, const weft_tensor *src, qt_format for
     if (rc < 0)
         return rc;
     qt_blocks *b = calloc(1, sizeof *b);
-    int64_t cols = weft_tensor_size(c, -1), rows = leading_numel(c);
+    int64_t cols = weft_tensor_size(c, -1), rows = qt__leading_numel(c);
     size_t bytes = (size_t)(rows * (cols / QT_BLOCK)) * block_bytes(format);
     rc = b ? blocks_alloc(b, bytes) : WEFT_ENOMEM;
     if (rc < 0) {
@@ -348,7 +337,7 @@ static int block_linear(weft_tensor **out, const char *op, const weft_tensor *in
     }
     if (rc == 0)
         rc = product_parallel(w, weft_tensor_data_ptr(x), bc ? weft_tensor_data_ptr(bc) : NULL,
-                              weft_tensor_data_ptr(y), leading_numel(x));
+                              weft_tensor_data_ptr(y), qt__leading_numel(x));
     weft_tensor_release(f);
     weft_tensor_release(x);
     weft_tensor_release(bf);

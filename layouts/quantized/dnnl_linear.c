@@ -610,9 +610,7 @@ static int linear_kernel(weft_call *call, void *ctx)
     (void)eng;
     qt_affine *qx = weft_tensor_layout_payload(x), *qw = weft_tensor_layout_payload(w);
     int64_t n = weft_tensor_size(w, 0), k = weft_tensor_size(w, 1);
-    int64_t m = 1; /* the rows: every size but the last (numel / k fails for k = 0) */
-    for (int d = 0; d + 1 < weft_tensor_ndim(x); d++)
-        m *= weft_tensor_size(x, d);
+    int64_t m = qt__leading_numel(x); /* the rows (numel / k fails for k = 0) */
     /* float32 weight scales, as oneDNN takes them */
     float *w_scales = malloc(sizeof(float) * (size_t)(n ? n : 1));
     /* an input zero point goes into the bias (qt__weight_sums says why):

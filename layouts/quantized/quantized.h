@@ -101,6 +101,17 @@ typedef struct qt_block_q4_0 {
 
 typedef enum qt_format { QT_Q8_0 = 0, QT_Q4_0 = 1 } qt_format;
 
+/* The rows of a tensor's last dimension: the product of the other sizes,
+ * counted so (not numel / last size) because a last size of 0 leaves
+ * rows to fill (a (3, 0) weight has 3 outputs, each its bias) */
+static inline int64_t qt__leading_numel(const weft_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i + 1 < weft_tensor_ndim(t); i++)
+        n *= weft_tensor_size(t, i);
+    return n;
+}
+
 typedef struct qt_blocks {
     qt_format format;
     int64_t rows, cols; /* cols: the last dimension, a multiple of 32 */
