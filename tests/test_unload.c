@@ -114,6 +114,10 @@ typedef struct late_job {
     weft_tensor *held;  /* a storage on latedev, from its allocator */
     weft_tensor *flags; /* late_wait_'s start and end flags */
     int alloc_rc, call_rc;
+    int miss_rc;             /* the call made before late_wait_ had its kernel */
+    char miss_msg[1024];     /* and its message */
+    weft_registrar *missed;  /* defines late_missed_: "a call has missed" */
+    int missed_rc;
 } late_job;
 
 static void *late_allocate(void *arg)
@@ -137,11 +141,20 @@ static void *late_call(void *arg)
     double t0 = now_ms();
     while ((job->call_rc = weft_op_find(&op, "late_wait_")) < 0 && now_ms() - t0 < LATE_WAIT_MS)
         sched_yield();
-    if (job->call_rc == 0) {
-        weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = job->flags},
-                              {.tag = WEFT_VALUE_INT, .u.i = 300}};
-        job->call_rc = weft_call_boxed(op, args, 2, NULL, 0);
-    }
+    if (job->call_rc < 0)
+        return NULL;
+    weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = job->flags},
+                          {.tag = WEFT_VALUE_INT, .u.i = 300}};
+    /* init holds the kernel back until this call has missed it: the miss
+     * must answer while init runs, not wait for the loader */
+    job->miss_rc = weft_call_boxed(op, args, 2, NULL, 0);
+    snprintf(job->miss_msg, sizeof job->miss_msg, "%s", weft_last_error());
+    job->missed_rc = weft_registrar_create(&job->missed, "late_test");
+    if (job->missed_rc == 0)
+        job->missed_rc = weft_register_op(job->missed, "late_missed_(Tensor(a!) self) -> ()", NULL);
+    while ((job->call_rc = weft_call_boxed(op, args, 2, NULL, 0)) == WEFT_ENOKERNEL &&
+           now_ms() - t0 < LATE_WAIT_MS)
+        sched_yield(); /* until init has registered the kernel */
     return NULL;
 }
 
@@ -264,19 +277,29 @@ int main(void)
 
     /* an init that fails while other threads use what it registered: a
      * storage on its device type and a call of its kernel */
-    late_job late = {NULL, NULL, -1, -1};
+    late_job late = {NULL, NULL, -1, -1, -1, "", NULL, -1};
     weft_zeros(&late.flags, &two, 1, WEFT_INT32, WEFT_DEVICE_CPU);
     _Atomic int32_t *late_flags = weft_tensor_data_ptr(late.flags);
     pthread_t ta, tc;
     pthread_create(&ta, NULL, late_allocate, &late);
     pthread_create(&tc, NULL, late_call, &late);
     is_int(weft_load_plugin(tp("test-lateinit.so")), WEFT_EPLUGIN, "an init that fails after others used it");
-    like(weft_last_error(), "after 1 allocation(s) on latedev and late_wait_ running",
-         "it failed while a storage on latedev was alive and its kernel ran");
+    like(weft_last_error(),
+         "after 1 allocation(s) on latedev, a call that missed late_wait_'s kernel and "
+         "late_wait_ running",
+         "it failed after a call had missed the kernel, while a storage on latedev was alive "
+         "and its kernel ran");
     is_int(atomic_load(&late_flags[1]), 1, "the kernel had finished when the load returned");
     like(weft_last_error(), "its library stays loaded: 1 storage", "says why the library stays");
     pthread_join(ta, NULL);
     pthread_join(tc, NULL);
+    is_int(late.miss_rc, WEFT_ENOKERNEL, "a call before init registered the kernel missed it");
+    like(late.miss_msg, "late_wait_: no kernel for dispatch keys",
+         "with the usual message, given while init ran");
+    like(late.miss_msg, "loaded plugins: (the loader is busy loading or unloading one)",
+         "which does not wait for the loader to list the plugins");
+    is_int(late.missed_rc, 0, "then the thread defined late_missed_, which init waited for");
+    weft_registrar_destroy(late.missed);
     is_int(late.alloc_rc, 0, "the allocation on latedev succeeded during init");
     is_int(late.call_rc, 0, "and so did the kernel's call");
     is_int(weft_device_type_from_name("latedev"), WEFT_ENOTFOUND, "latedev is gone");

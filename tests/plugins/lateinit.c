@@ -2,12 +2,18 @@
  * other threads have used what it registered.  It registers a device type
  * "latedev" (host memory, tests/host_device.h) and an operator
  * late_wait_(self, ms) whose CPU kernel sleeps, stores 1 into self[0] when it
- * starts and into self[1] when it ends; then init waits until some thread
- * has allocated on latedev and another is inside late_wait_, and fails.
- * The wait's bound (120 s) is only there so that a broken test ends: under
+ * starts and into self[1] when it ends.  Before registering that kernel, init
+ * waits until a thread has called late_wait_ and missed it: the test thread
+ * says so by defining an operator "late_missed_".  A call that misses a
+ * kernel while an init runs once waited for the loader (its error message
+ * lists the loaded plugins) until the init ended, which here never came.
+ * Then init waits until some thread has allocated on latedev and another is
+ * inside late_wait_, and fails.
+ * The waits' bound (120 s) is only there so that a broken test ends: under
  * the sanitizers on a loaded 2-core machine the threads took more than the
- * 10 s it once was to get there, and the test failed for the timing.  The loader must close the library neither under the sleeping
- * kernel nor while that storage, whose deleter is this library's, lives. */
+ * 10 s it once was to get there, and the test failed for the timing.  The
+ * loader must close the library neither under the sleeping kernel nor while
+ * that storage, whose deleter is this library's, lives. */
 #include <stdatomic.h>
 #include <time.h>
 
@@ -58,16 +64,21 @@ static int init(weft_registrar *reg)
     int rc = weft_register_device_type(reg, "latedev", &iface, &alloc, &type);
     if (rc == 0)
         rc = weft_register_op(reg, "late_wait_(Tensor(a!) self, int ms) -> ()", NULL);
-    if (rc == 0)
-        rc = weft_register_kernel(reg, "late_wait_", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU,
-                                  late_wait, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    const weft_op *missed = NULL;
+    for (int i = 0; i < 120000 && weft_op_find(&missed, "late_missed_") < 0; i++)
+        sleep_ms(1);
+    rc = weft_register_kernel(reg, "late_wait_", WEFT_KEY_DENSE, WEFT_DEVICE_TYPE_CPU, late_wait,
+                              NULL, NULL);
     if (rc < 0)
         return rc;
     for (int i = 0; i < 120000 && !(atomic_load(&allocations) && atomic_load(&kernel_started)); i++)
         sleep_ms(1);
-    return weft_set_error(WEFT_EINVAL, "lateinit: simulated failure after %d allocation(s) on "
-                                       "latedev and %s",
+    return weft_set_error(WEFT_EINVAL,
+                          "lateinit: simulated failure after %d allocation(s) on latedev, %s and %s",
                           atomic_load(&allocations),
+                          missed ? "a call that missed late_wait_'s kernel" : "no missed call",
                           atomic_load(&kernel_started) ? "late_wait_ running" : "no kernel call");
 }
 
