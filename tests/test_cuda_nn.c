@@ -109,6 +109,8 @@ static void plan_checks(void)
        "pool plan: output lengths as torch computes them (floor, ceil, ceil's last window inside)");
     ok(wfc_plan_pool_out(1, 3, 1, 0, 1, false) == 0, "pool plan: a window larger than the input "
        "gives no output");
+    ok(wfc_plan_pool_out(1, 3, 3, 0, 1, true) == 1, "pool plan: but one with ceil_mode, as torch "
+       "(the CPU plugin's and the CUDA plan's rules once differed here)");
     wfc_conv2d cg;
     const int64_t in[4] = {2, 6, 9, 11}, wt[4] = {4, 3, 3, 3};
     ok(wfc_plan_conv2d(&cg, in, 4, wt, 4, (const int64_t[]){2}, 1, (const int64_t[]){1}, 1,

@@ -161,5 +161,26 @@ int main(void)
     weft_tensor_release(r);
     weft_tensor_release(t);
     weft_registrar_destroy(reg);
+    /* weft_pool_output_size: torch's pooling_output_shape (values checked
+     * against torch 1.13's max_pool2d output sizes) */
+    ok(weft_pool_output_size(28, 2, 0, 2, 1, false) == 14 &&
+           weft_pool_output_size(7, 2, 0, 2, 1, false) == 3 &&
+           weft_pool_output_size(7, 2, 0, 2, 1, true) == 4 &&
+           weft_pool_output_size(5, 3, 1, 2, 1, true) == 3 &&
+           weft_pool_output_size(5, 2, 0, 3, 1, true) == 2,
+       "pool output size: floor, ceil, ceil's last window inside the input");
+    ok(weft_pool_output_size(1, 3, 0, 3, 1, true) == 1 &&
+           weft_pool_output_size(1, 3, 0, 4, 1, true) == 1 &&
+           weft_pool_output_size(2, 3, 1, 3, 1, true) == 1,
+       "with ceil_mode a window larger than the input still gives one output, as torch");
+    ok(weft_pool_output_size(1, 3, 0, 3, 1, false) == 0 &&
+           weft_pool_output_size(1, 3, 0, 2, 1, true) == 0,
+       "and 0 where torch finds the output too small");
+    /* expected values from Python's unbounded integers */
+    ok(weft_pool_output_size(INT64_MAX, 1, 0, 1, 1, true) == INT64_MAX &&
+           weft_pool_output_size(INT64_MAX, 1, INT64_MAX, 1, 1, false) == INT64_MAX &&
+           weft_pool_output_size(4, INT64_MAX, 0, 1, INT64_MAX, true) == 0 &&
+           weft_pool_output_size(INT64_MAX, 2, INT64_MAX / 2, INT64_MAX, 1, true) == 2,
+       "sizes near 2^63 give 0, the size or a saturated one, no overflow (UBSan in sanitizers.sh)");
     return done_testing();
 }

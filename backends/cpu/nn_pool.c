@@ -320,17 +320,6 @@ static const range_fn forward_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = pool_fo
 static const range_fn backward_loops[WEFT_NUM_DTYPES] = {[WEFT_FLOAT32] = pool_backward_float32,
                                                          [WEFT_FLOAT64] = pool_backward_float64};
 
-/* PyTorch's pooling_output_shape */
-static int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil,
-                           bool ceil_mode)
-{
-    int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-    int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
-    if (ceil_mode && (out - 1) * stride >= in + pad)
-        out--;
-    return out;
-}
-
 /* The plane layout of self ([N, C, H, W] or [C, H, W]). */
 static int plane_layout(const char *op, const weft_tensor *self, pool_geometry *g)
 {
@@ -390,7 +379,7 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
                               (long long)g->padding[0], (long long)g->padding[1],
                               (long long)g->kernel[0], (long long)g->kernel[1]);
     /* a window too large to compute with (kernel, dilation or stride near
-     * 2^63: found by fuzz_call_boxed, a signed overflow in pooled_size) is
+     * 2^63: found by fuzz_call_boxed, a signed overflow in the output size) is
      * refused before any arithmetic on it; no real input comes close */
     const int64_t big = (int64_t)1 << 40;
     for (int i = 0; i < 2; i++)
@@ -402,8 +391,10 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
                                   (long long)g->stride[0], (long long)g->stride[1],
                                   (long long)g->padding[0], (long long)g->padding[1],
                                   (long long)g->dilation[0], (long long)g->dilation[1]);
-    g->OH = pooled_size(g->H, g->kernel[0], g->padding[0], g->stride[0], g->dilation[0], ceil_mode);
-    g->OW = pooled_size(g->W, g->kernel[1], g->padding[1], g->stride[1], g->dilation[1], ceil_mode);
+    g->OH = weft_pool_output_size(g->H, g->kernel[0], g->padding[0], g->stride[0], g->dilation[0],
+                                   ceil_mode);
+    g->OW = weft_pool_output_size(g->W, g->kernel[1], g->padding[1], g->stride[1], g->dilation[1],
+                                   ceil_mode);
     if (g->OH < 1 || g->OW < 1)
         return weft_set_error(WEFT_ESHAPE, "%s: output size is too small (%lldx%lld) for an "
                               "input of %lldx%lld", op, (long long)g->OH, (long long)g->OW,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <weft/plugin.h>
 #include <weft/weft.h>
 
 #include "plan.h"
@@ -243,13 +244,7 @@ int wfc_plan_pool2d(wfc_pool2d *p, const int64_t *kernel, int nk, const int64_t 
 
 int64_t wfc_plan_pool_out(int64_t in, int k, int s, int p, int d, bool ceil_mode)
 {
-    int64_t span = in + 2 * (int64_t)p - (int64_t)d * (k - 1) - 1;
-    if (span < 0)
-        return 0;
-    int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-    if (ceil_mode && (out - 1) * s >= in + p)
-        out--;
-    return out;
+    return weft_pool_output_size(in, k, p, s, d, ceil_mode);
 }
 
 static int two_of(int64_t *out, const int64_t *v, int n, int64_t fallback)

@@ -102,8 +102,8 @@ typedef struct wfc_pool2d {
 int wfc_plan_pool2d(wfc_pool2d *p, const int64_t *kernel, int nk, const int64_t *stride, int ns,
                     const int64_t *padding, int np, const int64_t *dilation, int nd, char *err,
                     int errlen);
-/* The output length of one axis; a window must start inside the input or
- * its left padding (ceil_mode's last window included). */
+/* The output length of one axis: weft_pool_output_size (weft/plugin.h),
+ * torch's rule; 0 where no window fits. */
 int64_t wfc_plan_pool_out(int64_t in, int k, int s, int p, int d, bool ceil_mode);
 
 /* A 2-D convolution's geometry: input [n, c, h, w], weight

@@ -204,6 +204,33 @@ static inline int weft_return_tensor(weft_call *call, int i, weft_tensor *t)
     return 0;
 }
 
+/* The number of pooling windows along one dimension, as PyTorch's
+ * pooling_output_shape: (in + 2 pad - dilation (kernel - 1) - 1, plus
+ * stride - 1 with ceil_mode) / stride rounded toward minus infinity, plus 1;
+ * with ceil_mode one less where the last window would start past the input
+ * and its left padding.  So with ceil_mode a window larger than the input
+ * still gives one output (torch's max_pool2d of a 1 x 1 plane, kernel 3,
+ * stride 3).  Below 1 no window fits: returns 0 then, for the caller's
+ * error.  In 128 bits, so that sizes near 2^63 give 0 or a saturated
+ * INT64_MAX, never an overflow.  stride must be >= 1.  Every pooling
+ * kernel (the CPU, CUDA and HIP plugins, the quantized layout, plugins out
+ * of tree) uses this one rule.  Pure; thread-safe. */
+__extension__ typedef __int128 weft_int128_; /* GCC and Clang; quiet under -pedantic */
+static inline int64_t weft_pool_output_size(int64_t in, int64_t kernel, int64_t pad,
+                                            int64_t stride, int64_t dilation, bool ceil_mode)
+{
+    weft_int128_ num = (weft_int128_)in + 2 * (weft_int128_)pad -
+                       (weft_int128_)dilation * ((weft_int128_)kernel - 1) - 1 +
+                       (ceil_mode ? (weft_int128_)stride - 1 : 0);
+    weft_int128_ q = num / stride;
+    if (num % stride != 0 && num < 0)
+        q--; /* toward minus infinity */
+    weft_int128_ out = q + 1;
+    if (ceil_mode && (out - 1) * stride >= (weft_int128_)in + pad)
+        out--;
+    return out < 1 ? 0 : out > INT64_MAX ? INT64_MAX : (int64_t)out;
+}
+
 /* A boxed kernel.  ctx is what was given at registration.  Returns 0 or a
  * negative code after setting a message with weft_set_error. */
 typedef int (*weft_kernel_fn)(weft_call *call, void *ctx);

@@ -245,23 +245,6 @@ static int64_t pool_grain(int64_t bytes_per_item)
     return g > 1 ? g : 1;
 }
 
-/* One pooled extent as torch computes it (ceil_mode: the last window must
- * start inside the input or its left padding). */
-static int64_t pooled_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
-{
-    /* in 128 bits: a kernel or dilation near 2^63 (fuzz_python_ops) must
-     * give "no window", not a wrapped size; and a window that does not fit
-     * the padded input gives none (division truncates toward zero, which
-     * made one of a span between -s and 0) */
-    __int128 span = (__int128)n + 2 * (__int128)p - (__int128)d * (k - 1) - 1;
-    if (span < 0)
-        return 0;
-    __int128 out = (span + (ceil ? s - 1 : 0)) / s + 1;
-    if (ceil && (out - 1) * s >= (__int128)n + p)
-        out--;
-    return out > INT64_MAX ? INT64_MAX : (int64_t)out;
-}
-
 /* An int[] of 1 or 2 entries (or none: dflt) as a pair. */
 static bool pool_pair(const weft_call *call, int i, int64_t out[2], const int64_t *dflt, int64_t min)
 {
@@ -316,8 +299,8 @@ static int max_pool_kernel(weft_call *call, void *ctx)
         return weft_set_error(WEFT_ESHAPE, "%s: the input's planes are empty (%lld x %lld); "
                                            "only its batch may be 0",
                               op, (long long)h, (long long)w);
-    int64_t oh = pooled_size(h, k[0], s[0], p[0], d[0], ceil);
-    int64_t ow = pooled_size(w, k[1], s[1], p[1], d[1], ceil);
+    int64_t oh = weft_pool_output_size(h, k[0], p[0], s[0], d[0], ceil);
+    int64_t ow = weft_pool_output_size(w, k[1], p[1], s[1], d[1], ceil);
     if (oh < 1 || ow < 1)
         return weft_set_error(WEFT_ESHAPE, "%s: the output would be empty (%lld x %lld)", op,
                               (long long)oh, (long long)ow);

@@ -106,6 +106,11 @@ MODULES = [
     ("MaxPool2d(2)", "nn.MaxPool2d(2)", (2, 3, 8, 8), {}),
     ("MaxPool2d(3, stride=2, padding=1, ceil_mode=True)",
      "nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)", (2, 3, 8, 7), {}),
+    # windows larger than the plane: ceil_mode still gives one output
+    ("MaxPool2d(5, stride=5, ceil_mode=True) over 3 x 4",
+     "nn.MaxPool2d(5, stride=5, ceil_mode=True)", (2, 3, 3, 4), {}),
+    ("AvgPool2d(5, 5, 2, ceil_mode=True) over 3 x 4",
+     "nn.AvgPool2d(5, 5, 2, ceil_mode=True)", (2, 3, 3, 4), {}),
     ("AvgPool2d(3, 2, 1, count_include_pad=False)",
      "nn.AvgPool2d(3, 2, 1, count_include_pad=False)", (2, 3, 8, 7), {}),
     ("AdaptiveAvgPool2d((2, 3))", "nn.AdaptiveAvgPool2d((2, 3))", (2, 3, 7, 8), {}),

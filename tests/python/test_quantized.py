@@ -288,6 +288,11 @@ def elementwise_pooling_cat_as_torch():
          torch.nn.functional.max_pool2d(qa, 3, 2, 1)),
         ("max_pool2d, ceil_mode, dilation 2", weft.max_pool2d(wa, [2, 3], [2, 2], [1, 1], [2, 2], True),
          torch.nn.functional.max_pool2d(qa, (2, 3), 2, 1, 2, ceil_mode=True)),
+        # a window larger than the plane: with ceil_mode torch still gives
+        # one output (the plugin once said "empty" here)
+        ("max_pool2d, ceil_mode, window larger than the plane",
+         weft.max_pool2d(wa, [11, 13], [11, 13], [0, 0], [1, 1], True),
+         torch.nn.functional.max_pool2d(qa, (11, 13), (11, 13), 0, ceil_mode=True)),
         ("max_pool2d, 3-D", weft.max_pool2d(weft.quantized_select(wa, 0, 0), [2, 2], [2, 2], [0, 0], [1, 1]),
          torch.nn.functional.max_pool2d(qa[0], 2)),
         ("adaptive_avg_pool2d", weft.adaptive_avg_pool2d(wa, [4, 3]),
