@@ -1099,12 +1099,11 @@ WEFT_API int weft_plugin_report_string(char **out)
 }
 
 /* One line for error messages: which plugins are loaded and where the
- * loader looked. */
-/* It waits for the loader at most about 100 ms: a call that misses a
- * kernel while another thread loads a plugin must not wait for that load
- * (a GPU plugin's init takes seconds, and an init may itself wait for the
- * call; tests/test_unload.c), so it may say "busy" instead of the list.  The
- * thread running an init gets the recursive mutex at once. */
+ * loader looked.  It waits for the loader at most about 100 ms: a call
+ * that misses a kernel while another thread loads a plugin must not wait
+ * for that load (a GPU plugin's init takes seconds, and an init may itself
+ * wait for the call; tests/test_unload.c), so it may say "busy" instead of
+ * the list.  The thread running an init gets the recursive mutex at once. */
 void wp__loader_summary(char *buf, size_t size)
 {
     bool locked = false;
