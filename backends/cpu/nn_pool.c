@@ -379,8 +379,10 @@ static int pool_geometry_of(const char *op, pool_kind kind, const weft_value *ar
                               (long long)g->padding[0], (long long)g->padding[1],
                               (long long)g->kernel[0], (long long)g->kernel[1]);
     /* a window too large to compute with (kernel, dilation or stride near
-     * 2^63: found by fuzz_call_boxed, a signed overflow in the output size) is
-     * refused before any arithmetic on it; no real input comes close */
+     * 2^63: found by fuzz_call_boxed as a signed overflow in the output
+     * size) is refused: weft_pool_output_size now takes any int64 in 128
+     * bits, but the loops' window arithmetic (kernel products, row * stride
+     * + tap * dilation) stays in int64; no real input comes close */
     const int64_t big = (int64_t)1 << 40;
     for (int i = 0; i < 2; i++)
         if (g->kernel[i] > big || g->dilation[i] > big || g->stride[i] > big || g->padding[i] > big)
