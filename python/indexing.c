@@ -622,11 +622,13 @@ int wpy_tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
     int layout = weft_tensor_layout(WPY_T(self));
     int flags = layout ? weft_layout_flags(layout) : 0;
     if (flags > 0 && (flags & WEFT_LAYOUT_VIEWS_COPY)) {
+        /* torch's words for its sparse layouts; the layout named always */
         const char *name = weft_layout_name(layout);
+        bool sparse = name && strncmp(name, "sparse", 6) == 0;
         PyErr_Format(PyExc_TypeError,
-                     "Cannot assign to a %s tensor: its views are copies (layout '%s'; "
-                     "convert it with to_dense() first)",
-                     name && strncmp(name, "sparse", 6) == 0 ? "sparse" : "layout", name);
+                     "Cannot assign to a %stensor of layout '%s': its views are copies "
+                     "(convert it with to_dense() first)",
+                     sparse ? "sparse " : "", name);
         return -1;
     }
     parsed_key k;

@@ -118,7 +118,7 @@ static int fail_keeping(void)
 
 static int init(weft_registrar *reg)
 {
-    static const weft_layout_interface iface = {
+    static weft_layout_interface iface = {
         .struct_size = sizeof iface,
         .name = "constant",
         .release = release,
@@ -127,6 +127,7 @@ static int init(weft_registrar *reg)
         .describe = describe,
         .nbytes = nbytes,
     };
+    iface.flags = getenv("CONSTLAYOUT_VIEWS_COPY") ? WEFT_LAYOUT_VIEWS_COPY : 0;
     int rc = weft_register_layout(reg, &iface, &layout_id);
     int key = rc == 0 ? weft_layout_key(layout_id) : rc;
     if (key < 0)

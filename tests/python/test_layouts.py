@@ -3,6 +3,8 @@ conversions with autograd through them, the refusals (DLPack's is a
 BufferError), printing, and weft.layouts(), with the constant-valued test
 layout (tests/plugins/constlayout.c)."""
 import os
+import subprocess
+import sys
 
 import weft
 from taplib import Skip, done, eq, raises, test
@@ -63,6 +65,40 @@ def refusals():
     raises(RuntimeError, c.transpose, 0, 0, contains="layout 'constant'")
     raises(BufferError, c.__dlpack__, contains="layout 'constant'")
     raises(RuntimeError, weft.arange(4.0).to_layout, "constant", contains="not a constant tensor")
+
+
+@test
+def assignment_refused_where_views_copy():
+    """t[i] = x on a plugin layout that declares WEFT_LAYOUT_VIEWS_COPY: a TypeError naming it, the tensor unchanged"""
+    needs_plugin()
+    # the flag is read at the plugin's load, so a process of its own loads it
+    # with CONSTLAYOUT_VIEWS_COPY set
+    code = """
+import weft
+weft.load_plugin(%r)
+c = weft.full((2, 3), 2.5).to_layout("constant")
+for key in (0, (slice(None), 1), Ellipsis):
+    try:
+        c[key] = 5.0
+        print("assigned")
+    except TypeError as e:
+        print("TypeError:", e)
+print(c.to_strided().tolist())
+""" % plugin
+    env = dict(os.environ, CONSTLAYOUT_VIEWS_COPY="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    eq(r.returncode, 0, r.stderr)
+    lines = r.stdout.splitlines()
+    want = ("TypeError: Cannot assign to a tensor of layout 'constant': its views are copies "
+            "(convert it with to_dense() first)")
+    eq(lines[:3], [want] * 3, r.stdout)
+    eq(lines[3], str([[2.5] * 3] * 2), "the tensor is unchanged")
+    # without the flag the same assignment reaches select, which refuses
+    # the layout by name (a RuntimeError, not a silent write)
+    c = weft.full((2, 3), 2.5).to_layout("constant")
+    raises(RuntimeError, c.__setitem__, 0, 5.0, contains="layout 'constant'")
+    eq(c.to_strided().tolist(), [[2.5] * 3] * 2)
 
 
 @test
