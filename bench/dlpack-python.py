@@ -4,7 +4,7 @@ elements, each import and the release of its result.  The pairs run
 interleaved, many rounds, and each row keeps its best round, so a busy
 machine slows both columns alike.  Needs numpy and torch (Debian's
 python3-numpy, python3-torch); run with the package importable, e.g.
-    PYTHONPATH=python/pkg WEFT_PLUGIN_PATH=.libs /usr/bin/python3 bench/dlpack-python.py
+    PYTHONPATH=python/pkg WEFT_PLUGIN_PATH=$PWD/.libs /usr/bin/python3 bench/dlpack-python.py
 """
 import sys
 import timeit

@@ -12,7 +12,7 @@ the DataLoader's batches, forward, backward, optimizer step; not the data
 loading nor the test pass).  Needs Debian's python3-torch and
 dataset-fashion-mnist; from a build tree:
 
-    PYTHONPATH=python/pkg WEFT_PLUGIN_PATH=.libs /usr/bin/python3 bench/python-train.py \
+    PYTHONPATH=python/pkg WEFT_PLUGIN_PATH=$PWD/.libs /usr/bin/python3 bench/python-train.py \
         --model mlp --threads 2 --rounds 3 [--limit N]
 
 libgomp's spinning workers are told to sleep (OMP_WAIT_POLICY=PASSIVE,

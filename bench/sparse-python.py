@@ -16,7 +16,7 @@ frameworks in one process that a training loop, running one framework's
 steps back to back, does not have.  Each row prints the best call and the
 median of all timed calls per side.  Every row first checks that both
 results agree.  Run with the package importable, e.g.
-    PYTHONPATH=python/pkg WEFT_PLUGIN_PATH=.libs /usr/bin/python3 bench/sparse-python.py
+    PYTHONPATH=python/pkg WEFT_PLUGIN_PATH=$PWD/.libs /usr/bin/python3 bench/sparse-python.py
 """
 import statistics
 import sys

@@ -661,6 +661,11 @@ static PyMethodDef module_methods[] = {
      "_adagrad_step(params, grads, state_sums, steps, lr, lr_decay, weight_decay, "
      "initial_accumulator_value, eps, maximize): weft_adagrad_step"},
     {"_layout", wpy_layout_of, METH_O, "_layout(t): the name of t's layout (Tensor.layout)"},
+    {"_set_layout_class", wpy_set_layout_class, METH_O,
+     "_set_layout_class(cls): the class of Tensor.layout's objects (weft._layout.layout)"},
+    {"_set_layout_to_dtype", wpy_set_layout_to_dtype, METH_VARARGS,
+     "_set_layout_to_dtype(name, fn): fn(tensor, dtype) converts tensors of the layout "
+     "called name for Tensor.to and the converters (None removes it)"},
     {"_layouts", wpy_layouts, METH_NOARGS,
      "_layouts(): [(id, name, plugin)] of the registered layouts (weft.layouts)"},
     {"_to_layout", wpy_to_layout, METH_VARARGS,

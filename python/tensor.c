@@ -204,6 +204,21 @@ static PyObject *get_T(PyObject *self, void *unused)
     return wpy_wrap_rc(weft_permute(&out, WPY_T(self), dims, n), &out);
 }
 
+static PyObject *get_is_sparse(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(wpy_layout_is(WPY_T(self), "sparse_coo"));
+}
+
+static PyObject *get_is_sparse_csr(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(wpy_layout_is(WPY_T(self), "sparse_csr"));
+}
+
+static PyObject *get_is_quantized(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(wpy_layout_is(WPY_T(self), "quantized"));
+}
+
 static PyGetSetDef tensor_getset[] = {
     {"shape", get_shape, NULL, "the sizes, a tuple", NULL},
     {"dtype", get_dtype, NULL, "the dtype", NULL},
@@ -214,6 +229,11 @@ static PyGetSetDef tensor_getset[] = {
     {"is_leaf", get_is_leaf, NULL, "whether no recorded operation made it", NULL},
     {"grad_fn", get_grad_fn, NULL, "the name of the backward node that made it, or None", NULL},
     {"T", get_T, NULL, "the dimensions reversed (a view)", NULL},
+    {"layout", wpy_tensor_layout, NULL, "the tensor's layout (weft.strided, or a plugin's)", NULL},
+    {"is_sparse", get_is_sparse, NULL, "True for a sparse COO tensor, as torch's", NULL},
+    {"is_sparse_csr", get_is_sparse_csr, NULL, "True for a sparse CSR tensor, as torch's", NULL},
+    {"is_quantized", get_is_quantized, NULL, "whether the tensor is of the quantized layout",
+     NULL},
     {NULL},
 };
 
@@ -315,6 +335,12 @@ static PyObject *m_detach(PyObject *self, PyObject *unused)
 
 static PyObject *m_clone(PyObject *self, PyObject *unused)
 {
+    /* a plugin layout's tensor through the clone operator, whose kernel for
+     * the layout keeps it (empty_like below would make a strided tensor) */
+    if (weft_tensor_layout(WPY_T(self))) {
+        weft_value arg = {.tag = WEFT_VALUE_TENSOR, .u.tensor = WPY_T(self)};
+        return wpy_call_op("clone", &arg, 1);
+    }
     /* a copy that autograd sees: empty_like + copy_ records CopyBackwards */
     weft_tensor *out = NULL;
     int rc = weft_empty_like(&out, WPY_T(self));
@@ -381,13 +407,69 @@ static PyObject *m_backward(PyObject *self, PyObject *args, PyObject *kwargs)
 
 /* to(device), to(dtype), to(device, dtype), to(other), to(dtype=..., device=...):
  * self when nothing changes, as in PyTorch. */
+/* to()'s conversion, and the converters' (float(), ...): self itself when
+ * nothing changes and no copy is asked for, as torch's.  device NULL keeps
+ * the device; dtype WEFT_DTYPE_UNSET keeps the dtype.  A plugin layout's
+ * tensor converts its dtype through the hook its module registered
+ * (layout.c), where there is one. */
+static PyObject *convert_to(PyObject *self, weft_dtype dtype, const weft_device *device, bool copy)
+{
+    weft_tensor *t = WPY_T(self);
+    if ((!device || weft_device_equal(*device, weft_tensor_device(t))) &&
+        (dtype == WEFT_DTYPE_UNSET || dtype == weft_tensor_dtype(t))) {
+        if (copy)
+            return PyObject_CallMethod(self, "clone", NULL);
+        Py_INCREF(self);
+        return self;
+    }
+    PyObject *cur = self;
+    Py_INCREF(cur);
+    if (device && !weft_device_equal(*device, weft_tensor_device(t))) {
+        weft_tensor *moved = NULL;
+        int rc = weft_to_device(&moved, t, *device);
+        Py_DECREF(cur);
+        if (!(cur = wpy_wrap_rc(rc, &moved)))
+            return NULL;
+    }
+    if (dtype == WEFT_DTYPE_UNSET || dtype == weft_tensor_dtype(WPY_T(cur)))
+        return cur;
+    PyObject *hook = wpy_layout_to_dtype_hook(WPY_T(cur)), *r;
+    if (hook) {
+        PyObject *d = wpy_dtype_object(dtype);
+        r = d ? PyObject_CallFunctionObjArgs(hook, cur, d, NULL) : NULL;
+        Py_XDECREF(d);
+    } else {
+        weft_tensor *converted = NULL;
+        r = wpy_wrap_rc(weft_to_dtype(&converted, WPY_T(cur), dtype), &converted);
+    }
+    Py_DECREF(cur);
+    return r;
+}
+
+/* torch's memory_format argument: weft tensors have one memory format (the
+ * strides a result is given), so only the default is taken. */
+static int check_memory_format(PyObject *memory_format, const char *fn)
+{
+    if (!memory_format || memory_format == Py_None)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s: memory_format is not supported (weft has one memory "
+                 "format); pass None, got %.100s", fn, Py_TYPE(memory_format)->tp_name);
+    return -1;
+}
+
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"a", "b", "dtype", "device", "copy", NULL};
-    PyObject *a = NULL, *b = NULL, *dtype_o = NULL, *device_o = NULL;
-    int copy = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOp", kwlist, &a, &b, &dtype_o,
-                                     &device_o, &copy))
+    static char *kwlist[] = {"a", "b", "dtype", "device", "non_blocking", "copy",
+                             "memory_format", NULL};
+    PyObject *a = NULL, *b = NULL, *dtype_o = NULL, *device_o = NULL, *memory_format = NULL;
+    int copy = 0, non_blocking = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOppO", kwlist, &a, &b, &dtype_o,
+                                     &device_o, &non_blocking, &copy, &memory_format))
+        return NULL;
+    /* non_blocking is taken and ignored: weft's copies between devices
+     * return when done, which a non-blocking copy's user may wait for */
+    (void)non_blocking;
+    if (check_memory_format(memory_format, "to") < 0)
         return NULL;
     PyObject *pos[2] = {a, b}, *other = NULL;
     for (int i = 0; i < 2; i++) {
@@ -397,41 +479,47 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs)
             dtype_o = pos[i];
         else if (wpy_tensor_check(pos[i]))
             other = pos[i]; /* to(other): other's dtype and device, as torch */
+        else if (pos[i] == Py_None)
+            continue;
         else
             device_o = pos[i];
     }
-    weft_tensor *t = WPY_T(self);
     weft_dtype dtype;
-    weft_device device = weft_tensor_device(t);
+    weft_device device = weft_tensor_device(WPY_T(self));
     if (wpy_parse_dtype(dtype_o, &dtype) < 0 || (device_o && wpy_parse_device(device_o, &device) < 0))
         return NULL;
     if (other) {
         dtype = weft_tensor_dtype(WPY_T(other));
         device = weft_tensor_device(WPY_T(other));
     }
-    weft_tensor *cur = weft_tensor_retain(t);
-    int rc = 0;
-    if (!weft_device_equal(device, weft_tensor_device(cur))) {
-        weft_tensor *moved = NULL;
-        rc = weft_to_device(&moved, cur, device);
-        weft_tensor_release(cur);
-        cur = moved;
-    }
-    if (rc == 0 && dtype != WEFT_DTYPE_UNSET && (dtype != weft_tensor_dtype(cur) || copy)) {
-        weft_tensor *converted = NULL;
-        rc = weft_to_dtype(&converted, cur, dtype);
-        weft_tensor_release(cur);
-        cur = converted;
-    }
-    if (rc < 0)
-        return wpy_raise(rc);
-    if (cur == t) {
-        weft_tensor_release(cur);
-        Py_INCREF(self);
-        return self;
-    }
-    return wpy_wrap(cur);
+    return convert_to(self, dtype, &device, copy);
 }
+
+/* float(), double(), ...: to(dtype), in C since they are called as often as
+ * to() */
+#define CONVERTER(fn, dtype)                                                               \
+    static PyObject *m_##fn(PyObject *self, PyObject *args, PyObject *kwargs)              \
+    {                                                                                      \
+        static char *kwlist[] = {"memory_format", NULL};                                   \
+        PyObject *memory_format = NULL;                                                    \
+        if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", kwlist, &memory_format) ||    \
+            check_memory_format(memory_format, #fn) < 0)                                   \
+            return NULL;                                                                   \
+        return convert_to(self, dtype, NULL, false);                                       \
+    }
+CONVERTER(float, WEFT_FLOAT32)
+CONVERTER(double, WEFT_FLOAT64)
+CONVERTER(half, WEFT_FLOAT16)
+CONVERTER(bfloat16, WEFT_BFLOAT16)
+CONVERTER(long, WEFT_INT64)
+CONVERTER(int, WEFT_INT32)
+CONVERTER(short, WEFT_INT16)
+CONVERTER(char, WEFT_INT8)
+CONVERTER(byte, WEFT_UINT8)
+CONVERTER(bool, WEFT_BOOL)
+CONVERTER(cfloat, WEFT_COMPLEX64)
+CONVERTER(cdouble, WEFT_COMPLEX128)
+#undef CONVERTER
 
 /* The shape arguments of view methods: f(2, 3) or f((2, 3)). */
 static int shape_args(PyObject *args, int64_t *v, int *n)
@@ -574,7 +662,32 @@ static PyMethodDef tensor_methods[] = {
     {"backward", (PyCFunction)(void (*)(void))m_backward, METH_VARARGS | METH_KEYWORDS,
      "backward(gradient=None, retain_graph=None, create_graph=False)"},
     {"to", (PyCFunction)(void (*)(void))m_to, METH_VARARGS | METH_KEYWORDS,
-     "to(device or dtype, *, dtype=None, device=None, copy=False)"},
+     "to(device or dtype or other, *, dtype=None, device=None, non_blocking=False, "
+     "copy=False, memory_format=None)"},
+    {"float", (PyCFunction)(void (*)(void))m_float, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.float32): self when it already is float32"},
+    {"double", (PyCFunction)(void (*)(void))m_double, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.float64): self when it already is float64"},
+    {"half", (PyCFunction)(void (*)(void))m_half, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.float16): self when it already is float16"},
+    {"bfloat16", (PyCFunction)(void (*)(void))m_bfloat16, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.bfloat16): self when it already is bfloat16"},
+    {"long", (PyCFunction)(void (*)(void))m_long, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.int64): self when it already is int64"},
+    {"int", (PyCFunction)(void (*)(void))m_int, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.int32): self when it already is int32"},
+    {"short", (PyCFunction)(void (*)(void))m_short, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.int16): self when it already is int16"},
+    {"char", (PyCFunction)(void (*)(void))m_char, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.int8): self when it already is int8"},
+    {"byte", (PyCFunction)(void (*)(void))m_byte, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.uint8): self when it already is uint8"},
+    {"bool", (PyCFunction)(void (*)(void))m_bool, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.bool): self when it already is bool"},
+    {"cfloat", (PyCFunction)(void (*)(void))m_cfloat, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.complex64): self when it already is complex64"},
+    {"cdouble", (PyCFunction)(void (*)(void))m_cdouble, METH_VARARGS | METH_KEYWORDS,
+     "self.to(weft.complex128): self when it already is complex128"},
     {"view", m_view, METH_VARARGS, NULL},
     {"reshape", m_reshape, METH_VARARGS, NULL},
     {"_make_subclass", (PyCFunction)(void (*)(void))m_make_subclass,

@@ -43,6 +43,17 @@ PyObject *wpy_layout_of(PyObject *module, PyObject *arg);
 PyObject *wpy_layouts(PyObject *module, PyObject *unused);
 PyObject *wpy_to_layout(PyObject *module, PyObject *args);
 PyObject *wpy_to_strided(PyObject *module, PyObject *arg);
+/* _C._set_layout_class(cls): the class Tensor.layout's objects are made by
+ * (weft._layout.layout); Tensor.layout is the getter */
+PyObject *wpy_set_layout_class(PyObject *module, PyObject *cls);
+PyObject *wpy_tensor_layout(PyObject *self, void *unused);
+/* 1 when t's layout is called name ("strided" for strided), else 0 */
+int wpy_layout_is(const weft_tensor *t, const char *name);
+/* _C._set_layout_to_dtype(name, fn or None): fn(tensor, dtype) converts a
+ * tensor of that layout for to() and the converters; the hook for t's
+ * layout (borrowed), or NULL for strided and layouts without one */
+PyObject *wpy_set_layout_to_dtype(PyObject *module, PyObject *args);
+PyObject *wpy_layout_to_dtype_hook(const weft_tensor *t);
 
 /* module.c */
 /* Sets the Python exception for weft error code rc, carrying

@@ -56,10 +56,6 @@ def _name_of(target):
                     % type(target).__name__)
 
 
-def _get_layout(self):
-    return layout(_C._layout(self))
-
-
 def _to_layout(self, target):
     """This tensor in another layout (a new tensor; itself when already in
     it).  Differentiable: the gradient flows back converted."""
@@ -71,7 +67,9 @@ def _to_strided(self):
     return _C._to_strided(self)
 
 
-_C.Tensor.layout = property(_get_layout, doc="the tensor's layout (weft.strided, or a plugin's)")
+# Tensor.layout is a C getter (python/layout.c) that makes its objects with
+# this class once per layout
+_C._set_layout_class(layout)
 _C.Tensor.to_layout = _to_layout
 _C.Tensor.to_strided = _to_strided
 # torch's name for the conversion to strided

@@ -49,11 +49,7 @@ def _make_per_channel_quantized_tensor(input, scales, zero_points, axis):
     return _op("make_per_channel_quantized_tensor")(input, scales, zero_points, int(axis))
 
 
-def _is_quantized(self):
-    return _C._layout(self) == "quantized"
-
-
-_C.Tensor.is_quantized = property(_is_quantized, doc="whether the tensor is of the quantized layout")
+# Tensor.is_quantized is a C getter (python/tensor.c)
 # torch returns Python numbers for these three
 _C.Tensor.q_scale = lambda self: _C.q_scale(self).item()
 _C.Tensor.q_zero_point = lambda self: int(_C.q_zero_point(self).item())

@@ -47,19 +47,7 @@ Tensor.__new__ = _tensor_new
 # ----------------------------------------------------------- conversions
 
 
-def _converter(dtype):
-    def convert(self, memory_format=None):
-        return self.to(dtype)
-
-    convert.__doc__ = "self.to(weft.%s): self when it already is %s" % (dtype.name, dtype.name)
-    return convert
-
-
-for _name, _dtype in [("float", _C.float32), ("double", _C.float64), ("half", _C.float16),
-                      ("bfloat16", _C.bfloat16), ("long", _C.int64), ("int", _C.int32),
-                      ("short", _C.int16), ("char", _C.int8), ("byte", _C.uint8),
-                      ("bool", _C.bool), ("cfloat", _C.complex64), ("cdouble", _C.complex128)]:
-    setattr(Tensor, _name, _converter(_dtype))
+# float(), double(), ... are C methods (python/tensor.c), as to() is
 
 _LEGACY_NAMES = {_C.float32: "FloatTensor", _C.float64: "DoubleTensor", _C.float16: "HalfTensor",
                  _C.bfloat16: "BFloat16Tensor", _C.int64: "LongTensor", _C.int32: "IntTensor",

@@ -9,8 +9,8 @@ like every other operator: ``weft.sparse_coo_tensor``,
 with a sparse operand.  This module adds what torch spells differently
 from a schema: ``weft.sparse.mm``/``addmm``/``sum``, and the Tensor
 members that torch makes Python numbers or properties (``_nnz()``,
-``is_coalesced()``, ``sparse_dim()``, ``dense_dim()``, ``is_sparse``,
-``is_sparse_csr``).  Without the plugin the module still imports; its
+``is_coalesced()``, ``sparse_dim()``, ``dense_dim()``; ``is_sparse``
+and ``is_sparse_csr`` are on every tensor).  Without the plugin the module still imports; its
 functions then raise the dispatcher's error for the missing operator.
 """
 
@@ -82,10 +82,6 @@ def embedding_sparse(input, weight, padding_idx=-1):
     return _EmbeddingSparse.apply(weight, input, padding_idx)
 
 
-def _is_layout(t, name):
-    return t.layout == name
-
-
 def _install():
     T = _C.Tensor
     as_int = {"_nnz": int, "sparse_dim": int, "dense_dim": int, "is_coalesced": bool}
@@ -100,16 +96,8 @@ def _install():
         member.__name__ = name
         member.__doc__ = "torch's Tensor.%s(): a Python %s" % (name, conv.__name__)
         setattr(T, name, member)
-    # Tensor.clone is empty_like + copy_ (so autograd sees a copy), and
-    # empty_like makes a strided tensor: a sparse tensor clones through the
-    # clone operator, which keeps its layout
-    strided_clone = T.clone
-
-    def clone(self):
-        """a copy of the tensor, in its layout"""
-        return strided_clone(self) if self.layout == "strided" else _C.clone(self)
-
-    T.clone = clone
+    # Tensor.clone of a plugin layout's tensor goes through the clone
+    # operator, which keeps its layout (python/tensor.c)
     # to_dense through the plugin's operator, whose gradient for a sparse
     # input keeps the input's pattern (grad.sparse_mask(input), as torch's),
     # rather than _layout.py's core conversion (the whole gradient's nonzeros)
@@ -121,56 +109,26 @@ def _install():
 
         def to_dense(self):
             """this tensor in the strided layout (itself when already strided)"""
-            if _is_layout(self, "sparse_coo") or _is_layout(self, "sparse_csr"):
+            if self.is_sparse or self.is_sparse_csr:
                 return to_dense_op(self)
             return core_to_dense(self)
 
         T.to_dense = to_dense
     # to(dtype) and the converters (float(), double(), type(), type_as())
     # of a sparse tensor through the plugin's sparse_to_dtype, which keeps
-    # the layout (the core's dtype conversion takes strided tensors only);
-    # the device part of to() goes to the core as before
+    # the layout (the core's dtype conversion takes strided tensors only):
+    # Tensor.to (python/tensor.c) calls it for these layouts; the device
+    # part of to() is the core's
     to_dtype_op = getattr(_C, "sparse_to_dtype", None)
     if to_dtype_op is not None:
-        core_to = T.to
-
-        def to(self, *args, **kwargs):
-            """torch's Tensor.to(): dtype, device or another tensor's both"""
-            lay = self.layout  # (read once: to() is called often on strided tensors)
-            if lay != "sparse_coo" and lay != "sparse_csr":
-                return core_to(self, *args, **kwargs)
-            dtype, rest = kwargs.pop("dtype", None), []
-            for a in args:
-                if isinstance(a, _C.dtype) and dtype is None:
-                    dtype = a
-                elif isinstance(a, T):  # to(other): its dtype and device
-                    dtype = a.dtype
-                    rest.append(a.device)
-                else:
-                    rest.append(a)
-            copy = kwargs.pop("copy", False)
-            kwargs.pop("non_blocking", None)
-            kwargs.pop("memory_format", None)
-            out = self
-            if dtype is not None and dtype != self.dtype:
-                out = to_dtype_op(self, dtype)
-            if rest or kwargs:
-                moved = core_to(out, *rest, **kwargs)
-                out = moved
-            if copy and out is self:
-                out = _C.clone(self)
-            return out
-
-        T.to = to
+        _C._set_layout_to_dtype("sparse_coo", to_dtype_op)
+        _C._set_layout_to_dtype("sparse_csr", to_dtype_op)
     # weft.sparse_coo and weft.sparse_csr, as torch.sparse_coo/sparse_csr
     import weft
 
     weft.sparse_coo = layout("sparse_coo")
     weft.sparse_csr = layout("sparse_csr")
-    T.is_sparse = property(lambda self: _is_layout(self, "sparse_coo"),
-                           doc="True for a sparse COO tensor, as torch's")
-    T.is_sparse_csr = property(lambda self: _is_layout(self, "sparse_csr"),
-                               doc="True for a sparse CSR tensor, as torch's")
+    # Tensor.is_sparse and is_sparse_csr are C getters (python/tensor.c)
 
 
 _install()

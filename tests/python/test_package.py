@@ -360,6 +360,33 @@ def threads_and_seed():
 
 
 @test
+def to_arguments_as_torch():
+    """to(): non_blocking and memory_format=None taken, copy=True always copies, to(None) keeps; the converters take memory_format"""
+    t = weft.tensor([[1.5, -2.0], [3.0, 0.0]], requires_grad=True)
+    # the training loop's x.to(device, non_blocking=True)
+    assert t.to("cpu", non_blocking=True) is t
+    assert t.to(weft.float32, memory_format=None) is t
+    assert t.float(memory_format=None) is t and t.float() is t
+    eq(t.double(memory_format=None).dtype, weft.float64)
+    # copy=True: a new tensor even where nothing changes (torch's rule), the
+    # gradient flowing back through it
+    for c in (t.to(copy=True), t.to("cpu", copy=True), t.to(weft.float32, copy=True)):
+        assert c is not t and c.data_ptr() != t.data_ptr()
+        eq(c.tolist(), t.tolist())
+        eq(c.requires_grad, True)
+    t.to(copy=True).sum().backward()
+    eq(t.grad.tolist(), [[1.0, 1.0], [1.0, 1.0]])
+    c = t.to(weft.float64, copy=True)
+    eq((c.dtype, c.tolist()), (weft.float64, t.tolist()))
+    raises(TypeError, t.to, memory_format="channels_last", contains="memory_format")
+    raises(TypeError, t.half, memory_format=3, contains="half: memory_format")
+    raises(TypeError, t.to, weft.float32, "cpu", "cpu")
+    # Tensor.layout and the is_* members: one object per layout, on any tensor
+    assert t.layout is weft.strided and t.layout is t.detach().layout
+    eq((t.is_sparse, t.is_sparse_csr, t.is_quantized), (False, False, False))
+
+
+@test
 def tensor_habits():
     """float/double/long/int/half/bool/type/zero_/new_*/view_as/expand_as/data/is_cuda"""
     t = weft.tensor([[1.5, -2.0], [3.0, 0.0]])
