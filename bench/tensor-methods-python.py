@@ -1,7 +1,7 @@
 """bench/tensor-methods-python.py — the Tensor members that training and
 inference code calls on every step or every parameter (to() that changes
 nothing, to(dtype), to(device, non_blocking=True), float(), clone(),
-.layout, .is_sparse), per call, weft against PyTorch side by side in one
+.device, .is_cuda, .layout, .is_sparse), per call, weft against PyTorch side by side in one
 run, on the same 4-element float32 CPU tensor, so that the call's own cost
 is what is timed.  The pairs run interleaved, many rounds, and each row
 keeps its best round.  Needs torch (Debian's python3-torch); run with the
@@ -26,6 +26,8 @@ rows = [
     ("x.to(float64)", lambda: w.to(weft.float64), lambda: t.to(torch.float64)),
     ("x.float(), already float32", lambda: w.float(), lambda: t.float()),
     ("x.clone()", lambda: w.clone(), lambda: t.clone()),
+    ("x.device", lambda: w.device, lambda: t.device),
+    ("x.is_cuda", lambda: w.is_cuda, lambda: t.is_cuda),
     ("x.layout", lambda: w.layout, lambda: t.layout),
     ("x.is_sparse", lambda: w.is_sparse, lambda: t.is_sparse),
 ]

@@ -137,7 +137,13 @@ static PyObject *py_set_device_class(PyObject *m, PyObject *cls)
     }
     Py_INCREF(cls);
     Py_XSETREF(device_class, cls);
+    wpy_device_cache_clear(); /* objects of the class before */
     Py_RETURN_NONE;
+}
+
+PyObject *wpy_device_class(void)
+{
+    return device_class;
 }
 
 /* _parse_device(str) -> (type id, index): the core's parse of a device

@@ -461,7 +461,23 @@ static int bind(const sig *s, PyObject *prefix, PyObject *args, PyObject *kwargs
     int positional = 0;
     while (positional < s->nargs && !s->args[positional].kwonly)
         positional++;
-    if (npos > positional) {
+    /* torch takes the one int list of a method whose only other argument is
+     * self as varargs too: x.repeat(2, 1), x.flip(0, 1), x.tile(2, 1)
+     * (its parser's allow_varargs_intlist).  The same function serves
+     * weft.flip(x, 0, 1), which torch refuses: a harmless superset. */
+    bool varargs = !prefix && positional == 2 && npos > 2 && s->args[1].type == A_INT_LIST;
+    if (varargs) {
+        PyObject *packed = PyTuple_GetSlice(args, 1, npos);
+        if (!packed)
+            return -1;
+        int rc = convert(&s->args[1], packed, &b->values[1], b, 1, why, why_size);
+        Py_DECREF(packed); /* the ints are copied into b */
+        if (rc)
+            return rc;
+        b->objects[1] = NULL;
+        set[1] = true;
+        npos = 1;
+    } else if (npos > positional) {
         snprintf(why, why_size, "takes %d positional arguments but %zd were given", positional,
                  npos);
         return 1;

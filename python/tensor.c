@@ -132,11 +132,61 @@ static PyObject *get_dtype(PyObject *self, void *unused)
     return wpy_dtype_object(weft_tensor_dtype(WPY_T(self)));
 }
 
+/* Tensor.device: a weft.device, made once per device by the class the
+ * package hands over (module.c) and cached here by type and index, with a
+ * copy of the type's name, since an unloaded plugin's type id can come back
+ * under another name; the string before the package has set the class.
+ * Read per step by training code (zeros(..., device=x.device)), so C. */
+enum { CACHED_INDICES = 16 };
+static struct {
+    PyObject *obj;
+    char *type_name;
+} device_cache[WEFT_MAX_DEVICE_TYPES][CACHED_INDICES];
+
+void wpy_device_cache_clear(void)
+{
+    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++)
+        for (int i = 0; i < CACHED_INDICES; i++) {
+            Py_CLEAR(device_cache[t][i].obj);
+            free(device_cache[t][i].type_name);
+            device_cache[t][i].type_name = NULL;
+        }
+}
+
 static PyObject *get_device(PyObject *self, void *unused)
 {
+    weft_device d = weft_tensor_device(WPY_T(self));
+    const char *type_name = weft_device_type_name(d.type);
+    bool cacheable = type_name && d.type >= 0 && d.type < WEFT_MAX_DEVICE_TYPES && d.index >= 0 &&
+                     d.index < CACHED_INDICES;
+    if (cacheable) {
+        PyObject *o = device_cache[d.type][d.index].obj;
+        if (o && strcmp(device_cache[d.type][d.index].type_name, type_name) == 0)
+            return Py_NewRef(o);
+    }
     char name[80];
-    weft_device_to_string(weft_tensor_device(WPY_T(self)), name, sizeof name);
-    return PyUnicode_FromString(name);
+    weft_device_to_string(d, name, sizeof name);
+    PyObject *cls = wpy_device_class();
+    if (!cls)
+        return PyUnicode_FromString(name);
+    PyObject *o = PyObject_CallFunction(cls, "s", name);
+    char *copy = o && cacheable ? strdup(type_name) : NULL;
+    if (copy) {
+        Py_XSETREF(device_cache[d.type][d.index].obj, Py_NewRef(o));
+        free(device_cache[d.type][d.index].type_name);
+        device_cache[d.type][d.index].type_name = copy;
+    }
+    return o;
+}
+
+static PyObject *get_is_cuda(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(weft_tensor_device(WPY_T(self)).type == WEFT_DEVICE_TYPE_CUDA);
+}
+
+static PyObject *get_is_cpu(PyObject *self, void *unused)
+{
+    return PyBool_FromLong(weft_tensor_device(WPY_T(self)).type == WEFT_DEVICE_TYPE_CPU);
 }
 
 static PyObject *get_ndim(PyObject *self, void *unused)
@@ -222,7 +272,9 @@ static PyObject *get_is_quantized(PyObject *self, void *unused)
 static PyGetSetDef tensor_getset[] = {
     {"shape", get_shape, NULL, "the sizes, a tuple", NULL},
     {"dtype", get_dtype, NULL, "the dtype", NULL},
-    {"device", get_device, NULL, "the device, a string such as 'cpu'", NULL},
+    {"device", get_device, NULL, "the device, a weft.device (device.type, device.index)", NULL},
+    {"is_cuda", get_is_cuda, NULL, "whether the tensor is on a CUDA device", NULL},
+    {"is_cpu", get_is_cpu, NULL, "whether the tensor is on the CPU", NULL},
     {"ndim", get_ndim, NULL, "the number of dimensions", NULL},
     {"requires_grad", get_requires_grad, set_requires_grad, "whether autograd records it", NULL},
     {"grad", get_grad, set_grad, "the accumulated gradient, or None", NULL},

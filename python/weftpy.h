@@ -68,6 +68,8 @@ PyObject *wpy_dtype_object(weft_dtype d);
 /* None -> WEFT_DTYPE_UNSET; a weft.dtype; a torch-style name ("float32").
  * Returns -1 with TypeError set otherwise. */
 int wpy_parse_dtype(PyObject *o, weft_dtype *out);
+/* weft.device (borrowed), or NULL before the package has set it */
+PyObject *wpy_device_class(void);
 /* None -> cpu; "cpu", "cuda:1"; a (DLPack code, id) pair is not a device. */
 int wpy_parse_device(PyObject *o, weft_device *out);
 
@@ -77,6 +79,8 @@ PyObject *wpy_factory_result(int rc, weft_tensor *t, int requires_grad);
 
 /* tensor.c */
 int wpy_tensor_init_type(PyObject *module);
+/* Drops Tensor.device's cached objects (when the device class changes) */
+void wpy_device_cache_clear(void);
 /* Wraps a new reference (stolen).  t NULL: returns NULL (an error is
  * expected to be set already). */
 PyObject *wpy_wrap(weft_tensor *t);

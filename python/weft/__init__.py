@@ -65,4 +65,3 @@ from . import quantization  # noqa: E402,F401
 # the sparse layouts' torch-style functions and Tensor members (issue 16)
 from . import sparse  # noqa: E402
 
-_C._set_device_class(device)

@@ -69,13 +69,6 @@ def _name(o):
     return type(o).__name__
 
 
-_by_string = {}
-
-
-def _of_tensor(string):
-    # Tensor.device: the C getter gives "cpu" or "cuda:1"; one device object
-    # per string, made once
-    d = _by_string.get(string)
-    if d is None:
-        d = _by_string[string] = device(string)
-    return d
+# Tensor.device (a C getter) makes its objects with this class, once per
+# device; device arguments may be of it too
+_C._set_device_class(device)

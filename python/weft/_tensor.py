@@ -7,7 +7,7 @@ they are its methods like any other."""
 import numbers
 
 from . import _C
-from ._device import _of_tensor, device
+from ._device import device
 from ._layout import strided as _strided
 
 Tensor = _C.Tensor
@@ -100,14 +100,8 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
 Tensor.cpu = _cpu
 Tensor.cuda = _cuda
 
-# Tensor.device: a weft.device instead of the C getter's string
-_device_string = Tensor.__dict__["device"].__get__
-Tensor.device = property(lambda self: _of_tensor(_device_string(self)),
-                         doc="the device, a weft.device (device.type, device.index)")
-Tensor.is_cuda = property(lambda self: _device_string(self).startswith("cuda"),
-                          doc="whether the tensor is on a CUDA device")
-Tensor.is_cpu = property(lambda self: _device_string(self) == "cpu",
-                         doc="whether the tensor is on the CPU")
+# Tensor.device, is_cuda and is_cpu are C getters (python/tensor.c); the
+# device objects are weft.device's, which weft/__init__.py hands to _C
 
 # ------------------------------------------------------------- in place
 

@@ -387,6 +387,23 @@ def to_arguments_as_torch():
 
 
 @test
+def int_list_as_varargs():
+    """x.repeat(2, 1), x.flip(0, 1), x.tile(2, 1): a method's one int list taken as varargs, as torch"""
+    x = weft.arange(6.0).reshape(2, 3)
+    for name, args in [("repeat", (2, 1)), ("repeat", (2, 1, 3)), ("flip", (0, 1)),
+                       ("tile", (2, 1)), ("permute", (1, 0))]:
+        got = getattr(x, name)(*args)
+        want = getattr(x, name)(args)
+        eq((got.shape, got.tolist()), (want.shape, want.tolist()), "%s%s" % (name, args))
+    eq(x.repeat(2, 1).shape, (4, 3))
+    eq(x.flip(0, 1).tolist(), [[5.0, 4.0, 3.0], [2.0, 1.0, 0.0]])
+    raises(TypeError, x.repeat, 2, "a", contains="'repeats' must be a tuple of ints")
+    raises(TypeError, x.repeat, 2, 1, repeats=(1, 1), contains="multiple values for argument 'repeats'")
+    # a method with more than one positional argument after self keeps them apart
+    eq(x.sum(0, True).shape, (1, 3))
+
+
+@test
 def tensor_habits():
     """float/double/long/int/half/bool/type/zero_/new_*/view_as/expand_as/data/is_cuda"""
     t = weft.tensor([[1.5, -2.0], [3.0, 0.0]])
