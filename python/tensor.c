@@ -385,6 +385,19 @@ static PyObject *m_detach(PyObject *self, PyObject *unused)
     return wpy_wrap_rc(weft_detach(&out, WPY_T(self)), &out);
 }
 
+/* zero_(): fill_(0), returning self (torch's habit; in C since optimizers'
+ * zero_grad calls it per parameter) */
+static PyObject *m_zero_(PyObject *self, PyObject *unused)
+{
+    weft_value args[2] = {{.tag = WEFT_VALUE_TENSOR, .u.tensor = WPY_T(self)},
+                          {.tag = WEFT_VALUE_INT, .u.i = 0}};
+    PyObject *r = wpy_call_op("fill_", args, 2);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    return Py_NewRef(self);
+}
+
 static PyObject *m_clone(PyObject *self, PyObject *unused)
 {
     /* a plugin layout's tensor through the clone operator, whose kernel for
@@ -709,6 +722,7 @@ static PyMethodDef tensor_methods[] = {
     {"contiguous", m_contiguous, METH_NOARGS, NULL},
     {"detach", m_detach, METH_NOARGS, "a view that does not require grad"},
     {"clone", m_clone, METH_NOARGS, NULL},
+    {"zero_", m_zero_, METH_NOARGS, "fills self with zeros in place; returns self"},
     {"retain_grad", m_retain_grad, METH_NOARGS, NULL},
     {"requires_grad_", m_requires_grad_, METH_VARARGS, NULL},
     {"backward", (PyCFunction)(void (*)(void))m_backward, METH_VARARGS | METH_KEYWORDS,

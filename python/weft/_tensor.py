@@ -106,13 +106,7 @@ Tensor.cuda = _cuda
 # ------------------------------------------------------------- in place
 
 
-def _zero_(self):
-    """fills self with zeros in place; returns self"""
-    self.fill_(0)
-    return self
-
-
-Tensor.zero_ = _zero_
+# zero_() is a C method (python/tensor.c)
 
 # ------------------------------------------------------------ new_* family
 
