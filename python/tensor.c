@@ -470,8 +470,6 @@ static PyObject *m_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
-/* to(device), to(dtype), to(device, dtype), to(other), to(dtype=..., device=...):
- * self when nothing changes, as in PyTorch. */
 /* to()'s conversion, and the converters' (float(), ...): self itself when
  * nothing changes and no copy is asked for, as torch's.  device NULL keeps
  * the device; dtype WEFT_DTYPE_UNSET keeps the dtype.  A plugin layout's
@@ -522,6 +520,8 @@ static int check_memory_format(PyObject *memory_format, const char *fn)
     return -1;
 }
 
+/* to(device), to(dtype), to(device, dtype), to(other), to(dtype=..., device=...),
+ * with torch's non_blocking, copy and memory_format (None) */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"a", "b", "dtype", "device", "non_blocking", "copy",
