@@ -256,7 +256,8 @@ static void test_views(void)
     weft_tensor_release(p);
     weft_dequantize(&vd, v);
     weft_select(&want, d, 1, 2);
-    is_int(mismatches(vd, want, 0), 0, "values of the selection");
+    /* per tensor, the product is rounded as torch's per-tensor one (above) */
+    is_int(mismatches(vd, want, 1e-5), 0, "values of the selection");
     weft_tensor_release(vd);
     weft_tensor_release(want);
     weft_tensor_release(v);
@@ -311,8 +312,12 @@ static void test_views(void)
         ok(weft_tensor_layout(qv[i]) == weft_tensor_layout(q), "%s: stays quantized",
            cases[i].name);
         weft_dequantize(&got, qv[i]);
-        is_int(mismatches(got, dv[i], 0), 0, "%s: the same view of the values",
-               cases[i].name);
+        /* selecting the channel axis leaves a per-tensor quantizer, whose
+         * values torch rounds differently (the scale made a float before the
+         * product, not after): within a float's rounding, 1e-5 at these
+         * magnitudes; every other view bit for bit */
+        is_int(mismatches(got, dv[i], cases[i].axis == -1 ? 1e-5 : 0), 0,
+               "%s: the same view of the values", cases[i].name);
         if (cases[i].axis >= 0) {
             weft_q_per_channel_axis(&ax, qv[i]);
             is_double(ax ? item(ax) : -1, (double)cases[i].axis, 0, "%s: channel axis %lld",

@@ -153,19 +153,26 @@ static inline float round_half_even(float v)
             return;                                                                         \
         }                                                                                   \
         for (int64_t i = 0; i < n; i++) {                                                   \
-            /* rounded in float as torch does; the clamp in double cannot overflow */      \
+            /* rounded in float as torch does; the clamp in double cannot overflow; a  \
+             * NaN goes to lo, as in the 8-bit loop (no float->int of a NaN) */            \
             double v = fzp + (double)round_half_even(src[i] * inv);                         \
-            v = v < flo ? flo : v > fhi ? fhi : v;                                          \
+            v = !(v >= flo) ? flo : v > fhi ? fhi : v;                                      \
             dst[i] = (T)(int64_t)v;                                                         \
         }                                                                                   \
     }                                                                                       \
+    /* torch's two roundings: per tensor (q - z) times the scale as a float, \
+     * per channel the product in double, rounded once to float */           \
     QT_HOT static void dequantize_##T(const void *src_, float *dst, int64_t n, double scale, \
-                               int64_t zp)                                                  \
+                               int64_t zp, bool per_channel)                                \
     {                                                                                       \
         const T *src = src_;                                                                \
         const float s = (float)scale;                                                       \
-        for (int64_t i = 0; i < n; i++)                                                     \
-            dst[i] = (float)((int64_t)src[i] - zp) * s;                                     \
+        if (per_channel)                                                                    \
+            for (int64_t i = 0; i < n; i++)                                                 \
+                dst[i] = (float)((double)((int64_t)src[i] - zp) * scale);                   \
+        else                                                                                \
+            for (int64_t i = 0; i < n; i++)                                                 \
+                dst[i] = (float)((int64_t)src[i] - zp) * s;                                 \
     }
 
 QT_AFFINE_KERNELS(int8_t)
@@ -174,7 +181,7 @@ QT_AFFINE_KERNELS(int32_t)
 
 typedef struct affine_kernels {
     void (*quantize)(const float *, void *, int64_t, double, int64_t, int64_t, int64_t);
-    void (*dequantize)(const void *, float *, int64_t, double, int64_t);
+    void (*dequantize)(const void *, float *, int64_t, double, int64_t, bool);
 } affine_kernels;
 
 static const affine_kernels *kernels_for(weft_dtype dtype)
@@ -218,7 +225,7 @@ static void affine_runs(int64_t a, int64_t b, void *arg)
         if (j->quantize)
             j->k->quantize(x, y, len, scale, zp, j->lo, j->hi);
         else
-            j->k->dequantize(x, y, len, scale, zp);
+            j->k->dequantize(x, y, len, scale, zp, j->scales != NULL);
     }
 }
 

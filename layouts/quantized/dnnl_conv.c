@@ -23,7 +23,9 @@
  * into the bias (the accumulator's units: oneDNN adds the bias before the
  * output scale); and the padding, which must read as z (the value 0), is
  * made by padding the input with z first.  The primitive then has no
- * source zero point and no padding.  The bias is a float: the result can
+ * source zero point and no padding.  (Not for z > 128 with padding, where
+ * the padded z's could saturate oneDNN's 16-bit pair sums on CPUs without
+ * VNNI: there oneDNN gets the zero point, as torch gives it.)  The bias is a float: the result can
  * differ from the exact one by the rounding of the bias's sum, which moves
  * an output integer only where it sat on a half (torch's kernels round
  * differently too; the tests allow one step). */
@@ -417,12 +419,20 @@ static int conv_kernel(weft_call *call, void *ctx)
     key.n = weft_tensor_size(x, 0), key.c = weft_tensor_size(x, 1);
     key.h = weft_tensor_size(x, 2), key.w = weft_tensor_size(x, 3);
     int64_t oc = weft_tensor_size(w, 0), kh = weft_tensor_size(w, 2), kw = weft_tensor_size(w, 3);
-    int64_t oh = (key.h + 2 * key.padding[0] - key.dilation[0] * (kh - 1) - 1) / key.stride[0] + 1;
-    int64_t ow = (key.w + 2 * key.padding[1] - key.dilation[1] * (kw - 1) - 1) / key.stride[1] + 1;
+    /* the rule's floor division (C's truncation made a dilated kernel up to
+     * a stride larger than the padded input give one output) */
+    int64_t oh = weft_pool_output_size(key.h, kh, key.padding[0], key.stride[0], key.dilation[0],
+                                       false);
+    int64_t ow = weft_pool_output_size(key.w, kw, key.padding[1], key.stride[1], key.dilation[1],
+                                       false);
     if (oh < 1 || ow < 1)
-        return weft_set_error(WEFT_ESHAPE, "%s: the kernel (%lld x %lld) is larger than the padded "
-                                           "input",
-                              op, (long long)kh, (long long)kw);
+        return weft_set_error(WEFT_ESHAPE, "%s: the kernel (%lld x %lld, %lld x %lld with its "
+                              "dilation) is larger than the padded input (%lld x %lld)", op,
+                              (long long)kh, (long long)kw,
+                              (long long)(key.dilation[0] * (kh - 1) + 1),
+                              (long long)(key.dilation[1] * (kw - 1) + 1),
+                              (long long)(key.h + 2 * key.padding[0]),
+                              (long long)(key.w + 2 * key.padding[1]));
     key.src_scale = (float)qx->scale, key.dst_scale = (float)out_scale;
     key.src_zp = (int32_t)qx->zero_point, key.dst_zp = (int32_t)out_zp;
     key.relu = weft_arg_bool(call, 9), key.bias = bias != NULL;
@@ -430,7 +440,14 @@ static int conv_kernel(weft_call *call, void *ctx)
     if ((rc = qt__dnnl_engine(&eng, op)) < 0)
         return rc;
     bool per_channel = qw->scheme == QT_PER_CHANNEL_AFFINE;
-    bool fold = qx->zero_point != 0; /* the input's zero point into the bias (above) */
+    /* the input's zero point into the bias (above), except where the padding
+     * made of it could saturate: without VNNI oneDNN's u8 x s8 products add
+     * in pairs to 16 bits, and two padded z's times a weight of -128 or 127
+     * leave that range for z > 128.  There oneDNN gets the zero point and
+     * pads with it itself (exact, as torch's); real data that large
+     * saturates alike in both ways, and in torch's. */
+    bool padded = key.padding[0] || key.padding[1];
+    bool fold = qx->zero_point != 0 && (!padded || qx->zero_point <= 128);
     float *w_scales = malloc(sizeof(float) * (size_t)oc),
           *b = bias || fold ? calloc((size_t)oc, sizeof(float)) : NULL;
     weft_tensor *xc = NULL, *wc = NULL, *bf = NULL, *bc = NULL, *raw = NULL, *y = NULL, *out = NULL;

@@ -118,7 +118,9 @@ static int relu_kernel(weft_call *call, void *ctx)
 /* max_pool2d straight on the integers (the quantizer is monotonic, so the
  * largest integer is the largest value): planes of h x w elements, windows
  * k, stride s, padding p (never chosen), dilation d; written once per
- * dtype. */
+ * dtype.  A window that lies wholly in the padding (dilation with padding,
+ * or ceil_mode) gives T's least integer, as torch's (the float pool's
+ * -inf). */
 #define QT_MAX_POOL_KERNEL(T)                                                                \
     static void max_pool_##T(const void *src_, void *dst_, int64_t planes, int64_t h,        \
                              int64_t w, int64_t oh, int64_t ow, const int64_t k[2],          \
@@ -129,7 +131,7 @@ static int relu_kernel(weft_call *call, void *ctx)
         for (int64_t c = 0; c < planes; c++, src += h * w)                                   \
             for (int64_t oy = 0; oy < oh; oy++)                                              \
                 for (int64_t ox = 0; ox < ow; ox++) {                                        \
-                    T best = 0;                                                              \
+                    T best = (T)-1 < (T)0 ? (T)((uint64_t)1 << (8 * sizeof(T) - 1)) : (T)0; \
                     bool any = false;                                                        \
                     for (int64_t ky = 0; ky < k[0]; ky++) {                                  \
                         int64_t y = oy * s[0] - p[0] + ky * d[0];                            \

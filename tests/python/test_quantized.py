@@ -116,7 +116,7 @@ def per_tensor_bit_equal():
         eq(type(got.q_scale()), float)
         eq(type(got.q_zero_point()), int)
         d, dt = to_torch(got.dequantize()), want.dequantize()
-        eq(torch.allclose(d, dt, rtol=1e-6, atol=scale * 1e-5), True, "dequantize, case %d" % i)
+        eq(torch.equal(d, dt), True, "dequantize bit-equal, case %d" % i)
 
 
 @test
@@ -140,8 +140,61 @@ def per_channel_bit_equal():
         eq(torch.equal(to_torch(got.q_per_channel_scales()), want.q_per_channel_scales()), True)
         eq(torch.equal(to_torch(got.q_per_channel_zero_points()),
                        want.q_per_channel_zero_points()), True)
-        eq(torch.allclose(to_torch(got.dequantize()), want.dequantize(), rtol=1e-6, atol=1e-6),
-           True, "dequantize, case %d" % i)
+        # bit-equal: torch rounds the per-channel product (q - z) * scale once,
+        # from double (per tensor: the scale as a float first)
+        eq(torch.equal(to_torch(got.dequantize()), want.dequantize()), True,
+           "dequantize bit-equal, case %d" % i)
+
+
+@test
+def edges_found_by_a_differential_campaign():
+    """torch's values where weft once differed: conv2d at input zero point 255 with padding, an all-padding max_pool2d window, qint32 of NaN, a dilated kernel past the padded input"""
+    needs_dnnl()
+    import weft.nn.quantized.functional as wF
+    torch.backends.quantized.engine = "onednn"
+    torch.manual_seed(11)
+    # small integers far below the zero point and full-range weights: the
+    # padding (the zero point, 255) once went into oneDNN's 16-bit pair
+    # sums and saturated them (17 steps off at the border)
+    for zp, pad in [(255, 1), (200, 2), (129, 1), (128, 1), (255, 0)]:
+        q = torch.randint(0, 20, (1, 4, 5, 5))
+        x = (q.float() - zp) * 0.1
+        w = torch.full((2, 4, 3, 3), 1.27)
+        w[1] = -1.28
+        tX = torch.quantize_per_tensor(x, 0.1, zp, torch.quint8)
+        tW = torch.quantize_per_tensor(w, 0.01, 0, torch.qint8)
+        packed = torch.ops.quantized.conv2d_prepack(tW, None, [1, 1], [pad, pad], [1, 1], 1)
+        want = torch.ops.quantized.conv2d(tX, packed, 20.0, 128).int_repr().int()
+        got = wF.conv2d(weft.quantize_per_tensor(to_weft(x), 0.1, zp, weft.quint8),
+                        weft.quantize_per_tensor(to_weft(w), 0.01, 0, weft.qint8), None, 1, pad,
+                        scale=20.0, zero_point=128)
+        diff = (to_torch(got.int_repr().contiguous()).int() - want).abs().max().item()
+        eq(diff <= 1, True, "zero point %d, padding %d: %d steps" % (zp, pad, diff))
+    # a window wholly in the padding: the dtype's least integer, as torch's
+    for wd, td, zp in [(weft.qint8, torch.qint8, 0), (weft.qint8, torch.qint8, -5),
+                       (weft.quint8, torch.quint8, 40)]:
+        x = torch.tensor([[[[1.0]]]])
+        want = torch.nn.functional.max_pool2d(torch.quantize_per_tensor(x, 0.05, zp, td),
+                                              (1, 2), (1, 2), (0, 1), (1, 2), ceil_mode=True)
+        got = weft.max_pool2d(weft.quantize_per_tensor(to_weft(x), 0.05, zp, wd),
+                              [1, 2], [1, 2], [0, 1], [1, 2], True)
+        eq(to_torch(got.int_repr().contiguous()).tolist(), want.int_repr().tolist(), str(td))
+    # qint32 of NaN: the least integer, as the 8-bit dtypes give theirs (and torch)
+    nan = torch.tensor([float("nan"), 1.0])
+    eq(to_torch(weft.quantize_per_tensor(to_weft(nan), 0.5, 3, weft.qint32).int_repr()).tolist(),
+       [-2 ** 31, 5])
+    eq(to_torch(weft.quantize_per_tensor(to_weft(nan), 0.5, 3, weft.qint8).int_repr()).tolist(),
+       [-128, 5])
+    # a dilated kernel past the padded input by less than the stride: once one
+    # output of garbage (C's truncating division), now refused as torch's float conv2d
+    wqx = weft.quantize_per_tensor(weft.randn(1, 4, 5, 2), 0.04, 73, weft.quint8)
+    wqw = weft.quantize_per_tensor(weft.randn(2, 4, 1, 3) * 0.1, 0.005, 0, weft.qint8)
+    raises(RuntimeError, wF.conv2d, wqx, wqw, None, (1, 3), (1, 0),
+           contains="(1 x 3, 1 x 3 with its dilation) is larger than the padded input (7 x 2)")
+    wqx = weft.quantize_per_tensor(weft.randn(1, 4, 4, 2), 0.04, 73, weft.quint8)
+    wqw = weft.quantize_per_tensor(weft.randn(2, 4, 3, 1) * 0.1, 0.005, 0, weft.qint8)
+    raises(RuntimeError, wF.conv2d, wqx, wqw, None, (3, 1), 0, (2, 1),
+           contains="(3 x 1, 5 x 1 with its dilation) is larger than the padded input (4 x 2)")
 
 
 @test
