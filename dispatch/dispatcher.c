@@ -281,6 +281,13 @@ int wd__op_add_locked(weft_op **out, const char *schema_text, struct weft_regist
 
 int wd__missing_kernel(const weft_op *op, weft_keyset ks)
 {
+    /* no key at all: no tensor reached the call (cat of an empty list), so
+     * no kernel could be chosen whatever is loaded; say that, not which
+     * kernels exist */
+    if (ks == 0)
+        return wf__errorf(WEFT_EINVAL, "%s: no tensor among the arguments to choose a kernel by "
+                                       "(an empty tensor list?)",
+                          op->schema.name);
     char keys[256], have[512];
     weft_keyset_to_string(ks, keys, sizeof keys);
     size_t n = 0;

@@ -114,6 +114,12 @@ static void test_cat_stack(void)
     check(keep(r), SIZES(3, 3), 2, VALUES(0, 3, 0, 1, 4, 1, 2, 5, 2), "cat along dim 1");
     error_says(weft_cat(&r, tc, 2, 0), WEFT_ESHAPE, "dimension 0", "cat of mismatched sizes");
     error_is(weft_cat(&r, ab, 2, 2), WEFT_ERANGE, NULL, "cat along dim 2 of 2-d tensors");
+    /* no tensor to dispatch on: said so, not "no kernel for dispatch keys {}" */
+    error_says(weft_cat(&r, NULL, 0, 0), WEFT_EINVAL, "cat: no tensor among the arguments",
+               "cat of an empty list");
+    ok(r == NULL, "and no result");
+    error_says(weft_stack(&r, NULL, 0, 0), WEFT_EINVAL, "stack: no tensor among the arguments",
+               "stack of an empty list");
     weft_tensor *scalar = make(WEFT_FLOAT32, NULL, 0, VALUES(1)), *with_scalar[] = {a, scalar};
     error_is(weft_cat(&r, with_scalar, 2, 0), WEFT_ESHAPE, NULL, "cat of a 0-d tensor");
 
