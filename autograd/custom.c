@@ -193,7 +193,18 @@ static int custom_backward(wf_node *n, weft_tensor **go, weft_tensor **gi)
                             wf__shape_str(b, sizeof b, want->sizes, want->ndim));
         } else if (g->dtype != want->dtype) {
             weft_tensor *converted;
-            rc = weft_to_dtype(&converted, g, (weft_dtype)want->dtype);
+            if (g->layout) { /* the dtype conversion takes strided tensors */
+                weft_tensor *d = NULL, *dc = NULL;
+                rc = weft_to_strided(&d, g);
+                if (rc == 0)
+                    rc = weft_to_dtype(&dc, d, (weft_dtype)want->dtype);
+                if (rc == 0)
+                    rc = weft_to_layout(&converted, dc, g->layout);
+                weft_tensor_release(dc);
+                weft_tensor_release(d);
+            } else {
+                rc = weft_to_dtype(&converted, g, (weft_dtype)want->dtype);
+            }
             if (rc == 0) {
                 weft_tensor_release(g);
                 result[i] = converted;

@@ -136,13 +136,19 @@ static int to_dense_backward(weft_function_ctx *ctx, weft_tensor *const *gout, i
     if (!gout[0])
         return 0;
     int rc = no_double_backward(gout[0], "to_dense");
-    weft_tensor *self = NULL, *g = NULL;
+    weft_tensor *self = NULL, *g = NULL, *gt = NULL;
     if (rc == 0)
         rc = weft_function_saved(&self, ctx, 0);
     if (rc == 0)
         rc = weft_to_strided(&g, gout[0]);
+    /* in self's dtype while still strided: a gradient of another dtype
+     * (backward(float32 grad) of a float64 result) is converted here, where
+     * it is cheap, and the sparse result needs no conversion */
     if (rc == 0)
-        rc = sp__sparse_mask(&gin[0], g, self);
+        rc = weft_to_dtype(&gt, g, weft_tensor_dtype(self));
+    if (rc == 0)
+        rc = sp__sparse_mask(&gin[0], gt, self);
+    weft_tensor_release(gt);
     weft_tensor_release(g);
     weft_tensor_release(self);
     return rc;

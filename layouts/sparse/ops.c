@@ -8,6 +8,7 @@
  * densifying a sparse matrix behind the caller's back is the out-of-memory
  * the layout exists to avoid). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,9 +338,16 @@ done:
 static int mm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
+    /* mv shares this kernel; mm takes matrices only (torch's sparse mm of a
+     * vector is an error too, and weft's strided mm says this) */
+    if (strcmp(weft_op_name(call->op), "mm") == 0 &&
+        (weft_tensor_ndim(a) != 2 || weft_tensor_ndim(b) != 2))
+        return weft_set_error(WEFT_ESHAPE, "mm: %s must be a 2-D tensor, got %d dimensions",
+                              weft_tensor_ndim(a) != 2 ? "mat1" : "mat2",
+                              weft_tensor_ndim(a) != 2 ? weft_tensor_ndim(a) : weft_tensor_ndim(b));
     if (sp__needs_grad(call))
         return sp__product_autograd(call);
-    const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     weft_tensor *out;
     int rc;
     if (sp__is_csr(a) && sp__is_csr(b))
@@ -365,9 +373,33 @@ static int matmul_kernel(weft_call *call, void *ctx)
 static int addmm_kernel(weft_call *call, void *ctx)
 {
     (void)ctx;
+    const weft_tensor *self = weft_arg_tensor(call, 0), *m1 = weft_arg_tensor(call, 1),
+                      *m2 = weft_arg_tensor(call, 2);
+    /* self broadcasts to the product's [m, n] and never the other way (the
+     * product was once broadcast up to a larger self) */
+    if (weft_tensor_ndim(m1) == 2 && weft_tensor_ndim(m2) == 2) {
+        const int64_t want[2] = {weft_tensor_size(m1, 0), weft_tensor_size(m2, 1)};
+        int nd = weft_tensor_ndim(self);
+        bool fits = nd <= 2;
+        for (int i = 0; fits && i < nd; i++) {
+            int64_t have = weft_tensor_size(self, i), need = want[2 - nd + i];
+            fits = have == 1 || have == need;
+        }
+        if (!fits) {
+            char shape[128] = "[";
+            size_t len = 1;
+            for (int i = 0; i < nd && len < sizeof shape; i++)
+                len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", i ? ", " : "",
+                                        (long long)weft_tensor_size(self, i));
+            if (len < sizeof shape - 1)
+                strcat(shape, "]");
+            return weft_set_error(WEFT_ESHAPE, "addmm: self of shape %s cannot be broadcast to "
+                                  "the product's [%lld, %lld]",
+                                  shape, (long long)want[0], (long long)want[1]);
+        }
+    }
     if (sp__needs_grad(call))
         return sp__product_autograd(call);
-    const weft_tensor *self = weft_arg_tensor(call, 0);
     double beta = weft_arg_double(call, 3), alpha = weft_arg_double(call, 4);
     if (!is_strided(self))
         return weft_set_error(WEFT_ENOTSUP, "addmm: self must be strided, got layout '%s'",
@@ -670,6 +702,10 @@ int sp__to_dtype(weft_tensor **out, const weft_tensor *t, weft_dtype dtype)
     if (!is_sparse(t))
         return weft_set_error(WEFT_ENOTSUP, "sparse_to_dtype: not supported for layout '%s'",
                               sp__layout_name(t));
+    /* a dtype the sparse kernels cannot hold is refused here, as the
+     * constructors refuse it, not made into a tensor nothing can read */
+    if (!sp__kernels_for(dtype, "sparse_to_dtype"))
+        return WEFT_EDTYPE;
     weft_tensor *v = NULL;
     int rc = weft_to_dtype(&v, values_of(t), dtype);
     return rc < 0 ? rc : with_values(out, t, v);
@@ -997,6 +1033,9 @@ static int sum_kernel(weft_call *call, void *ctx)
         if (d < 0 || d >= ndim)
             return weft_set_error(WEFT_ERANGE, "sum: dimension %lld out of range for %d-D",
                                   (long long)dims[i], ndim);
+        if (drop[d]) /* as the strided sum and torch */
+            return weft_set_error(WEFT_EINVAL, "sum: dim %lld appears multiple times in the "
+                                  "list of dims", (long long)d);
         drop[d] = true;
     }
     if (!dims || nd == 0)

@@ -975,4 +975,63 @@ def coalesce_is_deterministic():
     eq(a.tobytes() == b.tobytes(), True)
 
 
+@test
+def edges_found_by_a_differential_campaign():
+    """addmm's self must broadcast to the product, mm takes matrices, to() refuses dtypes the layout cannot hold, backward with a gradient of another dtype, repeated sum dims: as torch"""
+    need_plugin()
+    idx = np.array([[0, 0], [0, 2]], np.int64)
+    val = np.array([1.0, 2.0], np.float32)
+    w = weft.sparse_coo_tensor(W(idx), W(val), [1, 3])
+    for s in (w, w.to_sparse_csr()):
+        # self (2, 2) and the product (1, 2): torch refuses; the product was
+        # once broadcast up to (2, 2)
+        raises(RuntimeError, weft.addmm, W(np.ones((2, 2), np.float32)), s,
+               W(np.ones((3, 2), np.float32)),
+               contains="self of shape [2, 2] cannot be broadcast to the product's [1, 2]")
+        eq(dense_np(weft.addmm(W(np.ones((1, 2), np.float32)), s, W(np.ones((3, 2), np.float32)))
+                    ).tolist(), [[4.0, 4.0]], "a fitting self still adds")
+        eq(dense_np(weft.addmm(W(np.ones(2, np.float32)), s, W(np.ones((3, 2), np.float32)))
+                    ).tolist(), [[4.0, 4.0]], "a 1-D self broadcasts")
+        raises(RuntimeError, weft.mm, s, W(np.ones(3, np.float32)),
+               contains="mm: mat2 must be a 2-D tensor")
+    raises(RuntimeError, weft.sparse.mm, w, W(np.ones(3, np.float32)), contains="2-D")
+    eq(dense_np(weft.mv(w, W(np.ones(3, np.float32)))).tolist(), [3.0], "mv still takes a vector")
+    # a dtype the sparse kernels cannot hold: refused by to(), as by the
+    # constructor, not made into a tensor that nothing can read
+    for f in (lambda: w.to(weft.float16), lambda: w.half(), lambda: w.to(weft.int8)):
+        raises(RuntimeError, f, contains="sparse values must be float32, float64, int32 or int64")
+    eq(dense_np(w.double()).dtype, np.float64)
+    # backward(float32 gradient) through .double() of a sparse tensor: the
+    # gradient converted on the way, as torch (it failed on a sparse to_dtype)
+    idx2 = np.array([[0, 1, 1], [2, 0, 2]], np.int64)
+    v = np.array([1.0, 2.0, 3.0], np.float32)
+    g = np.arange(6, dtype=np.float32).reshape(2, 3)
+    tv = T(v.copy()).requires_grad_(True)
+    torch.sparse_coo_tensor(T(idx2), tv, (2, 3)).double().to_dense().backward(T(g))
+    wv = W(v.copy())
+    wv.requires_grad_(True)
+    weft.sparse_coo_tensor(W(idx2), wv, [2, 3]).double().to_dense().backward(W(g))
+    eq(np.from_dlpack(wv.grad).tolist(), tv.grad.tolist())
+    # a custom Function whose backward returns a sparse gradient of another
+    # dtype: the engine converts it to the input's, keeping the layout
+    class Twice(weft.autograd.Function):
+        @staticmethod
+        def forward(ctx, s):
+            return s.to_dense() * 2
+
+        @staticmethod
+        def backward(ctx, go):
+            return (go * 2).float().to_sparse()
+
+    s64 = weft.sparse_coo_tensor(W(idx2), W(v.astype(np.float64)), [2, 3])
+    s64.requires_grad_(True)
+    Twice.apply(s64).sum().backward()
+    eq((s64.grad.layout == "sparse_coo", s64.grad.dtype), (True, weft.float64))
+    eq(dense_np(s64.grad).tolist(), [[2.0] * 3] * 2)
+    # a dim named twice: refused, as the strided sum and torch
+    s = weft.sparse_coo_tensor(W(idx2), W(v), [2, 3])
+    for dims in ([0, 0], [-1, 1]):
+        raises(RuntimeError, weft.sparse.sum, s, dims, contains="appears multiple times")
+
+
 done()
