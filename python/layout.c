@@ -3,7 +3,6 @@
  * _layouts, _to_layout, _to_strided; weft/_layout.py builds Tensor.layout,
  * weft.strided and Tensor.to_layout on them). */
 #include "weftpy.h"
-#include <stdlib.h>
 #include <string.h>
 
 static int tensor_arg(PyObject *o, const char *what)
@@ -76,10 +75,7 @@ PyObject *wpy_to_strided(PyObject *module, PyObject *arg)
  * was made for, since an unloaded plugin's id can come back under another
  * name.  All of it under the GIL. */
 static PyObject *layout_class;
-static struct {
-    PyObject *obj;
-    char *name;
-} seen[WEFT_MAX_LAYOUTS + 1];
+static wpy_named_slot seen[WEFT_MAX_LAYOUTS + 1];
 
 PyObject *wpy_set_layout_class(PyObject *module, PyObject *cls)
 {
@@ -90,11 +86,8 @@ PyObject *wpy_set_layout_class(PyObject *module, PyObject *cls)
     }
     Py_INCREF(cls);
     Py_XSETREF(layout_class, cls);
-    for (int id = 0; id <= WEFT_MAX_LAYOUTS; id++) { /* made by the class before */
-        Py_CLEAR(seen[id].obj);
-        free(seen[id].name);
-        seen[id].name = NULL;
-    }
+    for (int id = 0; id <= WEFT_MAX_LAYOUTS; id++) /* made by the class before */
+        wpy_slot_clear(&seen[id]);
     Py_RETURN_NONE;
 }
 
@@ -106,23 +99,12 @@ PyObject *wpy_tensor_layout(PyObject *self, void *unused)
     if (!name || id < 0 || id > WEFT_MAX_LAYOUTS)
         return PyErr_Format(PyExc_RuntimeError, "layout: the tensor's layout %d is no longer "
                             "registered (its plugin was unloaded)", id);
-    if (seen[id].obj && strcmp(seen[id].name, name) == 0) {
-        Py_INCREF(seen[id].obj);
-        return seen[id].obj;
-    }
+    PyObject *obj = wpy_slot_get(&seen[id], name);
+    if (obj)
+        return obj;
     if (!layout_class)
         return PyUnicode_FromString(name); /* before weft._layout has run */
-    PyObject *obj = PyObject_CallFunction(layout_class, "s", name);
-    char *copy = obj ? strdup(name) : NULL;
-    if (!copy) {
-        Py_XDECREF(obj);
-        return obj ? PyErr_NoMemory() : NULL;
-    }
-    Py_XSETREF(seen[id].obj, obj);
-    free(seen[id].name);
-    seen[id].name = copy;
-    Py_INCREF(obj);
-    return obj;
+    return wpy_slot_make(&seen[id], name, layout_class, name);
 }
 
 int wpy_layout_is(const weft_tensor *t, const char *name)

@@ -146,6 +146,32 @@ PyObject *wpy_device_class(void)
     return device_class;
 }
 
+PyObject *wpy_slot_get(const wpy_named_slot *slot, const char *name)
+{
+    return slot->obj && strcmp(slot->name, name) == 0 ? Py_NewRef(slot->obj) : NULL;
+}
+
+PyObject *wpy_slot_make(wpy_named_slot *slot, const char *name, PyObject *cls, const char *arg)
+{
+    PyObject *obj = PyObject_CallFunction(cls, "s", arg);
+    char *copy = obj ? strdup(name) : NULL;
+    if (!copy) {
+        Py_XDECREF(obj);
+        return obj ? PyErr_NoMemory() : NULL;
+    }
+    wpy_slot_clear(slot);
+    slot->obj = Py_NewRef(obj);
+    slot->name = copy;
+    return obj;
+}
+
+void wpy_slot_clear(wpy_named_slot *slot)
+{
+    Py_CLEAR(slot->obj);
+    free(slot->name);
+    slot->name = NULL;
+}
+
 /* _parse_device(str) -> (type id, index): the core's parse of a device
  * string, RuntimeError naming the known types for an unknown one. */
 static PyObject *py_parse_device(PyObject *m, PyObject *arg)

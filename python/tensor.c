@@ -138,19 +138,13 @@ static PyObject *get_dtype(PyObject *self, void *unused)
  * under another name; the string before the package has set the class.
  * Read per step by training code (zeros(..., device=x.device)), so C. */
 enum { CACHED_INDICES = 16 };
-static struct {
-    PyObject *obj;
-    char *type_name;
-} device_cache[WEFT_MAX_DEVICE_TYPES][CACHED_INDICES];
+static wpy_named_slot device_cache[WEFT_MAX_DEVICE_TYPES][CACHED_INDICES];
 
 void wpy_device_cache_clear(void)
 {
     for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++)
-        for (int i = 0; i < CACHED_INDICES; i++) {
-            Py_CLEAR(device_cache[t][i].obj);
-            free(device_cache[t][i].type_name);
-            device_cache[t][i].type_name = NULL;
-        }
+        for (int i = 0; i < CACHED_INDICES; i++)
+            wpy_slot_clear(&device_cache[t][i]);
 }
 
 static PyObject *get_device(PyObject *self, void *unused)
@@ -159,24 +153,16 @@ static PyObject *get_device(PyObject *self, void *unused)
     const char *type_name = weft_device_type_name(d.type);
     bool cacheable = type_name && d.type >= 0 && d.type < WEFT_MAX_DEVICE_TYPES && d.index >= 0 &&
                      d.index < CACHED_INDICES;
-    if (cacheable) {
-        PyObject *o = device_cache[d.type][d.index].obj;
-        if (o && strcmp(device_cache[d.type][d.index].type_name, type_name) == 0)
-            return Py_NewRef(o);
-    }
+    PyObject *o = cacheable ? wpy_slot_get(&device_cache[d.type][d.index], type_name) : NULL;
+    if (o)
+        return o;
     char name[80];
     weft_device_to_string(d, name, sizeof name);
     PyObject *cls = wpy_device_class();
     if (!cls)
         return PyUnicode_FromString(name);
-    PyObject *o = PyObject_CallFunction(cls, "s", name);
-    char *copy = o && cacheable ? strdup(type_name) : NULL;
-    if (copy) {
-        Py_XSETREF(device_cache[d.type][d.index].obj, Py_NewRef(o));
-        free(device_cache[d.type][d.index].type_name);
-        device_cache[d.type][d.index].type_name = copy;
-    }
-    return o;
+    return cacheable ? wpy_slot_make(&device_cache[d.type][d.index], type_name, cls, name)
+                     : PyObject_CallFunction(cls, "s", name);
 }
 
 static PyObject *get_is_cuda(PyObject *self, void *unused)
@@ -481,7 +467,7 @@ static PyObject *convert_to(PyObject *self, weft_dtype dtype, const weft_device 
     if ((!device || weft_device_equal(*device, weft_tensor_device(t))) &&
         (dtype == WEFT_DTYPE_UNSET || dtype == weft_tensor_dtype(t))) {
         if (copy)
-            return PyObject_CallMethod(self, "clone", NULL);
+            return m_clone(self, NULL);
         Py_INCREF(self);
         return self;
     }

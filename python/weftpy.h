@@ -70,6 +70,18 @@ PyObject *wpy_dtype_object(weft_dtype d);
 int wpy_parse_dtype(PyObject *o, weft_dtype *out);
 /* weft.device (borrowed), or NULL before the package has set it */
 PyObject *wpy_device_class(void);
+/* A Python object made once per id (a layout's, a device's) and kept with
+ * a copy of the name it was made for, since an unloaded plugin's id can
+ * come back under another name.  Under the GIL.  get: a new reference when
+ * the slot holds name's object, else NULL (no exception); make: cls(arg),
+ * stored for name, a new reference (NULL with an exception); clear: empty. */
+typedef struct wpy_named_slot {
+    PyObject *obj;
+    char *name;
+} wpy_named_slot;
+PyObject *wpy_slot_get(const wpy_named_slot *slot, const char *name);
+PyObject *wpy_slot_make(wpy_named_slot *slot, const char *name, PyObject *cls, const char *arg);
+void wpy_slot_clear(wpy_named_slot *slot);
 /* None -> cpu; "cpu", "cuda:1"; a (DLPack code, id) pair is not a device. */
 int wpy_parse_device(PyObject *o, weft_device *out);
 

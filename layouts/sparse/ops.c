@@ -335,14 +335,15 @@ done:
     return rc;
 }
 
+/* mm's registration passes this as ctx; mv's passes NULL */
+static const char matrices_only = 1;
+
 static int mm_kernel(weft_call *call, void *ctx)
 {
-    (void)ctx;
     const weft_tensor *a = weft_arg_tensor(call, 0), *b = weft_arg_tensor(call, 1);
     /* mv shares this kernel; mm takes matrices only (torch's sparse mm of a
      * vector is an error too, and weft's strided mm says this) */
-    if (strcmp(weft_op_name(call->op), "mm") == 0 &&
-        (weft_tensor_ndim(a) != 2 || weft_tensor_ndim(b) != 2))
+    if (ctx == &matrices_only && (weft_tensor_ndim(a) != 2 || weft_tensor_ndim(b) != 2))
         return weft_set_error(WEFT_ESHAPE, "mm: %s must be a 2-D tensor, got %d dimensions",
                               weft_tensor_ndim(a) != 2 ? "mat1" : "mat2",
                               weft_tensor_ndim(a) != 2 ? weft_tensor_ndim(a) : weft_tensor_ndim(b));
@@ -1762,7 +1763,7 @@ static int transpose_kernel(weft_call *call, void *ctx)
 int sp__register_ops(weft_registrar *reg)
 {
     const weft_kernel_entry both[] = {
-        {"mm", mm_kernel, NULL},
+        {"mm", mm_kernel, &matrices_only},
         {"matmul", matmul_kernel, NULL},
         {"mv", mm_kernel, NULL},
         {"addmm", addmm_kernel, NULL},
