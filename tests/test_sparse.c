@@ -858,7 +858,7 @@ static void test_core_views(void)
     is_double(Ld ? sdiff(Ld, A) : INFINITY, 0, 0, "same values");
     /* (grad mode off: values() of a tensor requiring grad is recorded) */
     bool was = weft_set_grad_enabled(false);
-    weft_tensor *lv = call1("values", L), *ldv = Ld ? call1("values", Ld) : NULL;
+    weft_tensor *lv = call1("_values", L), *ldv = Ld ? call1("_values", Ld) : NULL;
     weft_set_grad_enabled(was);
     ok(ldv && weft_tensor_data_ptr(lv) == weft_tensor_data_ptr(ldv), "sharing them, as torch's");
     /* gradients through the views: loss = sum(to_dense(view(L)) * M) gives
@@ -1218,13 +1218,21 @@ static void test_autograd(void)
     weft_tensor *V2 = f32(v, (int64_t[]){3}, 1);
     coo(&leaf, I, V2, (int64_t[]){2, 3}, 2, true);
     is_int(weft_tensor_set_requires_grad(leaf, true), 0, "a sparse leaf requires grad");
-    vv = call1("values", leaf);
+    /* values() takes a coalesced tensor, as torch's: the constructor's
+     * result is not one (entries may repeat a position) */
+    weft_value lv1[] = {TV(leaf)};
+    is_int(callop(&vv, "values", lv1, 1), WEFT_EINVAL, "values() of an uncoalesced leaf refused");
+    ok(strstr(weft_last_error(), "coalesce() first") != NULL, "saying to coalesce: %s",
+       weft_last_error());
+    weft_tensor *lc = call1("coalesce", leaf);
+    vv = lc ? call1("values", lc) : NULL;
+    weft_tensor_release(lc);
     weft_mul_scalar(&t3, vv, 3.0);
     weft_sum(&y, t3, NULL, 0, false);
     is_int(weft_backward(&y, 1, NULL, false, false), 0, "backward through values()");
     is_int(weft_tensor_grad(&gl, leaf), 0, "the leaf's gradient");
     is_int(gl ? weft_tensor_layout(gl) : -1, weft_layout_lookup("sparse_coo"), "is sparse_coo");
-    weft_tensor *gi = gl ? call1("indices", gl) : NULL, *gv = gl ? call1("values", gl) : NULL;
+    weft_tensor *gi = gl ? call1("_indices", gl) : NULL, *gv = gl ? call1("_values", gl) : NULL;
     ok(gi && !memcmp(weft_tensor_data_ptr(gi), ix, sizeof ix), "with the leaf's indices");
     ok(gv && ((float *)weft_tensor_data_ptr(gv))[1] == 3, "and 3 for each value");
     /* coalesce passes the gradient through: each duplicate gets its

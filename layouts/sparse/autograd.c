@@ -96,9 +96,12 @@ static int values_autograd(weft_call *call, void *ctx)
     const weft_tensor *self = weft_arg_tensor(call, 0);
     if (!any_requires_grad(call) || !(sp__is_coo(self) || sp__is_csr(self)))
         return weft_redispatch(call, autograd_done);
+    int rc = sp__require_coalesced("values", self);
+    if (rc < 0)
+        return rc;
     static const weft_function fn = {"ValuesBackward", values_forward, values_backward, false};
     weft_tensor *in[1] = {weft_arg_tensor(call, 0)}, *out = NULL;
-    int rc = weft_function_apply(&out, 1, &fn, NULL, NULL, in, 1);
+    rc = weft_function_apply(&out, 1, &fn, NULL, NULL, in, 1);
     return rc < 0 ? rc : weft_return_tensor(call, 0, out);
 }
 
@@ -957,6 +960,9 @@ int sp__register_autograd(weft_registrar *reg)
         intptr_t ctx;
     } rows[] = {
         {"indices", passthrough_kernel, 0},
+        /* the raw arrays are not differentiable (torch's neither) */
+        {"_indices", passthrough_kernel, 0},
+        {"_values", passthrough_kernel, 0},
         {"crow_indices", passthrough_kernel, 0},
         {"col_indices", passthrough_kernel, 0},
         {"_nnz", passthrough_kernel, 0},

@@ -21,6 +21,16 @@ static int check_common(const char *op, const weft_tensor *values, const int64_t
     return 0;
 }
 
+int sp__require_coalesced(const char *op, const weft_tensor *t)
+{
+    if (!sp__is_coo(t) || sp__coo_of(t)->coalesced)
+        return 0;
+    return weft_set_error(WEFT_EINVAL,
+                          "%s: the tensor is not coalesced (a position may appear more than "
+                          "once); call coalesce() first, or _%s() for the raw array",
+                          op, op);
+}
+
 int sp__coo_check(const char *op, const weft_tensor *indices, const weft_tensor *values,
                   const int64_t *sizes, int ndim, bool check_invariants)
 {

@@ -343,13 +343,21 @@ static int sparse_dim_kernel(weft_call *call, void *ctx)
 }
 
 /* the accessors hand out the payload's own tensors, as torch's do (no
- * copy): ctx says which */
-enum { ACC_INDICES, ACC_VALUES, ACC_CROW, ACC_COL };
+ * copy): ctx says which.  indices() and values() of an uncoalesced COO
+ * tensor refuse (sp__require_coalesced); _indices() and _values()
+ * (ACC_RAW) hand out the raw arrays. */
+enum { ACC_INDICES, ACC_VALUES, ACC_CROW, ACC_COL, ACC_RAW = 8 };
 static int accessor_kernel(weft_call *call, void *ctx)
 {
     const weft_tensor *t = weft_arg_tensor(call, 0);
-    int which = (int)(intptr_t)ctx;
+    int which = (int)(intptr_t)ctx & ~ACC_RAW;
+    bool raw = ((int)(intptr_t)ctx & ACC_RAW) != 0;
     weft_tensor *r = NULL;
+    if (!raw && (which == ACC_INDICES || which == ACC_VALUES)) {
+        int rc = sp__require_coalesced(weft_op_name(call->op), t);
+        if (rc < 0)
+            return rc;
+    }
     if (sp__is_coo(t))
         r = which == ACC_INDICES ? sp__coo_of(t)->indices
                                  : which == ACC_VALUES ? sp__coo_of(t)->values : NULL;
@@ -384,6 +392,8 @@ int sp__register_construct(weft_registrar *reg)
         {"is_coalesced", is_coalesced_kernel, 0, false, true, false, true},
         {"indices", accessor_kernel, ACC_INDICES, false, true, false, true},
         {"values", accessor_kernel, ACC_VALUES, false, true, true, true},
+        {"_indices", accessor_kernel, ACC_INDICES | ACC_RAW, false, true, false, true},
+        {"_values", accessor_kernel, ACC_VALUES | ACC_RAW, false, true, false, true},
         {"crow_indices", accessor_kernel, ACC_CROW, false, false, true, true},
         {"col_indices", accessor_kernel, ACC_COL, false, false, true, true},
         {"_nnz", nnz_kernel, 0, false, true, true, true},

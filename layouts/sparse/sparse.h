@@ -87,6 +87,12 @@ int sp__require_valid(const weft_tensor *t, const char *op);
  * pass a pattern on without addressing memory through it). */
 void sp__inherit_valid(const weft_tensor *out, const weft_tensor *const *src, int n);
 
+/* indices() and values() of a COO tensor: 0 when it is coalesced, else
+ * WEFT_EINVAL naming `op` (check.c).  Its entries may repeat a position,
+ * and code reading them as the tensor's nonzeros would count a value
+ * twice: torch refuses too, and _indices()/_values() give the raw arrays. */
+int sp__require_coalesced(const char *op, const weft_tensor *t);
+
 /* Full checks of a constructor's arguments (check.c); `op` names the
  * caller in the messages.  Only shapes, dtypes and sizes are read from
  * values; with check_invariants the index tensors are read on the host, so

@@ -127,9 +127,12 @@ static int coo_unsqueeze(weft_tensor **out, const weft_tensor *t, const weft_lay
     const sp__coo *p = sp__coo_of(t);
     int d = v->dim, sd = p->sparse_dim;
     weft_tensor *ix = NULL, *val = NULL, *nix = NULL, *nval = NULL;
-    int rc = sp__call_ints(&ix, "indices", t, NULL, 0);
+    /* an untracked uncoalesced tensor keeps its entries as they are (the
+     * raw arrays); a tracked one is coalesced above, and its values() records
+     * the gradient */
+    int rc = sp__call_ints(&ix, "_indices", t, NULL, 0);
     if (rc == 0)
-        rc = sp__call_ints(&val, "values", t, NULL, 0);
+        rc = sp__call_ints(&val, p->coalesced ? "values" : "_values", t, NULL, 0);
     if (rc == 0 && d <= sd) {
         weft_tensor *zero = NULL, *head = NULL, *tail = NULL;
         rc = weft_zeros(&zero, (int64_t[]){1, p->nnz}, 2, WEFT_INT64, weft_tensor_device(ix));

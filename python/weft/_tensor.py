@@ -101,7 +101,7 @@ Tensor.cpu = _cpu
 Tensor.cuda = _cuda
 
 # Tensor.device, is_cuda and is_cpu are C getters (python/tensor.c); the
-# device objects are weft.device's, which weft/__init__.py hands to _C
+# device objects are weft.device's, which weft/_device.py hands to _C
 
 # ------------------------------------------------------------- in place
 

@@ -4,7 +4,8 @@ plugin libweft-sparse.so (issue 16).
 The plugin defines its operators by schema, so the extension binds them
 like every other operator: ``weft.sparse_coo_tensor``,
 ``weft.sparse_csr_tensor``, ``Tensor.to_sparse``, ``.to_sparse_csr``,
-``.to_dense``, ``.coalesce``, ``.indices``, ``.values``,
+``.to_dense``, ``.coalesce``, ``.indices``, ``.values`` (of a coalesced
+tensor, as torch's; ``._indices``/``._values`` give an uncoalesced one's raw arrays),
 ``.crow_indices``, ``.col_indices``, and ``weft.mm``/``weft.matmul``
 with a sparse operand.  This module adds what torch spells differently
 from a schema: ``weft.sparse.mm``/``addmm``/``sum``, and the Tensor

@@ -390,7 +390,9 @@ def gradcheck_through_constructor_and_mm():
     eq(weft.autograd.gradcheck(f, (v, b)), True)
     g = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).to_dense() * 3.0  # noqa: E731
     eq(weft.autograd.gradcheck(g, (v,)), True)
-    h = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).values() * 2.0  # noqa: E731
+    # values() takes a coalesced tensor (torch's rule): the duplicate at
+    # (0, 2) is summed, and its two entries get the same gradient
+    h = lambda v: weft.sparse_coo_tensor(idx, v, [4, 3]).coalesce().values() * 2.0  # noqa: E731
     eq(weft.autograd.gradcheck(h, (v,)), True)
 
 
@@ -724,8 +726,8 @@ def torch_view_names():
                 close(a, b, tol, what)
         w, _ = random_coo((4, 3), 2, 5, dtype)
         c = w.contiguous()
-        eq((c.indices().data_ptr(), c.values().data_ptr()),
-           (w.indices().data_ptr(), w.values().data_ptr()), "contiguous() is the tensor itself")
+        eq((c._indices().data_ptr(), c._values().data_ptr()),
+           (w._indices().data_ptr(), w._values().data_ptr()), "contiguous() is the tensor itself")
     # gradients: gradcheck through each, then a sparse leaf's gradient
     # through t() and select() against torch's (to_dense masks it to the
     # leaf's pattern in both)
@@ -1032,6 +1034,33 @@ def edges_found_by_a_differential_campaign():
     s = weft.sparse_coo_tensor(W(idx2), W(v), [2, 3])
     for dims in ([0, 0], [-1, 1]):
         raises(RuntimeError, weft.sparse.sum, s, dims, contains="appears multiple times")
+
+
+@test
+def raw_arrays_of_an_uncoalesced_tensor():
+    """indices() and values() of an uncoalesced COO tensor refused as torch's (a position may repeat), _indices() and _values() give the raw arrays as torch's; a CSR tensor's values() always"""
+    need_plugin()
+    idx = np.array([[1, 0, 1], [0, 2, 0]], np.int64)
+    val = np.array([1.0, 2.0, 3.0], np.float32)
+    w = weft.sparse_coo_tensor(W(idx), W(val), [2, 3])
+    t = torch.sparse_coo_tensor(T(idx), T(val), [2, 3])
+    eq((w.is_coalesced(), t.is_coalesced()), (False, False))
+    for name in ("indices", "values"):
+        raises(RuntimeError, getattr(w, name), contains="coalesce() first")
+        raises(RuntimeError, getattr(t, name))
+    eq(np.from_dlpack(w._indices()).tolist(), t._indices().tolist(), "_indices")
+    eq(np.from_dlpack(w._values()).tolist(), t._values().tolist(), "_values")
+    c, tc = w.coalesce(), t.coalesce()
+    eq(np.from_dlpack(c.indices()).tolist(), tc.indices().tolist(), "coalesced indices")
+    eq(np.from_dlpack(c.values()).tolist(), tc.values().tolist(), "coalesced values")
+    # a tensor requiring grad: refused before any node is recorded, and the
+    # raw values carry no gradient (torch's _values is not differentiable)
+    g = weft.sparse_coo_tensor(W(idx), W(val), [2, 3]).requires_grad_(True)
+    raises(RuntimeError, g.values, contains="coalesce() first")
+    eq(g._values().grad_fn, None)
+    # unsqueeze of an uncoalesced tensor keeps working through the raw arrays
+    eq(dense_np(w.unsqueeze(0)).tolist(), [dense_np(w).tolist()])
+    eq(np.from_dlpack(w.to_sparse_csr().values()).tolist(), [2.0, 4.0], "CSR values")
 
 
 done()
