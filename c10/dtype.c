@@ -97,6 +97,38 @@ WEFT_API weft_dtype weft_promote_types(weft_dtype a, weft_dtype b)
     return (weft_dtype)promotion[a][b];
 }
 
+/* torch's combine_categories: `lower` (the zero-dim tensors' dtype) counts
+ * only where its category is above `higher`'s (the dimensioned ones') */
+static weft_dtype combine_categories(weft_dtype higher, weft_dtype lower)
+{
+    if (higher == WEFT_DTYPE_UNSET)
+        return lower;
+    if (lower == WEFT_DTYPE_UNSET || weft_dtype_is_complex(higher))
+        return higher;
+    if (weft_dtype_is_floating(higher))
+        return !weft_dtype_is_complex(lower) ? higher
+               : higher == WEFT_FLOAT64      ? WEFT_COMPLEX128
+                                             : WEFT_COMPLEX64;
+    if (higher == WEFT_BOOL || weft_dtype_is_floating(lower) || weft_dtype_is_complex(lower))
+        return weft_promote_types(higher, lower);
+    return higher;
+}
+
+WEFT_API weft_dtype weft_result_type(const weft_tensor *const *ts, int n)
+{
+    weft_dtype dim = WEFT_DTYPE_UNSET, zero = WEFT_DTYPE_UNSET;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i])
+            continue;
+        weft_dtype d = weft_tensor_dtype(ts[i]);
+        if (!valid(d))
+            return WEFT_DTYPE_UNSET;
+        weft_dtype *acc = weft_tensor_ndim(ts[i]) == 0 ? &zero : &dim;
+        *acc = *acc == WEFT_DTYPE_UNSET ? d : weft_promote_types(*acc, d);
+    }
+    return combine_categories(dim, zero);
+}
+
 WEFT_API bool weft_can_cast(weft_dtype from, weft_dtype to)
 {
     if (!valid(from) || !valid(to))

@@ -37,6 +37,34 @@ static void test_dtypes(void)
         is_int(weft_promote_types(cases[i].b, cases[i].a), cases[i].want, "promotion is symmetric");
     }
     is_int(weft_promote_types((weft_dtype)99, WEFT_INT8), WEFT_DTYPE_UNSET, "invalid dtype promotes to unset");
+    /* result_type: a 0-d tensor ranks below a dimensioned one of its
+     * category (samples of torch.result_type) */
+    struct { weft_dtype a; int na; weft_dtype b; int nb; weft_dtype want; } rt[] = {
+        {WEFT_FLOAT32, 2, WEFT_FLOAT64, 0, WEFT_FLOAT32},
+        {WEFT_INT8, 1, WEFT_INT64, 0, WEFT_INT8},
+        {WEFT_UINT8, 1, WEFT_INT8, 0, WEFT_UINT8},
+        {WEFT_INT32, 1, WEFT_FLOAT64, 0, WEFT_FLOAT64},
+        {WEFT_BOOL, 1, WEFT_INT64, 0, WEFT_INT64},
+        {WEFT_FLOAT16, 1, WEFT_COMPLEX128, 0, WEFT_COMPLEX64},
+        {WEFT_FLOAT64, 1, WEFT_COMPLEX64, 0, WEFT_COMPLEX128},
+        {WEFT_FLOAT32, 0, WEFT_FLOAT64, 0, WEFT_FLOAT64},
+        {WEFT_UINT8, 1, WEFT_INT8, 1, WEFT_INT16},
+        {WEFT_INT64, 0, WEFT_FLOAT16, 1, WEFT_FLOAT16},
+    };
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++) {
+        int64_t one[2] = {2, 3};
+        weft_tensor *a = NULL, *b = NULL;
+        weft_empty(&a, one, rt[i].na, rt[i].a, WEFT_DEVICE_CPU);
+        weft_empty(&b, one, rt[i].nb, rt[i].b, WEFT_DEVICE_CPU);
+        const weft_tensor *ab[] = {a, b}, *ba[] = {b, a};
+        is_int(weft_result_type(ab, 2), rt[i].want, "result_type(%s %d-d, %s %d-d) = %s",
+               weft_dtype_name(rt[i].a), rt[i].na, weft_dtype_name(rt[i].b), rt[i].nb,
+               weft_dtype_name(rt[i].want));
+        is_int(weft_result_type(ba, 2), rt[i].want, "  in either order");
+        weft_tensor_release(a);
+        weft_tensor_release(b);
+    }
+    is_int(weft_result_type(NULL, 0), WEFT_DTYPE_UNSET, "result_type of no tensor is unset");
     ok(weft_can_cast(WEFT_INT32, WEFT_FLOAT32), "int32 can be cast to float32");
     ok(!weft_can_cast(WEFT_FLOAT32, WEFT_INT32), "float32 cannot be cast to int32");
     ok(!weft_can_cast(WEFT_COMPLEX64, WEFT_FLOAT64), "complex cannot be cast to real");

@@ -332,7 +332,7 @@ static int binary_kernel(weft_call *call, void *ctx)
         value = weft_value_double(other);
         ct = cpu_scalar_result_type(st, other, value);
     } else {
-        ct = weft_promote_types(st, weft_tensor_dtype(other->u.tensor));
+        ct = weft_result_type((const weft_tensor *[]){self, other->u.tensor}, 2);
     }
     if (result == RESULT_FLOAT && cpu_integral_or_bool(ct))
         ct = WEFT_FLOAT32;
@@ -389,7 +389,7 @@ static int where_kernel(weft_call *call, void *ctx)
     int rc = require_bool(weft_op_name(call->op), "condition", inputs[0]);
     if (rc < 0)
         return rc;
-    weft_dtype ct = weft_promote_types(weft_tensor_dtype(inputs[1]), weft_tensor_dtype(inputs[2]));
+    weft_dtype ct = weft_result_type((const weft_tensor *const *)inputs + 1, 2);
     return run_map(call, *mode, where_loops, ct, ct, inputs, 3, NULL);
 }
 
@@ -479,9 +479,7 @@ static int addc_kernel(weft_call *call, void *ctx)
     const weft_value *args = call->args + (form->mode == CPU_OUT ? 1 : 0);
     weft_tensor *inputs[3] = {args[0].u.tensor, args[1].u.tensor, args[2].u.tensor};
     double value = weft_value_double(&args[3]);
-    weft_dtype ct = weft_promote_types(
-        weft_promote_types(weft_tensor_dtype(inputs[0]), weft_tensor_dtype(inputs[1])),
-        weft_tensor_dtype(inputs[2]));
+    weft_dtype ct = weft_result_type((const weft_tensor *const *)inputs, 3);
     if (form->divide && cpu_integral_or_bool(ct))
         return weft_set_error(WEFT_EDTYPE, "%s: integer division with addcdiv is not supported; "
                               "use true division of floating-point tensors (got %s)", op,

@@ -843,8 +843,12 @@ static __attribute__((noinline)) int binary_general(weft_call *call, const binar
         ct = scalar_result_type(st, other, value);
     } else {
         ot = weft_tensor_dtype(other->u.tensor);
-        /* promotion leaves a pair of one valid dtype alone */
-        ct = st == ot && st >= 0 && st < WEFT_NUM_DTYPES ? st : weft_promote_types(st, ot);
+        /* promotion leaves a pair of one valid dtype alone; otherwise
+         * torch's result_type (a 0-d tensor ranks below a dimensioned one
+         * of its category) */
+        ct = st == ot && st >= 0 && st < WEFT_NUM_DTYPES
+                 ? st
+                 : weft_result_type((const weft_tensor *[]){self, other->u.tensor}, 2);
     }
     if (form->kind == BINARY_DIV && !floating_or_complex(ct))
         ct = WEFT_FLOAT32; /* true division */

@@ -190,9 +190,8 @@ static int elementwise_kernel(weft_call *call, void *ctx)
     /* the compute dtype: promoted over the value operands (where's
      * condition is not one) */
     int vfirst = e->family == WFC_FAMILY_WHERE ? 1 : 0;
-    weft_dtype dtype = weft_tensor_dtype(in[vfirst]);
-    for (int k = vfirst + 1; k < e->ninputs; k++)
-        dtype = weft_promote_types(dtype, weft_tensor_dtype(in[k]));
+    weft_dtype dtype = weft_result_type((const weft_tensor *const *)in + vfirst,
+                                        e->ninputs - vfirst);
     int after = first + e->ninputs;
     double s0 = 0, s1 = 0, s2 = 0, alpha = 1;
     /* atan2 of integers is computed in float32, as on the CPU */

@@ -304,6 +304,19 @@ WEFT_API int64_t weft_tensor_size(const weft_tensor *t, int dim);   /* dim may b
 WEFT_API int64_t weft_tensor_stride(const weft_tensor *t, int dim); /* likewise */
 WEFT_API int64_t weft_tensor_numel(const weft_tensor *t);
 WEFT_API weft_dtype weft_tensor_dtype(const weft_tensor *t);
+/* PyTorch's result_type over the tensors `ts[0..n)` (NULL entries skipped):
+ * the dtype an operator computes in.  Tensors with dimensions promote among
+ * themselves, zero-dim tensors among themselves, and a zero-dim tensor
+ * raises the result only when its category (bool < integer < floating <
+ * complex) is higher, then as weft_promote_types: float32 (2, 3) with a
+ * float64 0-d tensor computes in float32, int8 (2, 3) with an int64 0-d one
+ * in int8, int32 (2, 3) with a float64 0-d one in float64.  A float result
+ * meeting a 0-d complex
+ * one gives the complex dtype of the float's precision (complex128 for
+ * float64, else complex64: weft has no complex32).  WEFT_DTYPE_UNSET when
+ * no tensor is given or a dtype is invalid.  Reads only the tensors'
+ * metadata; thread-safe as any reader of them. */
+WEFT_API weft_dtype weft_result_type(const weft_tensor *const *ts, int n);
 WEFT_API weft_device weft_tensor_device(const weft_tensor *t);
 WEFT_API int64_t weft_tensor_storage_offset(const weft_tensor *t);
 /* Address of the first element (storage offset applied). */

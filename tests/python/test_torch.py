@@ -126,4 +126,36 @@ def index_put_with_none_matches_torch():
     eq(count, 49)  # 16 patterns x 4 lengths, less the 15 all-None ones
     raises(TypeError, weft.index_put, weft.from_dlpack(x), [1], weft.from_dlpack(x))
 
+@test
+def result_dtypes_match_torch():
+    """the dtype of binary, where and addcmul results over every dtype pair, dimensioned and 0-d operands: torch's result_type (a 0-d tensor ranks below a dimensioned one of its category)"""
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+             "float32", "float64", "complex64", "complex128"]
+    ops = {"add": lambda m, a, b: m.add(a, b), "mul": lambda m, a, b: m.mul(a, b),
+           "eq": lambda m, a, b: m.eq(a, b), "maximum": lambda m, a, b: m.maximum(a, b),
+           "where": lambda m, a, b: m.where(m.ones(2, 3, dtype=m.bool), a, b),
+           "addcmul": lambda m, a, b: m.addcmul(a, b, b)}
+    checked = 0
+    for da in names:
+        for db in names:
+            for sa, sb in (((2, 3), ()), ((), (2, 3)), ((), ())):
+                for op, f in ops.items():
+                    try:
+                        tdt = f(torch, torch.zeros(sa, dtype=getattr(torch, da)),
+                                torch.zeros(sb, dtype=getattr(torch, db))).dtype
+                    except RuntimeError:
+                        continue  # no CPU kernel in torch 1.13 (float16 maximum, ...)
+                    try:
+                        wdt = f(weft, weft.zeros(sa, dtype=getattr(weft, da)),
+                                weft.zeros(sb, dtype=getattr(weft, db))).dtype
+                    except RuntimeError:
+                        continue  # no kernel for the dtype in weft either
+                    if str(tdt) == "torch.complex32":
+                        tdt = torch.complex64  # weft has no complex32
+                    eq(str(wdt).split(".")[-1], str(tdt).split(".")[-1],
+                       "%s(%s %s, %s %s)" % (op, da, sa, db, sb))
+                    checked += 1
+    eq(checked > 1000, True, "compared %d results" % checked)
+
+
 done()
