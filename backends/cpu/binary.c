@@ -342,7 +342,10 @@ static int binary_kernel(weft_call *call, void *ctx)
     if (b->is_pow && integral && form->scalar && value < 0)
         return weft_set_error(WEFT_EINVAL, "%s: integers to negative integer powers are not "
                               "allowed", op);
-    if (integer_division && integral) {
+    /* an empty result divides nothing: torch raises only where a division
+     * by zero happens (a broadcast with an empty operand is empty) */
+    if (integer_division && integral && weft_tensor_numel(self) > 0 &&
+        (form->scalar || weft_tensor_numel(other->u.tensor) > 0)) {
         if (form->scalar && value == 0)
             return weft_set_error(WEFT_EINVAL, "%s: ZeroDivisionError: integer division by zero",
                                   op);

@@ -307,8 +307,32 @@ def repeat_interleave(input, repeats, dim=None):
 
 
 def square(input):
-    """torch.square: input * input"""
+    """torch.square: input * input (a bool tensor squares as int64, as torch's)"""
+    if input.dtype == _C.bool:
+        input = input.to(_C.int64)
     return input * input
+
+
+def floor_divide(input, other):
+    """torch.floor_divide (torch 1.13's: rounds toward minus infinity), div
+    with rounding_mode='floor'; either operand may be a Python number"""
+    if not isinstance(input, Tensor):
+        input = _as_tensor(input, other)
+    return _C.div(input, other, rounding_mode="floor")
+
+
+def _floor_divide_(self, other):
+    """Tensor.floor_divide_: self //= other in place"""
+    return self.div_(other, rounding_mode="floor")
+
+
+def signbit(input):
+    """torch.signbit: whether the sign bit is set (True for -0.0; False
+    for every unsigned or bool element)"""
+    if input.is_floating_point():
+        # -0.0 < 0 is False: 1 / -0.0 is -inf tells it
+        return (input < 0) | ((input == 0) & (input.reciprocal() < 0))
+    return input < 0
 
 
 def clip(input, min=None, max=None):  # noqa: A002 -- torch's names
@@ -531,19 +555,20 @@ _MODULE = ["reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze",
            "swapdims", "broadcast_shapes", "broadcast_to", "broadcast_tensors", "atleast_1d",
            "atleast_2d", "hstack", "vstack", "meshgrid", "unflatten", "tensor_split",
            "repeat_interleave", "square", "clip", "negative", "true_divide", "frac", "sgn",
-           "float_power", "xlogy", "heaviside", "fmax", "fmin", "sinc", "logit", "where",
+           "floor_divide", "signbit", "float_power", "xlogy", "heaviside", "fmax", "fmin", "sinc", "logit", "where",
            "isclose", "allclose", "equal", "nansum", "nanmean", "diff", "trace", "diag", "eye",
            "argwhere", "msort"]
 
 # Tensor methods: self is the first argument of each
 _METHODS = ["movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "unflatten",
             "tensor_split", "repeat_interleave", "square", "clip", "negative", "true_divide",
-            "frac", "sgn", "float_power", "xlogy", "heaviside", "fmax", "fmin", "sinc", "logit",
+            "frac", "sgn", "floor_divide", "signbit", "float_power", "xlogy", "heaviside", "fmax", "fmin", "sinc", "logit",
             "isclose", "allclose", "equal", "nansum", "nanmean", "diff", "trace", "diag",
             "argwhere", "msort"]
 
 for _name in _METHODS:
     setattr(Tensor, _name, globals()[_name])
+Tensor.floor_divide_ = _floor_divide_
 
 
 def _tensor_where(self, condition, other):

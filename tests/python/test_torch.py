@@ -158,4 +158,36 @@ def result_dtypes_match_torch():
     eq(checked > 1000, True, "compared %d results" % checked)
 
 
+@test
+def floor_divide_signbit_square_and_empty_division_match_torch():
+    """floor_divide (functions, methods, in place, a number first), signbit (-0.0, inf, ints), square of bool, and an integer division by zero of an empty tensor (no error: nothing is divided) as torch's"""
+    def both(f):
+        return f(weft, lambda t: weft.from_dlpack(t)), f(torch, lambda t: t)
+
+    ints = torch.tensor([7, -7, 0, 5, -1])
+    floats = torch.tensor([7.5, -7.5, -0.0, 0.0, float("inf"), -float("inf"), 3.0])
+    cases = {
+        "floor_divide ints": lambda m, c: m.floor_divide(c(ints), 2),
+        "floor_divide by a tensor": lambda m, c: m.floor_divide(c(ints), c(torch.tensor([2, -3, 4, -2, 3]))),
+        "floor_divide a number first": lambda m, c: m.floor_divide(7, c(torch.tensor([2, -2, 3]))),
+        "floor_divide floats": lambda m, c: c(floats).floor_divide(-2.0),
+        "signbit floats": lambda m, c: m.signbit(c(floats)),
+        "signbit ints": lambda m, c: c(ints).signbit(),
+        "square of bool": lambda m, c: m.square(c(torch.tensor([1, 0, 1], dtype=torch.uint8)).to(m.bool)),
+        "remainder of an empty int tensor by 0": lambda m, c: m.remainder(c(torch.zeros(0, 3, dtype=torch.int32)), 0),
+        "fmod of an empty int tensor by a 0-d 0": lambda m, c: m.fmod(c(torch.zeros(0, 3, dtype=torch.int8)), c(torch.tensor(0, dtype=torch.int8))),
+    }
+    for what, f in cases.items():
+        w, t = both(f)
+        eq(str(w.dtype).split(".")[-1], str(t.dtype).split(".")[-1], what + ": dtype")
+        # repr: NaN equals NaN, and -0.0 differs from 0.0
+        eq([repr(v) for v in (w.to(weft.float64).tolist() if w.dtype != weft.bool else w.tolist())],
+           [repr(v) for v in (t.double().tolist() if t.dtype != torch.bool else t.tolist())], what)
+    w = weft.tensor([7, -7])
+    w.floor_divide_(2)
+    eq(w.tolist(), [3, -4], "floor_divide_ in place")
+    # a division by zero that happens is still refused, as torch's
+    raises(RuntimeError, weft.remainder, weft.tensor([1, 2]), 0, contains="ZeroDivisionError")
+
+
 done()
