@@ -548,6 +548,93 @@ def msort(input):
     return _C.sort(input, dim=0)[0]
 
 
+# torch's keywords and overloads that the schemas lack, in front of the C
+# operators: each wrapper passes a call without them straight through
+
+
+def _var_std(name):
+    op = getattr(_C, name)
+
+    def f(input, dim=None, unbiased=None, keepdim=False, *, correction=None, **kw):
+        # torch's var(dim, unbiased, keepdim) and var(unbiased) (a bool first)
+        if isinstance(dim, bool) and unbiased is None:
+            dim, unbiased = None, dim
+        if unbiased is not None:
+            if correction is not None:
+                raise TypeError("%s(): give unbiased or correction, not both" % name)
+            correction = 1 if unbiased else 0
+        if correction is not None:
+            kw["correction"] = correction
+        return op(input, dim, keepdim=keepdim, **kw)
+
+    f.__name__ = name
+    f.__doc__ = ("torch.%s: over dim (all when None), with Bessel's correction unless "
+                 "unbiased=False (or correction=c)" % name)
+    return f
+
+
+var = _var_std("var")
+std = _var_std("std")
+_sort_op = _C.sort
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """torch.sort: (values, indices) along dim; weft's sort is always stable,
+    so stable=True is what it does anyway"""
+    return _sort_op(input, dim, descending)
+
+
+_nonzero_op = _C.nonzero
+
+
+def nonzero(input, *, as_tuple=False):
+    """torch.nonzero: the indices of the nonzero elements, an (n, ndim)
+    int64 tensor, or with as_tuple=True one 1-D tensor per dim (a 0-d input
+    counts as 1-D, as torch's)"""
+    nz = _nonzero_op(input)
+    if not as_tuple:
+        return nz
+    if input.dim() == 0:
+        # nz is (1, 0) or (0, 0): the one element at index 0, or none
+        return (_C.zeros([nz.shape[0]], dtype=_C.int64, device=input.device),)
+    return tuple(nz[:, d] for d in range(input.dim()))
+
+
+_clamp_op = _C.clamp
+
+
+def clamp(input, min=None, max=None):  # noqa: A002 -- torch's names
+    """torch.clamp: min and max are numbers, or tensors that broadcast with
+    input (then maximum(input, min) and minimum(..., max), in torch's
+    result dtype)"""
+    if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        return _clamp_op(input, min, max)  # refuses both None by name
+    out = input
+    if min is not None:
+        out = _C.maximum(out, _as_tensor(min, input))
+    if max is not None:
+        out = _C.minimum(out, _as_tensor(max, input))
+    return out
+
+
+_scatter_op = _C.scatter
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """torch.scatter: src a tensor, or a number (value) written at every
+    index; reduce as torch's scatter(..., reduce=) is not supported"""
+    if reduce is not None:
+        raise NotImplementedError("scatter: reduce= is not supported; use scatter_add or "
+                                  "scatter_reduce")
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter(): missing src (a tensor) or value (a number)")
+    if not isinstance(src, Tensor):
+        src = _C.full(list(index.shape), src, dtype=input.dtype, device=input.device)
+    return _scatter_op(input, dim, index, src)
+
+
 # ------------------------------------------------------------ install
 
 _MODULE = ["reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze", "t", "narrow",
@@ -557,14 +644,14 @@ _MODULE = ["reshape", "transpose", "permute", "flatten", "squeeze", "unsqueeze",
            "repeat_interleave", "square", "clip", "negative", "true_divide", "frac", "sgn",
            "floor_divide", "signbit", "float_power", "xlogy", "heaviside", "fmax", "fmin", "sinc", "logit", "where",
            "isclose", "allclose", "equal", "nansum", "nanmean", "diff", "trace", "diag", "eye",
-           "argwhere", "msort"]
+           "argwhere", "msort", "var", "std", "sort", "nonzero", "clamp", "scatter"]
 
 # Tensor methods: self is the first argument of each
 _METHODS = ["movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to", "unflatten",
             "tensor_split", "repeat_interleave", "square", "clip", "negative", "true_divide",
             "frac", "sgn", "floor_divide", "signbit", "float_power", "xlogy", "heaviside", "fmax", "fmin", "sinc", "logit",
             "isclose", "allclose", "equal", "nansum", "nanmean", "diff", "trace", "diag",
-            "argwhere", "msort"]
+            "argwhere", "msort", "var", "std", "sort", "nonzero", "clamp", "scatter"]
 
 for _name in _METHODS:
     setattr(Tensor, _name, globals()[_name])

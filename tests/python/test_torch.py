@@ -190,4 +190,61 @@ def floor_divide_signbit_square_and_empty_division_match_torch():
     raises(RuntimeError, weft.remainder, weft.tensor([1, 2]), 0, contains="ZeroDivisionError")
 
 
+def _rounded(v):
+    """v's numbers rounded to 9 digits, so that two float64 computations
+    compare across summation orders"""
+    if isinstance(v, (list, tuple)):
+        return [_rounded(u) for u in v]
+    if isinstance(v, float):
+        return round(v, 9)
+    return v
+
+
+@test
+def torch_keywords_and_overloads():
+    """var/std(unbiased=...) and a bool first, sort(stable=True), nonzero(as_tuple=True), clamp with tensor bounds, scatter of a number: as torch's (each was a TypeError)"""
+    x = torch.randn(3, 4, dtype=torch.float64)
+    idx = torch.tensor([[0, 1], [2, 3], [3, 0]])
+    cases = {
+        "var(unbiased=False)": lambda m, c: c(x).var(unbiased=False),
+        "std(1, False, True)": lambda m, c: c(x).std(1, False, True),
+        "var(False)": lambda m, c: m.var(c(x), False),
+        "std(dim=0, correction=0)": lambda m, c: m.std(c(x), dim=0, correction=0),
+        "sort(stable=True)": lambda m, c: c(torch.tensor([3, 1, 2, 1, 3])).sort(descending=True, stable=True),
+        "nonzero(as_tuple=True)": lambda m, c: m.nonzero(c(x > 0), as_tuple=True),
+        "nonzero of a 0-d tensor, as_tuple": lambda m, c: c(torch.tensor(2.0)).nonzero(as_tuple=True),
+        "nonzero": lambda m, c: c(x > 0).nonzero(),
+        "clamp(tensor, tensor)": lambda m, c: c(x).clamp(c(torch.tensor([-0.5, 0.0, 0.5, 1.0], dtype=torch.float64)),
+                                                         c(torch.tensor([[0.75]], dtype=torch.float64))),
+        "clamp(max=0-d tensor)": lambda m, c: m.clamp(c(x), max=c(torch.tensor(0.1, dtype=torch.float64))),
+        "clamp numbers": lambda m, c: c(x).clamp(-0.2, 0.2),
+        "scatter a number": lambda m, c: c(torch.zeros(3, 4)).scatter(1, c(idx), 2.5),
+        "scatter a tensor": lambda m, c: m.scatter(c(torch.zeros(3, 4)), 1, c(idx), c(torch.ones(3, 2))),
+    }
+
+    def flat(r):
+        if isinstance(r, (tuple, list)):
+            return [flat(v) for v in r]
+        if isinstance(r, weft.Tensor):
+            r = torch.from_dlpack(r.to(weft.float64).contiguous())
+        return r.double().tolist()
+
+    def W(t):  # torch 1.13's DLPack has no bool
+        if t.dtype == torch.bool:
+            return weft.from_dlpack(t.to(torch.uint8)).to(weft.bool)
+        return weft.from_dlpack(t)
+
+    for what, f in cases.items():
+        w, t = f(weft, W), f(torch, lambda v: v)
+        wt = [flat(v) for v in w] if isinstance(w, tuple) else flat(w)
+        tt = [flat(v) for v in t] if isinstance(t, tuple) else flat(t)
+        # dtypes compared where weft returns them (flat converts to float64)
+        wd = [str(v.dtype) for v in (w if isinstance(w, tuple) else (w,))]
+        td = [str(v.dtype) for v in (t if isinstance(t, tuple) else (t,))]
+        eq([d.split(".")[-1] for d in wd], [d.split(".")[-1] for d in td], what + ": dtypes")
+        eq(_rounded(wt), _rounded(tt), what)
+    raises(TypeError, weft.var, weft.from_dlpack(x), unbiased=True, correction=1)
+    raises(RuntimeError, weft.clamp, weft.from_dlpack(x), contains="'min' or 'max'")
+
+
 done()
