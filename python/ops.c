@@ -14,6 +14,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the operators whose two results torch names (values, indices), by schema
+ * name, with torch's type name */
+static const struct {
+    const char *op, *type;
+} named_returns[] = {
+    {"max_dim", "weft.return_types.max"}, {"min_dim", "weft.return_types.min"},
+    {"sort", "weft.return_types.sort"},   {"topk", "weft.return_types.topk"},
+    {"cummax", "weft.return_types.cummax"}, {"cummin", "weft.return_types.cummin"},
+};
+#define NAMED_RETURNS ((int)(sizeof named_returns / sizeof *named_returns))
+
+static int named_return_index(const char *op)
+{
+    for (int i = 0; i < NAMED_RETURNS; i++)
+        if (!strcmp(op, named_returns[i].op))
+            return i;
+    return -1;
+}
+
 enum arg_type {
     A_TENSOR, A_TENSOR_OPT, A_TENSOR_MUT, A_TENSOR_LIST, A_SCALAR, A_FLOAT, A_INT, A_BOOL,
     A_INT_LIST, A_INT_LIST_OPT, A_DTYPE_OPT, A_GENERATOR_OPT, A_SCALAR_OPT, A_FLOAT_OPT,
@@ -51,6 +70,7 @@ typedef struct sig {
     int nargs, nrets;
     arg_desc args[MAX_ARGS];
     bool inplace, out_form;
+    int named; /* index in named_returns, or -1: results a plain tuple */
     struct sig *next; /* the next overload of the same group */
 } sig;
 
@@ -124,6 +144,7 @@ static int parse_schema(sig *s, const weft_op *op)
         return -1;
     *p++ = '\0';
     s->name = trim(s->text);
+    s->named = named_return_index(s->name);
     /* the argument list ends at the parenthesis that closes the first */
     int depth = 1;
     char *q = p;
@@ -547,6 +568,26 @@ static PyObject *wrap_list(const weft_value *v, bool failed)
     return tuple;
 }
 
+/* torch.return_types: the (values, indices) pairs that torch returns as
+ * named tuples, so that x.max(1).values and sort(x).indices work (a plain
+ * tuple has neither); still tuples, so unpacking is unchanged.  The type
+ * names are string literals: a struct sequence type keeps the pointer. */
+static PyTypeObject *named_type(int i)
+{
+    static PyTypeObject *types[NAMED_RETURNS];
+    static PyStructSequence_Field fields[] = {
+        {"values", "the values"},
+        {"indices", "their indices along dim (int64)"},
+        {NULL, NULL},
+    };
+    if (!types[i]) {
+        PyStructSequence_Desc desc = {(char *)named_returns[i].type,
+                                      "(values, indices), as torch.return_types", fields, 2};
+        types[i] = PyStructSequence_NewType(&desc);
+    }
+    return types[i];
+}
+
 /* Calls op and turns its results into Python objects; the GIL is released
  * while the kernel runs. */
 static PyObject *call(const sig *s, const weft_value *args, PyObject *first)
@@ -594,6 +635,17 @@ static PyObject *call(const sig *s, const weft_value *args, PyObject *first)
     }
     if (nrets == 1)
         return objects[0];
+    if (s->named >= 0 && nrets == 2) {
+        PyTypeObject *type = named_type(s->named);
+        PyObject *r = type ? PyStructSequence_New(type) : NULL;
+        for (int i = 0; i < nrets; i++) {
+            if (r)
+                PyStructSequence_SET_ITEM(r, i, objects[i]);
+            else
+                Py_DECREF(objects[i]);
+        }
+        return r;
+    }
     PyObject *tuple = PyTuple_New(nrets);
     if (!tuple) {
         for (int i = 0; i < nrets; i++)

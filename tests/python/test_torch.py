@@ -247,4 +247,24 @@ def torch_keywords_and_overloads():
     raises(RuntimeError, weft.clamp, weft.from_dlpack(x), contains="'min' or 'max'")
 
 
+@test
+def values_and_indices_by_name():
+    """max/min over a dim, sort, topk, cummax and cummin return torch's named pairs: .values and .indices equal torch's, and they still unpack as tuples"""
+    t = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    w = weft.from_dlpack(t)
+    cases = {"max(1)": lambda x: x.max(1), "min(0, keepdim=True)": lambda x: x.min(0, keepdim=True),
+             "sort()": lambda x: x.sort(), "sort(0, descending)": lambda x: x.sort(0, True),
+             "topk(2)": lambda x: x.topk(2), "cummax(1)": lambda x: x.cummax(1),
+             "cummin(0)": lambda x: x.cummin(0)}
+    for what, f in cases.items():
+        rw, rt = f(w), f(t)
+        eq(type(rw).__name__, type(rt).__name__, what + ": the type's name")
+        eq(torch.from_dlpack(rw.values).tolist(), rt.values.tolist(), what + ": values")
+        eq(torch.from_dlpack(rw.indices).tolist(), rt.indices.tolist(), what + ": indices")
+        v, i = rw
+        eq((isinstance(rw, tuple), len(rw), v is rw[0], i is rw[1]), (True, 2, True, True),
+           what + ": a tuple")
+    eq("values=" in repr(w.max(1)), True, "the repr names the fields")
+
+
 done()
