@@ -350,9 +350,10 @@ PyObject *wpy_tensor_tolist(PyObject *self, PyObject *unused)
 PyObject *wpy_tensor_item(PyObject *self, PyObject *unused)
 {
     int64_t n = weft_tensor_numel(WPY_T(self));
-    if (n != 1)
-        return PyErr_Format(PyExc_RuntimeError,
-                            "a Tensor with %lld elements cannot be converted to Scalar",
+    if (n != 1) /* ValueError, as torch 1.13's (a caller's except ValueError) */
+        return PyErr_Format(PyExc_ValueError,
+                            "only one element tensors can be converted to Python scalars (this "
+                            "one has %lld)",
                             (long long)n);
     weft_tensor *t;
     if (readable(&t, WPY_T(self)) < 0)

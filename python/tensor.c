@@ -941,11 +941,10 @@ static PyObject *nb_pos(PyObject *a)
 }
 
 /* The single element as a Python number, for bool(), float(), int(). */
-static PyObject *scalar_of(PyObject *a, const char *what)
+static PyObject *scalar_of(PyObject *a)
 {
-    if (weft_tensor_numel(WPY_T(a)) != 1)
-        return PyErr_Format(PyExc_RuntimeError,
-                            "%s value of Tensor with more than one value is ambiguous", what);
+    /* float(t), int(t): torch 1.13 raises item()'s ValueError (bool(t) its
+     * RuntimeError, nb_bool) */
     return wpy_tensor_item(a, NULL);
 }
 
@@ -966,7 +965,7 @@ static int nb_bool(PyObject *a)
 
 static PyObject *nb_float(PyObject *a)
 {
-    PyObject *v = scalar_of(a, "Float");
+    PyObject *v = scalar_of(a);
     if (!v)
         return NULL;
     PyObject *r = PyNumber_Float(v);
@@ -976,7 +975,7 @@ static PyObject *nb_float(PyObject *a)
 
 static PyObject *nb_int(PyObject *a)
 {
-    PyObject *v = scalar_of(a, "Int");
+    PyObject *v = scalar_of(a);
     if (!v)
         return NULL;
     PyObject *r = PyNumber_Long(v);
