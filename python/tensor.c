@@ -940,14 +940,8 @@ static PyObject *nb_pos(PyObject *a)
     return a;
 }
 
-/* The single element as a Python number, for bool(), float(), int(). */
-static PyObject *scalar_of(PyObject *a)
-{
-    /* float(t), int(t): torch 1.13 raises item()'s ValueError (bool(t) its
-     * RuntimeError, nb_bool) */
-    return wpy_tensor_item(a, NULL);
-}
-
+/* float(t) and int(t) take item()'s single element (and its ValueError,
+ * as torch 1.13); bool(t) keeps torch's RuntimeError (nb_bool). */
 static int nb_bool(PyObject *a)
 {
     if (weft_tensor_numel(WPY_T(a)) != 1) {
@@ -965,7 +959,7 @@ static int nb_bool(PyObject *a)
 
 static PyObject *nb_float(PyObject *a)
 {
-    PyObject *v = scalar_of(a);
+    PyObject *v = wpy_tensor_item(a, NULL);
     if (!v)
         return NULL;
     PyObject *r = PyNumber_Float(v);
@@ -975,7 +969,7 @@ static PyObject *nb_float(PyObject *a)
 
 static PyObject *nb_int(PyObject *a)
 {
-    PyObject *v = scalar_of(a);
+    PyObject *v = wpy_tensor_item(a, NULL);
     if (!v)
         return NULL;
     PyObject *r = PyNumber_Long(v);

@@ -332,7 +332,9 @@ static int binary_kernel(weft_call *call, void *ctx)
         value = weft_value_double(other);
         ct = cpu_scalar_result_type(st, other, value);
     } else {
-        ct = weft_result_type((const weft_tensor *[]){self, other->u.tensor}, 2);
+        /* one dtype promotes to itself: the common call skips the lookup */
+        weft_dtype ot = weft_tensor_dtype(other->u.tensor);
+        ct = ot == st ? st : weft_result_type((const weft_tensor *[]){self, other->u.tensor}, 2);
     }
     if (result == RESULT_FLOAT && cpu_integral_or_bool(ct))
         ct = WEFT_FLOAT32;
